@@ -1,0 +1,1 @@
+//! HTTP caching policy: pure functions of (request, stored response, `now`, config).

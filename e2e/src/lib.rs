@@ -1,0 +1,1 @@
+//! End-to-end tests on kind (see e2e/run.sh).

@@ -1,0 +1,649 @@
+//! The data-plane config: what the operator renders into the ConfigMap and what
+//! `edgecache-dataplane serve` reads. This file is the contract between the two; both binaries
+//! depend on it and a round-trip test guards it.
+//!
+//! YAML keys are camelCase. Every field has a default, so an empty document is a valid config
+//! except for the origin URL, which has none. Unknown fields are errors (see [`parse`]).
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::quantity::{ByteSize, Duration};
+
+/// The version of this config format. Bumped only on incompatible changes.
+pub const CONFIG_VERSION: u32 = 1;
+
+/// The whole data-plane config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DataplaneConfig {
+    /// Format version. Default: 1 (the only one).
+    pub version: u32,
+    /// Where clients connect. Default: `0.0.0.0:8080`.
+    pub listen: SocketAddr,
+    /// Admin endpoint (`/healthz`, `/readyz`, `/metrics`, PURGE). Default: `0.0.0.0:9090`.
+    pub admin: SocketAddr,
+    /// The origin this cache fronts.
+    pub origin: OriginConfig,
+    /// The disk store on the node's NVMe.
+    pub storage: StorageConfig,
+    /// Memory sizing. By default everything is derived from the cgroup memory limit.
+    pub memory: MemoryConfig,
+    /// Worker threads and connection steering.
+    pub workers: WorkersConfig,
+    /// Caching policy overrides. The defaults conform to RFC 9111.
+    pub cache: CachePolicyConfig,
+    /// How long SIGTERM waits for in-flight responses before exiting. Default: `30s`.
+    pub shutdown_grace: Duration,
+    /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a tracing filter). Default: `info`.
+    pub log: String,
+}
+
+impl Default for DataplaneConfig {
+    fn default() -> Self {
+        Self {
+            version: CONFIG_VERSION,
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            admin: SocketAddr::from(([0, 0, 0, 0], 9090)),
+            origin: OriginConfig::default(),
+            storage: StorageConfig::default(),
+            memory: MemoryConfig::default(),
+            workers: WorkersConfig::default(),
+            cache: CachePolicyConfig::default(),
+            shutdown_grace: Duration::secs(30),
+            log: "info".into(),
+        }
+    }
+}
+
+/// The origin server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OriginConfig {
+    /// `http://host[:port]` of the origin. Required; no default.
+    pub url: String,
+    /// What Host header the origin sees. Default: `preserve` (the client's Host).
+    pub host_header: HostHeader,
+    /// Time allowed to open a TCP connection to the origin. Default: `2s`.
+    pub connect_timeout: Duration,
+    /// Time allowed from sending the request to the origin's response head. Default: `30s`.
+    pub first_byte_timeout: Duration,
+    /// Longest silence allowed while the origin sends a body. Default: `30s`.
+    pub idle_timeout: Duration,
+    /// Idle pooled connections kept per worker. Default: 64.
+    pub max_idle_connections: u32,
+}
+
+impl Default for OriginConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            host_header: HostHeader::Preserve,
+            connect_timeout: Duration::secs(2),
+            first_byte_timeout: Duration::secs(30),
+            idle_timeout: Duration::secs(30),
+            max_idle_connections: 64,
+        }
+    }
+}
+
+/// The Host header sent to the origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HostHeader {
+    /// Keep the client's Host header.
+    Preserve,
+    /// Use the origin URL's authority.
+    Origin,
+    /// Use this exact value.
+    Rewrite(String),
+}
+
+/// Which disk I/O engine reads and writes the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum IoEngineKind {
+    /// io_uring when the kernel and seccomp allow it, else the thread pool.
+    #[default]
+    Auto,
+    /// io_uring only; refuse to start without it.
+    Uring,
+    /// A pool of threads doing pread/pwrite (nginx's `aio threads`).
+    Threads,
+}
+
+impl IoEngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Uring => "uring",
+            Self::Threads => "threads",
+        }
+    }
+}
+
+/// The disk store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StorageConfig {
+    /// Directory of the cache on the node's NVMe. Default: `/var/cache/edgecache`.
+    pub dir: String,
+    /// Disk budget for cached objects. Default: `10GiB`.
+    pub size: ByteSize,
+    /// Objects at or above this size are read with O_DIRECT (nginx's `directio`). Default: `64KiB`.
+    pub direct_io_threshold: ByteSize,
+    /// The I/O engine. Default: `auto`.
+    pub io_engine: IoEngineKind,
+    /// Largest object stored; larger responses are proxied without being stored. Default: `1GiB`.
+    pub max_object_size: ByteSize,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            dir: "/var/cache/edgecache".into(),
+            size: ByteSize::gib(10),
+            direct_io_threshold: ByteSize::kib(64),
+            io_engine: IoEngineKind::Auto,
+            max_object_size: ByteSize::gib(1),
+        }
+    }
+}
+
+/// Memory sizing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MemoryConfig {
+    /// Use this limit instead of the cgroup's. Default: unset (read the cgroup limit).
+    pub limit: Option<ByteSize>,
+    /// RAM tier size. Default: unset (planned from the limit, after headroom).
+    pub ram_tier: Option<ByteSize>,
+    /// Part of the limit kept free for buffers, connections and the allocator. Default: 25 (%).
+    pub headroom_percent: u8,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            limit: None,
+            ram_tier: None,
+            headroom_percent: 25,
+        }
+    }
+}
+
+/// How connections are spread over workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SteeringMode {
+    /// By the NIC receive queue (`skb->queue_mapping`), for Intel ADQ. Needs CAP_BPF.
+    Queue,
+    /// By the CPU that handled the SYN (SK_REUSEPORT program). Needs CAP_BPF.
+    Cpu,
+    /// By the kernel's flow hash through a REUSEPORT_SOCKARRAY. Needs CAP_BPF.
+    Hash,
+    /// SO_INCOMING_CPU on each listener; no BPF, no privilege.
+    IncomingCpu,
+    /// The kernel's default SO_REUSEPORT hash.
+    #[default]
+    Off,
+}
+
+impl SteeringMode {
+    pub const ALL: [SteeringMode; 5] = [
+        Self::Queue,
+        Self::Cpu,
+        Self::Hash,
+        Self::IncomingCpu,
+        Self::Off,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queue => "queue",
+            Self::Cpu => "cpu",
+            Self::Hash => "hash",
+            Self::IncomingCpu => "incoming-cpu",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for SteeringMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SteeringMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown steering mode `{s}` (expected queue, cpu, hash, incoming-cpu or off)"
+                )
+            })
+    }
+}
+
+/// Workers and steering.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkersConfig {
+    /// Worker threads, each pinned to one CPU. Default: 0 = one per CPU the process may run on.
+    pub count: u32,
+    /// Steering mode. Default: `off`.
+    pub steering: SteeringMode,
+    /// Refuse to start when the steering mode cannot be set up. Default: false (fall back to `off`).
+    pub steering_required: bool,
+    /// Subtracted from `skb->queue_mapping` before it picks a worker; real NIC drivers record
+    /// queue + 1, so 1 there, 0 on veth. Default: 1.
+    pub queue_offset: u32,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        Self {
+            count: 0,
+            steering: SteeringMode::Off,
+            steering_required: false,
+            queue_offset: 1,
+        }
+    }
+}
+
+/// What to do with responses that carry Set-Cookie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CookiePolicy {
+    /// Store them as any other response (RFC 9111 allows it); Set-Cookie is stored and replayed.
+    Store,
+    /// Do not store responses that set cookies, unless they are explicitly `public`.
+    #[default]
+    NoStoreUnlessPublic,
+    /// Never store responses that set cookies.
+    NeverStore,
+}
+
+/// Caching policy overrides. The defaults conform to RFC 9111.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CachePolicyConfig {
+    /// Freshness for cacheable responses that carry none. Default: unset (no default TTL).
+    pub default_ttl: Option<Duration>,
+    /// Ignore `Cache-Control: no-cache` and `Pragma: no-cache` from clients. Default: false.
+    pub ignore_client_no_cache: bool,
+    /// Responses with Set-Cookie. Default: `no-store-unless-public`.
+    pub cookie_policy: CookiePolicy,
+    /// Allow heuristic freshness (a fraction of the time since Last-Modified). Default: true.
+    pub heuristic_freshness: bool,
+    /// Name of this cache in Via and Cache-Status. Default: `edgecache`.
+    pub name: String,
+}
+
+impl Default for CachePolicyConfig {
+    fn default() -> Self {
+        Self {
+            default_ttl: None,
+            ignore_client_no_cache: false,
+            cookie_policy: CookiePolicy::NoStoreUnlessPublic,
+            heuristic_freshness: true,
+            name: "edgecache".into(),
+        }
+    }
+}
+
+/// One problem found in a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Field path, e.g. `storage.size`.
+    pub path: String,
+    /// The offending value as written, when there is one.
+    pub value: Option<String>,
+    /// Why it is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}: {} (got {v})", self.path, self.reason),
+            None => write!(f, "{}: {}", self.path, self.reason),
+        }
+    }
+}
+
+/// Every problem found in a config, in document order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        writeln!(f, "{n} error{} in config:", if n == 1 { "" } else { "s" })?;
+        for e in &self.0 {
+            writeln!(f, "  - {e}")?;
+        }
+        Ok(())
+    }
+}
+
+fn err(path: &str, value: Option<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        path: path.into(),
+        value,
+        reason: reason.into(),
+    }
+}
+
+/// Parse and validate a YAML config. Reports every unknown field, the first type error (serde
+/// cannot go on past one), and, when the document has the right shape, every invalid value.
+pub fn parse(yaml: &str) -> Result<DataplaneConfig, ConfigErrors> {
+    let mut unknown = Vec::new();
+    let de = serde_yaml::Deserializer::from_str(yaml);
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(de, &mut track);
+    let parsed = serde_ignored::deserialize(tracked, |path| {
+        unknown.push(err(&path.to_string(), None, "unknown field"));
+    });
+    let mut errors = unknown;
+    match parsed {
+        Ok(cfg) => {
+            if errors.is_empty() {
+                validate(&cfg)?;
+                return Ok(cfg);
+            }
+        }
+        Err(e) => {
+            let path = track.path().to_string();
+            let path = if path == "." {
+                "(document)".to_string()
+            } else {
+                path
+            };
+            errors.push(err(&path, None, e.to_string()));
+        }
+    }
+    Err(ConfigErrors(errors))
+}
+
+/// Check the values of a config that has the right shape; every problem is reported.
+pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
+    let mut errors = Vec::new();
+    if cfg.version != CONFIG_VERSION {
+        errors.push(err(
+            "version",
+            Some(cfg.version.to_string()),
+            format!("only version {CONFIG_VERSION} is supported"),
+        ));
+    }
+    if let Err(why) = check_origin_url(&cfg.origin.url) {
+        errors.push(err(
+            "origin.url",
+            Some(format!("{:?}", cfg.origin.url)),
+            why,
+        ));
+    }
+    if let HostHeader::Rewrite(h) = &cfg.origin.host_header {
+        if h.is_empty()
+            || h.bytes()
+                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'/')
+        {
+            errors.push(err(
+                "origin.hostHeader.rewrite",
+                Some(format!("{h:?}")),
+                "must be a host name with an optional port",
+            ));
+        }
+    }
+    for (path, d) in [
+        ("origin.connectTimeout", cfg.origin.connect_timeout),
+        ("origin.firstByteTimeout", cfg.origin.first_byte_timeout),
+        ("origin.idleTimeout", cfg.origin.idle_timeout),
+    ] {
+        if d.get().is_zero() {
+            errors.push(err(path, Some(d.to_string()), "must be greater than zero"));
+        }
+    }
+    if cfg.listen == cfg.admin {
+        errors.push(err(
+            "admin",
+            Some(cfg.admin.to_string()),
+            "must differ from `listen`",
+        ));
+    }
+    if cfg.storage.dir.is_empty() || !cfg.storage.dir.starts_with('/') {
+        errors.push(err(
+            "storage.dir",
+            Some(format!("{:?}", cfg.storage.dir)),
+            "must be an absolute path",
+        ));
+    }
+    if cfg.storage.size < ByteSize::mib(64) {
+        errors.push(err(
+            "storage.size",
+            Some(cfg.storage.size.to_string()),
+            "must be at least 64MiB",
+        ));
+    }
+    let t = cfg.storage.direct_io_threshold.bytes();
+    if t == 0 || t % 4096 != 0 {
+        errors.push(err(
+            "storage.directIoThreshold",
+            Some(cfg.storage.direct_io_threshold.to_string()),
+            "must be a positive multiple of 4096",
+        ));
+    }
+    if cfg.storage.max_object_size.bytes() == 0 || cfg.storage.max_object_size > cfg.storage.size {
+        errors.push(err(
+            "storage.maxObjectSize",
+            Some(cfg.storage.max_object_size.to_string()),
+            "must be positive and at most storage.size",
+        ));
+    }
+    if let Some(l) = cfg.memory.limit {
+        if l < ByteSize::mib(32) {
+            errors.push(err(
+                "memory.limit",
+                Some(l.to_string()),
+                "must be at least 32MiB",
+            ));
+        }
+    }
+    if cfg.memory.headroom_percent > 90 {
+        errors.push(err(
+            "memory.headroomPercent",
+            Some(cfg.memory.headroom_percent.to_string()),
+            "must be at most 90",
+        ));
+    }
+    if cfg.workers.count > 1024 {
+        errors.push(err(
+            "workers.count",
+            Some(cfg.workers.count.to_string()),
+            "must be at most 1024 (0 means one per CPU)",
+        ));
+    }
+    if cfg.workers.queue_offset > 1 {
+        errors.push(err(
+            "workers.queueOffset",
+            Some(cfg.workers.queue_offset.to_string()),
+            "must be 0 (veth, loopback) or 1 (NIC drivers)",
+        ));
+    }
+    if cfg.cache.name.is_empty()
+        || !cfg
+            .cache
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        errors.push(err(
+            "cache.name",
+            Some(format!("{:?}", cfg.cache.name)),
+            "must be a token of letters, digits, `-`, `_` or `.`",
+        ));
+    }
+    if cfg.log.trim().is_empty() {
+        errors.push(err(
+            "log",
+            Some(format!("{:?}", cfg.log)),
+            "must not be empty",
+        ));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+/// An origin URL must be `http://host[:port][/]` (TLS to the origin is not supported yet).
+pub fn check_origin_url(url: &str) -> Result<(), String> {
+    if url.is_empty() {
+        return Err("is required (e.g. http://origin.example:8080)".into());
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err("must start with http:// (https origins are not supported yet)".into());
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
+        return Err("must be http://host[:port] with no path, query or credentials".into());
+    }
+    if let Some((host, port)) = authority.rsplit_once(':') {
+        if !host.ends_with(']') || authority.starts_with('[') {
+            let port_ok = port.parse::<u16>().is_ok_and(|p| p > 0);
+            let bracketed_v6 = authority.starts_with('[') && !authority.ends_with(']');
+            if !port_ok && !(authority.starts_with('[') && authority.ends_with(']'))
+                || (bracketed_v6 && !port_ok)
+            {
+                return Err(format!("has an invalid port `{port}`"));
+            }
+            if host.is_empty() {
+                return Err("has no host".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Serialize a config to the YAML the data plane reads.
+pub fn to_yaml(cfg: &DataplaneConfig) -> String {
+    serde_yaml::to_string(cfg).unwrap_or_else(|e| format!("# cannot serialize config: {e}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid() -> DataplaneConfig {
+        DataplaneConfig {
+            origin: OriginConfig {
+                url: "http://127.0.0.1:8000".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn minimal_document_gets_defaults() {
+        let cfg = parse("origin:\n  url: http://origin:80\n").unwrap();
+        assert_eq!(cfg.storage.size, ByteSize::gib(10));
+        assert_eq!(cfg.workers.steering, SteeringMode::Off);
+        assert_eq!(cfg.origin.url, "http://origin:80");
+    }
+
+    #[test]
+    fn round_trip_through_yaml() {
+        let mut cfg = valid();
+        cfg.storage.size = ByteSize::gib(3);
+        cfg.workers.steering = SteeringMode::IncomingCpu;
+        cfg.origin.host_header = HostHeader::Rewrite("www.example".into());
+        cfg.cache.default_ttl = Some(Duration::secs(60));
+        cfg.memory.limit = Some(ByteSize::mib(256));
+        let text = to_yaml(&cfg);
+        assert_eq!(parse(&text).unwrap(), cfg, "{text}");
+    }
+
+    #[test]
+    fn every_unknown_field_is_reported_with_its_path() {
+        let e = parse("origin:\n  url: http://o\n  tls: true\nstorage:\n  sizee: 1GiB\nfoo: 1\n")
+            .unwrap_err();
+        let paths: Vec<_> = e.0.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["origin.tls", "storage.sizee", "foo"], "{e}");
+        assert!(e.0.iter().all(|e| e.reason == "unknown field"));
+    }
+
+    #[test]
+    fn type_error_names_path_and_value() {
+        let e = parse("origin:\n  url: http://o\nstorage:\n  size: lots\n").unwrap_err();
+        assert_eq!(e.0.len(), 1);
+        assert_eq!(e.0[0].path, "storage.size");
+        assert!(e.0[0].reason.contains("`lots`"), "{}", e.0[0].reason);
+    }
+
+    #[test]
+    fn every_invalid_value_is_reported() {
+        let yaml = "origin:\n  url: https://o\n  connectTimeout: 0s\nstorage:\n  dir: relative\n  size: 1MiB\n  directIoThreshold: 1000\nworkers:\n  queueOffset: 7\n";
+        let e = parse(yaml).unwrap_err();
+        let paths: Vec<_> = e.0.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "origin.url",
+                "origin.connectTimeout",
+                "storage.dir",
+                "storage.size",
+                "storage.directIoThreshold",
+                "storage.maxObjectSize",
+                "workers.queueOffset"
+            ],
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("storage.size: must be at least 64MiB (got 1MiB)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn origin_urls() {
+        for ok in [
+            "http://a",
+            "http://a:80",
+            "http://a.b.c:8080/",
+            "http://127.0.0.1:8000",
+            "http://[::1]:80",
+            "http://[::1]",
+        ] {
+            assert_eq!(check_origin_url(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "a:80",
+            "https://a",
+            "http://",
+            "http://a/b",
+            "http://a:0",
+            "http://a:99999",
+            "http://u@a",
+            "http://:80",
+        ] {
+            assert!(check_origin_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn steering_modes_parse() {
+        for m in SteeringMode::ALL {
+            assert_eq!(m.as_str().parse::<SteeringMode>(), Ok(m));
+        }
+        assert!("adq".parse::<SteeringMode>().is_err());
+    }
+}

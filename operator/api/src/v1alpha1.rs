@@ -1,0 +1,1 @@
+//! The `EdgeCache` custom resource (edgecache.dev/v1alpha1).

@@ -1,0 +1,1 @@
+//! edgecache-fakeapi
