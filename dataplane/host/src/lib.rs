@@ -1,1 +1,30 @@
-//! edgecache-host
+//! What the host gives the data plane, read in one place.
+//!
+//! This crate is the only part of the data plane that reads `/proc` and `/sys`. Every decision
+//! made from what it reads is a pure function with a table test:
+//! - [`plan_cpus`] turns the affinity mask, the cgroup CPU quota and the configured worker count
+//!   into the list of CPUs the workers are pinned to ([`worker_cpus`] reads the inputs);
+//! - [`plan_memory`] turns the cgroup memory limit and the memory config into a [`MemoryPlan`]
+//!   (RAM tier, I/O buffers, headroom); [`read_memory_limit`] reads the limit.
+//!
+//! # Unsafe
+//! The workspace denies `unsafe_code`. Two items in [`cpu`] relax it, because the affinity
+//! syscalls (`sched_getaffinity`, `sched_setaffinity`) have no safe wrapper in `std` or `libc`;
+//! each block carries a `// SAFETY:` comment.
+
+pub mod cgroup;
+pub mod cpu;
+pub mod memory;
+
+pub use cgroup::{
+    CgroupVersion, MemoryCgroup, MemoryUsage, memory_cgroup, memory_cgroup_at, read_memory_limit,
+    read_memory_limit_at, read_memory_usage,
+};
+pub use cpu::{
+    CpuQuota, affinity_mask, pin_current_thread, plan_cpus, read_cpu_quota, read_cpu_quota_at,
+    worker_cpus,
+};
+pub use memory::{
+    BASE_RSS, IO_BUFFERS_PER_WORKER, LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, RamTierSource,
+    plan_memory, plan_memory_with_ram, read_mem_total, read_mem_total_at,
+};

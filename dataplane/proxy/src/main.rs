@@ -1,1 +1,79 @@
-fn main() {}
+//! `edgecache-dataplane`: the EdgeCache data plane.
+//!
+//! `serve` loads the config (file and flags), reads the cgroup limits, plans memory, opens the
+//! disk store (rebuilding its index), binds one SO_REUSEPORT listener per worker, attaches
+//! connection steering, starts the pinned workers and the admin endpoint, then waits for
+//! SIGTERM or SIGINT. `check-config FILE` reports every problem in a config file.
+
+mod admin;
+mod body;
+mod clock;
+mod coalesce;
+mod config;
+mod error;
+mod handler;
+mod key;
+mod metrics;
+mod origin;
+mod server;
+mod startup;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "edgecache-dataplane",
+    version,
+    about = "EdgeCache data plane: an HTTP edge cache on NVMe with io_uring"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the cache server.
+    Serve(Box<config::ServeFlags>),
+    /// Check a config file and report every error with its field path.
+    CheckConfig {
+        /// The YAML file to check.
+        file: std::path::PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::CheckConfig { file } => match config::check_file(&file) {
+            Ok(_) => {
+                println!("{}: ok", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Serve(flags) => {
+            let cfg = match config::load(&flags) {
+                Ok(cfg) => cfg,
+                Err(e) => {
+                    eprintln!("edgecache-dataplane: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            startup::init_tracing(&cfg.log);
+            match startup::serve(cfg) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    eprintln!("edgecache-dataplane: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -103,6 +103,7 @@ pub enum HostHeader {
 
 /// Which disk I/O engine reads and writes the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum IoEngineKind {
     /// io_uring when the kernel and seccomp allow it, else the thread pool.
@@ -176,6 +177,7 @@ impl Default for MemoryConfig {
 
 /// How connections are spread over workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum SteeringMode {
     /// By the NIC receive queue (`skb->queue_mapping`), for Intel ADQ. Needs CAP_BPF.
@@ -258,6 +260,7 @@ impl Default for WorkersConfig {
 
 /// What to do with responses that carry Set-Cookie.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum CookiePolicy {
     /// Store them as any other response (RFC 9111 allows it); Set-Cookie is stored and replayed.
@@ -343,21 +346,24 @@ fn err(path: &str, value: Option<String>, reason: impl Into<String>) -> ConfigEr
 /// Parse and validate a YAML config. Reports every unknown field, the first type error (serde
 /// cannot go on past one), and, when the document has the right shape, every invalid value.
 pub fn parse(yaml: &str) -> Result<DataplaneConfig, ConfigErrors> {
-    let mut unknown = Vec::new();
+    let cfg = parse_shape(yaml)?;
+    validate(&cfg)?;
+    Ok(cfg)
+}
+
+/// Parse a YAML config, checking its shape (unknown fields, types) but not its values: for a
+/// caller that overlays more settings (command-line flags) before [`validate`].
+pub fn parse_shape(yaml: &str) -> Result<DataplaneConfig, ConfigErrors> {
+    let mut errors = Vec::new();
     let de = serde_yaml::Deserializer::from_str(yaml);
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(de, &mut track);
     let parsed = serde_ignored::deserialize(tracked, |path| {
-        unknown.push(err(&path.to_string(), None, "unknown field"));
+        errors.push(err(&path.to_string(), None, "unknown field"));
     });
-    let mut errors = unknown;
     match parsed {
-        Ok(cfg) => {
-            if errors.is_empty() {
-                validate(&cfg)?;
-                return Ok(cfg);
-            }
-        }
+        Ok(cfg) if errors.is_empty() => return Ok(cfg),
+        Ok(_) => {}
         Err(e) => {
             let path = track.path().to_string();
             let path = if path == "." {
@@ -388,17 +394,16 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             why,
         ));
     }
-    if let HostHeader::Rewrite(h) = &cfg.origin.host_header {
-        if h.is_empty()
+    if let HostHeader::Rewrite(h) = &cfg.origin.host_header
+        && (h.is_empty()
             || h.bytes()
-                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'/')
-        {
-            errors.push(err(
-                "origin.hostHeader.rewrite",
-                Some(format!("{h:?}")),
-                "must be a host name with an optional port",
-            ));
-        }
+                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'/'))
+    {
+        errors.push(err(
+            "origin.hostHeader.rewrite",
+            Some(format!("{h:?}")),
+            "must be a host name with an optional port",
+        ));
     }
     for (path, d) in [
         ("origin.connectTimeout", cfg.origin.connect_timeout),
@@ -431,7 +436,7 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
         ));
     }
     let t = cfg.storage.direct_io_threshold.bytes();
-    if t == 0 || t % 4096 != 0 {
+    if t == 0 || !t.is_multiple_of(4096) {
         errors.push(err(
             "storage.directIoThreshold",
             Some(cfg.storage.direct_io_threshold.to_string()),
@@ -445,14 +450,14 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "must be positive and at most storage.size",
         ));
     }
-    if let Some(l) = cfg.memory.limit {
-        if l < ByteSize::mib(32) {
-            errors.push(err(
-                "memory.limit",
-                Some(l.to_string()),
-                "must be at least 32MiB",
-            ));
-        }
+    if let Some(l) = cfg.memory.limit
+        && l < ByteSize::mib(32)
+    {
+        errors.push(err(
+            "memory.limit",
+            Some(l.to_string()),
+            "must be at least 32MiB",
+        ));
     }
     if cfg.memory.headroom_percent > 90 {
         errors.push(err(
@@ -514,19 +519,32 @@ pub fn check_origin_url(url: &str) -> Result<(), String> {
     if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
         return Err("must be http://host[:port] with no path, query or credentials".into());
     }
-    if let Some((host, port)) = authority.rsplit_once(':') {
-        if !host.ends_with(']') || authority.starts_with('[') {
-            let port_ok = port.parse::<u16>().is_ok_and(|p| p > 0);
-            let bracketed_v6 = authority.starts_with('[') && !authority.ends_with(']');
-            if !port_ok && !(authority.starts_with('[') && authority.ends_with(']'))
-                || (bracketed_v6 && !port_ok)
-            {
-                return Err(format!("has an invalid port `{port}`"));
-            }
-            if host.is_empty() {
-                return Err("has no host".into());
+    let (host, port) = match authority.strip_prefix('[') {
+        // An IPv6 literal: [addr] or [addr]:port.
+        Some(v6) => {
+            let Some((addr, after)) = v6.split_once(']') else {
+                return Err("has an unclosed IPv6 bracket".into());
+            };
+            match after {
+                "" => (addr, None),
+                _ => match after.strip_prefix(':') {
+                    Some(port) => (addr, Some(port)),
+                    None => return Err("must be http://host[:port]".into()),
+                },
             }
         }
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() {
+        return Err("has no host".into());
+    }
+    if let Some(port) = port
+        && !port.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return Err(format!("has an invalid port `{port}`"));
     }
     Ok(())
 }

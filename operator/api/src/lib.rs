@@ -10,4 +10,6 @@ pub use dataplane::{DataplaneConfig, SteeringMode};
 pub use quantity::{ByteSize, Duration};
 
 #[cfg(feature = "crd")]
+pub mod schema;
+#[cfg(feature = "crd")]
 pub mod v1alpha1;

@@ -86,7 +86,7 @@ impl fmt::Display for ByteSize {
             ("MiB", 1 << 20),
             ("KiB", 1 << 10),
         ] {
-            if self.0 >= m && self.0 % m == 0 {
+            if self.0 >= m && self.0.is_multiple_of(m) {
                 return write!(f, "{}{suf}", self.0 / m);
             }
         }
@@ -169,7 +169,7 @@ impl fmt::Display for Duration {
             ("m", 60_000),
             ("s", 1_000),
         ] {
-            if ms >= m && ms % m == 0 {
+            if ms >= m && ms.is_multiple_of(m) {
                 return write!(f, "{}{suf}", ms / m);
             }
         }

@@ -1,1 +1,561 @@
 //! The `EdgeCache` custom resource (edgecache.dev/v1alpha1).
+//!
+//! One `EdgeCache` is one fleet of data-plane pods: a DaemonSet on the nodes its placement
+//! selects (NVMe nodes by default, ADQ nodes too for `queue` steering), each pod caching on the
+//! node's NVMe through a hostPath directory. Every field has a schema default except
+//! `origin.url`; cross-field rules and the immutable cache path are CEL rules the API server
+//! enforces (`x-kubernetes-validations`), so a bad object is refused at `kubectl apply`. The
+//! operator re-checks the rest (sizes, URL syntax) before it touches anything.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::dataplane::{CookiePolicy, IoEngineKind, SteeringMode};
+use crate::quantity::{ByteSize, Duration};
+
+/// API group of the resource.
+pub const GROUP: &str = "edgecache.dev";
+/// API version of this module.
+pub const VERSION: &str = "v1alpha1";
+/// Node label set by Node Feature Discovery on nodes with a non-rotational disk.
+pub const NFD_NONROTATIONAL_LABEL: &str = "feature.node.kubernetes.io/storage-nonrotationaldisk";
+/// Node label an admin (or a NodeFeatureRule) sets on NVMe nodes.
+pub const NVME_LABEL: &str = "edgecache.dev/nvme";
+/// Node label an admin (or a NodeFeatureRule) sets on nodes with an ADQ-capable NIC.
+pub const ADQ_LABEL: &str = "edgecache.dev/adq";
+
+/// An HTTP edge cache running on every selected node.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[kube(
+    group = "edgecache.dev",
+    version = "v1alpha1",
+    kind = "EdgeCache",
+    plural = "edgecaches",
+    singular = "edgecache",
+    shortname = "ec",
+    category = "edgecache",
+    namespaced,
+    status = "EdgeCacheStatus",
+    derive = "PartialEq",
+    doc = "An HTTP edge cache: one data-plane pod per selected node, caching on the node's NVMe.",
+    printcolumn = r#"{"name":"Ready","type":"string","description":"Whether every selected node runs an up-to-date, ready cache pod","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Desired","type":"integer","description":"Nodes that should run a cache pod","jsonPath":".status.desiredNodes"}"#,
+    printcolumn = r#"{"name":"Ready nodes","type":"integer","description":"Nodes whose cache pod is ready","jsonPath":".status.readyNodes"}"#,
+    printcolumn = r#"{"name":"Steering","type":"string","description":"Connection steering mode","jsonPath":".spec.steering.mode"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new(
+    "self.steering.mode != 'queue' || self.network.hostNetwork"
+).message("steering.mode queue needs network.hostNetwork: true (ADQ queues belong to the host NIC)").field_path(".network.hostNetwork"))]
+#[x_kube(validation = Rule::new(
+    "self.origin.hostHeader == 'rewrite' ? (has(self.origin.hostHeaderValue) && self.origin.hostHeaderValue != '') : !has(self.origin.hostHeaderValue)"
+).message("origin.hostHeaderValue is required when origin.hostHeader is rewrite, and allowed only then").field_path(".origin.hostHeaderValue"))]
+#[x_kube(validation = Rule::new(
+    "self.network.port != self.network.adminPort"
+).message("network.port and network.adminPort must differ").field_path(".network.adminPort"))]
+#[x_kube(validation = Rule::new(
+    "!has(self.security.seccompLocalhostProfile) || self.security.mode == 'capabilities'"
+).message("security.seccompLocalhostProfile applies only to security.mode capabilities (privileged containers always run Unconfined)").field_path(".security.seccompLocalhostProfile"))]
+#[x_kube(validation = Rule::new(
+    "!self.steering.required || self.steering.mode != 'off'"
+).message("steering.required needs a steering.mode other than off").field_path(".steering.required"))]
+#[x_kube(validation = Rule::new(
+    "self.storage.hostPath == oldSelf.storage.hostPath"
+).message("storage.hostPath is immutable: the cache on every node lives there; create a new EdgeCache to move it").field_path(".storage.hostPath"))]
+#[serde(rename_all = "camelCase")]
+pub struct EdgeCacheSpec {
+    /// The origin this cache fronts.
+    pub origin: OriginSpec,
+    /// Which nodes run a cache pod. Default: NVMe nodes (and ADQ nodes for `queue` steering).
+    #[serde(default)]
+    pub placement: PlacementSpec,
+    /// The disk cache on each node's NVMe.
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// Memory, CPU and worker threads of each cache pod.
+    #[serde(default)]
+    pub resources: ResourcesSpec,
+    /// How connections are spread over the workers.
+    #[serde(default)]
+    pub steering: SteeringSpec,
+    /// Caching policy overrides. The defaults conform to RFC 9111.
+    #[serde(default)]
+    pub cache: CacheSpec,
+    /// Ports, host networking and the Service in front of the pods.
+    #[serde(default)]
+    pub network: NetworkSpec,
+    /// Privileges of the cache container.
+    #[serde(default)]
+    pub security: SecuritySpec,
+    /// The data-plane image. Default: `ghcr.io/edgecache/edgecache-dataplane:0.1.0`.
+    #[serde(default = "default_image")]
+    #[schemars(length(min = 1))]
+    pub image: String,
+    /// When the kubelet pulls the image. Default: `IfNotPresent`.
+    #[serde(default)]
+    pub image_pull_policy: PullPolicy,
+    /// How pods are replaced when the spec changes.
+    #[serde(default)]
+    pub update_strategy: UpdateStrategySpec,
+    /// Data-plane log filter (`error`, `warn`, `info`, `debug`, `trace` or a tracing filter).
+    /// Default: `info`.
+    #[serde(default = "default_log")]
+    #[schemars(length(min = 1))]
+    pub log: String,
+    /// Stop reconciling this EdgeCache without deleting anything. Default: false.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+fn default_image() -> String {
+    "ghcr.io/edgecache/edgecache-dataplane:0.1.0".into()
+}
+fn default_log() -> String {
+    "info".into()
+}
+
+/// The origin server.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OriginSpec {
+    /// `http://host[:port]` of the origin (https origins are not supported yet).
+    #[schemars(regex(pattern = r"^http://[^/?#@ ]+/?$"))]
+    pub url: String,
+    /// What Host header the origin sees: the client's (`preserve`), the origin URL's authority
+    /// (`origin`) or `hostHeaderValue` (`rewrite`). Default: `preserve`.
+    #[serde(default)]
+    pub host_header: HostHeaderMode,
+    /// The Host header sent when `hostHeader` is `rewrite`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_header_value: Option<String>,
+    /// Time allowed to open a TCP connection to the origin. Default: `2s`.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: Duration,
+    /// Time allowed from sending the request to the origin's response head. Default: `30s`.
+    #[serde(default = "default_30s")]
+    pub first_byte_timeout: Duration,
+    /// Longest silence allowed while the origin sends a body. Default: `30s`.
+    #[serde(default = "default_30s")]
+    pub idle_timeout: Duration,
+    /// Idle pooled origin connections kept per worker. Default: 64.
+    #[serde(default = "default_max_idle")]
+    #[schemars(range(max = 10000))]
+    pub max_idle_connections: u32,
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::secs(2)
+}
+fn default_30s() -> Duration {
+    Duration::secs(30)
+}
+fn default_max_idle() -> u32 {
+    64
+}
+
+/// How the Host header sent to the origin is chosen.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum HostHeaderMode {
+    /// Keep the client's Host header.
+    #[default]
+    Preserve,
+    /// Use the origin URL's authority.
+    Origin,
+    /// Use `origin.hostHeaderValue`.
+    Rewrite,
+}
+
+/// Which nodes run a cache pod.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementSpec {
+    /// Restrict the default NVMe (and, for `queue` steering, ADQ) node affinity. When true, the
+    /// pods get a required node affinity for nodes labelled
+    /// `feature.node.kubernetes.io/storage-nonrotationaldisk=true` or `edgecache.dev/nvme=true`,
+    /// and also `edgecache.dev/adq=true` when `steering.mode` is `queue`; it is combined (AND)
+    /// with any required node affinity given in `affinity`. Default: true.
+    #[serde(default = "default_true")]
+    pub nvme_nodes_only: bool,
+    /// Extra node labels a node must carry (the pod's `nodeSelector`). Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Affinity of the cache pods, merged with the NVMe default above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Tolerations of the cache pods. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Priority class of the cache pods (e.g. `system-node-critical`). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+}
+
+impl Default for PlacementSpec {
+    fn default() -> Self {
+        Self {
+            nvme_nodes_only: true,
+            node_selector: BTreeMap::new(),
+            affinity: None,
+            tolerations: Vec::new(),
+            priority_class_name: None,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The disk cache on each node.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Directory on the node (on its NVMe) that holds the cache, mounted into the pod. Created
+    /// when missing. Immutable. Default: `/var/cache/edgecache`.
+    #[serde(default = "default_host_path")]
+    #[schemars(regex(pattern = r"^/[^\x00]*$"), length(max = 4096))]
+    pub host_path: String,
+    /// Disk budget for cached objects on each node (at least 64MiB). Default: `10GiB`.
+    #[serde(default = "default_storage_size")]
+    pub size: ByteSize,
+    /// Objects at or above this size are read with O_DIRECT; a positive multiple of 4096.
+    /// Default: `64KiB`.
+    #[serde(default = "default_direct_io")]
+    pub direct_io_threshold: ByteSize,
+    /// The disk I/O engine: `auto` (io_uring when allowed, else threads), `uring` or `threads`.
+    /// Default: `auto`.
+    #[serde(default)]
+    pub io_engine: IoEngineKind,
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        Self {
+            host_path: default_host_path(),
+            size: default_storage_size(),
+            direct_io_threshold: default_direct_io(),
+            io_engine: IoEngineKind::Auto,
+        }
+    }
+}
+
+fn default_host_path() -> String {
+    "/var/cache/edgecache".into()
+}
+fn default_storage_size() -> ByteSize {
+    ByteSize::gib(10)
+}
+fn default_direct_io() -> ByteSize {
+    ByteSize::kib(64)
+}
+
+/// Memory, CPU and workers of each cache pod.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesSpec {
+    /// Memory limit (and request) of the cache container: the pod's cgroup limit, from which the
+    /// data plane sizes its RAM tier. At least 64MiB. Default: `2GiB`.
+    #[serde(default = "default_memory")]
+    pub memory: ByteSize,
+    /// CPU limit (and request) of the cache container, as a Kubernetes quantity (`4`, `500m`).
+    /// Whole CPUs give a Guaranteed pod that the static CPU manager pins. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?|[0-9]+m)$"))]
+    pub cpu: Option<String>,
+    /// Worker threads per pod; 0 means one per CPU the pod may run on. Default: 0.
+    #[serde(default)]
+    #[schemars(range(max = 1024))]
+    pub workers: u32,
+    /// RAM tier size. Default: unset (planned from the memory limit, after headroom).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram_tier: Option<ByteSize>,
+    /// Part of the memory limit kept free for buffers and connections, in percent. Default: 25.
+    #[serde(default = "default_headroom")]
+    #[schemars(range(max = 90))]
+    pub headroom_percent: u8,
+}
+
+impl Default for ResourcesSpec {
+    fn default() -> Self {
+        Self {
+            memory: default_memory(),
+            cpu: None,
+            workers: 0,
+            ram_tier: None,
+            headroom_percent: default_headroom(),
+        }
+    }
+}
+
+fn default_memory() -> ByteSize {
+    ByteSize::gib(2)
+}
+fn default_headroom() -> u8 {
+    25
+}
+
+/// Connection steering.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SteeringSpec {
+    /// `queue` (by NIC receive queue, for ADQ), `cpu`, `hash`, `incoming-cpu` or `off`.
+    /// Default: `off`.
+    #[serde(default)]
+    pub mode: SteeringMode,
+    /// Refuse to start a pod whose steering cannot be set up, instead of falling back to `off`.
+    /// Default: false (best effort).
+    #[serde(default)]
+    pub required: bool,
+    /// Subtracted from the NIC queue index before it picks a worker: 1 for real NIC drivers,
+    /// 0 on veth. Default: 1.
+    #[serde(default = "default_queue_offset")]
+    #[schemars(range(max = 1))]
+    pub queue_offset: u32,
+}
+
+impl Default for SteeringSpec {
+    fn default() -> Self {
+        Self {
+            mode: SteeringMode::Off,
+            required: false,
+            queue_offset: default_queue_offset(),
+        }
+    }
+}
+
+fn default_queue_offset() -> u32 {
+    1
+}
+
+/// Caching policy overrides.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheSpec {
+    /// Freshness for cacheable responses that carry none. Default: unset (no default TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_ttl: Option<Duration>,
+    /// Largest object stored; larger responses are proxied without being stored. At most
+    /// `storage.size`. Default: `1GiB`.
+    #[serde(default = "default_max_object")]
+    pub max_object_size: ByteSize,
+    /// Responses with Set-Cookie: `store`, `no-store-unless-public` or `never-store`.
+    /// Default: `no-store-unless-public`.
+    #[serde(default)]
+    pub cookie_policy: CookiePolicy,
+    /// Ignore `Cache-Control: no-cache` and `Pragma: no-cache` from clients. Default: false.
+    #[serde(default)]
+    pub ignore_client_no_cache: bool,
+    /// Allow heuristic freshness from Last-Modified. Default: true.
+    #[serde(default = "default_true")]
+    pub heuristic_freshness: bool,
+    /// Name of this cache in Via and Cache-Status headers. Default: `edgecache`.
+    #[serde(default = "default_cache_name")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._-]+$"))]
+    pub name: String,
+}
+
+impl Default for CacheSpec {
+    fn default() -> Self {
+        Self {
+            default_ttl: None,
+            max_object_size: default_max_object(),
+            cookie_policy: CookiePolicy::NoStoreUnlessPublic,
+            ignore_client_no_cache: false,
+            heuristic_freshness: true,
+            name: default_cache_name(),
+        }
+    }
+}
+
+fn default_max_object() -> ByteSize {
+    ByteSize::gib(1)
+}
+fn default_cache_name() -> String {
+    "edgecache".into()
+}
+
+/// Ports and networking.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    /// Port clients connect to. Default: 8080.
+    #[serde(default = "default_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// Admin port (`/healthz`, `/readyz`, `/metrics`). Default: 9090.
+    #[serde(default = "default_admin_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub admin_port: u16,
+    /// Run the pods in the node's network namespace; needed for `queue` steering (ADQ queues are
+    /// on the host NIC). Default: false.
+    #[serde(default)]
+    pub host_network: bool,
+    /// Type of the Service in front of the pods. Default: `ClusterIP`.
+    #[serde(default)]
+    pub service_type: ServiceType,
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        Self {
+            port: default_port(),
+            admin_port: default_admin_port(),
+            host_network: false,
+            service_type: ServiceType::ClusterIP,
+        }
+    }
+}
+
+fn default_port() -> u16 {
+    8080
+}
+fn default_admin_port() -> u16 {
+    9090
+}
+
+/// Kubernetes Service types the operator creates.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+pub enum ServiceType {
+    /// A cluster-internal virtual IP.
+    #[default]
+    ClusterIP,
+    /// A port on every node.
+    NodePort,
+    /// An external load balancer.
+    LoadBalancer,
+}
+
+impl ServiceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClusterIP => "ClusterIP",
+            Self::NodePort => "NodePort",
+            Self::LoadBalancer => "LoadBalancer",
+        }
+    }
+}
+
+/// Privileges of the cache container.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecuritySpec {
+    /// `privileged` (the default) or `capabilities`: only the capabilities the data plane uses
+    /// (BPF for BPF steering, NET_ADMIN, IPC_LOCK, SYS_RESOURCE), everything else dropped,
+    /// seccomp Unconfined so io_uring works, or the Localhost profile named below.
+    #[serde(default)]
+    pub mode: SecurityMode,
+    /// A seccomp profile on the node (relative to the kubelet's seccomp directory) that allows
+    /// io_uring and bpf; only with mode `capabilities`. Default: unset (Unconfined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub seccomp_localhost_profile: Option<String>,
+}
+
+/// How the cache container gets its privileges.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SecurityMode {
+    /// A privileged container (seccomp Unconfined, every capability).
+    #[default]
+    Privileged,
+    /// An explicit capability list; everything else dropped.
+    Capabilities,
+}
+
+/// Image pull policy.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+pub enum PullPolicy {
+    /// Pull on every pod start.
+    Always,
+    /// Pull when the node does not have the image.
+    #[default]
+    IfNotPresent,
+    /// Never pull.
+    Never,
+}
+
+impl PullPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "Always",
+            Self::IfNotPresent => "IfNotPresent",
+            Self::Never => "Never",
+        }
+    }
+}
+
+/// Pod replacement when the spec changes. The operator always uses a rolling update with
+/// `maxSurge: 0`: a node's old pod is gone before its new one starts, so the two never share the
+/// node's cache directory and port.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateStrategySpec {
+    /// Nodes whose cache may be down at once during a rollout: a count or a percentage
+    /// (`10%`). Default: 1.
+    #[serde(default = "default_max_unavailable")]
+    pub max_unavailable: IntOrString,
+}
+
+impl Default for UpdateStrategySpec {
+    fn default() -> Self {
+        Self {
+            max_unavailable: default_max_unavailable(),
+        }
+    }
+}
+
+fn default_max_unavailable() -> IntOrString {
+    IntOrString::Int(1)
+}
+
+/// What the operator observed.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EdgeCacheStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Progressing` and `Degraded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// Nodes that should run a cache pod.
+    #[serde(default)]
+    pub desired_nodes: i32,
+    /// Nodes whose cache pod is ready.
+    #[serde(default)]
+    pub ready_nodes: i32,
+    /// Nodes running a pod of the current spec.
+    #[serde(default)]
+    pub updated_nodes: i32,
+    /// Nodes whose cache pod has been ready for minReadySeconds.
+    #[serde(default)]
+    pub available_nodes: i32,
+    /// sha256 of the data-plane config in effect (also on the pod template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hash: Option<String>,
+}
+
+impl EdgeCacheStatus {
+    /// The condition of this type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
+/// Condition types the operator maintains.
+pub mod condition {
+    /// Every selected node runs a ready pod of the current spec.
+    pub const READY: &str = "Ready";
+    /// A rollout is under way.
+    pub const PROGRESSING: &str = "Progressing";
+    /// Something needs a human: an invalid spec, no matching node, a failing apply.
+    pub const DEGRADED: &str = "Degraded";
+}

@@ -1,1 +1,135 @@
-fn main() {}
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The EdgeCache operator.
+#[derive(Parser)]
+#[command(name = "edgecache-operator", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controller against the cluster of the current kubeconfig or service account.
+    Run(RunArgs),
+    /// Print the EdgeCache CRD as YAML (what crds/edgecache.dev_edgecaches.yaml holds).
+    Crd,
+    /// Print, offline, every object the operator would apply for an EdgeCache manifest.
+    Render {
+        /// The EdgeCache manifest (`-` for standard input).
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "EDGECACHE_WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Address of the admin endpoint (/metrics, /healthz, /readyz).
+    #[arg(long, env = "EDGECACHE_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// EdgeCaches reconciled at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    concurrency: u16,
+    /// Log filter (RUST_LOG syntax).
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    log: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args).map(|()| String::new()),
+        Command::Crd => edgecache_operator::crd::crd_yaml().map_err(anyhow::Error::from),
+        Command::Render { file } => read(&file).and_then(|text| {
+            edgecache_operator::render::render(&text).map_err(anyhow::Error::from)
+        }),
+    };
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            let root = e.root_cause().to_string();
+            if root != e.to_string() {
+                eprintln!("  caused by: {root}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn read(path: &PathBuf) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading standard input")?;
+        return Ok(s);
+    }
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).context("--log")?)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .context("no Kubernetes client configuration (kubeconfig or in-cluster)")?;
+        let ctx = Arc::new(edgecache_operator::context::Context::new(client));
+        let ready = Arc::new(AtomicBool::new(false));
+        let listener = edgecache_operator::admin::bind(args.admin_addr)
+            .await
+            .with_context(|| format!("binding the admin address {}", args.admin_addr))?;
+        tracing::info!(addr = %args.admin_addr, "admin endpoint listening");
+        let admin = tokio::spawn(edgecache_operator::admin::serve(
+            listener,
+            ctx.clone(),
+            ready.clone(),
+        ));
+        let cfg = edgecache_operator::controller::Config {
+            namespace: args.namespace,
+            concurrency: args.concurrency,
+            ..Default::default()
+        };
+        edgecache_operator::controller::run(ctx, cfg, ready, shutdown_signal()).await;
+        admin.abort();
+        Ok(())
+    })
+}
+
+/// SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("shutdown requested; finishing in-flight reconciliations");
+}

@@ -1,1 +1,1428 @@
-//! edgecache-fakeapi
+//! An in-process fake Kubernetes API server for tests: a
+//! `tower::Service<http::Request<kube::client::Body>>` handed to `kube::Client::new`, so the real
+//! `kube::Api`, watchers and `kube::runtime::Controller` run against it in `cargo test`.
+//!
+//! What it models:
+//! - an object store keyed by group/version/resource, namespace and name, with a global,
+//!   monotonically increasing `resourceVersion`, uids and creation timestamps;
+//! - get, list (label and `metadata.name`/`metadata.namespace` field selectors), create,
+//!   replace (optimistic concurrency on `resourceVersion`), delete;
+//! - watch as a streaming body of newline-delimited events, resumable from a resourceVersion
+//!   through an event history, `410 Gone` for one older than the (compactable) history, and
+//!   `sendInitialEvents` with the initial-events-end bookmark;
+//! - JSON merge patch (strategic merge patch is treated as a merge patch), JSON patch (with
+//!   `test` ops), and a server-side-apply approximation: the fields each manager applied are
+//!   tracked (and shown in `metadata.managedFields`), fields a manager stops applying are
+//!   pruned unless another manager owns them, conflicting values owned by another manager are
+//!   a 409 unless `force=true`, and update operations take ownership of what they change;
+//! - the status subresource split, `metadata.generation` bumped on changes outside metadata
+//!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
+//! - finalizers (delete sets `deletionTimestamp`; the object goes when the last finalizer is
+//!   removed) and background owner-reference garbage collection;
+//! - a DaemonSet "controller": every DaemonSet's status is recomputed from the fake Nodes, their
+//!   labels and taints, and the pod template's nodeSelector, required node affinity and
+//!   tolerations; pods are ready at once unless [`FakeApiServer::set_pods_ready`] says not, and
+//!   a new pod template is rolled out at once, or step by step (`maxUnavailable` pods per
+//!   [`FakeApiServer::advance_rollouts`]) after [`FakeApiServer::set_manual_rollouts`];
+//! - fault injection ([`FakeApiServer::inject_fault`]), dropping every open watch
+//!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
+//!   request log for wire-level tests.
+//!
+//! What it does not model: OpenAPI schema validation, defaulting and CEL rules (use kube's
+//! `cel` feature for those), admission, RBAC, namespaces' lifecycle, list pagination (`limit`
+//! is ignored and everything comes in one page), list-map merge keys in apply (every list is
+//! atomic, so two managers cannot share one list), strategic-merge-patch directives, YAML
+//! apply bodies (kube sends JSON), foreground/orphan deletion propagation, real pods, rollouts
+//! over time (a DaemonSet's pods are updated at once), and watch bookmarks other than the
+//! initial-events-end one.
+
+mod fields;
+mod resources;
+mod sim;
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+pub use fields::{FieldSet, Path};
+pub use resources::{ResourceInfo, Target, parse_path};
+pub use sim::{LabelSelector, daemonset_status, pod_fits_node};
+
+use fields::{changed_paths, fields_v1, get, leaf_paths, merge_patch, overlaps, remove, set};
+
+/// The body type of the fake's responses.
+pub type FakeBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Resource keys of the kinds the tests use most.
+pub mod keys {
+    pub const NODES: &str = "/v1/nodes";
+    pub const CONFIGMAPS: &str = "/v1/configmaps";
+    pub const SERVICES: &str = "/v1/services";
+    pub const SERVICEACCOUNTS: &str = "/v1/serviceaccounts";
+    pub const DAEMONSETS: &str = "apps/v1/daemonsets";
+    pub const EVENTS: &str = "events.k8s.io/v1/events";
+    pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
+}
+
+/// Manager name of the writes the simulated DaemonSet controller makes.
+pub const DAEMONSET_CONTROLLER: &str = "fake-daemonset-controller";
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl ChangeType {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change: what watches stream and what tests inspect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub resource_version: u64,
+    pub change: ChangeType,
+    /// `group/version/plural`.
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Whether only the status changed (a write to the status subresource or the simulator).
+    pub status_only: bool,
+    /// The object after the change (before it, for deletions).
+    pub object: Value,
+}
+
+/// One request the fake answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub method: Method,
+    /// Path and query.
+    pub uri: String,
+    pub status: u16,
+}
+
+/// An error answer, sent as a `Status` object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: String,
+    pub message: String,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+    fn not_found(what: &str) -> Self {
+        Self::new(404, "NotFound", format!("{what} not found"))
+    }
+    fn status(&self) -> Value {
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code
+        })
+    }
+}
+
+/// An injected failure: the next `times` requests whose method matches (any when `None`) and
+/// whose path contains `path_contains` get `code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub method: Option<Method>,
+    pub path_contains: String,
+    pub code: u16,
+    pub times: u32,
+}
+
+type ObjKey = (String, String, String);
+type ManagerKey = (String, Option<String>);
+
+#[derive(Debug, Clone, Default)]
+struct Ownership {
+    /// `Apply` or `Update`.
+    operation: String,
+    fields: FieldSet,
+}
+
+struct State {
+    resources: BTreeMap<String, ResourceInfo>,
+    objects: BTreeMap<ObjKey, Value>,
+    managers: BTreeMap<ObjKey, BTreeMap<ManagerKey, Ownership>>,
+    rv: u64,
+    uid_seq: u64,
+    history: Vec<Arc<Change>>,
+    /// Resource versions at or below this were compacted away: watching from them is 410 Gone.
+    history_floor: u64,
+    sender: broadcast::Sender<Arc<Change>>,
+    requests: Vec<RequestRecord>,
+    faults: Vec<Fault>,
+    pods_ready: bool,
+    /// Step-by-step rollouts: per DaemonSet, the generation being rolled out and how many pods
+    /// run it (`None`: all of them).
+    manual_rollouts: bool,
+    rollouts: BTreeMap<ObjKey, (i64, Option<i64>)>,
+    /// Bumped to end every open watch.
+    watch_epoch: tokio::sync::watch::Sender<u64>,
+}
+
+/// The fake API server. Clones share one store.
+#[derive(Clone)]
+pub struct FakeApiServer {
+    state: Arc<Mutex<State>>,
+}
+
+impl Default for FakeApiServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn ns_key(ns: &Option<String>) -> String {
+    ns.clone().unwrap_or_default()
+}
+
+impl FakeApiServer {
+    pub fn new() -> Self {
+        let (sender, _) = broadcast::channel(4096);
+        Self {
+            state: Arc::new(Mutex::new(State {
+                resources: resources::defaults(),
+                objects: BTreeMap::new(),
+                managers: BTreeMap::new(),
+                rv: 1,
+                uid_seq: 0,
+                history: Vec::new(),
+                history_floor: 0,
+                sender,
+                requests: Vec::new(),
+                faults: Vec::new(),
+                pods_ready: true,
+                manual_rollouts: false,
+                rollouts: BTreeMap::new(),
+                watch_epoch: tokio::sync::watch::Sender::new(0),
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock poisons it; the state is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A `kube::Client` talking to this fake, with `default` as its default namespace.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.clone(), "default")
+    }
+
+    /// Serve another resource kind.
+    pub fn register(&self, info: ResourceInfo) {
+        self.lock().resources.insert(info.key(), info);
+    }
+
+    /// Add (or relabel) a Node.
+    pub fn add_node(&self, name: &str, labels: &[(&str, &str)]) {
+        let labels: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        self.put_object(
+            keys::NODES,
+            None,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}}),
+        );
+    }
+
+    /// Add a taint to a Node.
+    pub fn taint_node(&self, name: &str, key: &str, effect: &str) {
+        let mut st = self.lock();
+        let k = (keys::NODES.to_string(), String::new(), name.to_string());
+        if let Some(mut node) = st.objects.get(&k).cloned() {
+            let taints = node["spec"]["taints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut taints = taints;
+            taints.push(json!({"key": key, "effect": effect}));
+            node["spec"]["taints"] = json!(taints);
+            let _ = st.commit(&k, node, "fake-admin", None, "Update");
+            st.simulate_all();
+        }
+    }
+
+    /// Create or replace an object directly (as an admin would), outside any request.
+    pub fn put_object(&self, resource: &str, namespace: Option<&str>, mut obj: Value) {
+        let mut st = self.lock();
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if let Some(ns) = namespace {
+            obj["metadata"]["namespace"] = json!(ns);
+        }
+        let k = (
+            resource.to_string(),
+            namespace.unwrap_or_default().to_string(),
+            name,
+        );
+        let _ = st.commit(&k, obj, "fake-admin", None, "Update");
+        st.after_write(resource, &k, false);
+    }
+
+    /// Whether the simulated DaemonSet pods are ready (default: true). Re-simulates every
+    /// DaemonSet.
+    pub fn set_pods_ready(&self, ready: bool) {
+        let mut st = self.lock();
+        st.pods_ready = ready;
+        st.simulate_all();
+    }
+
+    /// Roll new pod templates out step by step (see [`Self::advance_rollouts`]) instead of at
+    /// once.
+    pub fn set_manual_rollouts(&self, manual: bool) {
+        let mut st = self.lock();
+        st.manual_rollouts = manual;
+        if !manual {
+            st.rollouts.values_mut().for_each(|r| r.1 = None);
+        }
+        st.simulate_all();
+    }
+
+    /// Replace `maxUnavailable` more pods of every DaemonSet that is rolling out.
+    pub fn advance_rollouts(&self) {
+        let mut st = self.lock();
+        let nodes = st.nodes();
+        let keys: Vec<ObjKey> = st.rollouts.keys().cloned().collect();
+        for k in keys {
+            let Some(ds) = st.objects.get(&k).cloned() else {
+                continue;
+            };
+            let desired = daemonset_status(&ds, &nodes, true, None)["desiredNumberScheduled"]
+                .as_i64()
+                .unwrap_or(0);
+            if let Some((_, Some(updated))) = st.rollouts.get_mut(&k) {
+                *updated += sim::rollout_step(&ds, desired);
+                if *updated >= desired {
+                    st.rollouts.insert(
+                        k.clone(),
+                        (ds["metadata"]["generation"].as_i64().unwrap_or(1), None),
+                    );
+                }
+            }
+        }
+        st.simulate_all();
+    }
+
+    /// End every open watch stream (clients reconnect from their last resourceVersion).
+    pub fn drop_watches(&self) {
+        self.lock().watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// The stored object, if any.
+    pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let k = (
+            resource.to_string(),
+            namespace.unwrap_or_default().to_string(),
+            name.to_string(),
+        );
+        self.lock().objects.get(&k).cloned()
+    }
+
+    /// Every stored object of a resource.
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        self.lock()
+            .objects
+            .iter()
+            .filter(|((r, _, _), _)| r == resource)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Delete an object as an admin would (finalizers and garbage collection apply).
+    pub fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> bool {
+        let k = (
+            resource.to_string(),
+            namespace.unwrap_or_default().to_string(),
+            name.to_string(),
+        );
+        self.lock().delete_object(&k).is_ok()
+    }
+
+    /// Every committed change so far, oldest first (compaction does not drop them here).
+    pub fn changes(&self) -> Vec<Change> {
+        self.lock().history.iter().map(|c| (**c).clone()).collect()
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Forget the watch history: watches from an older resourceVersion get 410 Gone.
+    pub fn compact(&self) {
+        let mut st = self.lock();
+        st.history_floor = st.rv;
+    }
+
+    /// Fail matching requests (see [`Fault`]).
+    pub fn inject_fault(&self, fault: Fault) {
+        self.lock().faults.push(fault);
+    }
+
+    /// Drop every injected fault not yet used.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
+    /// Every request answered so far.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.lock().requests.clone()
+    }
+
+    /// Field sets per manager (`manager` or `manager/status`) of an object.
+    pub fn managed_fields(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> BTreeMap<String, FieldSet> {
+        let k = (
+            resource.to_string(),
+            namespace.unwrap_or_default().to_string(),
+            name.to_string(),
+        );
+        self.lock()
+            .managers
+            .get(&k)
+            .map(|m| {
+                m.iter()
+                    .map(|((mgr, sub), o)| {
+                        let name = match sub {
+                            Some(s) => format!("{mgr}/{s}"),
+                            None => mgr.clone(),
+                        };
+                        (name, o.fields.clone())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    async fn handle(self, req: Request<kube::client::Body>) -> Response<FakeBody> {
+        let (parts, body) = req.into_parts();
+        let uri = parts.uri.to_string();
+        let method = parts.method.clone();
+        let body = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return self.finish(
+                    &method,
+                    &uri,
+                    Err(ApiError::new(400, "BadRequest", format!("body: {e}"))),
+                );
+            }
+        };
+        if let Some(err) = self.take_fault(&method, parts.uri.path()) {
+            return self.finish(&method, &uri, Err(err));
+        }
+        let query = resources::parse_query(parts.uri.query());
+        let Some(target) = parse_path(parts.uri.path()) else {
+            return self.finish(&method, &uri, Err(ApiError::not_found(parts.uri.path())));
+        };
+        let content_type = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_string();
+        if method == Method::GET
+            && target.name.is_none()
+            && matches!(query.get("watch").map(String::as_str), Some("true" | "1"))
+        {
+            let resp = self.watch(&target, &query);
+            let status = resp.status().as_u16();
+            self.lock().requests.push(RequestRecord {
+                method,
+                uri,
+                status,
+            });
+            return resp;
+        }
+        let result = {
+            let mut st = self.lock();
+            st.dispatch(&method, &target, &query, &content_type, &body)
+        };
+        self.finish(&method, &uri, result)
+    }
+
+    fn take_fault(&self, method: &Method, path: &str) -> Option<ApiError> {
+        let mut st = self.lock();
+        let i = st.faults.iter().position(|f| {
+            f.times > 0
+                && f.method.as_ref().is_none_or(|m| m == method)
+                && path.contains(&f.path_contains)
+        })?;
+        let code = st.faults[i].code;
+        st.faults[i].times -= 1;
+        if st.faults[i].times == 0 {
+            st.faults.remove(i);
+        }
+        let reason = match code {
+            409 => "Conflict",
+            410 => "Expired",
+            429 => "TooManyRequests",
+            500 => "InternalError",
+            503 => "ServiceUnavailable",
+            _ => "Unknown",
+        };
+        Some(ApiError::new(code, reason, "injected fault"))
+    }
+
+    fn finish(
+        &self,
+        method: &Method,
+        uri: &str,
+        result: Result<(u16, Value), ApiError>,
+    ) -> Response<FakeBody> {
+        let (code, body) = match result {
+            Ok((code, v)) => (code, v),
+            Err(e) => (e.code, e.status()),
+        };
+        self.lock().requests.push(RequestRecord {
+            method: method.clone(),
+            uri: uri.to_string(),
+            status: code,
+        });
+        json_response(code, &body)
+    }
+
+    fn watch(&self, target: &Target, query: &BTreeMap<String, String>) -> Response<FakeBody> {
+        let st = self.lock();
+        if !st.resources.contains_key(&target.resource) {
+            return json_response(404, &ApiError::not_found(&target.resource).status());
+        }
+        let filter = match Filter::new(target, query) {
+            Ok(f) => f,
+            Err(e) => return json_response(400, &e.status()),
+        };
+        let since = query
+            .get("resourceVersion")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v != 0);
+        let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
+        let mut initial: Vec<Value> = Vec::new();
+        match since {
+            Some(rv) if !send_initial => {
+                if rv < st.history_floor {
+                    initial.push(json!({"type": "ERROR", "object": ApiError::new(410, "Expired", format!("too old resource version: {rv} ({})", st.history_floor)).status()}));
+                } else {
+                    for c in st.history.iter().filter(|c| c.resource_version > rv) {
+                        if filter.matches_change(c) {
+                            initial.push(event_json(c));
+                        }
+                    }
+                }
+            }
+            _ => {
+                for ((r, ns, _), obj) in &st.objects {
+                    if *r == target.resource && filter.matches_obj(ns, obj) {
+                        initial.push(json!({"type": "ADDED", "object": obj}));
+                    }
+                }
+                if send_initial {
+                    initial.push(json!({"type": "BOOKMARK", "object": {
+                        "kind": st.resources.get(&target.resource).map(|r| r.kind.clone()).unwrap_or_default(),
+                        "apiVersion": st.resources.get(&target.resource).map(ResourceInfo::api_version).unwrap_or_default(),
+                        "metadata": {"resourceVersion": st.rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}
+                    }}));
+                }
+            }
+        }
+        let expired = initial.iter().any(|e| e["type"] == "ERROR");
+        let mut rx = st.sender.subscribe();
+        let mut epoch = st.watch_epoch.subscribe();
+        drop(st);
+        let timeout = query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(290);
+        let (tx, body_rx) = mpsc::channel::<Bytes>(64);
+        tokio::spawn(async move {
+            for e in initial {
+                if tx.send(line(&e)).await.is_err() {
+                    return;
+                }
+            }
+            if expired {
+                return;
+            }
+            let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    _ = &mut deadline => return,
+                    _ = tx.closed() => return,
+                    _ = epoch.changed() => return,
+                    msg = rx.recv() => match msg {
+                        Ok(c) => {
+                            if filter.matches_change(&c) && tx.send(line(&event_json(&c))).await.is_err() {
+                                return;
+                            }
+                        }
+                        // Lagged or closed: end the watch; the client resumes from its last
+                        // resourceVersion through the history.
+                        Err(_) => return,
+                    }
+                }
+            }
+        });
+        let stream = futures_util::stream::unfold(body_rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|b| (Ok::<_, Infallible>(http_body::Frame::data(b)), rx))
+        });
+        let mut resp = Response::new(UnsyncBoxBody::new(StreamBody::new(stream)));
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        resp
+    }
+}
+
+fn line(v: &Value) -> Bytes {
+    let mut s = v.to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn event_json(c: &Change) -> Value {
+    json!({"type": c.change.as_str(), "object": c.object})
+}
+
+fn json_response(code: u16, body: &Value) -> Response<FakeBody> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// Which objects a list or watch returns.
+struct Filter {
+    resource: String,
+    namespace: Option<String>,
+    labels: LabelSelector,
+    name: Option<String>,
+    field_namespace: Option<String>,
+}
+
+impl Filter {
+    fn new(target: &Target, query: &BTreeMap<String, String>) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+            .map_err(|e| ApiError::new(400, "BadRequest", e))?;
+        let mut name = None;
+        let mut field_namespace = None;
+        for part in query
+            .get("fieldSelector")
+            .map_or("", String::as_str)
+            .split(',')
+            .filter(|p| !p.is_empty())
+        {
+            match part.split_once('=') {
+                Some(("metadata.name", v)) => name = Some(v.trim_start_matches('=').to_string()),
+                Some(("metadata.namespace", v)) => {
+                    field_namespace = Some(v.trim_start_matches('=').to_string())
+                }
+                _ => {
+                    return Err(ApiError::new(
+                        400,
+                        "BadRequest",
+                        format!("unsupported field selector `{part}`"),
+                    ));
+                }
+            }
+        }
+        Ok(Self {
+            resource: target.resource.clone(),
+            namespace: target.namespace.clone(),
+            labels,
+            name,
+            field_namespace,
+        })
+    }
+
+    fn matches_obj(&self, ns: &str, obj: &Value) -> bool {
+        self.namespace.as_deref().is_none_or(|n| n == ns)
+            && self.field_namespace.as_deref().is_none_or(|n| n == ns)
+            && self
+                .name
+                .as_deref()
+                .is_none_or(|n| obj.pointer("/metadata/name").and_then(Value::as_str) == Some(n))
+            && self
+                .labels
+                .matches(&sim::string_map(obj.pointer("/metadata/labels")))
+    }
+
+    fn matches_change(&self, c: &Change) -> bool {
+        c.resource == self.resource
+            && self.matches_obj(c.namespace.as_deref().unwrap_or(""), &c.object)
+    }
+}
+
+impl State {
+    fn info(&self, target: &Target) -> Result<ResourceInfo, ApiError> {
+        self.resources
+            .get(&target.resource)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&format!("resource {}", target.resource)))
+    }
+
+    fn dispatch(
+        &mut self,
+        method: &Method,
+        target: &Target,
+        query: &BTreeMap<String, String>,
+        content_type: &str,
+        body: &Bytes,
+    ) -> Result<(u16, Value), ApiError> {
+        let info = self.info(target)?;
+        let sub = target.subresource.clone();
+        if let Some(s) = &sub
+            && (s != "status" || !info.status_subresource)
+        {
+            return Err(ApiError::not_found(&format!("subresource {s}")));
+        }
+        let manager = query
+            .get("fieldManager")
+            .cloned()
+            .unwrap_or_else(|| "unknown".into());
+        let parse = || -> Result<Value, ApiError> {
+            serde_json::from_slice(body)
+                .map_err(|e| ApiError::new(400, "BadRequest", format!("body is not JSON: {e}")))
+        };
+        match (method, &target.name) {
+            (&Method::GET, None) => Ok((200, self.list_objects(&info, target, query)?)),
+            (&Method::GET, Some(name)) => {
+                let k = (
+                    target.resource.clone(),
+                    ns_key(&target.namespace),
+                    name.clone(),
+                );
+                self.objects
+                    .get(&k)
+                    .cloned()
+                    .map(|o| (200, o))
+                    .ok_or_else(|| ApiError::not_found(&format!("{} {name}", info.kind)))
+            }
+            (&Method::POST, None) => {
+                let obj = parse()?;
+                self.create(&info, target, obj, &manager).map(|o| (201, o))
+            }
+            (&Method::PUT, Some(name)) => {
+                let obj = parse()?;
+                self.replace(&info, target, name, obj, sub.as_deref(), &manager)
+                    .map(|o| (200, o))
+            }
+            (&Method::PATCH, Some(name)) => {
+                let patch = parse()?;
+                let force = query.get("force").map(String::as_str) == Some("true");
+                self.patch(
+                    &info,
+                    target,
+                    name,
+                    content_type,
+                    patch,
+                    sub.as_deref(),
+                    &manager,
+                    force,
+                    query.contains_key("fieldManager"),
+                )
+            }
+            (&Method::DELETE, Some(name)) => {
+                let k = (
+                    target.resource.clone(),
+                    ns_key(&target.namespace),
+                    name.clone(),
+                );
+                self.delete_object(&k).map(|o| (200, o))
+            }
+            _ => Err(ApiError::new(
+                405,
+                "MethodNotAllowed",
+                format!("{method} is not supported here"),
+            )),
+        }
+    }
+
+    fn list_objects(
+        &self,
+        info: &ResourceInfo,
+        target: &Target,
+        query: &BTreeMap<String, String>,
+    ) -> Result<Value, ApiError> {
+        let filter = Filter::new(target, query)?;
+        let items: Vec<Value> = self
+            .objects
+            .iter()
+            .filter(|((r, ns, _), obj)| *r == target.resource && filter.matches_obj(ns, obj))
+            .map(|(_, o)| o.clone())
+            .collect();
+        Ok(json!({
+            "kind": format!("{}List", info.kind),
+            "apiVersion": info.api_version(),
+            "metadata": {"resourceVersion": self.rv.to_string()},
+            "items": items,
+        }))
+    }
+
+    fn create(
+        &mut self,
+        info: &ResourceInfo,
+        target: &Target,
+        mut obj: Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::new(400, "BadRequest", "body must be an object"));
+        }
+        if obj["metadata"].is_null() {
+            obj["metadata"] = json!({});
+        }
+        let name = match obj.pointer("/metadata/name").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => match obj
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+            {
+                Some(prefix) => {
+                    self.uid_seq += 1;
+                    format!("{prefix}{:05x}", self.uid_seq)
+                }
+                None => return Err(ApiError::new(422, "Invalid", "metadata.name is required")),
+            },
+        };
+        obj["metadata"]["name"] = json!(name);
+        if info.namespaced {
+            let ns = target
+                .namespace
+                .clone()
+                .or_else(|| {
+                    obj.pointer("/metadata/namespace")
+                        .and_then(Value::as_str)
+                        .map(String::from)
+                })
+                .unwrap_or_else(|| "default".into());
+            obj["metadata"]["namespace"] = json!(ns);
+        }
+        let k = (
+            target.resource.clone(),
+            ns_key(&target.namespace),
+            name.clone(),
+        );
+        if self.objects.contains_key(&k) {
+            return Err(ApiError::new(
+                409,
+                "AlreadyExists",
+                format!("{} {name} already exists", info.kind),
+            ));
+        }
+        if info.status_subresource
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
+        let out = self.commit(&k, obj, manager, None, "Update")?;
+        self.after_write(&target.resource, &k, false);
+        Ok(out)
+    }
+
+    fn replace(
+        &mut self,
+        info: &ResourceInfo,
+        target: &Target,
+        name: &str,
+        obj: Value,
+        sub: Option<&str>,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let k = (
+            target.resource.clone(),
+            ns_key(&target.namespace),
+            name.to_string(),
+        );
+        let old = self
+            .objects
+            .get(&k)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&format!("{} {name}", info.kind)))?;
+        if stale(&obj, &old) {
+            return Err(conflict(info, name));
+        }
+        let new = split_status(info, &old, obj, sub);
+        let out = self.commit(&k, new, manager, sub, "Update")?;
+        self.after_write(&target.resource, &k, sub.is_some());
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn patch(
+        &mut self,
+        info: &ResourceInfo,
+        target: &Target,
+        name: &str,
+        content_type: &str,
+        patch: Value,
+        sub: Option<&str>,
+        manager: &str,
+        force: bool,
+        has_manager: bool,
+    ) -> Result<(u16, Value), ApiError> {
+        let k = (
+            target.resource.clone(),
+            ns_key(&target.namespace),
+            name.to_string(),
+        );
+        let old = self.objects.get(&k).cloned();
+        let ct = content_type.split(';').next().unwrap_or("").trim();
+        if ct == "application/apply-patch+yaml" {
+            if !has_manager {
+                return Err(ApiError::new(
+                    400,
+                    "BadRequest",
+                    "fieldManager is required for apply patch",
+                ));
+            }
+            return self.apply(info, target, &k, old, patch, sub, manager, force);
+        }
+        let old = old.ok_or_else(|| ApiError::not_found(&format!("{} {name}", info.kind)))?;
+        let mut new = old.clone();
+        match ct {
+            "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                if stale(&patch, &old) {
+                    return Err(conflict(info, name));
+                }
+                merge_patch(&mut new, &patch);
+            }
+            "application/json-patch+json" => {
+                let p: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
+                    ApiError::new(400, "BadRequest", format!("invalid JSON patch: {e}"))
+                })?;
+                json_patch::patch(&mut new, &p).map_err(|e| {
+                    ApiError::new(422, "Invalid", format!("JSON patch failed: {e}"))
+                })?;
+            }
+            other => {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    format!("unsupported patch type {other}"),
+                ));
+            }
+        }
+        let new = split_status(info, &old, new, sub);
+        let out = self.commit(&k, new, manager, sub, "Update")?;
+        self.after_write(&target.resource, &k, sub.is_some());
+        Ok((200, out))
+    }
+
+    /// The server-side-apply approximation (see the crate docs).
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &mut self,
+        info: &ResourceInfo,
+        target: &Target,
+        k: &ObjKey,
+        old: Option<Value>,
+        applied: Value,
+        sub: Option<&str>,
+        manager: &str,
+        force: bool,
+    ) -> Result<(u16, Value), ApiError> {
+        let name = &k.2;
+        if applied.pointer("/metadata/name").and_then(Value::as_str) != Some(name.as_str()) {
+            return Err(ApiError::new(
+                400,
+                "BadRequest",
+                "metadata.name in the body must match the URL",
+            ));
+        }
+        let status_only = sub.is_some();
+        let skip_status = info.status_subresource && !status_only;
+        let applied_paths = leaf_paths(&applied, status_only, skip_status);
+        let mkey: ManagerKey = (manager.to_string(), sub.map(String::from));
+        let base = match &old {
+            Some(o) => o.clone(),
+            None => {
+                if status_only {
+                    return Err(ApiError::not_found(&format!("{} {name}", info.kind)));
+                }
+                let mut o = json!({"apiVersion": info.api_version(), "kind": info.kind, "metadata": {"name": name}});
+                if info.namespaced {
+                    o["metadata"]["namespace"] = json!(k.1);
+                }
+                o
+            }
+        };
+        let mut owners = self.managers.get(k).cloned().unwrap_or_default();
+        // Conflicts: a field another manager owns, applied with a different value.
+        let mut conflicts = Vec::new();
+        for (other, own) in owners.iter_mut().filter(|(m, _)| **m != mkey) {
+            let clash: Vec<Path> = own
+                .fields
+                .iter()
+                .filter(|q| {
+                    applied_paths
+                        .iter()
+                        .any(|p| overlaps(p, q) && get(&base, p) != get(&applied, p))
+                })
+                .cloned()
+                .collect();
+            if clash.is_empty() {
+                continue;
+            }
+            if force {
+                for q in &clash {
+                    own.fields.remove(q);
+                }
+            } else {
+                for q in clash {
+                    conflicts.push(format!("conflict with \"{}\": .{}", other.0, q.join(".")));
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(ApiError::new(
+                409,
+                "Conflict",
+                format!(
+                    "Apply failed with {} conflict{}: {}",
+                    conflicts.len(),
+                    if conflicts.len() == 1 { "" } else { "s" },
+                    conflicts.join(", ")
+                ),
+            ));
+        }
+        let mut new = base.clone();
+        // Prune what this manager applied before and no longer applies, unless someone else
+        // owns it too.
+        if let Some(prev) = owners.get(&mkey) {
+            for q in prev.fields.difference(&applied_paths) {
+                let shared = owners
+                    .iter()
+                    .any(|(m, o)| *m != mkey && o.fields.iter().any(|f| overlaps(f, q)));
+                if !shared {
+                    remove(&mut new, q);
+                }
+            }
+        }
+        for p in &applied_paths {
+            if let Some(v) = get(&applied, p) {
+                set(&mut new, p, v.clone());
+            }
+        }
+        owners.insert(
+            mkey,
+            Ownership {
+                operation: "Apply".into(),
+                fields: applied_paths,
+            },
+        );
+        owners.retain(|_, o| !o.fields.is_empty());
+        self.managers.insert(k.clone(), owners);
+        let created = old.is_none();
+        let out = self.commit_raw(k, new, created)?;
+        self.after_write(&target.resource, k, status_only);
+        Ok((if created { 201 } else { 200 }, out))
+    }
+
+    /// Record an update operation's ownership, then commit.
+    fn commit(
+        &mut self,
+        k: &ObjKey,
+        new: Value,
+        manager: &str,
+        sub: Option<&str>,
+        operation: &str,
+    ) -> Result<Value, ApiError> {
+        let old = self.objects.get(k).cloned();
+        let status_only = sub.is_some();
+        let changed = changed_paths(
+            old.as_ref().unwrap_or(&Value::Null),
+            &new,
+            status_only,
+            false,
+        );
+        if !changed.is_empty() {
+            let owners = self.managers.entry(k.clone()).or_default();
+            for own in owners.values_mut() {
+                own.fields
+                    .retain(|q| !changed.iter().any(|p| overlaps(p, q)));
+            }
+            let entry = owners
+                .entry((manager.to_string(), sub.map(String::from)))
+                .or_default();
+            entry.operation = operation.into();
+            entry
+                .fields
+                .extend(changed.into_iter().filter(|p| get(&new, p).is_some()));
+            owners.retain(|_, o| !o.fields.is_empty());
+        }
+        self.commit_raw(k, new, old.is_none())
+    }
+
+    /// Store `new` (server metadata filled in) unless nothing changed; emit the change.
+    fn commit_raw(&mut self, k: &ObjKey, mut new: Value, created: bool) -> Result<Value, ApiError> {
+        let old = self.objects.get(k).cloned();
+        if new["metadata"].is_null() {
+            new["metadata"] = json!({});
+        }
+        let info = self.resources.get(&k.0).cloned();
+        if let Some(info) = &info {
+            new["apiVersion"] = json!(info.api_version());
+            new["kind"] = json!(info.kind);
+        }
+        match &old {
+            Some(o) => {
+                for f in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "name",
+                    "namespace",
+                ] {
+                    match o["metadata"].get(f) {
+                        Some(v) => new["metadata"][f] = v.clone(),
+                        None => {
+                            if let Some(m) = new["metadata"].as_object_mut() {
+                                m.remove(f);
+                            }
+                        }
+                    }
+                }
+                let generation = o
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                let bump = strip(o) != strip(&new);
+                new["metadata"]["generation"] =
+                    json!(if bump { generation + 1 } else { generation });
+            }
+            None => {
+                self.uid_seq += 1;
+                new["metadata"]["uid"] =
+                    json!(format!("00000000-0000-4000-8000-{:012x}", self.uid_seq));
+                new["metadata"]["creationTimestamp"] = json!(now());
+                new["metadata"]["generation"] = json!(1);
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove("deletionTimestamp");
+                }
+            }
+        }
+        new["metadata"]["managedFields"] = self.managed_fields_json(k, info.as_ref());
+        if let Some(o) = &old {
+            new["metadata"]["resourceVersion"] = o["metadata"]["resourceVersion"].clone();
+            if *o == new {
+                return Ok(new);
+            }
+        }
+        let finalizing = new.pointer("/metadata/deletionTimestamp").is_some()
+            && new
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty);
+        if finalizing {
+            return self.remove_object(k, new);
+        }
+        self.rv += 1;
+        new["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let status_only = old
+            .as_ref()
+            .is_some_and(|o| without_status(o) == without_status(&new));
+        self.objects.insert(k.clone(), new.clone());
+        self.emit(
+            k,
+            if created || old.is_none() {
+                ChangeType::Added
+            } else {
+                ChangeType::Modified
+            },
+            new.clone(),
+            status_only,
+        );
+        Ok(new)
+    }
+
+    fn managed_fields_json(&self, k: &ObjKey, info: Option<&ResourceInfo>) -> Value {
+        let api_version = info.map(ResourceInfo::api_version).unwrap_or_default();
+        let entries: Vec<Value> = self
+            .managers
+            .get(k)
+            .into_iter()
+            .flatten()
+            .map(|((m, sub), o)| {
+                let mut e = json!({
+                    "manager": m, "operation": o.operation, "apiVersion": api_version,
+                    "fieldsType": "FieldsV1", "fieldsV1": fields_v1(&o.fields),
+                });
+                if let Some(s) = sub {
+                    e["subresource"] = json!(s);
+                }
+                e
+            })
+            .collect();
+        json!(entries)
+    }
+
+    fn emit(&mut self, k: &ObjKey, change: ChangeType, object: Value, status_only: bool) {
+        let c = Arc::new(Change {
+            resource_version: self.rv,
+            change,
+            resource: k.0.clone(),
+            namespace: (!k.1.is_empty()).then(|| k.1.clone()),
+            name: k.2.clone(),
+            status_only,
+            object,
+        });
+        self.history.push(c.clone());
+        // No receivers is fine.
+        let _ = self.sender.send(c);
+    }
+
+    /// Delete: with finalizers, mark for deletion; without, remove (and collect dependents).
+    fn delete_object(&mut self, k: &ObjKey) -> Result<Value, ApiError> {
+        let obj = self
+            .objects
+            .get(k)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&format!("{} {}", k.0, k.2)))?;
+        let has_finalizers = obj
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if has_finalizers {
+            if obj.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok(obj);
+            }
+            let mut marked = obj;
+            marked["metadata"]["deletionTimestamp"] = json!(now());
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            // commit_raw keeps the old deletionTimestamp, so store it directly.
+            self.rv += 1;
+            marked["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+            self.objects.insert(k.clone(), marked.clone());
+            self.emit(k, ChangeType::Modified, marked.clone(), false);
+            return Ok(marked);
+        }
+        self.remove_object(k, obj)
+    }
+
+    fn remove_object(&mut self, k: &ObjKey, mut last: Value) -> Result<Value, ApiError> {
+        self.objects.remove(k);
+        self.managers.remove(k);
+        self.rollouts.remove(k);
+        self.rv += 1;
+        last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        self.emit(k, ChangeType::Deleted, last.clone(), false);
+        // Background garbage collection of dependents.
+        if let Some(uid) = last.pointer("/metadata/uid").and_then(Value::as_str) {
+            let dependents: Vec<ObjKey> = self
+                .objects
+                .iter()
+                .filter(|(_, o)| {
+                    o.pointer("/metadata/ownerReferences")
+                        .and_then(Value::as_array)
+                        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for d in dependents {
+                let _ = self.delete_object(&d);
+            }
+        }
+        if k.0 == keys::NODES {
+            self.simulate_all();
+        }
+        Ok(last)
+    }
+
+    fn after_write(&mut self, resource: &str, k: &ObjKey, status_only: bool) {
+        if status_only {
+            return;
+        }
+        if resource == keys::DAEMONSETS {
+            self.simulate(k);
+        } else if resource == keys::NODES {
+            self.simulate_all();
+        }
+    }
+
+    fn simulate_all(&mut self) {
+        let keys: Vec<ObjKey> = self
+            .objects
+            .keys()
+            .filter(|(r, _, _)| r == keys::DAEMONSETS)
+            .cloned()
+            .collect();
+        for k in keys {
+            self.simulate(&k);
+        }
+    }
+
+    fn nodes(&self) -> Vec<Value> {
+        self.objects
+            .iter()
+            .filter(|((r, _, _), _)| r == keys::NODES)
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+
+    /// The DaemonSet controller: recompute one DaemonSet's status.
+    fn simulate(&mut self, k: &ObjKey) {
+        let Some(ds) = self.objects.get(k).cloned() else {
+            return;
+        };
+        let nodes = self.nodes();
+        let generation = ds["metadata"]["generation"].as_i64().unwrap_or(1);
+        let updated = match self.rollouts.get(k) {
+            // A new template on a DaemonSet that existed before: its pods are replaced later.
+            Some((g, _)) if *g != generation && self.manual_rollouts => Some(0),
+            Some((g, u)) if *g == generation => *u,
+            _ => None,
+        };
+        self.rollouts.insert(k.clone(), (generation, updated));
+        let status = daemonset_status(&ds, &nodes, self.pods_ready, updated);
+        if ds.get("status") == Some(&status) {
+            return;
+        }
+        let mut new = ds;
+        new["status"] = status;
+        let _ = self.commit(k, new, DAEMONSET_CONTROLLER, Some("status"), "Update");
+    }
+}
+
+/// Whether `body` names a resourceVersion other than the stored object's (optimistic concurrency).
+fn stale(body: &Value, stored: &Value) -> bool {
+    let rv = |v: &Value| {
+        v.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    rv(body).is_some_and(|b| Some(b) != rv(stored))
+}
+
+fn conflict(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::new(
+        409,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+            info.plural
+        ),
+    )
+}
+
+/// For kinds with a status subresource: a main-resource write keeps the stored status; a
+/// status write changes the status only.
+fn split_status(info: &ResourceInfo, old: &Value, mut new: Value, sub: Option<&str>) -> Value {
+    if !info.status_subresource {
+        return new;
+    }
+    if sub == Some("status") {
+        let mut out = old.clone();
+        match new.get_mut("status").map(Value::take) {
+            Some(s) if !s.is_null() => out["status"] = s,
+            _ => {
+                if let Some(m) = out.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        out
+    } else {
+        match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(m) = new.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        new
+    }
+}
+
+/// The object without metadata and status: what a generation counts.
+fn strip(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    v
+}
+
+fn without_status(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("status");
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+    }
+    v
+}
+
+impl tower::Service<Request<kube::client::Body>> for FakeApiServer {
+    type Response = Response<FakeBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.handle(req).await) })
+    }
+}

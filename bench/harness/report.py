@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Turn a results file (bench/results/<run>.jsonl) into the generated section of
+bench/BENCHMARKS.md and a PNG chart.
+
+    python3 bench/harness/report.py bench/results/<run>.jsonl [--md bench/BENCHMARKS.md] [--no-md]
+"""
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCH = HERE.parent
+BEGIN = "<!-- BEGIN GENERATED (bench/harness/report.py) -->"
+END = "<!-- END GENERATED -->"
+ORDER = ["edgecache", "ats", "nginx", "varnish"]
+LABEL = {"edgecache": "EdgeCache", "ats": "Traffic Server", "nginx": "nginx", "varnish": "Varnish"}
+SIZE_ORDER = ["4k", "100k", "1m"]
+FIO_BS = {"4k": "4k", "100k": "128k", "1m": "1m"}
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def f(x, nd=0):
+    if x is None:
+        return "–"
+    if isinstance(x, float) and nd == 0 and abs(x) < 10:
+        return f"{x:.2f}"
+    return f"{x:,.{nd}f}"
+
+
+def load(path):
+    recs = []
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return recs
+
+
+def caches_in(recs):
+    seen = {r["cache"] for r in recs if "cache" in r and r.get("kind") in ("round", "warm", "coalesce")}
+    return [c for c in ORDER if c in seen]
+
+
+def build(recs, png_rel):
+    meta = next((r for r in recs if r.get("kind") == "meta"), {})
+    args = meta.get("args", {})
+    rounds = [r for r in recs if r.get("kind") == "round" and not r.get("died")]
+    caches = caches_in(recs)
+    out = []
+    w = out.append
+    run = meta.get("run_id", "?")
+    w(f"## Run {run}{' (quick mode: small sets, short rounds; not the reference figures)' if meta.get('quick') else ''}")
+    w("")
+    w(f"- Date: {meta.get('date', '?')}; machine: {meta.get('cpu', '?')}, {meta.get('cores', '?')} cores, "
+      f"{meta.get('mem_gib', '?')} GiB, {meta.get('os', '?')}, kernel {meta.get('host_kernel', '?')}; "
+      f"disk: {meta.get('disk', '?')}; load average at start: {' '.join(meta.get('loadavg', []))}")
+    v = meta.get("versions", {})
+    w("- Versions: " + ", ".join(f"{LABEL.get(k, k)} {val}" for k, val in v.items()))
+    w(f"- Setup: each cache in a {args.get('mem_limit', 0) // 2**20} MiB memory cgroup (v1) pinned to CPU "
+      f"{args.get('cache_cpu')}; wrk -t1 -c{args.get('connections')} pinned to CPU {args.get('client_cpu')}; "
+      f"{args.get('rounds')} interleaved rounds of {args.get('duration')} s per distribution "
+      f"(A B C D, D C B A, ...); caches warmed until a pass makes no origin fetch; page cache dropped "
+      f"before the rounds; zipf s={args.get('zipf_s')}. Medians over rounds; ratios are medians of per-round ratios.")
+    skipped = [r for r in recs if r.get("kind") == "skipped"]
+    for s in skipped:
+        w(f"- **Skipped {LABEL.get(s['cache'], s['cache'])}**{' at ' + s['size'] if s.get('size') else ''}: "
+          f"{s['reason'].splitlines()[0][:300]}")
+    for d in [r for r in recs if r.get("kind") == "died"]:
+        w(f"- **{LABEL.get(d['cache'], d['cache'])} died** at {d['size']} {d['dist']} round {d['round'] + 1} "
+          f"(exit {d.get('exit')}, cgroup oom_kill {d.get('oom_kill')}, failcnt {d.get('failcnt')}); "
+          f"that round and later ones are missing from its medians.")
+    w("")
+
+    # Machine limits.
+    fio = [r for r in recs if r.get("kind") == "fio" and "mb_per_s" in r]
+    if fio:
+        w("### Machine limits: fio random reads, O_DIRECT (MB/s, IOPS)")
+        w("")
+        engines = [e for e in ("io_uring", "libaio", "psync") if any(r["engine"] == e for r in fio)]
+        w("| block | " + " | ".join(f"{e}" for e in engines) + " |")
+        w("|---|" + "---|" * len(engines))
+        for bs in ("4k", "128k", "1m"):
+            cells = []
+            for e in engines:
+                r = next((x for x in fio if x["bs"] == bs and x["engine"] == e), None)
+                cells.append(f"{r['mb_per_s']:.0f} MB/s ({r['iops']:.0f} IOPS)" if r else "–")
+            w(f"| {bs} | " + " | ".join(cells) + " |")
+        w("")
+        w("io_uring and libaio at iodepth 32, psync with 4 jobs. One run each, so the disk's swings show.")
+        w("")
+    ceil = [r for r in recs if r.get("kind") == "ceiling"]
+    if ceil:
+        w("### Loopback ceiling: nginx serving one file from RAM (same core and wrk setup)")
+        w("")
+        w("| size | req/s | MB/s | p50 ms | p99 ms | CPU µs/req |")
+        w("|---|---|---|---|---|---|")
+        for r in sorted(ceil, key=lambda r: SIZE_ORDER.index(r["size"])):
+            w(f"| {r['size']} | {r['req_per_s']:,.0f} | {r['mb_per_s']:,.0f} | {r['p50_ms']:.2f} | "
+              f"{r['p99_ms']:.2f} | {r['cpu_us_per_req']:.1f} |")
+        w("")
+
+    # Hits.
+    if rounds:
+        w("### Hits (warm cache)")
+        w("")
+        groups = defaultdict(list)
+        for r in rounds:
+            groups[(r["size"], r["dist"])].append(r)
+        for (size, dist) in sorted(groups, key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform", k[1])):
+            rs = groups[(size, dist)]
+            count = rs[0].get("count")
+            w(f"**{size} x {count:,}, {dist}**")
+            w("")
+            w("| cache | req/s | MB/s | p50 ms | p99 ms | p99.9 ms | hit ratio | CPU µs/hit | CPU cores | disk MB/s | "
+              "peak MiB | failcnt | errors | req/s vs nginx | req/s vs ATS |")
+            w("|---|" + "---|" * 14)
+            by_round = defaultdict(dict)
+            for r in rs:
+                by_round[r["round"]][r["cache"]] = r
+            for c in caches:
+                cr = [r for r in rs if r["cache"] == c]
+                if not cr:
+                    continue
+
+                def ratio(base):
+                    xs = [by_round[k][c]["req_per_s"] / by_round[k][base]["req_per_s"]
+                          for k in by_round if c in by_round[k] and base in by_round[k]
+                          and by_round[k][base]["req_per_s"] > 0]
+                    return f"{med(xs):.2f}x" if xs else "–"
+
+                w(f"| {LABEL[c]} | {f(med([r['req_per_s'] for r in cr]))} | {f(med([r['mb_per_s'] for r in cr]))} | "
+                  f"{med([r['p50_ms'] for r in cr]):.2f} | {med([r['p99_ms'] for r in cr]):.2f} | "
+                  f"{med([r['p999_ms'] for r in cr]):.2f} | {med([r['hit_ratio'] for r in cr]):.4f} | "
+                  f"{f(med([r['cpu_us_per_hit'] for r in cr]), 1)} | {med([r['cpu_cores'] for r in cr]):.2f} | "
+                  f"{f(med([r['disk_read_mb_s'] for r in cr]))} | {max(r['mem_peak_mib'] for r in cr):.0f} | "
+                  f"{max((r['failcnt'] or 0) for r in cr)} | {sum(r['errors'] for r in cr)} | "
+                  f"{ratio('nginx') if c != 'nginx' else '1.00x'} | {ratio('ats') if c != 'ats' else '1.00x'} |")
+            w("")
+        w("CPU µs/hit = the cgroup's CPU time (cpuacct) / hits, hits = wrk requests − origin fetches in the round. "
+          "disk MB/s = reads on the block device during the round (/proc/diskstats). peak = the cgroup's "
+          "memory.max_usage_in_bytes in the round (page cache included); failcnt = memory.failcnt (cumulative).")
+        w("")
+
+    miss = [r for r in recs if r.get("kind") == "miss"]
+    if miss:
+        w("### Miss path (first pass over a cold cache, origin → cache → client, 32 connections)")
+        w("")
+        w("| cache | size | objects | req/s | MB/s | first byte p50 ms | first byte p99 ms | bad bodies |")
+        w("|---|---|---|---|---|---|---|---|")
+        for r in sorted(miss, key=lambda r: (SIZE_ORDER.index(r["size"]), ORDER.index(r["cache"]))):
+            w(f"| {LABEL[r['cache']]} | {r['size']} | {r['count']:,} | {r['req_per_s']:,.0f} | {r['mb_per_s']:,.0f} | "
+              f"{r['ttfb']['p50_ms']:.2f} | {r['ttfb']['p99_ms']:.2f} | {r['bad_body']} |")
+        w("")
+    co = [r for r in recs if r.get("kind") == "coalesce"]
+    if co:
+        w("### Coalescing (N simultaneous requests for one cold key; the origin delays its head)")
+        w("")
+        w("| cache | key size | requests | ok | origin fetches | origin alone ms | waiter first byte p99 ms | "
+          "waiter p50 ms | p99 ms | max ms | added p99 ms |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in sorted(co, key=lambda r: ORDER.index(r["cache"])):
+            w(f"| {LABEL[r['cache']]} | {r.get('size', '1m')} | {r['n']} | {r['ok']} | {r['origin_fetches']} | "
+              f"{r['origin_ms']:.0f} | {r['ttfb']['p99_ms']:.0f} | "
+              f"{r['latency']['p50_ms']:.0f} | {r['latency']['p99_ms']:.0f} | {r['latency']['max_ms']:.0f} | "
+              f"{r['added_p99_ms']:.0f} |")
+        w("")
+
+    # Targets (issue 7) for EdgeCache.
+    if "edgecache" in caches and rounds:
+        w("### Issue 7 targets (EdgeCache)")
+        w("")
+        best_fio = {}
+        for r in fio:
+            best_fio[r["bs"]] = max(best_fio.get(r["bs"], 0), r["mb_per_s"])
+        for size in SIZE_ORDER:
+            rs = [r for r in rounds if r["size"] == size and r["dist"] == "uniform"]
+            e = [r for r in rs if r["cache"] == "edgecache"]
+            a = [r for r in rs if r["cache"] == "ats"]
+            if not e:
+                continue
+            ok = lambda b: "met" if b else "NOT met"  # noqa: E731
+            if a:
+                w(f"- {size}: req/s ≥ Traffic Server: {ok(med([r['req_per_s'] for r in e]) >= med([r['req_per_s'] for r in a]))}; "
+                  f"p99 lower: {ok(med([r['p99_ms'] for r in e]) < med([r['p99_ms'] for r in a]))}")
+            if size == "4k":
+                cpu = med([r["cpu_us_per_hit"] for r in e])
+                w(f"- 4k: ≤ 25 µs CPU per hit: {ok(cpu is not None and cpu <= 25)} ({f(cpu, 1)} µs)")
+            else:
+                fb = best_fio.get(FIO_BS[size])
+                mb = med([r["mb_per_s"] for r in e])
+                cores = med([r["cpu_cores"] for r in e])
+                if fb:
+                    w(f"- {size}: ≥ 90% of fio {FIO_BS[size]} ({fb:.0f} MB/s) using < 0.5 core: "
+                      f"{ok(mb >= 0.9 * fb and cores < 0.5)} ({mb:.0f} MB/s = {100 * mb / fb:.0f}%, {cores:.2f} cores)")
+        fc = max([(r["failcnt"] or 0) for r in rounds if r["cache"] == "edgecache"] or [0])
+        w(f"- cgroup never at its limit (failcnt 0): {'met' if fc == 0 else 'NOT met'} (failcnt {fc})")
+        ce = [r for r in co if r["cache"] == "edgecache"]
+        if ce:
+            r = ce[0]
+            w(f"- coalescing: one origin fetch, added p99 < 50 ms: "
+              f"{'met' if r['origin_fetches'] == 1 and r['added_p99_ms'] < 50 else 'NOT met'} "
+              f"({r['origin_fetches']} fetches, +{r['added_p99_ms']:.0f} ms)")
+        w("")
+    if png_rel:
+        w(f"![req/s and p99 per cache]({png_rel})")
+        w("")
+    return "\n".join(out)
+
+
+def chart(recs, png):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not available: no chart", file=sys.stderr)
+        return False
+    rounds = [r for r in recs if r.get("kind") == "round" and not r.get("died")]
+    if not rounds:
+        return False
+    caches = caches_in(recs)
+    groups = sorted({(r["size"], r["dist"]) for r in rounds},
+                    key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform"))
+    metrics = [("req_per_s", "req/s (median)"), ("mb_per_s", "MB/s (median)"), ("p99_ms", "p99 latency, ms (median)"),
+               ("cpu_us_per_hit", "CPU µs per hit (median)")]
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(max(8, 1.6 * len(groups) * len(caches) / 2), 3.2 * len(metrics)))
+    colors = {"edgecache": "#d62728", "ats": "#1f77b4", "nginx": "#2ca02c", "varnish": "#9467bd"}
+    width = 0.8 / max(len(caches), 1)
+    for ax, (key, title) in zip(axes, metrics):
+        for i, c in enumerate(caches):
+            ys = []
+            for g in groups:
+                ys.append(med([r[key] for r in rounds if r["cache"] == c and (r["size"], r["dist"]) == g]) or 0)
+            xs = [j + (i - (len(caches) - 1) / 2) * width for j in range(len(groups))]
+            ax.bar(xs, ys, width, label=LABEL[c], color=colors.get(c))
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([f"{s} {d}" for s, d in groups])
+        ax.set_title(title, fontsize=10)
+        if key in ("req_per_s", "p99_ms"):
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(ncol=len(caches), fontsize=8)
+    meta = next((r for r in recs if r.get("kind") == "meta"), {})
+    fig.suptitle(f"EdgeCache bench {meta.get('run_id', '')}{' (quick)' if meta.get('quick') else ''}: hits, "
+                 f"256 MiB cgroup, 1 core", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--md", default=str(BENCH / "BENCHMARKS.md"))
+    ap.add_argument("--no-md", action="store_true")
+    a = ap.parse_args()
+    recs = load(a.results)
+    res = Path(a.results)
+    png = res.with_suffix(".png")
+    png_rel = None
+    if chart(recs, png):
+        shutil.copyfile(png, BENCH / "benchmarks.png")
+        png_rel = "benchmarks.png"
+        print(f"chart: {png} (and bench/benchmarks.png)")
+    text = build(recs, png_rel)
+    if a.no_md:
+        print(text)
+        return
+    md = Path(a.md)
+    if md.exists():
+        cur = md.read_text()
+    else:
+        cur = ("# EdgeCache benchmarks\n\n"
+               "Reproduce with `bench/run.sh` (see bench/README.md). The section between the markers is "
+               "generated by `bench/harness/report.py` from `bench/results/<run>.jsonl`; notes outside it are kept.\n\n"
+               f"{BEGIN}\n{END}\n")
+    if BEGIN in cur and END in cur:
+        pre = cur.split(BEGIN)[0]
+        post = cur.split(END, 1)[1]
+        new = f"{pre}{BEGIN}\n{text}\n{END}{post}"
+    else:
+        new = f"{cur.rstrip()}\n\n{BEGIN}\n{text}\n{END}\n"
+    md.write_text(new)
+    print(f"wrote {md}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+//! The operator's switches over the policy, built from the data-plane config contract.
+
+use std::time::Duration;
+
+use edgecache_api::dataplane::CachePolicyConfig;
+pub use edgecache_api::dataplane::CookiePolicy;
+
+/// Policy settings. [`PolicyConfig::default`] conforms to RFC 9111.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    /// Freshness lifetime for responses that may be given a heuristic one (RFC 9111 4.2.2) but
+    /// carry no explicit freshness. Takes precedence over the Last-Modified heuristic. Default:
+    /// none.
+    pub default_ttl: Option<Duration>,
+    /// Ignore `Cache-Control: no-cache` and `Pragma: no-cache` in requests. Default: false.
+    pub ignore_client_no_cache: bool,
+    /// What to do with responses carrying Set-Cookie. Default: store only when `public`.
+    pub cookie_policy: CookiePolicy,
+    /// Allow heuristic freshness from Last-Modified (RFC 9111 4.2.2). Default: true.
+    pub heuristic_freshness: bool,
+    /// The heuristic fraction of (Date - Last-Modified), in percent. Default: 10 (the RFC's
+    /// "typical setting").
+    pub heuristic_percent: u32,
+    /// Upper bound of a heuristic lifetime. Default: one day.
+    pub heuristic_max: Duration,
+    /// This cache's name in Cache-Status (RFC 9211). Default: `edgecache`.
+    pub name: String,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self::from(&CachePolicyConfig::default())
+    }
+}
+
+impl From<&CachePolicyConfig> for PolicyConfig {
+    fn from(c: &CachePolicyConfig) -> Self {
+        Self {
+            default_ttl: c.default_ttl.map(|d| d.get()),
+            ignore_client_no_cache: c.ignore_client_no_cache,
+            cookie_policy: c.cookie_policy,
+            heuristic_freshness: c.heuristic_freshness,
+            heuristic_percent: 10,
+            heuristic_max: Duration::from_secs(24 * 60 * 60),
+            name: c.name.clone(),
+        }
+    }
+}

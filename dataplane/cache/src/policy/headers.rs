@@ -1,0 +1,73 @@
+//! Header fields of responses sent to clients (RFC 9111 4, 5.1; RFC 9213 2.2; RFC 9110 15.4.5).
+
+use std::time::SystemTime;
+
+use http::HeaderMap;
+use http::header::{
+    AGE, CACHE_CONTROL, CONTENT_LOCATION, DATE, ETAG, EXPIRES, HeaderValue, LAST_MODIFIED, VARY,
+};
+
+use super::cache_control::TARGET_LIST;
+use super::freshness;
+use super::stored::{StoredResponse, is_hop_by_hop};
+
+/// Remove the targeted cache-control fields meant for this cache (RFC 9213 2.2 allows a cache
+/// to forward them; this one does not, so they never reach clients). Use on every response sent
+/// downstream, including misses forwarded from the origin.
+pub fn strip_targeted(headers: &mut HeaderMap) {
+    for name in &TARGET_LIST {
+        headers.remove(name);
+    }
+}
+
+/// The header fields of a response served from storage at `now`: the stored fields as received
+/// (Date preserved), without the targeted fields, with `Age` set to the current age (4: "a cache
+/// MUST generate an Age header field ... replacing any present").
+pub fn for_client(stored: &StoredResponse, now: SystemTime) -> HeaderMap {
+    let mut headers = stored.headers.clone();
+    strip_targeted(&mut headers);
+    // Stored fields never include hop-by-hop ones; this guards blobs written by other builds.
+    let hop: Vec<_> = headers
+        .keys()
+        .filter(|n| is_hop_by_hop(n))
+        .cloned()
+        .collect();
+    for name in hop {
+        headers.remove(name);
+    }
+    set_age(&mut headers, stored, now);
+    headers
+}
+
+/// The fields of a 304 sent to a client from storage (RFC 9110 15.4.5: the fields a 200 would
+/// have carried among Content-Location, Date, ETag, Vary, Cache-Control and Expires; and
+/// Last-Modified, useful for the client's cache), plus Age.
+pub fn not_modified(stored: &StoredResponse, now: SystemTime) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for name in [
+        CACHE_CONTROL,
+        CONTENT_LOCATION,
+        DATE,
+        ETAG,
+        EXPIRES,
+        VARY,
+        LAST_MODIFIED,
+    ] {
+        for v in stored.headers.get_all(&name) {
+            headers.append(name.clone(), v.clone());
+        }
+    }
+    set_age(&mut headers, stored, now);
+    headers
+}
+
+fn set_age(headers: &mut HeaderMap, stored: &StoredResponse, now: SystemTime) {
+    let age = freshness::current_age(
+        &stored.headers,
+        stored.request_time,
+        stored.response_time,
+        now,
+    );
+    let secs = age.as_secs().min(super::syntax::DELTA_SECONDS_MAX);
+    headers.insert(AGE, HeaderValue::from(secs));
+}

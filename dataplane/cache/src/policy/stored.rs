@@ -1,0 +1,377 @@
+//! The metadata of a stored response (RFC 9111 3.1) and its compact binary form.
+//!
+//! The store keeps the blob from [`StoredResponse::encode`] next to the body and does not look
+//! inside it. Header fields are kept as received, minus those a cache must not store (3.1):
+//! `Connection` and the fields it lists, the hop-by-hop fields of RFC 9110 7.6.1, the
+//! proxy-specific authentication fields, and the fields named by a qualified `private` or
+//! `no-cache`. HTTP gives no meaning to the relative order of different field names (RFC 9110
+//! 5.3); lines of one field keep their order.
+//!
+//! Encoding (all integers big-endian):
+//!
+//! ```text
+//! "ECSR" version:u8=1 status:u16
+//! request_time(secs:u64 nanos:u32) response_time(secs:u64 nanos:u32)
+//! nheaders:u16 { name_len:u16 name value_len:u32 value }*
+//! nvary:u16 { name_len:u16 name present:u8 [value_len:u32 value] }*
+//! ```
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::header::{CONNECTION, DATE, HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode, request, response};
+
+use super::cache_control::ResponseDirectives;
+use super::config::PolicyConfig;
+use super::freshness::Freshness;
+use super::syntax;
+use super::vary::{Vary, VaryKey};
+
+const MAGIC: &[u8; 4] = b"ECSR";
+const VERSION: u8 = 1;
+
+/// Fields RFC 9110 7.6.1 names as connection-specific, and the proxy authentication fields
+/// RFC 9111 3.1 says are not stored.
+const NOT_STORED: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authentication-info",
+    "proxy-authorization",
+];
+
+/// True for a field that is never stored nor forwarded from storage.
+pub fn is_hop_by_hop(name: &HeaderName) -> bool {
+    NOT_STORED.contains(&name.as_str())
+}
+
+/// A stored response without its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// The status code.
+    pub status: StatusCode,
+    /// The stored header fields (see the module docs for what is left out).
+    pub headers: HeaderMap,
+    /// When the request that fetched it was sent (`request_time`, RFC 9111 4.2.3).
+    pub request_time: SystemTime,
+    /// When the response was received (`response_time`).
+    pub response_time: SystemTime,
+    /// The normalized values of the request fields named by Vary (4.1).
+    pub vary: VaryKey,
+}
+
+impl StoredResponse {
+    /// The metadata to store for `resp`, the answer to `req` (times as in 4.2.3).
+    pub fn new(
+        req: &request::Parts,
+        resp: &response::Parts,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Self {
+        Self::from_fields(
+            &req.headers,
+            resp.status,
+            &resp.headers,
+            request_time,
+            response_time,
+        )
+    }
+
+    /// As [`StoredResponse::new`], from the bare fields.
+    pub fn from_fields(
+        request_headers: &HeaderMap,
+        status: StatusCode,
+        response_headers: &HeaderMap,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Self {
+        let vary = match Vary::of(response_headers) {
+            Vary::Fields(names) => VaryKey::for_request(&names, request_headers),
+            Vary::None | Vary::Any => VaryKey::default(),
+        };
+        let mut headers = storable_fields(response_headers);
+        // RFC 9110 6.6.1: a recipient with a clock that caches a response without Date appends
+        // one with the time it was received.
+        if !headers.contains_key(DATE)
+            && let Some(date) = syntax::http_date_value(response_time)
+        {
+            headers.insert(DATE, date);
+        }
+        Self {
+            status,
+            headers,
+            request_time,
+            response_time,
+            vary,
+        }
+    }
+
+    /// The response directives this cache obeys (RFC 9213 2.2 selection).
+    pub fn directives(&self) -> ResponseDirectives {
+        ResponseDirectives::of(&self.headers)
+    }
+
+    /// Freshness at `now`.
+    pub fn freshness(&self, now: SystemTime, cfg: &PolicyConfig) -> Freshness {
+        Freshness::at(
+            self.status,
+            &self.headers,
+            self.request_time,
+            self.response_time,
+            now,
+            cfg,
+        )
+    }
+
+    /// Whether this response may be selected for a request with these header fields (4.1).
+    pub fn matches(&self, request_headers: &HeaderMap) -> bool {
+        match Vary::of(&self.headers) {
+            Vary::Any => false,
+            Vary::None => true,
+            Vary::Fields(names) => {
+                // The stored key must name the same fields the stored Vary does; a 304 that
+                // changed Vary leaves them out of step, and then nothing matches.
+                names.len() == self.vary.0.len()
+                    && names.iter().zip(&self.vary.0).all(|(a, (b, _))| a == b)
+                    && self.vary.matches(request_headers)
+            }
+        }
+    }
+
+    /// The binary form kept by the store.
+    pub fn encode(&self) -> Bytes {
+        let mut b = BytesMut::with_capacity(64 + self.headers.len() * 48);
+        b.put_slice(MAGIC);
+        b.put_u8(VERSION);
+        b.put_u16(self.status.as_u16());
+        put_time(&mut b, self.request_time);
+        put_time(&mut b, self.response_time);
+        let headers: Vec<_> = self
+            .headers
+            .iter()
+            .filter(|(n, v)| n.as_str().len() <= usize::from(u16::MAX) && len32(v.len()).is_some())
+            .take(usize::from(u16::MAX))
+            .collect();
+        b.put_u16(count16(headers.len()));
+        for (name, value) in headers {
+            put_name(&mut b, name);
+            b.put_u32(len32(value.len()).unwrap_or(0));
+            b.put_slice(value.as_bytes());
+        }
+        let vary: Vec<_> = self.vary.0.iter().take(usize::from(u16::MAX)).collect();
+        b.put_u16(count16(vary.len()));
+        for (name, value) in vary {
+            put_name(&mut b, name);
+            match value
+                .as_deref()
+                .and_then(|v| len32(v.len()).map(|l| (l, v)))
+            {
+                Some((len, v)) => {
+                    b.put_u8(1);
+                    b.put_u32(len);
+                    b.put_slice(v);
+                }
+                None => b.put_u8(0),
+            }
+        }
+        b.freeze()
+    }
+
+    /// Parse the binary form. Never panics, whatever the input.
+    pub fn decode(input: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader(input);
+        if r.take(4)? != MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
+        }
+        let status = StatusCode::from_u16(r.u16()?).map_err(|_| DecodeError::BadStatus)?;
+        let request_time = r.time()?;
+        let response_time = r.time()?;
+        let mut headers = HeaderMap::new();
+        for _ in 0..r.u16()? {
+            let name = r.name()?;
+            let len = r.u32()?;
+            let value = HeaderValue::from_bytes(r.take(len as usize)?)
+                .map_err(|_| DecodeError::BadHeaderValue)?;
+            headers.append(name, value);
+        }
+        let mut vary = Vec::new();
+        for _ in 0..r.u16()? {
+            let name = r.name()?;
+            let value = match r.u8()? {
+                0 => None,
+                1 => {
+                    let len = r.u32()?;
+                    Some(r.take(len as usize)?.to_vec())
+                }
+                _ => return Err(DecodeError::BadVary),
+            };
+            vary.push((name, value));
+        }
+        if !r.0.is_empty() {
+            return Err(DecodeError::TrailingBytes);
+        }
+        Ok(Self {
+            status,
+            headers,
+            request_time,
+            response_time,
+            vary: VaryKey(vary),
+        })
+    }
+}
+
+/// The fields of a received response that may be stored (3.1).
+pub fn storable_fields(received: &HeaderMap) -> HeaderMap {
+    let directives = ResponseDirectives::of(received);
+    let mut excluded: Vec<HeaderName> = Vec::new();
+    for line in received.get_all(CONNECTION) {
+        if let Ok(s) = line.to_str() {
+            excluded.extend(syntax::field_names(s));
+        }
+    }
+    if let Some(private) = &directives.cc.private {
+        excluded.extend_from_slice(private.fields());
+    }
+    if let Some(no_cache) = &directives.cc.no_cache {
+        excluded.extend_from_slice(no_cache.fields());
+    }
+    let mut out = HeaderMap::with_capacity(received.len());
+    for (name, value) in received {
+        if !is_hop_by_hop(name) && !excluded.contains(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+fn len32(n: usize) -> Option<u32> {
+    u32::try_from(n).ok()
+}
+
+fn count16(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
+}
+
+fn put_name(b: &mut BytesMut, name: &HeaderName) {
+    let s = name.as_str().as_bytes();
+    b.put_u16(count16(s.len()));
+    b.put_slice(&s[..usize::from(count16(s.len()))]);
+}
+
+fn put_time(b: &mut BytesMut, t: SystemTime) {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    b.put_u64(d.as_secs());
+    b.put_u32(d.subsec_nanos());
+}
+
+/// Why a blob is not a stored response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// It ended early.
+    Truncated,
+    /// It does not start with the magic bytes.
+    BadMagic,
+    /// A format version this build does not read.
+    UnsupportedVersion(u8),
+    /// The status code is outside 100..=999.
+    BadStatus,
+    /// A time out of range.
+    BadTime,
+    /// A field name that is not a token.
+    BadHeaderName,
+    /// A field value with forbidden bytes.
+    BadHeaderValue,
+    /// A malformed Vary entry.
+    BadVary,
+    /// Bytes after the last record.
+    TrailingBytes,
+}
+
+impl DecodeError {
+    /// For logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecodeError::Truncated => "truncated",
+            DecodeError::BadMagic => "bad-magic",
+            DecodeError::UnsupportedVersion(_) => "unsupported-version",
+            DecodeError::BadStatus => "bad-status",
+            DecodeError::BadTime => "bad-time",
+            DecodeError::BadHeaderName => "bad-header-name",
+            DecodeError::BadHeaderValue => "bad-header-value",
+            DecodeError::BadVary => "bad-vary",
+            DecodeError::TrailingBytes => "trailing-bytes",
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::UnsupportedVersion(v) => write!(f, "unsupported-version {v}"),
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError::Truncated);
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    fn time(&mut self) -> Result<SystemTime, DecodeError> {
+        let secs = self.u64()?;
+        let nanos = self.u32()?;
+        if nanos >= 1_000_000_000 {
+            return Err(DecodeError::BadTime);
+        }
+        UNIX_EPOCH
+            .checked_add(Duration::new(secs, nanos))
+            .ok_or(DecodeError::BadTime)
+    }
+
+    fn name(&mut self) -> Result<HeaderName, DecodeError> {
+        let len = self.u16()?;
+        HeaderName::from_bytes(self.take(usize::from(len))?).map_err(|_| DecodeError::BadHeaderName)
+    }
+}

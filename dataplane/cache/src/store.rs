@@ -1,0 +1,497 @@
+//! The disk store: a log of records over a fixed set of pre-allocated segment files, an
+//! in-memory index, a RAM tier for small hot objects, and FIFO eviction of whole segments.
+//!
+//! # Layout
+//! The cache directory holds `store.super` (nonce and layout) and `seg-NNNN.dat` segment files,
+//! sized by [`layout::Layout::plan`] (64 MiB segments, 8 to 256 of them, never more than the
+//! configured size in total). Changing the size (hence the layout) starts an empty cache.
+//! Each segment starts with a 4 KiB segment header (magic, store nonce, *epoch*, crc32c) and then
+//! holds records written as a log. A record is `[header][body]`, both 4096-aligned; see
+//! [`record`] for the format. Per-64 KiB-block crc32c checksums of the body sit in the header.
+//!
+//! # Writes
+//! - [`StoreWorker::begin_write`] reserves the exact record length in the active segment when
+//!   the Content-Length is known, and the body streams to disk in 256 KiB aligned O_DIRECT
+//!   writes as it arrives. Unknown-length bodies are buffered in RAM up to
+//!   [`UNKNOWN_LENGTH_CAP`] (8 MiB), then written at `finish`; larger ones are not stored.
+//! - The header is written **last**: a record becomes valid when its header write completes, and
+//!   visible when it is inserted into the index right after. A crash before that leaves no
+//!   valid header; recovery stops there. A writer dropped without `finish` writes a tombstone
+//!   header (synchronously, one 4 KiB write) so the chain stays walkable.
+//! - A replaced record, a purged one and a corrupt one get a tombstone too, so they cannot come
+//!   back at the next start (at most one live header per key on disk).
+//! - All writes use O_DIRECT (records are aligned), so writing does not fill the page cache.
+//!   Objects below `direct_io_threshold` are read through the page cache (buffered), larger ones
+//!   with O_DIRECT.
+//!
+//! # Eviction: FIFO over whole segments
+//! When the active segment is full, the segment with the oldest epoch that no writer is using
+//! becomes active: all its index entries are dropped (counted as evictions), its epoch is set to
+//! the newest, and its segment header is rewritten (synchronously, once per segment) before any
+//! record of the new epoch. Readers check the segment's epoch after every read, so a reader
+//! racing with a reclaim gets `MissingOrReplaced`, never another object's bytes.
+//! FIFO over segments was chosen over LRU because it keeps writes purely sequential (no
+//! compaction, no write amplification, no per-object free-space map), makes eviction O(objects
+//! in one segment), and is what Traffic Server's cyclone buffer and foyer's FIFO block engine do;
+//! hot objects are protected by the RAM tier (CLOCK with admission on second access, see
+//! `store/ram.rs`) rather than by reordering the disk.
+//!
+//! # RAM tier
+//! Small (record <= 64 KiB), verified objects enter a byte-bounded RAM tier on their first disk
+//! hit (admission on second access) and leave by CLOCK; see `store/ram.rs`. Objects below
+//! `direct_io_threshold` are also read through the page cache, which the kernel may keep.
+//!
+//! # Recovery
+//! [`Store::open`] takes an exclusive lock on `store.lock` (one process per directory), deletes
+//! leftover `*.tmp` files, walks every segment's chain (see `store/recover.rs`), keeps the latest
+//! sequence number of each key and tombstones older duplicates. It never resumes writing into a
+//! recovered segment: the first write reclaims a fresh one. Nothing is fsynced on the hot path:
+//! a killed process loses nothing that was published (completed writes are in the kernel); a
+//! power loss may lose recent records, and a body that did not reach the disk before its header
+//! fails its block checksums at read time and is dropped, never served.
+//!
+//! # Errors
+//! ENOSPC or EIO on a write fails that write (counted in `write_errors`), the record is never
+//! published, and the store keeps serving reads and accepting later writes.
+//!
+//! # Known limits
+//! - A record must fit in one segment: objects larger than about a segment (64 MiB by default,
+//!   see [`layout`]) are not stored whatever `max_object_size` says ([`Store::max_body_len`]).
+//! - Records written after a torn one in the same segment are lost at restart (only the
+//!   segments being written when the process died are affected).
+//! - A meta rewrite (`update_meta`) torn by a crash loses that record and the rest of its
+//!   segment at restart, like a torn write.
+//! - The synchronous writes (segment header on reclaim, tombstones on abort, purge and
+//!   corruption) block the calling worker for one 4 KiB write each.
+
+mod body;
+mod dir;
+pub mod error;
+pub mod layout;
+mod log;
+pub mod metrics;
+pub(crate) mod ram;
+pub mod record;
+pub(crate) mod recover;
+pub(crate) mod state;
+mod worker;
+mod writer;
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use edgecache_api::dataplane::{IoEngineKind, StorageConfig};
+
+pub use crate::io::{EngineKind, probe_uring};
+pub use body::{Source, StoredObject};
+pub use error::StoreError;
+pub use layout::Layout;
+pub use metrics::{LatencyHistogram, StoreStats};
+pub use worker::StoreWorker;
+pub use writer::ObjectWriter;
+
+use crate::io::file::{SegFile, open_segment};
+use crate::io::threads::{POOL_THREADS, ThreadPool};
+use dir::{LOCK_FILE, load_or_init_superblock, remove_temp_files, seg_path};
+use metrics::Counters;
+use ram::RamTier;
+use state::{Entry, Loc, Seg, State};
+
+/// Unknown-length bodies are buffered in RAM up to this size, then written; larger ones are not
+/// stored. 8 MiB bounds the memory one slow chunked response can pin per connection.
+pub const UNKNOWN_LENGTH_CAP: u64 = 8 << 20;
+/// Meta blobs up to this size are kept in the RAM index (returned by `lookup`); larger ones are
+/// only in the record header (returned by `open`).
+pub const INDEX_META_MAX: usize = 4096;
+
+/// Store configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Cache directory (created if missing).
+    pub dir: PathBuf,
+    /// Disk budget in bytes (at least 64 MiB; smaller values are raised).
+    pub size: u64,
+    /// Objects at or above this size are read with O_DIRECT.
+    pub direct_io_threshold: u64,
+    /// Largest object stored.
+    pub max_object_size: u64,
+    /// RAM tier capacity in bytes; 0 disables it.
+    pub ram_tier_bytes: u64,
+    /// The I/O engine to use (`Auto` probes io_uring).
+    pub engine: IoEngineKind,
+}
+
+impl Default for StoreConfig {
+    /// The data-plane config's storage defaults, RAM tier disabled.
+    fn default() -> StoreConfig {
+        StoreConfig::from_storage(&StorageConfig::default(), 0)
+    }
+}
+
+impl StoreConfig {
+    /// From the data-plane config; the RAM tier size comes from the memory plan.
+    pub fn from_storage(s: &StorageConfig, ram_tier_bytes: u64) -> StoreConfig {
+        StoreConfig {
+            dir: PathBuf::from(&s.dir),
+            size: s.size.bytes(),
+            direct_io_threshold: s.direct_io_threshold.bytes(),
+            max_object_size: s.max_object_size.bytes(),
+            ram_tier_bytes,
+            engine: s.io_engine,
+        }
+    }
+}
+
+/// A stored variant, as returned by [`Store::lookup`].
+#[derive(Debug, Clone)]
+pub struct ObjectRef {
+    pub variant: Bytes,
+    pub body_len: u64,
+    /// The meta blob, or empty when it is larger than [`INDEX_META_MAX`] (see
+    /// [`ObjectRef::meta_in_index`]); [`StoredObject::meta`] always has it.
+    pub meta: Bytes,
+    pub(crate) primary: Bytes,
+    pub(crate) loc: Loc,
+    pub(crate) meta_in_index: bool,
+}
+
+impl ObjectRef {
+    /// Whether `meta` holds the meta blob (false when it was too large for the index).
+    pub fn meta_in_index(&self) -> bool {
+        self.meta_in_index
+    }
+
+    pub fn primary(&self) -> &Bytes {
+        &self.primary
+    }
+
+    /// Where the record lives on disk (for tools and tests).
+    pub fn location(&self) -> DiskLocation {
+        DiskLocation {
+            segment: self.loc.seg,
+            offset: self.loc.off,
+            header_len: u64::from(self.loc.header_len),
+            body_offset: self.loc.off + u64::from(self.loc.header_len),
+        }
+    }
+}
+
+/// A record's place on disk: segment file, header offset and body offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskLocation {
+    pub segment: u32,
+    pub offset: u64,
+    pub header_len: u64,
+    pub body_offset: u64,
+}
+
+/// A space reservation in a segment, pinned until published or aborted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reservation {
+    pub seg: u32,
+    pub epoch: u64,
+    pub off: u64,
+    pub len: u64,
+}
+
+/// The store. `Send + Sync`; share it as `Arc<Store>` between worker threads.
+pub struct Store {
+    cfg: StoreConfig,
+    layout: Layout,
+    nonce: u64,
+    engine: EngineKind,
+    files: Arc<Vec<SegFile>>,
+    pool: Option<Arc<ThreadPool>>,
+    state: Mutex<State>,
+    /// The epoch of each segment, readable without the lock (readers check it after each read).
+    epochs: Vec<AtomicU64>,
+    seq: AtomicU64,
+    ram: RamTier,
+    counters: Counters,
+    recovered: u64,
+    /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
+    _lock: fs::File,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.cfg.dir)
+            .field("layout", &self.layout)
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open (or create) the store: resolve the engine, lay out segments, recover the index.
+    pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
+        let engine = crate::io::resolve(cfg.engine)
+            .map_err(|e| StoreError::Engine(format!("io_uring requested but unavailable: {e}")))?;
+        fs::create_dir_all(&cfg.dir)?;
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(cfg.dir.join(LOCK_FILE))?;
+        if let Err(e) = lock.try_lock() {
+            return Err(match e {
+                fs::TryLockError::WouldBlock => StoreError::Locked(cfg.dir.clone()),
+                fs::TryLockError::Error(e) => e.into(),
+            });
+        }
+        remove_temp_files(&cfg.dir)?;
+        let layout = Layout::plan(cfg.size);
+        let nonce = load_or_init_superblock(&cfg.dir, layout)?;
+        let mut files = Vec::with_capacity(layout.segment_count as usize);
+        for i in 0..layout.segment_count {
+            files.push(open_segment(&seg_path(&cfg.dir, i), layout.segment_size)?);
+        }
+        let files = Arc::new(files);
+
+        let mut st = State {
+            segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
+            ..State::default()
+        };
+        let mut corrupt = 0;
+        let mut max_seq = 0;
+        let mut found = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let scan = recover::scan_segment(&f.direct, i as u32, layout.segment_size, nonce)?;
+            corrupt += scan.corrupt;
+            max_seq = max_seq.max(scan.max_seq);
+            st.segs[i].epoch = scan.epoch;
+            st.next_epoch = st.next_epoch.max(scan.epoch);
+            for r in scan.records {
+                found.push((i as u32, scan.epoch, r));
+            }
+        }
+        st.next_epoch += 1;
+        // Latest sequence wins: insert in sequence order, tombstone the losers.
+        found.sort_by_key(|(_, _, r)| r.header.seq);
+        let mut losers = Vec::new();
+        for (seg, epoch, r) in found {
+            let h = r.header;
+            let entry = Entry {
+                variant: h.variant.clone(),
+                meta: recover::meta_for_index(&h, INDEX_META_MAX),
+                loc: Loc {
+                    seg,
+                    epoch,
+                    off: r.off,
+                    header_len: h.header_len,
+                    body_len: h.body_len,
+                    seq: h.seq,
+                },
+            };
+            if let Some(old) = st.insert(h.primary.clone(), entry) {
+                losers.push(old);
+            }
+        }
+        let recovered = st.objects;
+        let epochs = st.segs.iter().map(|s| AtomicU64::new(s.epoch)).collect();
+        let pool = match engine {
+            EngineKind::Threads => Some(ThreadPool::start(Arc::clone(&files), POOL_THREADS)?),
+            EngineKind::Uring => None,
+        };
+        let store = Store {
+            ram: RamTier::new(cfg.ram_tier_bytes),
+            cfg,
+            layout,
+            nonce,
+            engine,
+            files,
+            pool,
+            state: Mutex::new(st),
+            epochs,
+            seq: AtomicU64::new(max_seq + 1),
+            counters: Counters::default(),
+            recovered,
+            _lock: lock,
+        };
+        store
+            .counters
+            .corrupt_dropped
+            .fetch_add(corrupt, Ordering::Relaxed);
+        for old in &losers {
+            store.write_tombstone_sync(old);
+        }
+        tracing::info!(
+            dir = %store.cfg.dir.display(),
+            engine = engine.as_str(),
+            segments = layout.segment_count,
+            segment_size = layout.segment_size,
+            recovered,
+            corrupt,
+            "store opened"
+        );
+        Ok(Arc::new(store))
+    }
+
+    /// The resolved I/O engine.
+    pub fn engine(&self) -> EngineKind {
+        self.engine
+    }
+
+    /// The segment layout in use.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.cfg
+    }
+
+    /// Largest body that can be stored with the given key and meta sizes.
+    pub fn max_body_len(&self) -> u64 {
+        self.cfg
+            .max_object_size
+            .min(self.layout.max_record().saturating_sub(4096))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// All stored variants of a primary key.
+    pub fn lookup(&self, primary: &[u8]) -> Vec<ObjectRef> {
+        let st = self.lock();
+        let Some((key, list)) = st.index.get_key_value(primary) else {
+            return Vec::new();
+        };
+        list.iter()
+            .map(|e| ObjectRef {
+                variant: e.variant.clone(),
+                body_len: e.loc.body_len,
+                meta_in_index: e.meta.is_some(),
+                meta: e.meta.clone().unwrap_or_default(),
+                primary: key.clone(),
+                loc: e.loc.clone(),
+            })
+            .collect()
+    }
+
+    /// Purge every variant of a primary key; returns how many were removed. Each removal writes
+    /// a tombstone header synchronously (one 4 KiB write) so the object does not come back at
+    /// the next start.
+    pub fn remove(&self, primary: &[u8]) -> usize {
+        let locs = {
+            let mut st = self.lock();
+            let variants: Vec<Bytes> = st
+                .index
+                .get(primary)
+                .map(|l| l.iter().map(|e| e.variant.clone()).collect())
+                .unwrap_or_default();
+            let mut locs = Vec::new();
+            for v in variants {
+                if let Some(loc) = st.remove(primary, &v, None) {
+                    self.ram.remove(&Bytes::copy_from_slice(primary), &v);
+                    if st.pin(loc.seg, loc.epoch) {
+                        locs.push(loc);
+                    }
+                }
+            }
+            locs
+        };
+        let n = locs.len();
+        self.tombstone_pinned(&locs);
+        n
+    }
+
+    /// Purge one variant.
+    pub fn remove_variant(&self, primary: &[u8], variant: &[u8]) -> bool {
+        let loc = {
+            let mut st = self.lock();
+            let Some(loc) = st.remove(primary, variant, None) else {
+                return false;
+            };
+            self.ram.remove(
+                &Bytes::copy_from_slice(primary),
+                &Bytes::copy_from_slice(variant),
+            );
+            st.pin(loc.seg, loc.epoch).then_some(loc)
+        };
+        if let Some(loc) = loc {
+            self.tombstone_pinned(&[loc]);
+        }
+        true
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> StoreStats {
+        let (objects, bytes_used) = {
+            let st = self.lock();
+            (st.objects, st.bytes_used)
+        };
+        let (ram_bytes, ram_objects) = self.ram.usage();
+        let c = &self.counters;
+        StoreStats {
+            objects,
+            bytes_used,
+            bytes_capacity: self.layout.capacity(),
+            evictions: c.evictions.load(Ordering::Relaxed),
+            corrupt_dropped: c.corrupt_dropped.load(Ordering::Relaxed),
+            recovered_objects: self.recovered,
+            write_errors: c.write_errors.load(Ordering::Relaxed),
+            ram_tier_bytes: ram_bytes,
+            ram_tier_objects: ram_objects,
+            disk_reads: c.disk_reads.load(Ordering::Relaxed),
+            disk_read_bytes: c.disk_read_bytes.load(Ordering::Relaxed),
+            disk_read_latency: c.histogram(),
+            engine: self.engine.as_str(),
+            direct_io: self.files.iter().all(|f| f.direct_ok),
+            segment_size: self.layout.segment_size,
+            segment_count: self.layout.segment_count,
+        }
+    }
+
+    // ---- internals shared by workers, writers and readers ----
+
+    pub(crate) fn epoch_is(&self, seg: u32, epoch: u64) -> bool {
+        self.epochs
+            .get(seg as usize)
+            .is_some_and(|e| e.load(Ordering::Acquire) == epoch)
+    }
+
+    /// Whether the index still points at exactly this record.
+    pub(crate) fn is_current(&self, primary: &[u8], variant: &[u8], seq: u64) -> bool {
+        self.lock()
+            .get(primary, variant)
+            .is_some_and(|e| e.loc.seq == seq)
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    /// Path of a segment file (for tools and tests).
+    pub fn segment_path(&self, seg: u32) -> PathBuf {
+        seg_path(&self.cfg.dir, seg)
+    }
+
+    pub(crate) fn files(&self) -> &Arc<Vec<SegFile>> {
+        &self.files
+    }
+
+    pub(crate) fn pool(&self) -> Option<&Arc<ThreadPool>> {
+        self.pool.as_ref()
+    }
+
+    pub(crate) fn ram(&self) -> &RamTier {
+        &self.ram
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}

@@ -1,0 +1,233 @@
+//! An opened object and its body stream, verified block by block as it is read.
+//!
+//! Large bodies are read in 1 MiB chunks (O_DIRECT at or above the threshold), one chunk ahead:
+//! the read of chunk k+1 is submitted before chunk k is handed to the caller, so the disk works
+//! while the client receives. Every chunk is checked against its 64 KiB block checksums, and
+//! the segment's epoch is checked after every read, before any byte is yielded.
+
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::Stream;
+
+use super::Store;
+use super::record::BLOCK;
+use super::state::Loc;
+use crate::io::{AlignedBuf, FileId, IoEngine, WorkerIo, align_up};
+
+/// Body read granularity after the first read (a multiple of the 64 KiB checksum block).
+pub(crate) const CHUNK: u64 = 1 << 20;
+
+/// Where an opened object's bytes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Ram,
+    Disk,
+}
+
+/// An opened object: meta from its header, body ready to stream.
+pub struct StoredObject {
+    pub meta: Bytes,
+    pub body_len: u64,
+    pub source: Source,
+    pub(crate) inner: Inner,
+}
+
+impl std::fmt::Debug for StoredObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredObject")
+            .field("body_len", &self.body_len)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) enum Inner {
+    /// The whole body, already verified.
+    Whole(Bytes),
+    /// A large body streamed from disk.
+    Disk(DiskBody),
+}
+
+pub(crate) struct DiskBody {
+    pub io: Rc<WorkerIo>,
+    pub store: Arc<Store>,
+    pub primary: Bytes,
+    pub variant: Bytes,
+    pub loc: Loc,
+    pub crcs: Vec<u32>,
+    pub direct: bool,
+    /// Body bytes `[0, first.len())` from the first read (whole blocks, not yet verified).
+    pub first: Option<Bytes>,
+    /// The read of the next chunk, submitted before the current one is handed out.
+    pub ahead: Option<(u64, Ahead)>,
+}
+
+type ReadFuture = Pin<Box<dyn Future<Output = io::Result<AlignedBuf>>>>;
+
+/// A read started ahead of need (depth 1), so the disk works while the client receives.
+pub(crate) enum Ahead {
+    Pending(ReadFuture),
+    Done(io::Result<AlignedBuf>),
+}
+
+impl DiskBody {
+    fn chunk_read(&self, pos: u64) -> ReadFuture {
+        let len = CHUNK.min(align_up(self.loc.body_len) - pos);
+        let off = self.loc.off + u64::from(self.loc.header_len) + pos;
+        let file = FileId {
+            seg: self.loc.seg,
+            direct: self.direct,
+        };
+        let io = Rc::clone(&self.io);
+        let store = Arc::clone(&self.store);
+        Box::pin(async move { read_timed(&io, &store, file, len, off).await })
+    }
+
+    /// Start reading the chunk at `pos`: poll the read once so it is submitted (to the ring or
+    /// the pool) now; its completion wakes this task, which awaits it on the next step.
+    async fn prefetch(&mut self, pos: u64) {
+        let mut fut = self.chunk_read(pos);
+        let done = std::future::poll_fn(|cx| {
+            Poll::Ready(match fut.as_mut().poll(cx) {
+                Poll::Ready(r) => Some(r),
+                Poll::Pending => None,
+            })
+        })
+        .await;
+        let ahead = match done {
+            Some(r) => Ahead::Done(r),
+            None => Ahead::Pending(fut),
+        };
+        self.ahead = Some((pos, ahead));
+    }
+
+    async fn take_chunk(&mut self, pos: u64) -> io::Result<AlignedBuf> {
+        match self.ahead.take() {
+            Some((p, Ahead::Pending(fut))) if p == pos => fut.await,
+            Some((p, Ahead::Done(r))) if p == pos => r,
+            _ => self.chunk_read(pos).await,
+        }
+    }
+}
+
+/// One read through a worker's engine, timed and counted.
+pub(crate) async fn read_timed(
+    io: &WorkerIo,
+    store: &Store,
+    file: FileId,
+    len: u64,
+    off: u64,
+) -> io::Result<AlignedBuf> {
+    let t = Instant::now();
+    let (res, buf) = io.read_at(file, AlignedBuf::new(len as usize), off).await;
+    let n = res?;
+    store.counters().disk_read(n, t.elapsed());
+    if (n as u64) < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("short read: {n} of {len} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
+/// Verify the checksums of body bytes `data`, which start at body offset `base` (block aligned).
+pub(crate) fn verify_blocks(crcs: &[u32], base: u64, data: &[u8]) -> bool {
+    let first = (base / BLOCK) as usize;
+    data.chunks(BLOCK as usize)
+        .enumerate()
+        .all(|(i, b)| crcs.get(first + i) == Some(&crc32c::crc32c(b)))
+}
+
+struct StreamState {
+    inner: Inner,
+    pos: u64,
+    start: u64,
+    end: u64,
+    done: bool,
+}
+
+impl StoredObject {
+    /// The body (or `range` of it, clamped to the body) as a stream of verified chunks. A
+    /// checksum mismatch ends the stream with an `InvalidData` error (and drops the object);
+    /// an eviction racing with the read ends it with an error too. Never yields unverified bytes.
+    pub fn body(
+        self,
+        range: Option<Range<u64>>,
+    ) -> impl Stream<Item = io::Result<Bytes>> + 'static {
+        let r = range.unwrap_or(0..self.body_len);
+        let end = r.end.min(self.body_len);
+        let start = r.start.min(end);
+        let st = StreamState {
+            inner: self.inner,
+            pos: start / BLOCK * BLOCK,
+            start,
+            end,
+            done: start >= end,
+        };
+        futures_util::stream::unfold(st, |mut st| async move {
+            if st.done {
+                return None;
+            }
+            match step(&mut st).await {
+                Ok(Some(b)) => Some((Ok(b), st)),
+                Ok(None) => None,
+                Err(e) => {
+                    st.done = true;
+                    Some((Err(e), st))
+                }
+            }
+        })
+    }
+}
+
+async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
+    let d = match &mut st.inner {
+        Inner::Whole(b) => {
+            st.done = true;
+            return Ok(Some(b.slice(st.start as usize..st.end as usize)));
+        }
+        Inner::Disk(d) => d,
+    };
+    loop {
+        if st.pos >= st.end {
+            st.done = true;
+            return Ok(None);
+        }
+        let body_len = d.loc.body_len;
+        let (base, data) = match d.first.take() {
+            Some(f) if st.pos < f.len() as u64 => (0, f),
+            _ => (st.pos, Bytes::from_owner(d.take_chunk(st.pos).await?)),
+        };
+        if !d.store.epoch_is(d.loc.seg, d.loc.epoch) {
+            return Err(io::Error::other(super::StoreError::MissingOrReplaced));
+        }
+        let valid = (data.len() as u64).min(body_len - base);
+        if !verify_blocks(&d.crcs, base, &data[..valid as usize]) {
+            d.store.drop_corrupt(&d.primary, &d.variant, &d.loc);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "stored body failed its checksum",
+            ));
+        }
+        st.pos = base + valid;
+        if st.pos < st.end {
+            d.prefetch(st.pos).await;
+        }
+        let from = st.start.max(base);
+        let to = st.end.min(base + valid);
+        if from < to {
+            return Ok(Some(
+                data.slice((from - base) as usize..(to - base) as usize),
+            ));
+        }
+    }
+}

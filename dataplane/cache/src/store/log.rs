@@ -1,0 +1,185 @@
+//! Appending to the log: reservations, segment reclaim (FIFO eviction), publishing, tombstones.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::layout::SEGMENT_HEADER;
+use super::metrics::Counters;
+use super::record::{self, RecordHeader};
+use super::state::{Entry, Loc, Seg};
+use super::{INDEX_META_MAX, Reservation, Store, StoreError};
+use crate::io::AlignedBuf;
+use crate::io::file::pwrite_all;
+
+impl Store {
+    /// Reserve `len` bytes (a multiple of 4096) for a record. Reclaims the oldest segment when
+    /// the active one is full.
+    pub(crate) fn reserve(&self, len: u64) -> Result<Reservation, StoreError> {
+        if len > self.layout.max_record() {
+            return Err(StoreError::TooLarge {
+                size: len,
+                limit: self.layout.max_record(),
+            });
+        }
+        let mut st = self.lock();
+        if let Some(a) = st.active {
+            let s = &mut st.segs[a as usize];
+            if s.write_off + len <= self.layout.segment_size {
+                let r = Reservation {
+                    seg: a,
+                    epoch: s.epoch,
+                    off: s.write_off,
+                    len,
+                };
+                s.write_off += len;
+                s.pins += 1;
+                return Ok(r);
+            }
+        }
+        let Some(v) = st.victim() else {
+            return Err(StoreError::NoSpace);
+        };
+        if let Some(a) = st.active.take() {
+            self.seal(a, &st.segs[a as usize]);
+        }
+        let dropped = st.drop_segment(v);
+        self.counters
+            .evictions
+            .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+        for (p, var) in &dropped {
+            self.ram.remove(p, var);
+        }
+        let epoch = st.next_epoch;
+        st.next_epoch += 1;
+        // Readers of the old epoch notice from here on.
+        st.segs[v as usize].epoch = epoch;
+        self.epochs[v as usize].store(epoch, Ordering::Release);
+        st.active = None;
+        let mut hdr = AlignedBuf::new(4096);
+        record::encode_segment(hdr.full_mut(), self.nonce, epoch, v);
+        hdr.set_len(4096);
+        if let Err(e) = pwrite_all(&self.files[v as usize].direct, &hdr, 0) {
+            Counters::inc(&self.counters.write_errors);
+            return Err(e.into());
+        }
+        st.active = Some(v);
+        let s = &mut st.segs[v as usize];
+        s.write_off = SEGMENT_HEADER + len;
+        s.pins += 1;
+        Ok(Reservation {
+            seg: v,
+            epoch,
+            off: SEGMENT_HEADER,
+            len,
+        })
+    }
+
+    /// Mark the unused tail of a full segment with one tombstone covering it, so recovery
+    /// jumps over it instead of scanning it.
+    fn seal(&self, seg: u32, s: &Seg) {
+        let tail = self.layout.segment_size.saturating_sub(s.write_off);
+        if tail < 4096 || s.write_off <= SEGMENT_HEADER {
+            return;
+        }
+        let loc = Loc {
+            seg,
+            epoch: s.epoch,
+            off: s.write_off,
+            header_len: 4096,
+            body_len: tail - 4096,
+            seq: 0,
+        };
+        self.write_tombstone_sync(&loc);
+    }
+
+    pub(crate) fn unpin(&self, seg: u32) {
+        self.lock().unpin(seg);
+    }
+
+    /// Publish a record whose header is on disk. Returns the location to tombstone: the
+    /// replaced record (pinned), or this very record when a newer one won meanwhile.
+    pub(crate) fn publish(&self, primary: Bytes, entry: Entry) -> Option<Loc> {
+        let mut st = self.lock();
+        if !st.pin(entry.loc.seg, entry.loc.epoch) {
+            return None;
+        }
+        if let Some(cur) = st.get(&primary, &entry.variant)
+            && cur.loc.seq > entry.loc.seq
+        {
+            return Some(entry.loc);
+        }
+        st.unpin(entry.loc.seg);
+        self.ram.remove(&primary, &entry.variant);
+        let old = st.insert(primary, entry)?;
+        st.pin(old.seg, old.epoch).then_some(old)
+    }
+
+    /// Drop a record that failed a checksum, count it, and tombstone it.
+    pub(crate) fn drop_corrupt(&self, primary: &Bytes, variant: &Bytes, loc: &Loc) {
+        Counters::inc(&self.counters.corrupt_dropped);
+        tracing::warn!(seg = loc.seg, off = loc.off, "corrupt record dropped");
+        let pinned = {
+            let mut st = self.lock();
+            self.ram.remove(primary, variant);
+            if st.remove(primary, variant, Some(loc.seq)).is_some() {
+                st.pin(loc.seg, loc.epoch)
+            } else {
+                false
+            }
+        };
+        if pinned {
+            self.tombstone_pinned(std::slice::from_ref(loc));
+        }
+    }
+
+    /// Update the index's copy of the meta blob after an in-place header rewrite.
+    pub(crate) fn set_meta(&self, primary: &[u8], variant: &[u8], seq: u64, meta: Bytes) {
+        let mut st = self.lock();
+        if let Some(list) = st.index.get_mut(primary)
+            && let Some(e) = list
+                .iter_mut()
+                .find(|e| e.variant == variant && e.loc.seq == seq)
+        {
+            e.meta = (meta.len() <= INDEX_META_MAX).then_some(meta);
+        }
+        self.ram.remove(
+            &Bytes::copy_from_slice(primary),
+            &Bytes::copy_from_slice(variant),
+        );
+    }
+
+    pub(crate) fn pin(&self, seg: u32, epoch: u64) -> bool {
+        self.lock().pin(seg, epoch)
+    }
+
+    pub(crate) fn tombstone_block(&self, loc: &Loc) -> AlignedBuf {
+        let mut buf = AlignedBuf::new(4096);
+        RecordHeader::dead(self.nonce, loc.epoch, loc.seq, loc.header_len, loc.body_len)
+            .encode(buf.full_mut());
+        buf.set_len(4096);
+        buf
+    }
+
+    /// Write a tombstone over a record's header (segment must be pinned or the store private).
+    pub(super) fn write_tombstone_sync(&self, loc: &Loc) {
+        let buf = self.tombstone_block(loc);
+        if let Some(f) = self.files.get(loc.seg as usize)
+            && let Err(e) = pwrite_all(&f.direct, &buf, loc.off)
+        {
+            Counters::inc(&self.counters.write_errors);
+            tracing::warn!(error = %e, "tombstone write failed");
+        }
+    }
+
+    /// Tombstone pinned records synchronously, then unpin them.
+    pub(crate) fn tombstone_pinned(&self, locs: &[Loc]) {
+        for loc in locs {
+            self.write_tombstone_sync(loc);
+        }
+        let mut st = self.lock();
+        for loc in locs {
+            st.unpin(loc.seg);
+        }
+    }
+}

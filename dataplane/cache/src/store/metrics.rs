@@ -1,0 +1,98 @@
+//! Store counters and the disk read latency histogram (fixed buckets, lock-free).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Upper bounds (inclusive, microseconds) of the disk read latency buckets; one more bucket
+/// counts everything above the last bound.
+pub const LATENCY_BOUNDS_US: [u64; 12] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 1_000_000,
+];
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub evictions: AtomicU64,
+    pub corrupt_dropped: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub disk_reads: AtomicU64,
+    pub disk_read_bytes: AtomicU64,
+    pub lat_buckets: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
+    pub lat_sum_us: AtomicU64,
+}
+
+impl Counters {
+    pub fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+
+    pub fn disk_read(&self, bytes: usize, took: Duration) {
+        self.disk_reads.fetch_add(1, Relaxed);
+        self.disk_read_bytes.fetch_add(bytes as u64, Relaxed);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let i = LATENCY_BOUNDS_US
+            .iter()
+            .position(|&b| us <= b)
+            .unwrap_or(LATENCY_BOUNDS_US.len());
+        self.lat_buckets[i].fetch_add(1, Relaxed);
+        self.lat_sum_us.fetch_add(us, Relaxed);
+    }
+
+    pub fn histogram(&self) -> LatencyHistogram {
+        LatencyHistogram {
+            bounds_us: &LATENCY_BOUNDS_US,
+            counts: self.lat_buckets.iter().map(|c| c.load(Relaxed)).collect(),
+            sum_us: self.lat_sum_us.load(Relaxed),
+        }
+    }
+}
+
+/// A snapshot of the disk read latency histogram, ready for a Prometheus histogram export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatencyHistogram {
+    /// Bucket upper bounds in microseconds.
+    pub bounds_us: &'static [u64],
+    /// Per-bucket counts (not cumulative); `counts.len() == bounds_us.len() + 1`, the last one
+    /// counting reads slower than the last bound.
+    pub counts: Vec<u64>,
+    /// Sum of all latencies in microseconds.
+    pub sum_us: u64,
+}
+
+impl LatencyHistogram {
+    /// Total number of reads observed.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// A snapshot of the store's state and counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Objects in the disk index.
+    pub objects: u64,
+    /// Bytes of live records (headers + padded bodies) on disk.
+    pub bytes_used: u64,
+    /// Bytes of all segment files (never above the configured size).
+    pub bytes_capacity: u64,
+    /// Objects dropped by segment reclaim (FIFO eviction).
+    pub evictions: u64,
+    /// Records dropped because a checksum failed: torn or corrupt headers found by recovery and
+    /// body or header checksum failures at read time.
+    pub corrupt_dropped: u64,
+    /// Objects indexed by the recovery scan at open.
+    pub recovered_objects: u64,
+    /// Failed disk writes (ENOSPC, EIO, ...).
+    pub write_errors: u64,
+    pub ram_tier_bytes: u64,
+    pub ram_tier_objects: u64,
+    /// Disk read operations and their bytes.
+    pub disk_reads: u64,
+    pub disk_read_bytes: u64,
+    pub disk_read_latency: LatencyHistogram,
+    /// The resolved engine.
+    pub engine: &'static str,
+    /// Whether every segment could be opened with O_DIRECT.
+    pub direct_io: bool,
+    pub segment_size: u64,
+    pub segment_count: u32,
+}

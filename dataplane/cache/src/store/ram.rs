@@ -1,0 +1,200 @@
+//! The RAM tier: a byte-bounded map of small, hot, already verified objects.
+//!
+//! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (64 KiB). Larger
+//!   objects are read with O_DIRECT anyway and cost little CPU per byte.
+//! - Admission: an object enters on a *disk hit*, never on write. A response seen once (the
+//!   miss that stored it) stays on disk only; the one-hit wonders that dominate CDN traffic
+//!   never take RAM. This is the job S3-FIFO's small probationary queue does, without a ghost
+//!   queue.
+//! - Eviction: CLOCK (second chance). A hit sets a reference bit under a short lock and moves
+//!   nothing; the hand gives referenced entries a second round and evicts unreferenced ones. It
+//!   approximates LRU at O(1) per operation and, with the admission rule above, resists scans.
+//! - Coherence: entries are keyed by (primary, variant) and carry the sequence number of the
+//!   disk record they copy; a lookup only uses an entry whose sequence matches the index, and
+//!   purges, replacements and segment reclaims remove entries.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+/// Largest record kept in RAM.
+pub const RAM_MAX_RECORD: u64 = 64 * 1024;
+
+type Key = (Bytes, Bytes);
+
+struct Slot {
+    seq: u64,
+    id: u64,
+    meta: Bytes,
+    body: Bytes,
+    referenced: bool,
+}
+
+impl Slot {
+    fn cost(&self, key: &Key) -> u64 {
+        (self.meta.len() + self.body.len() + key.0.len() + key.1.len()) as u64
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<Key, Slot>,
+    ring: VecDeque<(Key, u64)>,
+    bytes: u64,
+    next_id: u64,
+}
+
+pub(crate) struct RamTier {
+    cap: u64,
+    inner: Mutex<Inner>,
+}
+
+impl RamTier {
+    pub fn new(cap: u64) -> RamTier {
+        RamTier {
+            cap,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.cap > 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The (meta, body) stored for this record, if the tier holds exactly that version.
+    pub fn get(&self, primary: &Bytes, variant: &Bytes, seq: u64) -> Option<(Bytes, Bytes)> {
+        if !self.enabled() {
+            return None;
+        }
+        let mut g = self.lock();
+        let slot = g.map.get_mut(&(primary.clone(), variant.clone()))?;
+        if slot.seq != seq {
+            return None;
+        }
+        slot.referenced = true;
+        Some((slot.meta.clone(), slot.body.clone()))
+    }
+
+    pub fn insert(&self, primary: Bytes, variant: Bytes, seq: u64, meta: Bytes, body: Bytes) {
+        if !self.enabled() {
+            return;
+        }
+        let key = (primary, variant);
+        let mut g = self.lock();
+        let id = g.next_id;
+        g.next_id += 1;
+        let slot = Slot {
+            seq,
+            id,
+            meta,
+            body,
+            referenced: false,
+        };
+        let cost = slot.cost(&key);
+        if cost > self.cap {
+            return;
+        }
+        if let Some(old) = g.map.remove(&key) {
+            g.bytes -= old.cost(&key);
+        }
+        g.bytes += cost;
+        g.ring.push_back((key.clone(), id));
+        g.map.insert(key, slot);
+        while g.bytes > self.cap {
+            let Some((k, id)) = g.ring.pop_front() else {
+                break;
+            };
+            let live = matches!(g.map.get(&k), Some(s) if s.id == id);
+            if !live {
+                continue;
+            }
+            let second_chance = g
+                .map
+                .get_mut(&k)
+                .is_some_and(|s| std::mem::take(&mut s.referenced));
+            if second_chance {
+                g.ring.push_back((k, id));
+            } else if let Some(s) = g.map.remove(&k) {
+                g.bytes -= s.cost(&k);
+            }
+        }
+        // Keep the ring from growing without bound with stale ids.
+        if g.ring.len() > 2 * g.map.len() + 64 {
+            let Inner { map, ring, .. } = &mut *g;
+            ring.retain(|(k, id)| matches!(map.get(k), Some(s) if s.id == *id));
+        }
+    }
+
+    pub fn remove(&self, primary: &Bytes, variant: &Bytes) {
+        if !self.enabled() {
+            return;
+        }
+        let key = (primary.clone(), variant.clone());
+        let mut g = self.lock();
+        if let Some(s) = g.map.remove(&key) {
+            g.bytes -= s.cost(&key);
+        }
+    }
+
+    /// (bytes, objects)
+    pub fn usage(&self) -> (u64, u64) {
+        let g = self.lock();
+        (g.bytes, g.map.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn bounded_and_second_chance() {
+        let t = RamTier::new(1000);
+        for i in 0..10 {
+            t.insert(
+                k(&format!("{i}")),
+                Bytes::new(),
+                1,
+                Bytes::new(),
+                Bytes::from(vec![0u8; 199]),
+            );
+            // keep "0" hot
+            assert!(
+                t.get(&k("0"), &Bytes::new(), 1).is_some(),
+                "hot entry evicted at {i}"
+            );
+            assert!(t.usage().0 <= 1000);
+        }
+        assert!(
+            t.get(&k("0"), &Bytes::new(), 2).is_none(),
+            "other seq is a miss"
+        );
+        t.remove(&k("0"), &Bytes::new());
+        assert!(t.get(&k("0"), &Bytes::new(), 1).is_none());
+    }
+
+    #[test]
+    fn disabled_when_zero() {
+        let t = RamTier::new(0);
+        t.insert(
+            k("a"),
+            Bytes::new(),
+            1,
+            Bytes::new(),
+            Bytes::from_static(b"x"),
+        );
+        assert_eq!(t.usage(), (0, 0));
+    }
+}

@@ -1,0 +1,194 @@
+//! The in-memory index and the per-segment bookkeeping, guarded by one mutex in [`Store`].
+//!
+//! [`Store`]: super::Store
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+/// Where one object lives: enough to read it with one I/O and to notice it was replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub seg: u32,
+    /// The segment's epoch when the record was written; a reclaim bumps it.
+    pub epoch: u64,
+    /// Record offset in the segment (header start).
+    pub off: u64,
+    pub header_len: u32,
+    pub body_len: u64,
+    pub seq: u64,
+}
+
+impl Loc {
+    pub fn record_len(&self) -> u64 {
+        super::record::record_len(u64::from(self.header_len), self.body_len)
+    }
+}
+
+/// One indexed variant.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub variant: Bytes,
+    pub loc: Loc,
+    /// The meta blob when it is small enough to keep in RAM.
+    pub meta: Option<Bytes>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Seg {
+    pub epoch: u64,
+    /// Next free offset (only meaningful for the active segment).
+    pub write_off: u64,
+    /// Writers and tombstone writers currently using this segment: it cannot be reclaimed.
+    pub pins: u32,
+    /// Keys whose records were published in this epoch (some may have been replaced since).
+    pub keys: Vec<(Bytes, Bytes)>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub index: HashMap<Bytes, Vec<Entry>>,
+    pub segs: Vec<Seg>,
+    pub active: Option<u32>,
+    pub next_epoch: u64,
+    pub objects: u64,
+    pub bytes_used: u64,
+}
+
+impl State {
+    /// The entry for (primary, variant), if any.
+    pub fn get(&self, primary: &[u8], variant: &[u8]) -> Option<&Entry> {
+        self.index
+            .get(primary)?
+            .iter()
+            .find(|e| e.variant == variant)
+    }
+
+    /// Insert or replace; returns the replaced location.
+    pub fn insert(&mut self, primary: Bytes, e: Entry) -> Option<Loc> {
+        self.objects += 1;
+        self.bytes_used += e.loc.record_len();
+        if let Some(s) = self.segs.get_mut(e.loc.seg as usize) {
+            s.keys.push((primary.clone(), e.variant.clone()));
+        }
+        let list = self.index.entry(primary).or_default();
+        if let Some(slot) = list.iter_mut().find(|x| x.variant == e.variant) {
+            let old = std::mem::replace(slot, e);
+            self.objects -= 1;
+            self.bytes_used -= old.loc.record_len();
+            return Some(old.loc);
+        }
+        list.push(e);
+        None
+    }
+
+    /// Remove (primary, variant) if it is at exactly `seq` (or any seq when `None`).
+    pub fn remove(&mut self, primary: &[u8], variant: &[u8], seq: Option<u64>) -> Option<Loc> {
+        let list = self.index.get_mut(primary)?;
+        let i = list
+            .iter()
+            .position(|x| x.variant == variant && seq.is_none_or(|s| x.loc.seq == s))?;
+        let e = list.swap_remove(i);
+        if list.is_empty() {
+            self.index.remove(primary);
+        }
+        self.objects -= 1;
+        self.bytes_used -= e.loc.record_len();
+        Some(e.loc)
+    }
+
+    /// Pin a segment if it still is at `epoch` (so it cannot be reclaimed while we write to it).
+    pub fn pin(&mut self, seg: u32, epoch: u64) -> bool {
+        match self.segs.get_mut(seg as usize) {
+            Some(s) if s.epoch == epoch => {
+                s.pins += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn unpin(&mut self, seg: u32) {
+        if let Some(s) = self.segs.get_mut(seg as usize) {
+            s.pins = s.pins.saturating_sub(1);
+        }
+    }
+
+    /// The FIFO victim: the unpinned, non-active segment with the oldest epoch (empty segments,
+    /// epoch 0, first).
+    pub fn victim(&self) -> Option<u32> {
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.pins == 0 && self.active != Some(*i as u32))
+            .min_by_key(|(_, s)| s.epoch)
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Drop every index entry that lives in `seg` at its current epoch. Returns the dropped keys.
+    pub fn drop_segment(&mut self, seg: u32) -> Vec<(Bytes, Bytes)> {
+        let Some(s) = self.segs.get_mut(seg as usize) else {
+            return Vec::new();
+        };
+        let epoch = s.epoch;
+        let keys = std::mem::take(&mut s.keys);
+        let mut dropped = Vec::new();
+        for (p, v) in keys {
+            let hit = self
+                .get(&p, &v)
+                .is_some_and(|e| e.loc.seg == seg && e.loc.epoch == epoch);
+            if hit {
+                self.remove(&p, &v, None);
+                dropped.push((p, v));
+            }
+        }
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(v: &'static [u8], seg: u32, seq: u64) -> Entry {
+        Entry {
+            variant: Bytes::from_static(v),
+            loc: Loc {
+                seg,
+                epoch: 1,
+                off: 4096,
+                header_len: 4096,
+                body_len: 10,
+                seq,
+            },
+            meta: None,
+        }
+    }
+
+    #[test]
+    fn insert_replace_remove_reclaim() {
+        let mut s = State {
+            segs: (0..2)
+                .map(|_| Seg {
+                    epoch: 1,
+                    ..Seg::default()
+                })
+                .collect(),
+            ..State::default()
+        };
+        let p = Bytes::from_static(b"k");
+        assert!(s.insert(p.clone(), entry(b"a", 0, 1)).is_none());
+        assert!(s.insert(p.clone(), entry(b"b", 0, 2)).is_none());
+        let old = s.insert(p.clone(), entry(b"a", 1, 3)).unwrap();
+        assert_eq!(old.seq, 1);
+        assert_eq!((s.objects, s.bytes_used), (2, 2 * 8192));
+        // reclaiming segment 0 drops only "b"; "a" moved to segment 1.
+        assert_eq!(s.drop_segment(0).len(), 1);
+        assert_eq!(s.objects, 1);
+        assert!(s.get(b"k", b"a").is_some());
+        assert!(s.remove(b"k", b"a", Some(99)).is_none());
+        assert!(s.remove(b"k", b"a", Some(3)).is_some());
+        assert!(s.index.is_empty());
+        assert_eq!((s.objects, s.bytes_used), (0, 0));
+    }
+}

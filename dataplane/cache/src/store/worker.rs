@@ -1,0 +1,219 @@
+//! A worker thread's handle on the store: opens objects, starts writes, rewrites meta.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::body::{CHUNK, DiskBody, Inner, Source, StoredObject, read_timed, verify_blocks};
+use super::ram::RAM_MAX_RECORD;
+use super::record::{self, RecordHeader};
+use super::writer::ObjectWriter;
+use super::{ObjectRef, Store, StoreError};
+use crate::io::threads::ThreadsEngine;
+use crate::io::uring::UringEngine;
+use crate::io::{AlignedBuf, EngineKind, FileId, WorkerIo, write_all_at};
+
+/// One per worker thread, created inside that thread's runtime: `tokio_uring::start` for the
+/// uring engine, any tokio runtime for the threads engine. Not `Send`.
+pub struct StoreWorker {
+    store: Arc<Store>,
+    io: Rc<WorkerIo>,
+}
+
+impl std::fmt::Debug for StoreWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreWorker")
+            .field("engine", &self.store.engine())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreWorker {
+    pub fn new(store: Arc<Store>) -> Result<StoreWorker, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::Engine(
+                "StoreWorker::new must run inside the worker's runtime".into(),
+            ));
+        }
+        let io = match store.engine() {
+            EngineKind::Uring => WorkerIo::Uring(UringEngine::new(Arc::clone(store.files()))),
+            EngineKind::Threads => {
+                let pool = store
+                    .pool()
+                    .ok_or_else(|| StoreError::Engine("thread pool missing".into()))?;
+                WorkerIo::Threads(ThreadsEngine::new(Arc::clone(pool)))
+            }
+        };
+        Ok(StoreWorker {
+            store,
+            io: Rc::new(io),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Open a looked-up object: from the RAM tier, or with one read of header and body (the
+    /// whole record when it is at most 1 MiB of body, else the header and the first 1 MiB).
+    /// The header's checksum, key, sequence and epoch are checked; a key mismatch (slot
+    /// reused) or an evicted, purged or replaced object is `MissingOrReplaced`. A small body is
+    /// verified here (`Corrupt` on mismatch); a large one as it streams.
+    pub async fn open(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
+        let store = &self.store;
+        let loc = &r.loc;
+        if !store.is_current(&r.primary, &r.variant, loc.seq) {
+            return Err(StoreError::MissingOrReplaced);
+        }
+        if let Some((meta, body)) = store.ram().get(&r.primary, &r.variant, loc.seq) {
+            return Ok(StoredObject {
+                meta,
+                body_len: body.len() as u64,
+                source: Source::Ram,
+                inner: Inner::Whole(body),
+            });
+        }
+        let hl = u64::from(loc.header_len);
+        let rec_len = loc.record_len();
+        let first = rec_len.min(hl + CHUNK);
+        let direct = loc.body_len >= store.config().direct_io_threshold;
+        let file = FileId {
+            seg: loc.seg,
+            direct,
+        };
+        let mut retried = false;
+        let (buf, hdr) = loop {
+            let buf = read_timed(&self.io, store, file, first, loc.off).await?;
+            if !store.epoch_is(loc.seg, loc.epoch) {
+                return Err(StoreError::MissingOrReplaced);
+            }
+            match record::decode(&buf.as_slice()[..hl as usize], store.nonce()) {
+                Ok(h) => break (buf, h),
+                // A concurrent in-place meta rewrite can be seen half done: read once more.
+                Err(_) if !retried => retried = true,
+                Err(_) => {
+                    store.drop_corrupt(&r.primary, &r.variant, loc);
+                    return Err(StoreError::Corrupt("record header checksum"));
+                }
+            }
+        };
+        if hdr.is_dead()
+            || hdr.primary != r.primary
+            || hdr.variant != r.variant
+            || hdr.seq != loc.seq
+            || hdr.epoch != loc.epoch
+            || hdr.body_len != loc.body_len
+            || hdr.header_len != loc.header_len
+        {
+            return Err(StoreError::MissingOrReplaced);
+        }
+        let data = Bytes::from_owner(buf);
+        if rec_len <= first {
+            let body = data.slice(hl as usize..(hl + loc.body_len) as usize);
+            if !verify_blocks(&hdr.crcs, 0, &body) {
+                store.drop_corrupt(&r.primary, &r.variant, loc);
+                return Err(StoreError::Corrupt("body checksum"));
+            }
+            if rec_len <= RAM_MAX_RECORD && store.ram().enabled() {
+                store.ram().insert(
+                    r.primary.clone(),
+                    r.variant.clone(),
+                    loc.seq,
+                    hdr.meta.clone(),
+                    Bytes::copy_from_slice(&body),
+                );
+            }
+            return Ok(StoredObject {
+                meta: hdr.meta,
+                body_len: loc.body_len,
+                source: Source::Disk,
+                inner: Inner::Whole(body),
+            });
+        }
+        let first_body = data.slice(hl as usize..);
+        Ok(StoredObject {
+            meta: hdr.meta,
+            body_len: loc.body_len,
+            source: Source::Disk,
+            inner: Inner::Disk(DiskBody {
+                io: Rc::clone(&self.io),
+                store: Arc::clone(store),
+                primary: r.primary.clone(),
+                variant: r.variant.clone(),
+                loc: loc.clone(),
+                crcs: hdr.crcs,
+                direct,
+                first: Some(first_body),
+                ahead: None,
+            }),
+        })
+    }
+
+    /// Start storing a response. `Err` means: do not store, just proxy.
+    pub fn begin_write(
+        &self,
+        primary: Bytes,
+        variant: Bytes,
+        meta: Bytes,
+        content_length: Option<u64>,
+    ) -> Result<ObjectWriter, StoreError> {
+        ObjectWriter::begin(
+            Arc::clone(&self.store),
+            Rc::clone(&self.io),
+            primary,
+            variant,
+            meta,
+            content_length,
+        )
+    }
+
+    /// Replace the meta blob of a stored object in place (after a 304 revalidation). Fails with
+    /// `MetaTooLarge` when it does not fit in the header's reserved space; the caller may then
+    /// store the object again.
+    pub async fn update_meta(&self, r: &ObjectRef, meta: Bytes) -> Result<(), StoreError> {
+        let store = &self.store;
+        let loc = &r.loc;
+        if !store.is_current(&r.primary, &r.variant, loc.seq) || !store.pin(loc.seg, loc.epoch) {
+            return Err(StoreError::MissingOrReplaced);
+        }
+        let res = self.rewrite_header(r, meta.clone()).await;
+        store.unpin(loc.seg);
+        if res.is_ok() {
+            store.set_meta(&r.primary, &r.variant, loc.seq, meta);
+        }
+        res
+    }
+
+    async fn rewrite_header(&self, r: &ObjectRef, meta: Bytes) -> Result<(), StoreError> {
+        let store = &self.store;
+        let loc = &r.loc;
+        let hl = u64::from(loc.header_len);
+        let file = FileId {
+            seg: loc.seg,
+            direct: true,
+        };
+        let buf = read_timed(&self.io, store, file, hl, loc.off).await?;
+        let h = record::decode(buf.as_slice(), store.nonce())
+            .map_err(|_| StoreError::Corrupt("record header checksum"))?;
+        if h.is_dead() || h.primary != r.primary || h.variant != r.variant || h.seq != loc.seq {
+            return Err(StoreError::MissingOrReplaced);
+        }
+        if meta.len() > h.meta_cap as usize {
+            return Err(StoreError::MetaTooLarge {
+                need: meta.len(),
+                have: h.meta_cap as usize,
+            });
+        }
+        let new = RecordHeader { meta, ..h };
+        let mut out = AlignedBuf::new(hl as usize);
+        new.encode(out.full_mut());
+        out.set_len(hl as usize);
+        let (res, _) = write_all_at(&*self.io, file, out, loc.off).await;
+        if let Err(e) = res {
+            super::metrics::Counters::inc(&store.counters().write_errors);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}

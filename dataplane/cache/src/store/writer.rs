@@ -1,0 +1,318 @@
+//! Streaming a response into the store.
+//!
+//! Known length: the record is reserved at `begin`, body chunks are staged in a 256 KiB aligned
+//! buffer and written with O_DIRECT each time it fills, the header goes last at `finish`.
+//! Unknown length: chunks are kept in RAM up to [`UNKNOWN_LENGTH_CAP`](super::UNKNOWN_LENGTH_CAP)
+//! and written at `finish`. Checksums are computed as chunks arrive.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::metrics::Counters;
+use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
+use super::state::{Entry, Loc};
+use super::{INDEX_META_MAX, Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
+use crate::io::{AlignedBuf, FileId, WorkerIo, write_all_at};
+
+/// Size of the staging buffer: one O_DIRECT write per 256 KiB of body.
+const STAGE: usize = 256 * 1024;
+
+enum Mode {
+    Known(u64),
+    Buffered(Vec<Bytes>),
+}
+
+/// An in-progress store of one response. Dropping it without [`finish`](Self::finish) aborts:
+/// nothing is published (a tombstone keeps the reserved space skippable for recovery).
+pub struct ObjectWriter {
+    store: Arc<Store>,
+    io: Rc<WorkerIo>,
+    primary: Bytes,
+    variant: Bytes,
+    meta: Bytes,
+    mode: Mode,
+    limit: u64,
+    len: u64,
+    crcs: Vec<u32>,
+    block_crc: u32,
+    block_fill: u64,
+    res: Option<Reservation>,
+    header_len: u64,
+    flushed: u64,
+    stage: Option<AlignedBuf>,
+    failed: bool,
+}
+
+impl std::fmt::Debug for ObjectWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectWriter")
+            .field("len", &self.len)
+            .field("reserved", &self.res.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectWriter {
+    pub(crate) fn begin(
+        store: Arc<Store>,
+        io: Rc<WorkerIo>,
+        primary: Bytes,
+        variant: Bytes,
+        meta: Bytes,
+        content_length: Option<u64>,
+    ) -> Result<ObjectWriter, StoreError> {
+        if primary.len() > MAX_KEY || variant.len() > MAX_KEY {
+            return Err(StoreError::NotStorable("key too long"));
+        }
+        if meta.len() > MAX_META {
+            return Err(StoreError::NotStorable("meta too large"));
+        }
+        let max = store.config().max_object_size;
+        let (mode, limit) = match content_length {
+            Some(cl) if cl > max => {
+                return Err(StoreError::TooLarge {
+                    size: cl,
+                    limit: max,
+                });
+            }
+            Some(cl) => (Mode::Known(cl), cl),
+            None => (Mode::Buffered(Vec::new()), max.min(UNKNOWN_LENGTH_CAP)),
+        };
+        let mut w = ObjectWriter {
+            store,
+            io,
+            primary,
+            variant,
+            meta,
+            mode,
+            limit,
+            len: 0,
+            crcs: Vec::new(),
+            block_crc: 0,
+            block_fill: 0,
+            res: None,
+            header_len: 0,
+            flushed: 0,
+            stage: None,
+            failed: false,
+        };
+        if let Some(cl) = content_length {
+            w.reserve(cl)?;
+        }
+        Ok(w)
+    }
+
+    fn reserve(&mut self, body_len: u64) -> Result<(), StoreError> {
+        let hl = record::header_len_for(
+            self.primary.len(),
+            self.variant.len(),
+            body_len,
+            self.meta.len(),
+        );
+        if hl > record::MAX_HEADER_LEN {
+            return Err(StoreError::NotStorable("record header too large"));
+        }
+        let res = self.store.reserve(record::record_len(hl, body_len))?;
+        self.header_len = hl;
+        self.res = Some(res);
+        self.crcs.reserve(record::block_count(body_len) as usize);
+        Ok(())
+    }
+
+    fn feed_crc(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let take = ((BLOCK - self.block_fill) as usize).min(data.len());
+            self.block_crc = crc32c::crc32c_append(self.block_crc, &data[..take]);
+            self.block_fill += take as u64;
+            data = &data[take..];
+            if self.block_fill == BLOCK {
+                self.crcs.push(self.block_crc);
+                self.block_crc = 0;
+                self.block_fill = 0;
+            }
+        }
+    }
+
+    fn fail<T>(&mut self, e: StoreError) -> Result<T, StoreError> {
+        self.failed = true;
+        Err(e)
+    }
+
+    /// Add the next body chunk.
+    pub async fn write(&mut self, chunk: Bytes) -> Result<(), StoreError> {
+        if self.failed {
+            return Err(StoreError::NotStorable("writer already failed"));
+        }
+        let total = self.len + chunk.len() as u64;
+        if total > self.limit {
+            return match self.mode {
+                Mode::Known(cl) => self.fail(StoreError::LengthMismatch {
+                    expected: cl,
+                    got: total,
+                }),
+                Mode::Buffered(_) => self.fail(StoreError::TooLarge {
+                    size: total,
+                    limit: self.limit,
+                }),
+            };
+        }
+        self.len = total;
+        self.feed_crc(&chunk);
+        match &mut self.mode {
+            Mode::Buffered(chunks) => {
+                chunks.push(chunk);
+                Ok(())
+            }
+            Mode::Known(_) => self.stage_bytes(&chunk).await,
+        }
+    }
+
+    async fn stage_bytes(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        while !data.is_empty() {
+            let stage = self.stage.get_or_insert_with(|| AlignedBuf::new(STAGE));
+            let n = stage.extend_from(data);
+            data = &data[n..];
+            if stage.len() == stage.capacity() {
+                self.flush_stage().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn flush_stage(&mut self) -> Result<(), StoreError> {
+        let (Some(mut buf), Some(res)) = (self.stage.take(), self.res) else {
+            return Ok(());
+        };
+        if buf.is_empty() {
+            self.stage = Some(buf);
+            return Ok(());
+        }
+        let filled = buf.len() as u64;
+        buf.pad_to_alignment();
+        let file = FileId {
+            seg: res.seg,
+            direct: true,
+        };
+        let off = res.off + self.header_len + self.flushed;
+        let (r, mut buf) = write_all_at(&*self.io, file, buf, off).await;
+        if let Err(e) = r {
+            Counters::inc(&self.store.counters().write_errors);
+            tracing::debug!(error = %e, "store write failed");
+            return self.fail(e.into());
+        }
+        self.flushed += filled;
+        buf.clear();
+        self.stage = Some(buf);
+        Ok(())
+    }
+
+    /// Write what is left and the header, then publish. Fails (and publishes nothing) when the
+    /// body length differs from the announced Content-Length or a write fails.
+    pub async fn finish(mut self) -> Result<(), StoreError> {
+        if self.failed {
+            return Err(StoreError::NotStorable("writer already failed"));
+        }
+        match &mut self.mode {
+            Mode::Known(cl) => {
+                if self.len != *cl {
+                    let e = StoreError::LengthMismatch {
+                        expected: *cl,
+                        got: self.len,
+                    };
+                    return self.fail(e);
+                }
+            }
+            Mode::Buffered(chunks) => {
+                let chunks = std::mem::take(chunks);
+                self.reserve(self.len)?;
+                for c in chunks {
+                    self.stage_bytes(&c).await?;
+                }
+            }
+        }
+        if self.block_fill > 0 {
+            self.crcs.push(self.block_crc);
+            self.block_fill = 0;
+        }
+        self.flush_stage().await?;
+        let Some(res) = self.res else {
+            return Err(StoreError::NoSpace);
+        };
+        let seq = self.store.next_seq();
+        let used_fixed = FIXED + self.primary.len() + self.variant.len() + 4 * self.crcs.len();
+        let header = RecordHeader {
+            flags: 0,
+            header_len: self.header_len as u32,
+            nonce: self.store.nonce(),
+            epoch: res.epoch,
+            seq,
+            body_len: self.len,
+            primary: self.primary.clone(),
+            variant: self.variant.clone(),
+            crcs: std::mem::take(&mut self.crcs),
+            meta: self.meta.clone(),
+            meta_cap: (self.header_len as usize - used_fixed) as u32,
+        };
+        let mut buf = AlignedBuf::new(self.header_len as usize);
+        header.encode(buf.full_mut());
+        buf.set_len(self.header_len as usize);
+        let file = FileId {
+            seg: res.seg,
+            direct: true,
+        };
+        let (r, _) = write_all_at(&*self.io, file, buf, res.off).await;
+        if let Err(e) = r {
+            Counters::inc(&self.store.counters().write_errors);
+            return self.fail(e.into());
+        }
+        let entry = Entry {
+            variant: self.variant.clone(),
+            meta: (self.meta.len() <= INDEX_META_MAX).then(|| self.meta.clone()),
+            loc: Loc {
+                seg: res.seg,
+                epoch: res.epoch,
+                off: res.off,
+                header_len: self.header_len as u32,
+                body_len: self.len,
+                seq,
+            },
+        };
+        // Published: from here on, Drop must not tombstone our record.
+        self.res = None;
+        let stale = self.store.publish(self.primary.clone(), entry);
+        self.store.unpin(res.seg);
+        if let Some(old) = stale {
+            let block = self.store.tombstone_block(&old);
+            let file = FileId {
+                seg: old.seg,
+                direct: true,
+            };
+            let (r, _) = write_all_at(&*self.io, file, block, old.off).await;
+            if r.is_err() {
+                Counters::inc(&self.store.counters().write_errors);
+            }
+            self.store.unpin(old.seg);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ObjectWriter {
+    fn drop(&mut self) {
+        if let Some(res) = self.res.take() {
+            let body_len = res.len - self.header_len;
+            let loc = Loc {
+                seg: res.seg,
+                epoch: res.epoch,
+                off: res.off,
+                header_len: self.header_len as u32,
+                body_len,
+                seq: 0,
+            };
+            // Our reservation pin is released by tombstone_pinned.
+            self.store.tombstone_pinned(&[loc]);
+        }
+    }
+}

@@ -1,0 +1,750 @@
+//! The storage test suite, run against both I/O engines (uring inside `tokio_uring::start`,
+//! threads inside a tokio current-thread runtime). Real files, no mocks.
+
+#![allow(clippy::unwrap_used)] // tests: a panic is the failure report
+
+mod store_support;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::process::Command;
+
+use bytes::Bytes;
+use edgecache_api::dataplane::IoEngineKind;
+use edgecache_cache::{Source, StoreError, StoreWorker};
+use store_support::*;
+
+macro_rules! engine_suite {
+    ($($name:ident),* $(,)?) => {
+        mod uring {
+            $( #[test] fn $name() { super::$name(edgecache_api::dataplane::IoEngineKind::Uring) } )*
+        }
+        mod threads {
+            $( #[test] fn $name() { super::$name(edgecache_api::dataplane::IoEngineKind::Threads) } )*
+        }
+    };
+}
+
+engine_suite!(
+    roundtrip_sizes_and_ranges,
+    variants_replace_purge_and_meta,
+    ram_tier_serves_second_hit,
+    reopen_keeps_objects,
+    eviction_stays_within_budget,
+    flipped_body_byte_is_not_served,
+    torn_header_is_not_served,
+    enospc_fails_the_write_only,
+    direct_reads_leave_no_page_cache,
+    concurrent_writers_and_threads,
+    reader_racing_eviction_gets_an_error,
+);
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in("/var/tmp").unwrap()
+}
+
+fn roundtrip_sizes_and_ranges(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 256 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let sizes = [
+            0usize,
+            1,
+            4096,
+            100 * 1024,
+            MIB as usize + 123,
+            10 * MIB as usize,
+        ];
+        let mut stored = 0;
+        for &n in &sizes {
+            for known in [true, false] {
+                let key = format!("/obj/{n}/{known}");
+                let body = content(&key, 1, n);
+                let res = put(&w, &key, "", "meta", &body, known, 7919).await;
+                if !known && n as u64 > edgecache_cache::store::UNKNOWN_LENGTH_CAP {
+                    assert!(matches!(res, Err(StoreError::TooLarge { .. })), "{res:?}");
+                    assert!(store.lookup(key.as_bytes()).is_empty());
+                    continue;
+                }
+                res.unwrap();
+                stored += 1;
+                let (meta, got) = get(&w, &key).await.unwrap();
+                assert_eq!(meta, "meta");
+                assert!(
+                    got == body,
+                    "{key}: body differs ({} vs {} bytes)",
+                    got.len(),
+                    body.len()
+                );
+                let n = n as u64;
+                for r in [
+                    0..1,
+                    n / 2..n,
+                    n / 3..(n / 3 + 100_000),
+                    65_535..65_537,
+                    1_048_570..2_000_000,
+                ] {
+                    let r = r.start.min(n)..r.end.min(n);
+                    let obj = w.open(&store.lookup(key.as_bytes())[0]).await.unwrap();
+                    let part = collect(obj, Some(r.clone())).await.unwrap();
+                    assert!(
+                        part[..] == body[r.start as usize..r.end as usize],
+                        "{key} range {r:?}"
+                    );
+                }
+            }
+        }
+        let s = store.stats();
+        assert_eq!(s.objects, stored);
+        assert!(
+            s.direct_io,
+            "O_DIRECT must be available on the test file system"
+        );
+        assert!(s.disk_reads > 0 && s.disk_read_latency.count() == s.disk_reads);
+        assert!(s.bytes_used <= s.bytes_capacity && s.bytes_capacity <= 256 * MIB);
+        // One process (one Store) per directory.
+        let again = edgecache_cache::Store::open(cfg(dir.path(), 256 * MIB, engine));
+        assert_eq!(again.unwrap_err().kind(), "locked");
+        // Too large for max_object_size: refused up front.
+        let e = w
+            .begin_write(
+                Bytes::from_static(b"huge"),
+                Bytes::new(),
+                Bytes::new(),
+                Some(600 * MIB),
+            )
+            .unwrap_err();
+        assert_eq!(e.kind(), "too_large");
+        // Wrong length: finish fails, nothing published.
+        let mut wr = w
+            .begin_write(
+                Bytes::from_static(b"short"),
+                Bytes::new(),
+                Bytes::new(),
+                Some(10),
+            )
+            .unwrap();
+        wr.write(Bytes::from_static(b"12345")).await.unwrap();
+        assert_eq!(wr.finish().await.unwrap_err().kind(), "length_mismatch");
+        assert!(store.lookup(b"short").is_empty());
+    });
+}
+
+fn variants_replace_purge_and_meta(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 64 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        put(&w, "/v", "gzip", "m-gz", b"gz body", true, 3)
+            .await
+            .unwrap();
+        put(&w, "/v", "br", "m-br", b"br body", true, 3)
+            .await
+            .unwrap();
+        let refs = store.lookup(b"/v");
+        assert_eq!(refs.len(), 2);
+        for r in &refs {
+            assert!(r.meta_in_index());
+            let want: &[u8] = if r.variant == "gzip" {
+                b"m-gz"
+            } else {
+                b"m-br"
+            };
+            assert_eq!(r.meta, want);
+        }
+        // A replacement becomes visible only at finish.
+        let mut wr = w
+            .begin_write(
+                Bytes::from_static(b"/v"),
+                Bytes::from_static(b"gzip"),
+                Bytes::from_static(b"m2"),
+                Some(3),
+            )
+            .unwrap();
+        wr.write(Bytes::from_static(b"new")).await.unwrap();
+        let before = store
+            .lookup(b"/v")
+            .into_iter()
+            .find(|r| r.variant == "gzip")
+            .unwrap();
+        assert_eq!(before.meta, "m-gz");
+        wr.finish().await.unwrap();
+        let after = store
+            .lookup(b"/v")
+            .into_iter()
+            .find(|r| r.variant == "gzip")
+            .unwrap();
+        assert_eq!(after.meta, "m2");
+        assert!(matches!(
+            w.open(&before).await,
+            Err(StoreError::MissingOrReplaced)
+        ));
+        assert_eq!(
+            collect(w.open(&after).await.unwrap(), None).await.unwrap(),
+            b"new"
+        );
+        // Meta rewritten in place after a 304.
+        w.update_meta(&after, Bytes::from_static(b"revalidated"))
+            .await
+            .unwrap();
+        let r = store
+            .lookup(b"/v")
+            .into_iter()
+            .find(|r| r.variant == "gzip")
+            .unwrap();
+        assert_eq!(r.meta, "revalidated");
+        assert_eq!(w.open(&r).await.unwrap().meta, "revalidated");
+        let big = Bytes::from(vec![b'x'; 10_000]);
+        assert_eq!(
+            w.update_meta(&r, big).await.unwrap_err().kind(),
+            "meta_too_large"
+        );
+        // Purges.
+        assert!(store.remove_variant(b"/v", b"br"));
+        assert!(!store.remove_variant(b"/v", b"br"));
+        assert_eq!(store.lookup(b"/v").len(), 1);
+        put(&w, "/gone", "", "", b"x", true, 1).await.unwrap();
+        assert_eq!(store.remove(b"/v"), 1);
+        assert!(store.lookup(b"/v").is_empty());
+        // Large meta stays out of the index but comes back from the header.
+        let meta = "h".repeat(6000);
+        put(&w, "/bigmeta", "", &meta, b"body", false, 2)
+            .await
+            .unwrap();
+        let r = &store.lookup(b"/bigmeta")[0];
+        assert!(!r.meta_in_index() && r.meta.is_empty());
+        assert_eq!(w.open(r).await.unwrap().meta, meta.as_bytes());
+        assert_eq!(store.remove(b"/gone"), 1);
+    });
+    drop(store);
+    // Replacements, purges and meta updates survive a restart.
+    let store = open(dir.path(), 64 * MIB, engine);
+    assert!(store.lookup(b"/v").is_empty(), "purged object came back");
+    assert!(store.lookup(b"/gone").is_empty(), "purged object came back");
+    assert_eq!(store.stats().recovered_objects, 1);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let (meta, _) = get(&w, "/bigmeta").await.unwrap();
+        assert_eq!(meta.len(), 6000);
+    });
+}
+
+fn ram_tier_serves_second_hit(engine: IoEngineKind) {
+    let dir = tmp();
+    let mut c = cfg(dir.path(), 64 * MIB, engine);
+    c.ram_tier_bytes = MIB;
+    let store = edgecache_cache::Store::open(c).unwrap();
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let body = content("/hot", 1, 3000);
+        put(&w, "/hot", "", "m", &body, true, 1000).await.unwrap();
+        let r = &store.lookup(b"/hot")[0];
+        let first = w.open(r).await.unwrap();
+        assert_eq!(first.source, Source::Disk);
+        assert_eq!(collect(first, None).await.unwrap(), body);
+        let reads = store.stats().disk_reads;
+        let second = w.open(r).await.unwrap();
+        assert_eq!(second.source, Source::Ram);
+        assert_eq!(collect(second, Some(10..20)).await.unwrap(), &body[10..20]);
+        let s = store.stats();
+        assert_eq!(s.disk_reads, reads, "a RAM hit does no disk read");
+        assert_eq!(s.ram_tier_objects, 1);
+        assert!(s.ram_tier_bytes >= 3000 && s.ram_tier_bytes <= MIB);
+        // Large objects never enter the RAM tier; many small ones stay within its budget.
+        for i in 0..400 {
+            let k = format!("/s{i}");
+            put(&w, &k, "", "", &content(&k, 0, 8000), true, 8000)
+                .await
+                .unwrap();
+            get(&w, &k).await.unwrap();
+            assert!(store.stats().ram_tier_bytes <= MIB);
+        }
+        assert_eq!(store.remove(b"/hot"), 1);
+        assert!(w.open(r).await.is_err());
+    });
+}
+
+fn reopen_keeps_objects(engine: IoEngineKind) {
+    let dir = tmp();
+    let sizes = [0usize, 1, 777, 4096, 70_000, 300_000, 2_000_000];
+    {
+        let store = open(dir.path(), 128 * MIB, engine);
+        run(engine, async {
+            let w = StoreWorker::new(store.clone()).unwrap();
+            for i in 0..50 {
+                let k = format!("/k{i}");
+                let n = sizes[i % sizes.len()];
+                put(
+                    &w,
+                    &k,
+                    "",
+                    &format!("{i}"),
+                    &content(&k, 1, n),
+                    i % 3 != 0,
+                    65_536,
+                )
+                .await
+                .unwrap();
+            }
+            // Replace one, purge one, abort one.
+            put(&w, "/k1", "", "v2", &content("/k1", 2, 5000), true, 100)
+                .await
+                .unwrap();
+            assert_eq!(store.remove(b"/k2"), 1);
+            let mut wr = w
+                .begin_write(
+                    Bytes::from_static(b"/aborted"),
+                    Bytes::new(),
+                    Bytes::new(),
+                    Some(100_000),
+                )
+                .unwrap();
+            wr.write(Bytes::from(vec![1u8; 70_000])).await.unwrap();
+            drop(wr);
+            put(&w, "/after-abort", "", "", b"still here", true, 4)
+                .await
+                .unwrap();
+        });
+    }
+    for restart in 0..2 {
+        let store = open(dir.path(), 128 * MIB, engine);
+        let s = store.stats();
+        // 50 written - 1 purged + "/after-abort", then "/k-new" from the first restart.
+        assert_eq!(s.recovered_objects, 50 + restart, "{s:?}");
+        assert_eq!(s.corrupt_dropped, 0);
+        run(engine, async {
+            let w = StoreWorker::new(store.clone()).unwrap();
+            for i in 0..50 {
+                let k = format!("/k{i}");
+                let got = get(&w, &k).await;
+                match i {
+                    1 => assert_eq!(
+                        got.unwrap(),
+                        (Bytes::from_static(b"v2"), content("/k1", 2, 5000))
+                    ),
+                    2 => assert!(got.is_none()),
+                    _ => {
+                        let (meta, body) = got.unwrap();
+                        assert_eq!(meta, format!("{i}"));
+                        assert!(body == content(&k, 1, sizes[i % sizes.len()]), "{k}");
+                    }
+                }
+            }
+            assert!(store.lookup(b"/aborted").is_empty());
+            assert_eq!(get(&w, "/after-abort").await.unwrap().1, b"still here");
+            // New writes after a restart go to a fresh segment and are kept too.
+            put(&w, "/k-new", "", "", b"new", true, 1).await.unwrap();
+        });
+    }
+}
+
+fn dir_allocated_bytes(dir: &Path) -> u64 {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().blocks() * 512)
+        .sum()
+}
+
+fn eviction_stays_within_budget(engine: IoEngineKind) {
+    let dir = tmp();
+    let budget = 64 * MIB;
+    let store = open(dir.path(), budget, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        // 3x the budget.
+        for i in 0..192 {
+            let k = format!("/e{i}");
+            put(
+                &w,
+                &k,
+                "",
+                "",
+                &content(&k, 0, MIB as usize),
+                true,
+                256 * 1024,
+            )
+            .await
+            .unwrap();
+            let s = store.stats();
+            assert!(s.bytes_used <= s.bytes_capacity && s.bytes_capacity <= budget);
+        }
+        let s = store.stats();
+        assert!(s.evictions >= 100, "{s:?}");
+        assert!(s.objects >= 40 && s.objects < 64, "{s:?}");
+        assert!(store.lookup(b"/e0").is_empty(), "oldest evicted first");
+        for i in 185..192 {
+            let k = format!("/e{i}");
+            assert!(get(&w, &k).await.unwrap().1 == content(&k, 0, MIB as usize));
+        }
+        assert!(dir_allocated_bytes(dir.path()) <= budget + 64 * 1024);
+    });
+    drop(store);
+    let store = open(dir.path(), budget, engine);
+    assert!(store.stats().recovered_objects >= 40);
+    assert!(store.lookup(b"/e191").len() == 1 && store.lookup(b"/e0").is_empty());
+}
+
+fn flip_byte(path: &Path, off: u64) {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, off).unwrap();
+    b[0] ^= 0x5a;
+    f.write_all_at(&b, off).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn flipped_body_byte_is_not_served(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let big = content("/big", 0, 3 * MIB as usize + 5);
+        put(&w, "/big", "", "", &big, true, 100_000).await.unwrap();
+        let small = content("/small", 0, 10_000);
+        put(&w, "/small", "", "", &small, true, 100_000)
+            .await
+            .unwrap();
+
+        // Large object: the stream yields verified chunks, then an error at the bad block.
+        let r = &store.lookup(b"/big")[0];
+        let loc = r.location();
+        flip_byte(
+            &store.segment_path(loc.segment),
+            loc.body_offset + 2 * MIB + 17,
+        );
+        let obj = w.open(r).await.unwrap();
+        let mut s = std::pin::pin!(obj.body(None));
+        let mut good = Vec::new();
+        let err = loop {
+            use futures_util::StreamExt;
+            match s.next().await {
+                Some(Ok(c)) => good.extend_from_slice(&c),
+                Some(Err(e)) => break e,
+                None => panic!("corrupt body streamed to the end"),
+            }
+        };
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert!(good.len() as u64 <= 2 * MIB && good[..] == big[..good.len()]);
+        assert!(store.lookup(b"/big").is_empty(), "corrupt object dropped");
+        assert_eq!(store.stats().corrupt_dropped, 1);
+
+        // Small object: verified at open.
+        let r = &store.lookup(b"/small")[0];
+        let loc = r.location();
+        flip_byte(&store.segment_path(loc.segment), loc.body_offset + 9_999);
+        assert_eq!(w.open(r).await.unwrap_err().kind(), "corrupt");
+        assert!(store.lookup(b"/small").is_empty());
+        assert_eq!(store.stats().corrupt_dropped, 2);
+    });
+    drop(store);
+    // The dropped records stay dropped after a restart.
+    let store = open(dir.path(), 128 * MIB, engine);
+    assert!(store.lookup(b"/big").is_empty() && store.lookup(b"/small").is_empty());
+}
+
+fn torn_header_is_not_served(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    let (path_a, loc_a, path_c, loc_c, loc_b) = run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        for k in ["/a", "/b", "/c", "/d"] {
+            put(&w, k, "", "", &content(k, 0, 5000), true, 5000)
+                .await
+                .unwrap();
+        }
+        let a = store.lookup(b"/a")[0].location();
+        let c = store.lookup(b"/c")[0].location();
+        let b = store.lookup(b"/b")[0].location();
+        assert_eq!((a.segment, b.segment), (c.segment, c.segment));
+        (
+            store.segment_path(a.segment),
+            a,
+            store.segment_path(c.segment),
+            c,
+            b,
+        )
+    });
+    // At run time: a header byte flipped (the key) is detected, the object dropped.
+    flip_byte(&path_a, loc_a.offset + 82);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let r = &store.lookup(b"/a")[0];
+        assert_eq!(w.open(r).await.unwrap_err().kind(), "corrupt");
+        assert!(store.lookup(b"/a").is_empty());
+        assert_eq!(store.stats().corrupt_dropped, 1);
+    });
+    drop(store);
+    // At recovery: a corrupt header is counted and skipped, never indexed; a header that never
+    // reached the disk (zeros) is skipped; records after both are still found.
+    flip_byte(&path_c, loc_c.offset + 40);
+    let f = OpenOptions::new().write(true).open(&path_c).unwrap();
+    f.write_all_at(&[0u8; 4096], loc_b.offset).unwrap();
+    drop(f);
+    let store = open(dir.path(), 128 * MIB, engine);
+    let s = store.stats();
+    assert_eq!(s.corrupt_dropped, 1, "{s:?}");
+    assert_eq!(s.recovered_objects, 1, "{s:?}");
+    for k in ["/a", "/b", "/c"] {
+        assert!(store.lookup(k.as_bytes()).is_empty(), "{k}");
+    }
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        assert_eq!(get(&w, "/d").await.unwrap().1, content("/d", 0, 5000));
+    });
+}
+
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn enospc_fails_the_write_only(engine: IoEngineKind) {
+    let base = tmp();
+    let mnt = base.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=20m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount tmpfs (needs root)");
+    let _guard = Mount(mnt.clone());
+    let dir = mnt.join("cache");
+    let store = open(&dir, 64 * MIB, engine);
+    // Fill what the pre-allocated segments left free.
+    let mut filler = File::create(mnt.join("filler")).unwrap();
+    let chunk = vec![7u8; 64 * 1024];
+    while filler
+        .write_all(&chunk)
+        .and_then(|()| filler.sync_all())
+        .is_ok()
+    {}
+    drop(filler);
+    let failed_key = run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut ok = Vec::new();
+        let mut err = None;
+        for i in 0..64 {
+            let k = format!("/f{i}");
+            match put(&w, &k, "", "", &content(&k, 0, MIB as usize), true, 300_000).await {
+                Ok(()) => ok.push(k),
+                Err(e) => {
+                    err = Some((k, e));
+                    break;
+                }
+            }
+        }
+        let (k, e) = err.expect("the disk never filled up");
+        assert_eq!(e.kind(), "io", "{e}");
+        assert!(!ok.is_empty());
+        let s = store.stats();
+        assert!(s.write_errors >= 1, "{s:?}");
+        assert!(
+            store.lookup(k.as_bytes()).is_empty(),
+            "partial object published"
+        );
+        // Reads still work.
+        for k in &ok {
+            assert!(
+                get(&w, k).await.unwrap().1 == content(k, 0, MIB as usize),
+                "{k}"
+            );
+        }
+        // Space comes back: later writes work again.
+        fs::remove_file(mnt.join("filler")).unwrap();
+        let mut done = false;
+        for attempt in 0..4 {
+            let k = format!("/later{attempt}");
+            if put(&w, &k, "", "", &content(&k, 0, 100_000), true, 50_000)
+                .await
+                .is_ok()
+            {
+                assert_eq!(get(&w, &k).await.unwrap().1, content(&k, 0, 100_000));
+                done = true;
+                break;
+            }
+        }
+        assert!(done, "store did not recover from ENOSPC");
+        k
+    });
+    drop(store);
+    let store = open(&dir, 64 * MIB, engine);
+    assert!(store.lookup(failed_key.as_bytes()).is_empty());
+    assert_eq!(store.lookup(b"/f0").len(), 1);
+    drop(store);
+}
+
+#[allow(unsafe_code)]
+fn cached_pages(path: &Path, off: u64, len: u64) -> usize {
+    use std::os::fd::AsRawFd;
+    let f = File::open(path).unwrap();
+    let page = 4096u64;
+    let start = off / page * page;
+    let map_len = ((off + len - start).div_ceil(page) * page) as usize;
+    // SAFETY: a read-only shared mapping of an open file; it is only passed to mincore and
+    // unmapped below, never dereferenced.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            start as libc::off_t,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let mut vec = vec![0u8; map_len / page as usize];
+    // SAFETY: `p` is a live mapping of `map_len` bytes and `vec` has one byte per page.
+    let r = unsafe { libc::mincore(p, map_len, vec.as_mut_ptr()) };
+    // SAFETY: unmapping the mapping created above, exactly once.
+    unsafe { libc::munmap(p, map_len) };
+    assert_eq!(r, 0);
+    vec.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+fn direct_reads_leave_no_page_cache(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let big = content("/big", 0, 8 * MIB as usize);
+        put(&w, "/big", "", "", &big, true, 1 << 20).await.unwrap();
+        let small = content("/small", 0, 40_000);
+        put(&w, "/small", "", "", &small, true, 1 << 20)
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            assert!(get(&w, "/big").await.unwrap().1 == big);
+            assert!(get(&w, "/small").await.unwrap().1 == small);
+        }
+        let b = store.lookup(b"/big")[0].location();
+        let cached = cached_pages(
+            &store.segment_path(b.segment),
+            b.offset,
+            b.header_len + 8 * MIB,
+        );
+        assert!(
+            cached <= 2,
+            "{cached} pages of the O_DIRECT object are in page cache"
+        );
+        // The check itself works: the small object is read through the page cache.
+        let s = store.lookup(b"/small")[0].location();
+        let cached = cached_pages(&store.segment_path(s.segment), s.body_offset, 40_000);
+        assert!(cached >= 9, "buffered read left only {cached} pages cached");
+    });
+}
+
+fn concurrent_writers_and_threads(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    let handles: Vec<_> = (0..2)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                run(engine, async move {
+                    let w = StoreWorker::new(store.clone()).unwrap();
+                    for round in 0..10 {
+                        let keys: Vec<String> =
+                            (0..4).map(|i| format!("/t{t}/r{round}/{i}")).collect();
+                        let bodies: Vec<Vec<u8>> = keys
+                            .iter()
+                            .enumerate()
+                            .map(|(i, k)| content(k, 0, 30_000 * (i + 1) * (round + 1)))
+                            .collect();
+                        let puts = keys
+                            .iter()
+                            .zip(&bodies)
+                            .map(|(k, b)| put(&w, k, "", "", b, round % 2 == 0, 16_384));
+                        for r in futures_util::future::join_all(puts).await {
+                            r.unwrap();
+                        }
+                        // Readers interleaved with writers of the same key.
+                        let hot = format!("/shared/{round}");
+                        let hb = content(&hot, t, 200_000);
+                        let (p, g) = futures_util::future::join(
+                            put(&w, &hot, "", &format!("{t}"), &hb, true, 10_000),
+                            get(&w, &keys[3]),
+                        )
+                        .await;
+                        p.unwrap();
+                        assert!(g.unwrap().1 == bodies[3]);
+                    }
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        for round in 0..10 {
+            let hot = format!("/shared/{round}");
+            let (meta, body) = get(&w, &hot).await.unwrap();
+            let t: u64 = std::str::from_utf8(&meta).unwrap().parse().unwrap();
+            assert!(
+                body == content(&hot, t, 200_000),
+                "latest write wins, whole"
+            );
+        }
+    });
+    assert_eq!(store.stats().objects, 2 * 10 * 4 + 10);
+}
+
+fn reader_racing_eviction_gets_an_error(engine: IoEngineKind) {
+    use futures_util::StreamExt;
+    let dir = tmp();
+    let store = open(dir.path(), 64 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let big = content("/big", 0, 5 * MIB as usize);
+        put(&w, "/big", "", "", &big, true, MIB as usize)
+            .await
+            .unwrap();
+        let obj = w.open(&store.lookup(b"/big")[0]).await.unwrap();
+        let mut s = std::pin::pin!(obj.body(None));
+        let first = s.next().await.unwrap().unwrap();
+        assert!(first[..] == big[..first.len()]);
+        // Wrap the whole log: the segment holding /big is reclaimed and overwritten.
+        for i in 0..70 {
+            let k = format!("/w{i}");
+            put(
+                &w,
+                &k,
+                "",
+                "",
+                &content(&k, 0, MIB as usize),
+                true,
+                MIB as usize,
+            )
+            .await
+            .unwrap();
+        }
+        assert!(store.lookup(b"/big").is_empty());
+        let mut got = first.len();
+        loop {
+            match s.next().await {
+                Some(Ok(c)) => {
+                    assert!(
+                        c[..] == big[got..got + c.len()],
+                        "wrong bytes after reclaim"
+                    );
+                    got += c.len();
+                }
+                Some(Err(_)) => break,
+                None => panic!("stream completed after its segment was reclaimed"),
+            }
+        }
+    });
+}

@@ -1,0 +1,302 @@
+//! Sizing the RAM tier and I/O buffers from the memory limit (pure), and reading total RAM.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+use edgecache_api::ByteSize;
+use edgecache_api::dataplane::MemoryConfig;
+
+/// Memory the process needs whatever it caches: code, runtimes, index, connections. 32 MiB.
+pub const BASE_RSS: u64 = 32 << 20;
+/// I/O buffers reserved per worker: O_DIRECT reads are 4096-aligned owned buffers, up to 32 in
+/// flight of 256 KiB. 8 MiB.
+pub const IO_BUFFERS_PER_WORKER: u64 = 8 << 20;
+/// RAM tier when there is no limit at all: 1 GiB, or 1/8 of RAM when that is smaller.
+pub const NO_LIMIT_RAM_TIER_CAP: u64 = 1 << 30;
+
+/// Where the limit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitSource {
+    /// `memory.limit` in the config.
+    Config,
+    /// The cgroup's limit.
+    Cgroup,
+    /// No limit anywhere.
+    None,
+}
+
+impl LimitSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Config => "config",
+            Self::Cgroup => "cgroup",
+            Self::None => "none",
+        }
+    }
+}
+
+/// Where the RAM tier size came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RamTierSource {
+    /// `memory.ramTier` in the config (honoured even when it does not fit; see `over_budget`).
+    Config,
+    /// What is left of the limit after headroom, base and buffers.
+    Planned,
+    /// No limit: the default cap (`min(1 GiB, RAM / 8)`).
+    Capped,
+}
+
+impl RamTierSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Config => "config",
+            Self::Planned => "planned",
+            Self::Capped => "capped",
+        }
+    }
+}
+
+/// How the memory budget is spent. All sizes in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// The limit planned against; `None` = unlimited.
+    pub limit: Option<u64>,
+    pub limit_source: LimitSource,
+    /// Kept free for the allocator, kernel socket buffers and bursts: `headroom_percent` of the
+    /// limit (0 without a limit).
+    pub headroom: u64,
+    pub headroom_percent: u8,
+    /// The fixed cost of the process ([`BASE_RSS`]).
+    pub base: u64,
+    /// I/O buffers for all workers: `workers * io_buffers_per_worker`.
+    pub io_buffers: u64,
+    pub io_buffers_per_worker: u64,
+    pub workers: usize,
+    /// The in-memory object tier.
+    pub ram_tier: u64,
+    pub ram_tier_source: RamTierSource,
+    /// How far headroom + base + buffers + RAM tier exceed the limit (0 when it fits). Non-zero
+    /// only when the limit is too small for the fixed costs, or a configured RAM tier is too big.
+    pub over_budget: u64,
+}
+
+/// Plan memory with no knowledge of total RAM (see [`plan_memory_with_ram`]).
+pub fn plan_memory(limit: Option<u64>, cfg: &MemoryConfig, workers: usize) -> MemoryPlan {
+    plan_memory_with_ram(limit, None, cfg, workers)
+}
+
+/// Plan memory (pure).
+///
+/// - The limit is `cfg.limit` when set, else the cgroup `limit`; a cgroup limit above total RAM
+///   (`mem_total`) is capped at it.
+/// - With a limit: headroom = `headroom_percent`% of it; then the base and the per-worker I/O
+///   buffers; the RAM tier gets what is left (`cfg.ram_tier` overrides it).
+/// - Without a limit: no headroom; RAM tier = `cfg.ram_tier`, else `min(1 GiB, mem_total / 8)`.
+pub fn plan_memory_with_ram(
+    limit: Option<u64>,
+    mem_total: Option<u64>,
+    cfg: &MemoryConfig,
+    workers: usize,
+) -> MemoryPlan {
+    let (limit, limit_source) = match (cfg.limit, limit) {
+        (Some(l), _) => (Some(l.bytes()), LimitSource::Config),
+        (None, Some(l)) => (Some(mem_total.map_or(l, |t| l.min(t))), LimitSource::Cgroup),
+        (None, None) => (None, LimitSource::None),
+    };
+    let workers = workers.max(1);
+    let io_buffers = IO_BUFFERS_PER_WORKER.saturating_mul(workers as u64);
+    let headroom_percent = cfg.headroom_percent.min(100);
+    let fixed = BASE_RSS.saturating_add(io_buffers);
+    let (headroom, ram_tier, source, over_budget) = match limit {
+        Some(l) => {
+            let headroom =
+                l / 100 * u64::from(headroom_percent) + l % 100 * u64::from(headroom_percent) / 100;
+            let budget = l - headroom;
+            let (ram, source) = match cfg.ram_tier {
+                Some(r) => (r.bytes(), RamTierSource::Config),
+                None => (budget.saturating_sub(fixed), RamTierSource::Planned),
+            };
+            let over = fixed.saturating_add(ram).saturating_sub(budget);
+            (headroom, ram, source, over)
+        }
+        None => {
+            let (ram, source) = match cfg.ram_tier {
+                Some(r) => (r.bytes(), RamTierSource::Config),
+                None => (
+                    mem_total.map_or(NO_LIMIT_RAM_TIER_CAP, |t| {
+                        (t / 8).min(NO_LIMIT_RAM_TIER_CAP)
+                    }),
+                    RamTierSource::Capped,
+                ),
+            };
+            (0, ram, source, 0)
+        }
+    };
+    MemoryPlan {
+        limit,
+        limit_source,
+        headroom,
+        headroom_percent,
+        base: BASE_RSS,
+        io_buffers,
+        io_buffers_per_worker: IO_BUFFERS_PER_WORKER,
+        workers,
+        ram_tier,
+        ram_tier_source: source,
+        over_budget,
+    }
+}
+
+impl fmt::Display for MemoryPlan {
+    /// One line for the start-up log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = ByteSize;
+        match self.limit {
+            Some(l) => write!(f, "memory limit {} ({})", b(l), self.limit_source.as_str())?,
+            None => write!(f, "memory limit none")?,
+        }
+        write!(
+            f,
+            ", headroom {} ({}%), base {}, io buffers {} ({} workers x {}), ram tier {} ({})",
+            b(self.headroom),
+            self.headroom_percent,
+            b(self.base),
+            b(self.io_buffers),
+            self.workers,
+            b(self.io_buffers_per_worker),
+            b(self.ram_tier),
+            self.ram_tier_source.as_str(),
+        )?;
+        if self.over_budget > 0 {
+            write!(f, ", OVER BUDGET by {}", b(self.over_budget))?;
+        }
+        Ok(())
+    }
+}
+
+/// `MemTotal` from `<root>/proc/meminfo`, in bytes.
+pub fn read_mem_total_at(root: &Path) -> io::Result<u64> {
+    let p = root.join("proc/meminfo");
+    let text = std::fs::read_to_string(&p)?;
+    text.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("MemTotal:")?;
+            let kib: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+            Some(kib * 1024)
+        })
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: no MemTotal", p.display()),
+            )
+        })
+}
+
+/// Total RAM of the machine, in bytes.
+pub fn read_mem_total() -> io::Result<u64> {
+    read_mem_total_at(Path::new("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    fn cfg(limit: Option<u64>, ram: Option<u64>, headroom: u8) -> MemoryConfig {
+        MemoryConfig {
+            limit: limit.map(ByteSize),
+            ram_tier: ram.map(ByteSize),
+            headroom_percent: headroom,
+        }
+    }
+
+    #[test]
+    fn plan_memory_table() {
+        struct Case {
+            name: &'static str,
+            cgroup: Option<u64>,
+            total: Option<u64>,
+            cfg: MemoryConfig,
+            workers: usize,
+            limit: Option<u64>,
+            source: LimitSource,
+            headroom: u64,
+            io: u64,
+            ram: u64,
+            ram_source: RamTierSource,
+            over: u64,
+        }
+        #[rustfmt::skip]
+        let cases = [
+            // 256 MiB cgroup, 25%: 64 headroom, 32 base, 2 x 8 buffers -> 144 MiB RAM tier.
+            Case { name: "v1 256MiB, 2 workers", cgroup: Some(256 * MIB), total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 16 * MIB, ram: 144 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+            Case { name: "4 GiB, 10%, 4 workers", cgroup: Some(4 * GIB), total: None, cfg: cfg(None, None, 10), workers: 4,
+                   limit: Some(4 * GIB), source: LimitSource::Cgroup, headroom: 4 * GIB / 10, io: 32 * MIB, ram: 4 * GIB - 4 * GIB / 10 - 64 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+            Case { name: "config limit beats cgroup", cgroup: Some(8 * GIB), total: None, cfg: cfg(Some(512 * MIB), None, 0), workers: 1,
+                   limit: Some(512 * MIB), source: LimitSource::Config, headroom: 0, io: 8 * MIB, ram: 472 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+            Case { name: "config ram tier honoured", cgroup: Some(GIB), total: None, cfg: cfg(None, Some(100 * MIB), 25), workers: 2,
+                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 256 * MIB, io: 16 * MIB, ram: 100 * MIB, ram_source: RamTierSource::Config, over: 0 },
+            Case { name: "config ram tier too big is flagged", cgroup: Some(256 * MIB), total: None, cfg: cfg(None, Some(256 * MIB), 25), workers: 2,
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 16 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Config, over: 112 * MIB },
+            Case { name: "tiny limit: no ram tier, over budget", cgroup: Some(32 * MIB), total: None, cfg: cfg(None, None, 25), workers: 2,
+                   limit: Some(32 * MIB), source: LimitSource::Cgroup, headroom: 8 * MIB, io: 16 * MIB, ram: 0, ram_source: RamTierSource::Planned, over: 24 * MIB },
+            Case { name: "cgroup limit above RAM is capped", cgroup: Some(100 * GIB), total: Some(2 * GIB), cfg: cfg(None, None, 50), workers: 1,
+                   limit: Some(2 * GIB), source: LimitSource::Cgroup, headroom: GIB, io: 8 * MIB, ram: GIB - 40 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+            Case { name: "no limit, 24 GiB RAM: 1 GiB cap", cgroup: None, total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
+                   limit: None, source: LimitSource::None, headroom: 0, io: 16 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
+            Case { name: "no limit, 2 GiB RAM: an eighth", cgroup: None, total: Some(2 * GIB), cfg: cfg(None, None, 25), workers: 1,
+                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Capped, over: 0 },
+            Case { name: "no limit, unknown RAM", cgroup: None, total: None, cfg: cfg(None, None, 25), workers: 1,
+                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
+            Case { name: "no limit, configured ram tier", cgroup: None, total: None, cfg: cfg(None, Some(3 * GIB), 25), workers: 1,
+                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: 3 * GIB, ram_source: RamTierSource::Config, over: 0 },
+            Case { name: "zero workers counts as one", cgroup: Some(GIB), total: None, cfg: cfg(None, None, 0), workers: 0,
+                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 0, io: 8 * MIB, ram: GIB - 40 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+        ];
+        for c in cases {
+            let p = plan_memory_with_ram(c.cgroup, c.total, &c.cfg, c.workers);
+            assert_eq!(p.limit, c.limit, "{}: limit", c.name);
+            assert_eq!(p.limit_source, c.source, "{}: source", c.name);
+            assert_eq!(p.headroom, c.headroom, "{}: headroom", c.name);
+            assert_eq!(p.io_buffers, c.io, "{}: io", c.name);
+            assert_eq!(p.ram_tier, c.ram, "{}: ram tier", c.name);
+            assert_eq!(p.ram_tier_source, c.ram_source, "{}: ram source", c.name);
+            assert_eq!(p.over_budget, c.over, "{}: over budget", c.name);
+            if let (Some(l), 0) = (p.limit, p.over_budget) {
+                assert!(
+                    p.headroom + p.base + p.io_buffers + p.ram_tier <= l,
+                    "{}: fits",
+                    c.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn plan_memory_without_ram_uses_the_cap() {
+        let p = plan_memory(None, &MemoryConfig::default(), 2);
+        assert_eq!(p.ram_tier, NO_LIMIT_RAM_TIER_CAP);
+    }
+
+    #[test]
+    fn display_is_one_line() {
+        let p = plan_memory(Some(256 * MIB), &MemoryConfig::default(), 2);
+        let s = p.to_string();
+        assert!(!s.contains('\n'));
+        assert_eq!(
+            s,
+            "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 16MiB (2 workers x 8MiB), ram tier 144MiB (planned)"
+        );
+        let over = plan_memory(Some(32 * MIB), &MemoryConfig::default(), 2).to_string();
+        assert!(over.ends_with("OVER BUDGET by 24MiB"), "{over}");
+    }
+
+    #[test]
+    fn live_mem_total() {
+        assert!(read_mem_total().unwrap() > 64 * MIB);
+    }
+}

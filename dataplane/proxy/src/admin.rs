@@ -1,0 +1,151 @@
+//! The admin endpoint: `/healthz`, `/readyz`, `/metrics` (Prometheus text), and `PURGE` of a
+//! URL (`curl -X PURGE -H 'Host: www.example' http://ADMIN/path?query` removes every stored
+//! variant of `http://www.example/path?query`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use edgecache_cache::store::Store;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+use crate::key;
+
+/// What the admin endpoint reads.
+pub struct Admin {
+    pub registry: Registry,
+    pub store: Arc<Store>,
+    pub ready: Arc<AtomicBool>,
+    pub clock: Arc<Clock>,
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+impl Admin {
+    fn handle(&self, req: &Request<Incoming>) -> Resp {
+        match (req.method().as_str(), req.uri().path()) {
+            ("GET", "/healthz") => text(StatusCode::OK, "ok\n"),
+            ("GET", "/readyz") => {
+                if self.ready.load(Ordering::Acquire) {
+                    text(StatusCode::OK, "ready\n")
+                } else {
+                    text(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "not ready: the store is opening\n",
+                    )
+                }
+            }
+            ("GET", "/metrics") => {
+                let mut out = String::new();
+                match prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+                    Ok(()) => {
+                        let mut r = text(StatusCode::OK, out);
+                        r.headers_mut().insert(
+                            http::header::CONTENT_TYPE,
+                            http::HeaderValue::from_static(
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            ),
+                        );
+                        r
+                    }
+                    Err(e) => text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("cannot encode metrics: {e}\n"),
+                    ),
+                }
+            }
+            ("PURGE", _) => self.purge(req),
+            ("POST", "/debug/clock") if self.clock.adjustable() => {
+                let secs = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.strip_prefix("advance="))
+                    .and_then(|n| n.parse().ok());
+                match secs {
+                    Some(n) if self.clock.advance(n) => {
+                        text(StatusCode::OK, format!("clock advanced by {n}s\n"))
+                    }
+                    _ => text(
+                        StatusCode::BAD_REQUEST,
+                        "use POST /debug/clock?advance=SECONDS\n",
+                    ),
+                }
+            }
+            _ if req.method() == Method::GET => text(
+                StatusCode::NOT_FOUND,
+                "not found: try /healthz, /readyz, /metrics or PURGE\n",
+            ),
+            _ => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+        }
+    }
+
+    fn purge(&self, req: &Request<Incoming>) -> Resp {
+        let (parts, ()) = clone_head(req).into_parts();
+        match key::primary(&parts) {
+            Some(k) => {
+                let n = self.store.remove(&k);
+                let status = if n > 0 {
+                    StatusCode::OK
+                } else {
+                    StatusCode::NOT_FOUND
+                };
+                text(
+                    status,
+                    format!("purged {n} object(s) for {}\n", String::from_utf8_lossy(&k)),
+                )
+            }
+            None => text(
+                StatusCode::BAD_REQUEST,
+                "PURGE needs a Host header and a path\n",
+            ),
+        }
+    }
+}
+
+fn clone_head(req: &Request<Incoming>) -> Request<()> {
+    let mut r = Request::new(());
+    *r.method_mut() = req.method().clone();
+    *r.uri_mut() = req.uri().clone();
+    *r.headers_mut() = req.headers().clone();
+    r
+}
+
+/// Serve the admin endpoint until `shutdown` turns true.
+pub async fn serve(listener: TcpListener, admin: Arc<Admin>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let admin = admin.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| {
+                        let resp = admin.handle(&req);
+                        async move { Ok::<_, Infallible>(resp) }
+                    });
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                });
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Loading the data-plane config: an optional YAML file (the operator's ConfigMap), then the
+//! command-line flags on top of it. The result is validated as a whole, so a bad config never
+//! starts a half-working server.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use edgecache_api::dataplane::{self, ConfigErrors, DataplaneConfig, IoEngineKind, StorageConfig};
+use edgecache_api::{ByteSize, SteeringMode};
+
+/// The flags of `edgecache-dataplane serve` that override the file.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct ServeFlags {
+    /// YAML config file (the operator's ConfigMap). Flags override its values.
+    #[arg(long, short = 'c', env = "EDGECACHE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Origin URL, http://host[:port].
+    #[arg(long)]
+    pub origin: Option<String>,
+    /// Address clients connect to.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Admin address (/healthz, /readyz, /metrics, PURGE).
+    #[arg(long)]
+    pub admin: Option<SocketAddr>,
+    /// Directory of the disk store.
+    #[arg(long)]
+    pub cache_dir: Option<String>,
+    /// Disk budget, e.g. 1GiB.
+    #[arg(long)]
+    pub cache_size: Option<ByteSize>,
+    /// Objects at or above this size are read with O_DIRECT, e.g. 64KiB.
+    #[arg(long)]
+    pub direct_io_threshold: Option<ByteSize>,
+    /// Disk I/O engine: auto, uring or threads.
+    #[arg(long, value_parser = parse_engine)]
+    pub io_engine: Option<IoEngineKind>,
+    /// Worker threads (0 = one per CPU the process may run on).
+    #[arg(long)]
+    pub workers: Option<u32>,
+    /// Connection steering: queue, cpu, hash, incoming-cpu or off.
+    #[arg(long)]
+    pub steering: Option<SteeringMode>,
+    /// Memory limit to plan with instead of the cgroup's, e.g. 256MiB.
+    #[arg(long)]
+    pub memory_limit: Option<ByteSize>,
+    /// Freshness for responses that carry none, e.g. 60s (default: none).
+    #[arg(long)]
+    pub default_ttl: Option<edgecache_api::Duration>,
+    /// Log filter, e.g. info or debug.
+    #[arg(long)]
+    pub log: Option<String>,
+}
+
+fn parse_engine(s: &str) -> Result<IoEngineKind, String> {
+    match s {
+        "auto" => Ok(IoEngineKind::Auto),
+        "uring" => Ok(IoEngineKind::Uring),
+        "threads" => Ok(IoEngineKind::Threads),
+        _ => Err(format!(
+            "unknown I/O engine `{s}` (expected auto, uring or threads)"
+        )),
+    }
+}
+
+/// Why a config could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {errors}", path.display())]
+    Invalid { path: PathBuf, errors: ConfigErrors },
+    #[error("{0}")]
+    InvalidFlags(ConfigErrors),
+}
+
+/// Read and check a config file on its own (`check-config`).
+pub fn check_file(path: &Path) -> Result<DataplaneConfig, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    dataplane::parse(&text).map_err(|errors| LoadError::Invalid {
+        path: path.to_owned(),
+        errors,
+    })
+}
+
+/// The file (if any) with the flags applied on top, validated as a whole.
+pub fn load(flags: &ServeFlags) -> Result<DataplaneConfig, LoadError> {
+    let mut cfg = match &flags.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            // A file must be valid on its own shape-wise; values are checked after the overlay,
+            // so a flag may fix a value the file leaves out (e.g. the origin URL).
+            dataplane::parse_shape(&text).map_err(|errors| LoadError::Invalid {
+                path: path.clone(),
+                errors,
+            })?
+        }
+        None => DataplaneConfig::default(),
+    };
+    apply_flags(&mut cfg, flags);
+    dataplane::validate(&cfg).map_err(LoadError::InvalidFlags)?;
+    Ok(cfg)
+}
+
+fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
+    if let Some(v) = &f.origin {
+        cfg.origin.url = v.clone();
+    }
+    if let Some(v) = f.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = f.admin {
+        cfg.admin = v;
+    }
+    if let Some(v) = &f.cache_dir {
+        cfg.storage.dir = absolute(v);
+    }
+    if let Some(v) = f.cache_size {
+        cfg.storage.size = v;
+        // The default largest object (1GiB) is for large disks; on a small one keep any single
+        // object to a quarter of the budget.
+        let default_max = StorageConfig::default().max_object_size;
+        if cfg.storage.max_object_size == default_max && default_max.bytes() > v.bytes() / 4 {
+            cfg.storage.max_object_size = ByteSize(v.bytes() / 4);
+        }
+    }
+    if let Some(v) = f.direct_io_threshold {
+        cfg.storage.direct_io_threshold = v;
+    }
+    if let Some(v) = f.io_engine {
+        cfg.storage.io_engine = v;
+    }
+    if let Some(v) = f.workers {
+        cfg.workers.count = v;
+    }
+    if let Some(v) = f.steering {
+        cfg.workers.steering = v;
+    }
+    if let Some(v) = f.memory_limit {
+        cfg.memory.limit = Some(v);
+    }
+    if let Some(v) = f.default_ttl {
+        cfg.cache.default_ttl = Some(v);
+    }
+    if let Some(v) = &f.log {
+        cfg.log = v.clone();
+    }
+}
+
+/// A relative cache dir on the command line is taken relative to the working directory.
+fn absolute(dir: &str) -> String {
+    let p = Path::new(dir);
+    if p.is_absolute() {
+        return dir.to_string();
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(p).display().to_string())
+        .unwrap_or_else(|_| dir.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn flags() -> ServeFlags {
+        ServeFlags {
+            origin: Some("http://127.0.0.1:8000".into()),
+            listen: Some("127.0.0.1:8080".parse().unwrap()),
+            admin: Some("127.0.0.1:9090".parse().unwrap()),
+            cache_dir: Some("/tmp/ec".into()),
+            cache_size: Some(ByteSize::gib(1)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn flags_alone_make_a_working_config() {
+        let cfg = load(&flags()).unwrap();
+        assert_eq!(cfg.origin.url, "http://127.0.0.1:8000");
+        assert_eq!(cfg.storage.size, ByteSize::gib(1));
+        assert_eq!(cfg.storage.max_object_size, ByteSize::mib(256));
+        assert_eq!(cfg.storage.dir, "/tmp/ec");
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "origin:\n  url: http://file-origin:80\nworkers:\n  count: 3\n  steering: cpu"
+        )
+        .unwrap();
+        let f = ServeFlags {
+            config: Some(file.path().into()),
+            steering: Some(SteeringMode::Off),
+            ..flags()
+        };
+        let cfg = load(&f).unwrap();
+        assert_eq!(cfg.origin.url, "http://127.0.0.1:8000");
+        assert_eq!(cfg.workers.count, 3);
+        assert_eq!(cfg.workers.steering, SteeringMode::Off);
+    }
+
+    #[test]
+    fn a_flag_may_supply_what_the_file_leaves_out() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "storage:\n  size: 2GiB").unwrap();
+        let f = ServeFlags {
+            config: Some(file.path().into()),
+            origin: Some("http://o:1".into()),
+            ..Default::default()
+        };
+        assert_eq!(load(&f).unwrap().storage.size, ByteSize::gib(2));
+    }
+
+    #[test]
+    fn unknown_fields_in_the_file_stop_the_load() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "origin:\n  url: http://o:1\n  colour: blue").unwrap();
+        let f = ServeFlags {
+            config: Some(file.path().into()),
+            ..Default::default()
+        };
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("origin.colour: unknown field"), "{e}");
+    }
+
+    #[test]
+    fn missing_origin_is_an_error() {
+        let f = ServeFlags {
+            origin: None,
+            ..flags()
+        };
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("origin.url"), "{e}");
+    }
+}

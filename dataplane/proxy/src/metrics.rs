@@ -1,0 +1,267 @@
+//! Prometheus metrics of the data plane, registered once with bounded labels, all under the
+//! `edgecache_dataplane_` prefix. The store's own counters are read at scrape time through a
+//! collector, so the hot path never touches two copies of a number.
+
+use std::sync::Arc;
+
+use edgecache_cache::store::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+type Label = [(&'static str, String); 1];
+
+/// How the cache handled a request; the `cache` label of `requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Served from the RAM tier.
+    HitRam,
+    /// Served from the disk store.
+    HitDisk,
+    /// Fetched from the origin (and stored when allowed).
+    Miss,
+    /// Served from another request's origin fetch (coalesced).
+    Coalesced,
+    /// A stale entry revalidated with the origin.
+    Revalidated,
+    /// Not cacheable: passed to the origin.
+    Bypass,
+    /// Answered by the cache itself without the origin (e.g. 400, 504 only-if-cached).
+    Synthetic,
+    /// The origin failed (502/504).
+    OriginError,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HitRam => "hit_ram",
+            Self::HitDisk => "hit_disk",
+            Self::Miss => "miss",
+            Self::Coalesced => "coalesced",
+            Self::Revalidated => "revalidated",
+            Self::Bypass => "bypass",
+            Self::Synthetic => "synthetic",
+            Self::OriginError => "origin_error",
+        }
+    }
+}
+
+/// All metric handles, shared by every worker.
+#[derive(Debug)]
+pub struct Metrics {
+    pub requests: Family<Label, Counter>,
+    pub response_bytes: Counter,
+    pub origin_fetches: Counter,
+    pub origin_errors: Family<Label, Counter>,
+    pub origin_first_byte_seconds: Histogram,
+    pub accepted: Family<Label, Counter>,
+    pub active_connections: Gauge,
+    pub store_write_aborts: Family<Label, Counter>,
+    pub steering_fallbacks: Counter,
+    pub ready: Gauge,
+}
+
+impl Metrics {
+    /// Create the handles and register them (and the store collector) in `registry`.
+    pub fn register(registry: &mut Registry) -> Arc<Self> {
+        let m = Self {
+            requests: Family::default(),
+            response_bytes: Counter::default(),
+            origin_fetches: Counter::default(),
+            origin_errors: Family::default(),
+            origin_first_byte_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            accepted: Family::default(),
+            active_connections: Gauge::default(),
+            store_write_aborts: Family::default(),
+            steering_fallbacks: Counter::default(),
+            ready: Gauge::default(),
+        };
+        let r = registry;
+        r.register(
+            "requests",
+            "Requests by how the cache handled them (label cache)",
+            m.requests.clone(),
+        );
+        r.register(
+            "response_body_bytes",
+            "Body bytes sent to clients",
+            m.response_bytes.clone(),
+        );
+        r.register(
+            "origin_fetches",
+            "Requests sent to the origin",
+            m.origin_fetches.clone(),
+        );
+        r.register(
+            "origin_errors",
+            "Origin failures by kind",
+            m.origin_errors.clone(),
+        );
+        r.register(
+            "origin_first_byte_seconds",
+            "Time from sending a request to the origin until its response head",
+            m.origin_first_byte_seconds.clone(),
+        );
+        r.register(
+            "accepted_connections",
+            "Connections accepted, by worker",
+            m.accepted.clone(),
+        );
+        r.register(
+            "active_connections",
+            "Client connections open now",
+            m.active_connections.clone(),
+        );
+        r.register(
+            "store_write_aborts",
+            "Objects that could not be stored (label reason)",
+            m.store_write_aborts.clone(),
+        );
+        r.register(
+            "steering_fallbacks",
+            "Times steering fell back to the kernel hash",
+            m.steering_fallbacks.clone(),
+        );
+        r.register(
+            "ready",
+            "1 once the store is open and its index rebuilt",
+            m.ready.clone(),
+        );
+        Arc::new(m)
+    }
+
+    pub fn request(&self, outcome: Outcome) {
+        self.requests
+            .get_or_create(&[("cache", outcome.as_str().to_string())])
+            .inc();
+    }
+
+    pub fn origin_error(&self, kind: &'static str) {
+        self.origin_errors
+            .get_or_create(&[("kind", kind.to_string())])
+            .inc();
+    }
+
+    pub fn accepted_on(&self, worker: usize) -> Counter {
+        self.accepted
+            .get_or_create(&[("worker", worker.to_string())])
+            .clone()
+    }
+
+    pub fn write_abort(&self, reason: &'static str) {
+        self.store_write_aborts
+            .get_or_create(&[("reason", reason.to_string())])
+            .inc();
+    }
+}
+
+/// Register an info metric (a constant 1 with labels), e.g. the I/O engine or steering mode.
+pub fn register_info(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    labels: Vec<(&'static str, String)>,
+) {
+    registry.register(name, help, Info::new(labels));
+}
+
+/// Register constant gauges (e.g. the memory plan).
+pub fn register_const(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    registry.register(name, help, ConstGauge::new(value));
+}
+
+/// Exports the store's counters at scrape time.
+#[derive(Debug)]
+pub struct StoreCollector(pub Arc<Store>);
+
+impl Collector for StoreCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.0.stats();
+        let counters: [(&str, &str, u64); 6] = [
+            (
+                "store_evictions",
+                "Objects evicted from the disk store",
+                s.evictions,
+            ),
+            (
+                "store_corrupt_records",
+                "Torn or corrupt records dropped (at recovery or on read)",
+                s.corrupt_dropped,
+            ),
+            (
+                "store_write_errors",
+                "Disk write errors (e.g. ENOSPC, EIO)",
+                s.write_errors,
+            ),
+            ("disk_reads", "Reads from the disk store", s.disk_reads),
+            (
+                "disk_read_bytes",
+                "Bytes read from the disk store",
+                s.disk_read_bytes,
+            ),
+            (
+                "store_recovered_objects",
+                "Objects found on disk at start",
+                s.recovered_objects,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let c = ConstCounter::new(v);
+            c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;
+        }
+        let gauges: [(&str, &str, u64); 5] = [
+            ("store_objects", "Objects in the disk store", s.objects),
+            ("store_bytes", "Bytes used in the disk store", s.bytes_used),
+            (
+                "store_capacity_bytes",
+                "Disk budget of the store",
+                s.bytes_capacity,
+            ),
+            (
+                "ram_tier_bytes",
+                "Bytes held in the RAM tier",
+                s.ram_tier_bytes,
+            ),
+            (
+                "ram_tier_objects",
+                "Objects held in the RAM tier",
+                s.ram_tier_objects,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let g = ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        // Disk read latency: cumulative buckets in seconds.
+        let h = &s.disk_read_latency;
+        let mut cumulative = 0;
+        let mut buckets = Vec::with_capacity(h.counts.len());
+        for (i, n) in h.counts.iter().enumerate() {
+            cumulative += n;
+            let bound = h
+                .bounds_us
+                .get(i)
+                .map_or(f64::INFINITY, |us| *us as f64 / 1e6);
+            buckets.push((bound, cumulative));
+        }
+        let mut m = encoder.encode_descriptor(
+            "disk_read_seconds",
+            "Latency of reads from the disk store",
+            None,
+            prometheus_client::metrics::MetricType::Histogram,
+        )?;
+        m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            h.sum_us as f64 / 1e6,
+            h.count(),
+            &buckets,
+            None,
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,174 @@
+//! The start-up sequence of `serve`, and the shutdown that ends it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, bail};
+use edgecache_api::{DataplaneConfig, SteeringMode};
+use edgecache_cache::store::{Store, StoreConfig};
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::admin::{self, Admin};
+use crate::clock::Clock;
+use crate::coalesce::Coalescer;
+use crate::metrics::{self, Metrics, StoreCollector};
+use crate::server::{self, Shared};
+
+pub fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
+}
+
+pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
+    let cpus =
+        edgecache_host::worker_cpus(cfg.workers.count).context("cannot find the CPUs to run on")?;
+    let workers = cpus.len();
+    let limit = match cfg.memory.limit {
+        Some(l) => Some(l.bytes()),
+        None => edgecache_host::read_memory_limit().unwrap_or_else(|e| {
+            warn!("cannot read the cgroup memory limit ({e}); planning as if unlimited");
+            None
+        }),
+    };
+    let plan = edgecache_host::plan_memory(limit, &cfg.memory, workers);
+    info!(workers, cpus = ?cpus, "memory plan: {plan}");
+
+    let store = Store::open(StoreConfig {
+        dir: PathBuf::from(&cfg.storage.dir),
+        size: cfg.storage.size.bytes(),
+        direct_io_threshold: cfg.storage.direct_io_threshold.bytes(),
+        max_object_size: cfg.storage.max_object_size.bytes(),
+        ram_tier_bytes: plan.ram_tier,
+        engine: cfg.storage.io_engine,
+    })
+    .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
+    let stats = store.stats();
+    info!(
+        engine = store.engine().as_str(),
+        objects = stats.objects,
+        bytes = stats.bytes_used,
+        dropped = stats.corrupt_dropped,
+        "store open in {}",
+        cfg.storage.dir
+    );
+
+    let mut registry = Registry::with_prefix("edgecache_dataplane");
+    let metrics = Metrics::register(&mut registry);
+    registry.register_collector(Box::new(StoreCollector(store.clone())));
+    metrics::register_info(
+        &mut registry,
+        "io_engine",
+        "The disk I/O engine in use",
+        vec![("engine", store.engine().as_str().into())],
+    );
+    metrics::register_const(&mut registry, "workers", "Worker threads", workers as i64);
+    metrics::register_const(
+        &mut registry,
+        "memory_limit_bytes",
+        "Memory limit planned with (0 = none)",
+        plan.limit.unwrap_or(0) as i64,
+    );
+    metrics::register_const(
+        &mut registry,
+        "ram_tier_capacity_bytes",
+        "RAM tier size from the memory plan",
+        plan.ram_tier as i64,
+    );
+
+    let listeners = edgecache_steering::bind_group(cfg.listen, workers, 4096)
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let steering = match edgecache_steering::attach(
+        &listeners,
+        &cpus,
+        cfg.workers.steering,
+        cfg.workers.queue_offset,
+        cfg.workers.steering_required,
+    ) {
+        Ok(s) => s,
+        Err(e) => bail!(
+            "steering mode {} is required but cannot be set up: {e}",
+            cfg.workers.steering
+        ),
+    };
+    if steering.mode_in_effect() != cfg.workers.steering {
+        metrics.steering_fallbacks.inc();
+    }
+    let mode: SteeringMode = steering.mode_in_effect();
+    metrics::register_info(
+        &mut registry,
+        "steering",
+        "Connection steering mode in effect",
+        vec![("mode", mode.as_str().into())],
+    );
+    info!(mode = %mode, mapping = %steering.mapping(), "steering");
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let ready = Arc::new(AtomicBool::new(false));
+    let clock = Arc::new(Clock::from_env());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let admin_listener = rt
+        .block_on(tokio::net::TcpListener::bind(cfg.admin))
+        .with_context(|| format!("cannot listen on the admin address {}", cfg.admin))?;
+
+    let shared = Arc::new(Shared {
+        cfg: cfg.clone(),
+        store: store.clone(),
+        metrics: metrics.clone(),
+        coalescer: Arc::new(Coalescer::default()),
+        clock: clock.clone(),
+        shutdown: shutdown_rx.clone(),
+    });
+    let mut handles = Vec::with_capacity(workers);
+    for (i, (listener, cpu)) in listeners.into_iter().zip(cpus.iter().copied()).enumerate() {
+        handles.push(server::spawn_worker(i, cpu, listener, shared.clone())?);
+    }
+    metrics.ready.set(1);
+    ready.store(true, Ordering::Release);
+    let admin = Arc::new(Admin {
+        registry,
+        store,
+        ready,
+        clock,
+    });
+    info!(listen = %cfg.listen, admin = %cfg.admin, origin = %cfg.origin.url, "edgecache data plane ready");
+
+    rt.block_on(async {
+        let admin_task = tokio::spawn(admin::serve(admin_listener, admin, shutdown_rx));
+        wait_for_signal().await;
+        info!("shutting down: no new connections; finishing in-flight responses");
+        let _ = shutdown_tx.send(true);
+        let _ = admin_task.await;
+    });
+    // Workers stop by themselves within the grace period.
+    for h in handles {
+        let _ = h.join();
+    }
+    drop(steering);
+    info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        warn!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+}

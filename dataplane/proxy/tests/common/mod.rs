@@ -1,0 +1,389 @@
+//! Test support: run the real `edgecache-dataplane` binary against an in-process origin, and a
+//! small blocking HTTP/1.1 client that reports exactly what arrived (so truncation is visible).
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[allow(unused_imports)]
+pub use edgecache_origin::{OriginHandle, OriginOptions, check_body, expected_body};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_edgecache-dataplane");
+
+/// Whether we run as root (the data-plane tests need it in CI; elsewhere they skip visibly).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub fn origin() -> OriginHandle {
+    origin_with(OriginOptions::default())
+}
+
+pub fn origin_with(opts: OriginOptions) -> OriginHandle {
+    OriginHandle::start("127.0.0.1:0".parse().expect("addr"), opts).expect("origin starts")
+}
+
+/// A running data plane; killed on drop.
+pub struct Dataplane {
+    pub child: Child,
+    pub listen: SocketAddr,
+    pub admin: SocketAddr,
+    pub dir: PathBuf,
+    pub log: PathBuf,
+    pub args: Vec<String>,
+}
+
+pub struct Opts<'a> {
+    pub origin: &'a str,
+    pub dir: &'a Path,
+    pub size: &'a str,
+    pub engine: &'a str,
+    pub workers: u32,
+    pub extra: Vec<String>,
+}
+
+impl<'a> Opts<'a> {
+    pub fn new(origin: &'a str, dir: &'a Path) -> Self {
+        Self {
+            origin,
+            dir,
+            size: "256MiB",
+            engine: "auto",
+            workers: 2,
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl Dataplane {
+    pub fn start(o: Opts<'_>) -> Dataplane {
+        Self::start_with(o, |_| {})
+    }
+
+    /// Start with a hook to adjust the command (e.g. a pre_exec seccomp filter).
+    pub fn start_with(o: Opts<'_>, adjust: impl FnOnce(&mut Command)) -> Dataplane {
+        let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--origin".into(),
+            o.origin.into(),
+            "--listen".into(),
+            listen.to_string(),
+            "--admin".into(),
+            admin.to_string(),
+            "--cache-dir".into(),
+            o.dir.display().to_string(),
+            "--cache-size".into(),
+            o.size.into(),
+            "--io-engine".into(),
+            o.engine.into(),
+            "--workers".into(),
+            o.workers.to_string(),
+        ];
+        args.extend(o.extra);
+        Self::spawn(args, listen, admin, o.dir.to_path_buf(), adjust)
+    }
+
+    fn spawn(
+        args: Vec<String>,
+        listen: SocketAddr,
+        admin: SocketAddr,
+        dir: PathBuf,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Dataplane {
+        let log = std::env::temp_dir().join(format!(
+            "edgecache-dp-{}-{}.log",
+            std::process::id(),
+            listen.port()
+        ));
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut cmd = Command::new(BIN);
+        cmd.args(&args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file);
+        adjust(&mut cmd);
+        let child = cmd.spawn().expect("spawn edgecache-dataplane");
+        let dp = Dataplane {
+            child,
+            listen,
+            admin,
+            dir,
+            log,
+            args,
+        };
+        dp.wait_ready();
+        dp
+    }
+
+    /// Start again with the same arguments (a restart on the same cache dir and ports).
+    pub fn restart(mut self) -> Dataplane {
+        self.stop();
+        let args = std::mem::take(&mut self.args);
+        let (listen, admin, dir) = (self.listen, self.admin, self.dir.clone());
+        Self::spawn(args, listen, admin, dir, |_| {})
+    }
+
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = get(self.admin, "/readyz", &[])
+                && r.status == 200
+            {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!("data plane not ready in 30s; log:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.request("GET", path, &[])
+    }
+
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
+        request(self.listen, method, path, headers, b"")
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}\nlog:\n{}", self.log_text()))
+    }
+
+    pub fn metrics(&self) -> String {
+        get(self.admin, "/metrics", &[])
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The value of one metric line (exact name with labels), 0 when absent.
+    pub fn metric(&self, name: &str) -> f64 {
+        metric_value(&self.metrics(), name)
+    }
+
+    /// SIGTERM and wait.
+    pub fn stop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Dataplane {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+pub fn metric_value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(' '))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+/// What the client received.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+    /// The body ended before its declared length (or chunked framing broke): a truncated response.
+    pub truncated: bool,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+    pub fn cache_status(&self) -> &str {
+        self.header("cache-status")
+    }
+    pub fn is_hit(&self) -> bool {
+        let cs = self.cache_status();
+        cs.contains("; hit") && !cs.contains("fwd=")
+    }
+}
+
+pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Resp> {
+    request(addr, "GET", path, headers, b"")
+}
+
+/// One request on a fresh connection (`Connection: close`).
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str("Host: test.example\r\n");
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("Connection: close\r\n\r\n");
+    s.write_all(req.as_bytes())?;
+    s.write_all(body)?;
+    read_response(&mut BufReader::new(s), method == "HEAD")
+}
+
+/// Send raw bytes and return what came back (for malformed requests).
+pub fn raw(addr: SocketAddr, bytes: &[u8]) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(bytes)?;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Resp> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
+    let mut headers = HashMap::new();
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h)? == 0 {
+            break;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            let k = k.trim().to_ascii_lowercase();
+            let v = v.trim().to_string();
+            headers
+                .entry(k)
+                .and_modify(|old: &mut String| {
+                    old.push_str(", ");
+                    old.push_str(&v);
+                })
+                .or_insert(v);
+        }
+    }
+    let mut body = Vec::new();
+    let mut truncated = false;
+    if head_only || status == 304 || status == 204 || (100..200).contains(&status) {
+        return Ok(Resp {
+            status,
+            headers,
+            body,
+            truncated,
+        });
+    }
+    if let Some(len) = headers
+        .get("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let _ = r.take(len as u64).read_to_end(&mut body);
+        truncated = body.len() < len;
+    } else if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"))
+    {
+        loop {
+            let mut size_line = String::new();
+            if r.read_line(&mut size_line).unwrap_or(0) == 0 {
+                truncated = true;
+                break;
+            }
+            let Ok(n) = usize::from_str_radix(size_line.trim().split(';').next().unwrap_or(""), 16)
+            else {
+                truncated = true;
+                break;
+            };
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n];
+            if r.read_exact(&mut chunk).is_err() {
+                truncated = true;
+                break;
+            }
+            body.extend_from_slice(&chunk);
+            let mut crlf = [0u8; 2];
+            if r.read_exact(&mut crlf).is_err() {
+                truncated = true;
+                break;
+            }
+        }
+    } else {
+        let _ = r.read_to_end(&mut body);
+    }
+    Ok(Resp {
+        status,
+        headers,
+        body,
+        truncated,
+    })
+}
+
+/// Print a visible skip line and tell the caller to return.
+pub fn skip_unless_root(test: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    println!("SKIPPED: {test}: needs root (io_uring, O_DIRECT, cgroups and tmpfs mounts)");
+    true
+}

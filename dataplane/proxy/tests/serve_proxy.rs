@@ -1,0 +1,431 @@
+//! The data plane as a reverse proxy and first-layer cache, on loopback with an in-process origin.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn miss_then_hit_from_disk_with_cache_status() {
+    if skip_unless_root("miss_then_hit_from_disk_with_cache_status") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let first = dp.get("/obj/100k/1");
+    assert_eq!(first.status, 200);
+    assert!(
+        first.cache_status().contains("fwd=uri-miss"),
+        "{}",
+        first.cache_status()
+    );
+    assert!(
+        first.cache_status().contains("stored"),
+        "{}",
+        first.cache_status()
+    );
+    check_body(100 * 1024, 1, &first.body).unwrap();
+    let second = dp.get("/obj/100k/1");
+    assert_eq!(second.status, 200);
+    assert!(second.is_hit(), "{}", second.cache_status());
+    check_body(100 * 1024, 1, &second.body).unwrap();
+    assert_eq!(o.requests(), 1, "the hit must not reach the origin");
+    assert!(
+        dp.metric("edgecache_dataplane_disk_reads_total") >= 1.0,
+        "{}",
+        dp.metrics()
+    );
+    assert_eq!(
+        dp.metric(r#"edgecache_dataplane_requests_total{cache="hit_disk"}"#),
+        1.0,
+        "{}",
+        dp.metrics()
+    );
+    assert_eq!(
+        dp.metric(r#"edgecache_dataplane_requests_total{cache="miss"}"#),
+        1.0
+    );
+}
+
+#[test]
+fn head_is_served_from_a_stored_get() {
+    if skip_unless_root("head_is_served_from_a_stored_get") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    assert_eq!(dp.get("/obj/4k/head").status, 200);
+    let head = dp.request("HEAD", "/obj/4k/head", &[]);
+    assert_eq!(head.status, 200);
+    assert!(head.is_hit(), "{}", head.cache_status());
+    assert_eq!(head.header("content-length"), "4096");
+    assert!(head.body.is_empty());
+    assert_eq!(o.requests(), 1);
+}
+
+#[test]
+fn responses_that_may_not_be_stored_are_not() {
+    if skip_unless_root("responses_that_may_not_be_stored_are_not") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    for path in [
+        "/obj/4k/a?cc=no-store",
+        "/obj/4k/b?cc=private",
+        "/obj/4k/c?status=500&cc=none",
+    ] {
+        let a = dp.get(path);
+        let b = dp.get(path);
+        assert!(!b.is_hit(), "{path}: {}", b.cache_status());
+        assert_eq!(
+            o.requests_for(path),
+            2,
+            "{path} must go to the origin twice ({} / {})",
+            a.cache_status(),
+            b.cache_status()
+        );
+    }
+}
+
+#[test]
+fn authorization_requests_do_not_share_entries_unless_the_response_allows_it() {
+    if skip_unless_root("authorization_requests_do_not_share_entries_unless_the_response_allows_it")
+    {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    // max-age only: not storable for a request with Authorization (RFC 9111 3.5).
+    let p = "/obj/4k/auth?cc=max-age%3D60";
+    dp.request("GET", p, &[("Authorization", "Bearer x")]);
+    dp.request("GET", p, &[("Authorization", "Bearer x")]);
+    assert_eq!(o.requests_for(p), 2);
+    // public: storable and shareable.
+    let p = "/obj/4k/auth2?cc=public%2C%20max-age%3D60";
+    dp.request("GET", p, &[("Authorization", "Bearer x")]);
+    let r = dp.request("GET", p, &[("Authorization", "Bearer y")]);
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert_eq!(o.requests_for(p), 1);
+}
+
+#[test]
+fn origin_down_gives_502_with_a_clear_body() {
+    if skip_unless_root("origin_down_gives_502_with_a_clear_body") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let dp = Dataplane::start(Opts::new(&dead, dir.path()));
+    let r = dp.get("/obj/4k/1");
+    assert_eq!(r.status, 502);
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(body.contains("cannot connect to the origin"), "{body}");
+    assert!(
+        r.cache_status().contains("detail=connect"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(
+        dp.metric(r#"edgecache_dataplane_origin_errors_total{kind="connect"}"#),
+        1.0
+    );
+}
+
+#[test]
+fn a_slow_origin_gives_504_not_a_hang() {
+    if skip_unless_root("a_slow_origin_gives_504_not_a_hang") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        "origin:\n  firstByteTimeout: 300ms\n  idleTimeout: 300ms\n",
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let url = o.url();
+    let mut opts = Opts::new(&url, &cache);
+    opts.extra = vec!["--config".into(), cfg.display().to_string()];
+    let dp = Dataplane::start(opts);
+    let r = dp.get("/obj/4k/slow?delay_ms=3000");
+    assert_eq!(r.status, 504);
+    // Silent mid-body: the client sees a truncated body, and nothing is stored.
+    let r = dp.get("/obj/1m/stall?slow_ms=2000");
+    assert!(
+        r.truncated,
+        "a stalled body must end truncated, got {} bytes",
+        r.body.len()
+    );
+    let again = dp.get("/obj/1m/stall?slow_ms=2000");
+    assert!(!again.is_hit());
+}
+
+#[test]
+fn a_body_the_origin_cut_short_is_never_stored_and_the_client_sees_the_cut() {
+    if skip_unless_root("a_body_the_origin_cut_short_is_never_stored_and_the_client_sees_the_cut") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    for path in [
+        "/obj/1m/cut?cut=300000",
+        "/obj/1m/cutc?cut=300000&chunked=1",
+    ] {
+        let r = dp.get(path);
+        assert_eq!(r.status, 200);
+        assert!(
+            r.truncated,
+            "{path}: the client must see the truncation ({} bytes)",
+            r.body.len()
+        );
+        assert!(r.body.len() < 1 << 20);
+        let again = dp.get(path);
+        assert!(
+            !again.is_hit(),
+            "{path}: a cut body must not be stored: {}",
+            again.cache_status()
+        );
+        assert_eq!(o.requests_for(path), 2);
+    }
+}
+
+#[test]
+fn large_objects_stream_before_the_origin_finishes() {
+    if skip_unless_root("large_objects_stream_before_the_origin_finishes") {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Read, Write};
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    // 4 MiB sent in 64 KiB chunks 50 ms apart: about 3.2 s in all.
+    let mut s = std::net::TcpStream::connect(dp.listen).unwrap();
+    s.write_all(b"GET /obj/4m/stream?slow_ms=50 HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n").unwrap();
+    let started = std::time::Instant::now();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    while {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        line.trim() != ""
+    } {}
+    let mut first = [0u8; 1];
+    r.read_exact(&mut first).unwrap();
+    let first_byte = started.elapsed();
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).unwrap();
+    let total = started.elapsed();
+    assert!(
+        first_byte * 4 < total,
+        "first byte at {first_byte:?} of {total:?}: the body must stream"
+    );
+    let mut body = first.to_vec();
+    body.extend(rest);
+    check_body(4 << 20, "stream", &body).unwrap();
+    let again = dp.get("/obj/4m/stream?slow_ms=50");
+    assert!(again.is_hit(), "{}", again.cache_status());
+}
+
+#[test]
+fn concurrent_misses_make_one_origin_fetch() {
+    if skip_unless_root("concurrent_misses_make_one_origin_fetch") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let path = "/obj/256k/herd?delay_ms=500";
+    let listen = dp.listen;
+    let clients: Vec<_> = (0..50)
+        .map(|_| std::thread::spawn(move || get(listen, path, &[]).expect("response")))
+        .collect();
+    for c in clients {
+        let r = c.join().unwrap();
+        assert_eq!(r.status, 200);
+        check_body(256 * 1024, "herd", &r.body).unwrap();
+    }
+    assert_eq!(
+        o.requests_for(path),
+        1,
+        "50 concurrent misses must make exactly one origin request"
+    );
+}
+
+#[test]
+fn malformed_requests_get_400_and_the_server_stays_up() {
+    if skip_unless_root("malformed_requests_get_400_and_the_server_stays_up") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let long_header = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+        "a".repeat(200_000)
+    );
+    let bad: Vec<Vec<u8>> = vec![
+        b"GARBAGE\r\n\r\n".to_vec(),
+        b"GET / HTTP/1.1\r\nHost a\r\n\r\n".to_vec(),
+        b"GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n".to_vec(),
+        b"GET / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 7\r\nHost: a\r\n\r\n".to_vec(),
+        b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nHost: a\r\n\r\nZZ\r\n".to_vec(),
+        long_header.into_bytes(),
+    ];
+    for b in &bad {
+        let out = raw(dp.listen, b).unwrap();
+        let status = out.split_whitespace().nth(1).unwrap_or("");
+        assert!(
+            status.starts_with('4') || out.is_empty(),
+            "request {:?} got {out:?}",
+            String::from_utf8_lossy(&b[..b.len().min(60)])
+        );
+    }
+    // A request without a Host in HTTP/1.1 is a 400 from the cache itself.
+    let out = raw(
+        dp.listen,
+        b"GET /obj/4k/1 HTTP/1.1\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    let ok = dp.get("/obj/4k/alive");
+    assert_eq!(ok.status, 200);
+    assert_eq!(o.requests(), 1, "no malformed request reached the origin");
+}
+
+#[test]
+fn the_origin_sees_via_xff_and_the_host_policy() {
+    if skip_unless_root("the_origin_sees_via_xff_and_the_host_policy") {
+        return;
+    }
+    // The origin echoes nothing, so check with a raw listener acting as origin.
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&url, dir.path()));
+    let listen = dp.listen;
+    let client = std::thread::spawn(move || {
+        get(
+            listen,
+            "/x",
+            &[("Host", "www.example"), ("X-Forwarded-For", "192.0.2.1")],
+        )
+    });
+    let (s, _) = l.accept().unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        head.push(line.trim().to_ascii_lowercase());
+    }
+    (&s).write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nCache-Control: max-age=60\r\n\r\nok")
+        .unwrap();
+    let resp = client.join().unwrap().unwrap();
+    assert_eq!(resp.body, b"ok");
+    assert!(head.contains(&"host: www.example".to_string()), "{head:?}");
+    assert!(head.contains(&"via: 1.1 edgecache".to_string()), "{head:?}");
+    assert!(
+        head.contains(&"x-forwarded-for: 192.0.2.1, 127.0.0.1".to_string()),
+        "{head:?}"
+    );
+    assert!(
+        head.iter().all(|h| !h.starts_with("connection: close")),
+        "hop-by-hop fields are not forwarded: {head:?}"
+    );
+}
+
+#[test]
+fn purge_removes_a_url() {
+    if skip_unless_root("purge_removes_a_url") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    dp.get("/obj/4k/p");
+    assert!(dp.get("/obj/4k/p").is_hit());
+    let r = request(
+        dp.admin,
+        "PURGE",
+        "/obj/4k/p",
+        &[("Host", "test.example")],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(!dp.get("/obj/4k/p").is_hit());
+    assert_eq!(o.requests_for("/obj/4k/p"), 2);
+}
+
+#[test]
+fn admin_endpoints_answer() {
+    if skip_unless_root("admin_endpoints_answer") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    assert_eq!(get(dp.admin, "/healthz", &[]).unwrap().status, 200);
+    assert_eq!(get(dp.admin, "/readyz", &[]).unwrap().status, 200);
+    dp.get("/obj/4k/m");
+    let m = dp.metrics();
+    for name in [
+        "edgecache_dataplane_requests_total",
+        "edgecache_dataplane_response_body_bytes_total",
+        "edgecache_dataplane_origin_fetches_total",
+        "edgecache_dataplane_disk_reads_total",
+        "edgecache_dataplane_disk_read_bytes_total",
+        "edgecache_dataplane_store_bytes",
+        "edgecache_dataplane_store_objects",
+        "edgecache_dataplane_store_evictions_total",
+        "edgecache_dataplane_io_engine_info",
+        "edgecache_dataplane_accepted_connections_total",
+    ] {
+        assert!(m.contains(name), "{name} missing from:\n{m}");
+    }
+    assert_eq!(
+        metric_value(&m, "edgecache_dataplane_store_objects"),
+        1.0,
+        "{m}"
+    );
+}
+
+#[test]
+fn sigterm_finishes_in_flight_responses_then_exits() {
+    if skip_unless_root("sigterm_finishes_in_flight_responses_then_exits") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let mut dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let listen = dp.listen;
+    // About 1.6 s of body in flight when SIGTERM arrives.
+    let client = std::thread::spawn(move || get(listen, "/obj/2m/term?slow_ms=50", &[]).unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    dp.stop();
+    let r = client.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated, "the in-flight response must finish");
+    check_body(2 << 20, "term", &r.body).unwrap();
+    assert!(dp.child.try_wait().unwrap().is_some(), "the process exited");
+    assert!(
+        std::net::TcpStream::connect(listen).is_err(),
+        "no longer accepting"
+    );
+}

@@ -1,0 +1,439 @@
+//! The disk store seen through the server: both I/O engines, O_DIRECT, restarts, eviction,
+//! corruption, a full disk, SIGKILL in the middle of writes, and io_uring denied by seccomp.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+fn byte_exact_through(engine: &str) {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let url = o.url();
+    let mut opts = Opts::new(&url, dir.path());
+    opts.engine = engine;
+    opts.size = "512MiB";
+    let dp = Dataplane::start(opts);
+    let m = dp.metrics();
+    assert!(
+        m.contains(&format!(
+            "edgecache_dataplane_io_engine_info{{engine=\"{engine}\"}} 1"
+        )),
+        "{m}"
+    );
+    // Small (buffered, RAM tier), just below and above the O_DIRECT threshold, and 10 MiB.
+    for (size, label) in [
+        (1u64, "1"),
+        (4096, "4k"),
+        (65535, "65535"),
+        (65536, "64k"),
+        (1 << 20, "1m"),
+        (10 << 20, "10m"),
+        ((10 << 20) + 123, "10485883"),
+    ] {
+        let path = format!("/obj/{label}/{engine}");
+        let miss = dp.get(&path);
+        assert_eq!(miss.status, 200, "{path}");
+        check_body(size, engine, &miss.body).unwrap_or_else(|e| panic!("{path} miss: {e}"));
+        let hit = dp.get(&path);
+        assert!(hit.is_hit(), "{path}: {}", hit.cache_status());
+        assert!(!hit.truncated);
+        check_body(size, engine, &hit.body).unwrap_or_else(|e| panic!("{path} hit: {e}"));
+    }
+    // A range of the 10 MiB object, from disk.
+    let r = dp.request(
+        "GET",
+        &format!("/obj/10m/{engine}"),
+        &[("Range", "bytes=5000000-5099999")],
+    );
+    assert_eq!(r.status, 206, "{}", r.cache_status());
+    assert_eq!(r.body.len(), 100_000);
+    assert_eq!(
+        &r.body[..],
+        &expected_body(10 << 20, engine)[5_000_000..5_100_000]
+    );
+}
+
+#[test]
+fn ten_mib_objects_are_byte_exact_through_io_uring_and_o_direct() {
+    if skip_unless_root("ten_mib_objects_are_byte_exact_through_io_uring_and_o_direct") {
+        return;
+    }
+    byte_exact_through("uring");
+}
+
+#[test]
+fn ten_mib_objects_are_byte_exact_through_the_thread_pool() {
+    if skip_unless_root("ten_mib_objects_are_byte_exact_through_the_thread_pool") {
+        return;
+    }
+    byte_exact_through("threads");
+}
+
+#[test]
+fn a_restart_keeps_the_hits() {
+    if skip_unless_root("a_restart_keeps_the_hits") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    for i in 0..20 {
+        dp.get(&format!("/obj/{}k/r{i}", 1 + i * 37));
+    }
+    let dp = dp.restart();
+    assert_eq!(
+        dp.metric("edgecache_dataplane_store_recovered_objects_total"),
+        20.0,
+        "{}",
+        dp.metrics()
+    );
+    for i in 0..20 {
+        let size = 1 + i * 37;
+        let r = dp.get(&format!("/obj/{size}k/r{i}"));
+        assert!(r.is_hit(), "object {i} after restart: {}", r.cache_status());
+        check_body(size as u64 * 1024, format!("r{i}"), &r.body).unwrap();
+    }
+    assert_eq!(o.requests(), 20);
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    // Allocated bytes, not apparent size: what the disk really holds.
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let md = e.metadata().unwrap();
+        if md.is_dir() {
+            total += dir_bytes(&e.path());
+        } else {
+            use std::os::unix::fs::MetadataExt;
+            total += md.blocks() * 512;
+        }
+    }
+    total
+}
+
+#[test]
+fn eviction_keeps_the_disk_under_budget() {
+    if skip_unless_root("eviction_keeps_the_disk_under_budget") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let url = o.url();
+    let mut opts = Opts::new(&url, dir.path());
+    opts.size = "64MiB";
+    let dp = Dataplane::start(opts);
+    // 200 MiB of 1 MiB objects through a 64 MiB store.
+    for i in 0..200 {
+        let r = dp.get(&format!("/obj/1m/e{i}"));
+        assert_eq!(r.status, 200);
+    }
+    let used = dir_bytes(dir.path());
+    assert!(
+        used <= 64 << 20 | 1 << 20,
+        "the store holds {used} bytes on disk for a 64 MiB budget"
+    );
+    assert!(
+        dp.metric("edgecache_dataplane_store_evictions_total") > 0.0,
+        "{}",
+        dp.metrics()
+    );
+    assert!(dp.metric("edgecache_dataplane_store_bytes") <= (64 << 20) as f64);
+    // The newest objects are still there, byte-exact.
+    let r = dp.get("/obj/1m/e199");
+    assert!(r.is_hit(), "{}", r.cache_status());
+    check_body(1 << 20, "e199", &r.body).unwrap();
+}
+
+/// Find `needle` in the files under `dir`: (path, offset).
+fn find_in_files(dir: &Path, needle: &[u8]) -> Option<(std::path::PathBuf, u64)> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(hit) = find_in_files(&p, needle) {
+                return Some(hit);
+            }
+            continue;
+        }
+        let data = std::fs::read(&p).ok()?;
+        if let Some(pos) = data.windows(needle.len()).position(|w| w == needle) {
+            return Some((p, pos as u64));
+        }
+    }
+    None
+}
+
+#[test]
+fn a_flipped_byte_on_disk_is_detected_and_never_served() {
+    if skip_unless_root("a_flipped_byte_on_disk_is_detected_and_never_served") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let mut dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let good = expected_body(1 << 20, "flip");
+    assert_eq!(dp.get("/obj/1m/flip").status, 200);
+    dp.stop();
+    // Flip one byte in the middle of the stored body.
+    let probe = &good[600_000..600_064];
+    let (file, off) = find_in_files(dir.path(), probe).expect("the body is on disk");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&file)
+            .unwrap();
+        let mut b = [0u8; 1];
+        f.read_at(&mut b, off + 10).unwrap();
+        b[0] ^= 0x40;
+        f.write_at(&b, off + 10).unwrap();
+        f.sync_all().unwrap();
+    }
+    let dp = dp.restart();
+    let r = dp.get("/obj/1m/flip");
+    let served_bad_complete = r.status == 200 && !r.truncated && r.body != good;
+    assert!(
+        !served_bad_complete,
+        "a corrupt object was served as a complete 200"
+    );
+    if r.status == 200 && !r.truncated {
+        // Detected before the head: served fresh from the origin instead.
+        assert_eq!(r.body, good);
+    }
+    assert!(
+        dp.metric("edgecache_dataplane_store_corrupt_records_total") >= 1.0,
+        "{}",
+        dp.metrics()
+    );
+    let again = dp.get("/obj/1m/flip");
+    assert_eq!(again.status, 200);
+    assert!(!again.truncated);
+    assert_eq!(
+        again.body, good,
+        "after the corrupt copy is dropped, the object comes whole from the origin"
+    );
+}
+
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let dir = std::env::temp_dir().join(format!(
+            "edgecache-tmpfs-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount tmpfs");
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_full_disk_never_gives_a_truncated_200_and_the_store_keeps_working() {
+    if skip_unless_root("a_full_disk_never_gives_a_truncated_200_and_the_store_keeps_working") {
+        return;
+    }
+    let o = origin();
+    let fs = Tmpfs::mount("24m");
+    let cache = fs.0.join("cache");
+    let url = o.url();
+    let mut opts = Opts::new(&url, &cache);
+    opts.size = "256MiB";
+    opts.engine = "threads";
+    let dp = Dataplane::start(opts);
+    // 60 MiB through a 24 MiB disk: writes fail with ENOSPC along the way.
+    for i in 0..60 {
+        let r = dp.get(&format!("/obj/1m/full{i}"));
+        assert_eq!(r.status, 200, "object {i}");
+        assert!(!r.truncated, "object {i} was truncated");
+        check_body(1 << 20, format!("full{i}"), &r.body)
+            .unwrap_or_else(|e| panic!("object {i}: {e}"));
+    }
+    let m = dp.metrics();
+    assert!(
+        metric_value(&m, "edgecache_dataplane_store_write_errors_total") > 0.0,
+        "no write error counted:\n{m}"
+    );
+    // Whatever is served as a hit is whole. `only-if-cached` asks the store alone, so this pass
+    // writes nothing (a second pass of misses would evict the first ones, FIFO, and prove little).
+    let mut hits = 0;
+    for i in 0..60 {
+        let r = dp.request("GET", &format!("/obj/1m/full{i}"), &[("Cache-Control", "only-if-cached")]);
+        if r.status == 504 {
+            continue;
+        }
+        assert_eq!(r.status, 200);
+        assert!(r.is_hit(), "{}", r.cache_status());
+        assert!(!r.truncated);
+        check_body(1 << 20, format!("full{i}"), &r.body).unwrap();
+        hits += 1;
+    }
+    assert!(hits > 0, "the store keeps serving what it could store\n{}", dp.metrics());
+}
+
+#[test]
+fn sigkill_in_the_middle_of_writes_never_leads_to_a_wrong_object() {
+    if skip_unless_root("sigkill_in_the_middle_of_writes_never_leads_to_a_wrong_object") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let url = o.url();
+    let mut opts = Opts::new(&url, dir.path());
+    opts.size = "128MiB";
+    let mut dp = Dataplane::start(opts);
+    let sizes = [4096u64, 100 * 1024, 1 << 20, 3 << 20];
+    let mut checked = 0;
+    for round in 0..20 {
+        // Writers in flight...
+        let listen = dp.listen;
+        let writers: Vec<_> = (0..8)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for j in 0..6 {
+                        let size = sizes[(t + j) % sizes.len()];
+                        let _ = get(listen, &format!("/obj/{size}/k{}-{}?slow_ms=5", t, j), &[]);
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(40 + (round * 37 % 150) as u64));
+        // ...then SIGKILL, and a restart on the same store.
+        dp.kill9();
+        for w in writers {
+            let _ = w.join();
+        }
+        dp = dp.restart();
+        // Every object the store serves after the crash is byte-exact.
+        for t in 0..8 {
+            for j in 0..6 {
+                let size = sizes[(t + j) % sizes.len()];
+                let path = format!("/obj/{size}/k{t}-{j}?slow_ms=5");
+                let r = dp.get(&path);
+                assert_eq!(r.status, 200, "round {round} {path}");
+                assert!(!r.truncated, "round {round} {path}: truncated");
+                check_body(size, format!("k{t}-{j}"), &r.body)
+                    .unwrap_or_else(|e| panic!("round {round} {path}: {e}"));
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 20 * 48);
+}
+
+/// Install a seccomp filter that makes io_uring_setup/enter/register fail with EPERM, as the
+/// default profiles of containerd 2.0 and Docker 25 do.
+fn deny_io_uring(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const BPF_JMP_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    let errno = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let filter = vec![
+        ins(BPF_LD_W_ABS, 0, 0, 4), // arch
+        ins(BPF_JMP_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+        ins(BPF_LD_W_ABS, 0, 0, 0),    // syscall number
+        ins(BPF_JMP_JEQ_K, 3, 0, 425), // io_uring_setup
+        ins(BPF_JMP_JEQ_K, 2, 0, 426), // io_uring_enter
+        ins(BPF_JMP_JEQ_K, 1, 0, 427), // io_uring_register
+        ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+        ins(BPF_RET_K, 0, 0, errno),
+    ];
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec and only makes two prctl calls on
+    // a filter that lives (moved into the closure) for the whole call.
+    unsafe {
+        cmd.pre_exec(move || {
+            let prog = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn io_uring_denied_by_seccomp_falls_back_to_the_thread_pool() {
+    if skip_unless_root("io_uring_denied_by_seccomp_falls_back_to_the_thread_pool") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start_with(Opts::new(&o.url(), dir.path()), deny_io_uring);
+    let m = dp.metrics();
+    assert!(
+        m.contains("edgecache_dataplane_io_engine_info{engine=\"threads\"} 1"),
+        "{m}"
+    );
+    assert!(
+        dp.log_text().contains("io_uring"),
+        "the fallback is logged:\n{}",
+        dp.log_text()
+    );
+    dp.get("/obj/1m/seccomp");
+    let r = dp.get("/obj/1m/seccomp");
+    assert!(r.is_hit());
+    check_body(1 << 20, "seccomp", &r.body).unwrap();
+    // And `uring` alone refuses to start under the same filter.
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args([
+        "serve",
+        "--origin",
+        &o.url(),
+        "--listen",
+        &format!("127.0.0.1:{}", free_port()),
+    ])
+    .args([
+        "--admin",
+        &format!("127.0.0.1:{}", free_port()),
+        "--cache-size",
+        "64MiB",
+        "--io-engine",
+        "uring",
+    ])
+    .arg("--cache-dir")
+    .arg(dir2.path());
+    deny_io_uring(&mut cmd);
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("io_uring"), "{err}");
+}

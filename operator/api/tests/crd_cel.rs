@@ -1,0 +1,153 @@
+//! The CRD's CEL rules and schema patterns, evaluated offline with kube's `cel` feature (the
+//! same rules the API server runs at `kubectl apply`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+#![cfg(feature = "crd")]
+
+use edgecache_api::v1alpha1::EdgeCache;
+use kube::core::cel::{validate_cel, validate_cel_update};
+
+fn ec(spec_yaml: &str) -> EdgeCache {
+    let doc = format!(
+        "apiVersion: edgecache.dev/v1alpha1\nkind: EdgeCache\nmetadata:\n  name: web\n  namespace: default\nspec:\n{}",
+        spec_yaml
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>()
+    );
+    serde_yaml::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"))
+}
+
+const MINIMAL: &str = "origin:\n  url: http://origin.default.svc:8080\n";
+
+fn rejects(obj: &EdgeCache, needle: &str) {
+    let err = validate_cel(obj).expect_err("expected a CEL rejection");
+    let text = format!("{err:?}");
+    assert!(text.contains(needle), "wanted {needle:?} in {text}");
+}
+
+#[test]
+fn minimal_object_passes() {
+    validate_cel(&ec(MINIMAL)).unwrap();
+}
+
+#[test]
+fn full_valid_object_passes() {
+    let obj = ec(&format!(
+        "{MINIMAL}steering:\n  mode: queue\n  required: true\nnetwork:\n  hostNetwork: true\n  port: 80\n  adminPort: 9901\nsecurity:\n  mode: capabilities\n  seccompLocalhostProfile: edgecache/io-uring.json\n"
+    ));
+    validate_cel(&obj).unwrap();
+    let obj = ec(&format!(
+        "{MINIMAL}  hostHeader: rewrite\n  hostHeaderValue: www.example.com\n"
+    ));
+    validate_cel(&obj).unwrap();
+}
+
+#[test]
+fn queue_steering_needs_host_network() {
+    rejects(
+        &ec(&format!("{MINIMAL}steering:\n  mode: queue\n")),
+        "needs network.hostNetwork",
+    );
+}
+
+#[test]
+fn rewrite_host_header_needs_a_value_and_only_then() {
+    rejects(
+        &ec(&format!("{MINIMAL}  hostHeader: rewrite\n")),
+        "hostHeaderValue is required",
+    );
+    rejects(
+        &ec(&format!("{MINIMAL}  hostHeaderValue: www.example.com\n")),
+        "hostHeaderValue is required",
+    );
+}
+
+#[test]
+fn ports_must_differ() {
+    rejects(
+        &ec(&format!("{MINIMAL}network:\n  port: 9090\n")),
+        "must differ",
+    );
+}
+
+#[test]
+fn seccomp_profile_only_with_capabilities() {
+    rejects(
+        &ec(&format!(
+            "{MINIMAL}security:\n  seccompLocalhostProfile: edgecache/io-uring.json\n"
+        )),
+        "applies only to security.mode capabilities",
+    );
+}
+
+#[test]
+fn required_steering_needs_a_mode() {
+    rejects(
+        &ec(&format!("{MINIMAL}steering:\n  required: true\n")),
+        "needs a steering.mode other than off",
+    );
+}
+
+/// kube-cel evaluates `x-kubernetes-validations` only; patterns and bounds are the API server's
+/// OpenAPI validation, so here the schema is checked to carry them.
+#[test]
+fn schema_carries_patterns_bounds_and_enums() {
+    use kube::CustomResourceExt;
+    let crd = serde_json::to_value(EdgeCache::crd()).unwrap();
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    assert_eq!(
+        spec["origin"]["properties"]["url"]["pattern"],
+        r"^http://[^/?#@ ]+/?$"
+    );
+    assert_eq!(
+        spec["storage"]["properties"]["hostPath"]["pattern"],
+        r"^/[^\x00]*$"
+    );
+    assert!(spec["storage"]["properties"]["size"]["pattern"].is_string());
+    assert!(spec["resources"]["properties"]["cpu"]["pattern"].is_string());
+    assert_eq!(
+        spec["steering"]["properties"]["queueOffset"]["maximum"],
+        1.0
+    );
+    assert_eq!(spec["network"]["properties"]["port"]["minimum"], 1.0);
+    assert_eq!(spec["network"]["properties"]["port"]["maximum"], 65535.0);
+    assert_eq!(
+        spec["steering"]["properties"]["mode"]["enum"],
+        serde_json::json!(["queue", "cpu", "hash", "incoming-cpu", "off"])
+    );
+    assert_eq!(
+        spec["security"]["properties"]["mode"]["enum"],
+        serde_json::json!(["privileged", "capabilities"])
+    );
+    assert_eq!(
+        spec["storage"]["properties"]["ioEngine"]["enum"],
+        serde_json::json!(["auto", "uring", "threads"])
+    );
+    assert_eq!(
+        spec["storage"]["properties"]["hostPath"]["default"],
+        "/var/cache/edgecache"
+    );
+    assert_eq!(spec["resources"]["properties"]["memory"]["default"], "2GiB");
+}
+
+#[test]
+fn cache_path_is_immutable() {
+    let old = ec(&format!(
+        "{MINIMAL}storage:\n  hostPath: /mnt/nvme0/edgecache\n"
+    ));
+    let moved = ec(&format!(
+        "{MINIMAL}storage:\n  hostPath: /mnt/nvme1/edgecache\n"
+    ));
+    let err = validate_cel_update(&moved, &old).expect_err("moving the cache must be refused");
+    assert!(
+        format!("{err:?}").contains("storage.hostPath is immutable"),
+        "{err:?}"
+    );
+    // Other fields may change.
+    let resized = ec(&format!(
+        "{MINIMAL}storage:\n  hostPath: /mnt/nvme0/edgecache\n  size: 20GiB\n"
+    ));
+    validate_cel_update(&resized, &old).unwrap();
+    // On create the transition rule does not apply.
+    validate_cel(&moved).unwrap();
+}

@@ -1,0 +1,123 @@
+//! Step 3 of the pipeline, I/O: server-side apply of the built children, one field manager,
+//! forced (the operator owns these objects; a hand edit is put back).
+
+use std::marker::PhantomData;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::build::{Applied, Desired, MANAGER, Prepared};
+
+/// What applying one child did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+impl Change {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Updated => "updated",
+            Self::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// One child's apply result, for events and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildChange {
+    pub kind: &'static str,
+    pub api_version: String,
+    pub name: String,
+    pub change: Change,
+}
+
+/// Apply every child in order (ServiceAccount, ConfigMap, Service, DaemonSet). Stops at the
+/// first failure; what was applied before it stays (the next reconcile converges).
+pub async fn apply(
+    client: &Client,
+    namespace: &str,
+    desired: Desired<Prepared>,
+) -> Result<(Desired<Applied>, Vec<ChildChange>), kube::Error> {
+    let mut changes = Vec::with_capacity(4);
+    let service_account = apply_one::<ServiceAccount>(
+        client,
+        namespace,
+        &desired.service_account,
+        "ServiceAccount",
+        &mut changes,
+    )
+    .await?;
+    let config_map = apply_one::<ConfigMap>(
+        client,
+        namespace,
+        &desired.config_map,
+        "ConfigMap",
+        &mut changes,
+    )
+    .await?;
+    let service =
+        apply_one::<Service>(client, namespace, &desired.service, "Service", &mut changes).await?;
+    let daemon_set = apply_one::<DaemonSet>(
+        client,
+        namespace,
+        &desired.daemon_set,
+        "DaemonSet",
+        &mut changes,
+    )
+    .await?;
+    Ok((
+        Desired {
+            service_account,
+            config_map,
+            service,
+            daemon_set,
+            config_hash: desired.config_hash,
+            state: PhantomData,
+        },
+        changes,
+    ))
+}
+
+async fn apply_one<K>(
+    client: &Client,
+    namespace: &str,
+    obj: &K,
+    kind: &'static str,
+    changes: &mut Vec<ChildChange>,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let name = obj.name_any();
+    let before = api
+        .get_metadata_opt(&name)
+        .await?
+        .and_then(|m| m.metadata.resource_version);
+    let params = PatchParams::apply(MANAGER).force();
+    let after = api.patch(&name, &params, &Patch::Apply(obj)).await?;
+    let change = match (before, after.meta().resource_version.as_ref()) {
+        (None, _) => Change::Created,
+        (Some(b), Some(a)) if &b == a => Change::Unchanged,
+        _ => Change::Updated,
+    };
+    changes.push(ChildChange {
+        kind,
+        api_version: K::api_version(&()).into_owned(),
+        name,
+        change,
+    });
+    Ok(after)
+}

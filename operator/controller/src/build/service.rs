@@ -1,0 +1,37 @@
+//! The Service in front of the cache pods, and their ServiceAccount.
+
+use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::{child_meta, selector_labels};
+use crate::validate::ValidatedEdgeCache;
+
+/// Clients reach the caches on `network.port`. The admin port (metrics, PURGE) stays off the
+/// Service; scrape the pods directly.
+pub(super) fn service(ec: &ValidatedEdgeCache) -> Service {
+    Service {
+        metadata: child_meta(ec, ec.name.clone()),
+        spec: Some(ServiceSpec {
+            type_: Some(ec.spec.network.service_type.as_str().into()),
+            selector: Some(selector_labels(&ec.name)),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: i32::from(ec.spec.network.port),
+                target_port: Some(IntOrString::String("http".into())),
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// The pods talk to no API: no token is mounted.
+pub(super) fn service_account(ec: &ValidatedEdgeCache) -> ServiceAccount {
+    ServiceAccount {
+        metadata: child_meta(ec, ec.name.clone()),
+        automount_service_account_token: Some(false),
+        ..ServiceAccount::default()
+    }
+}

@@ -1,0 +1,450 @@
+//! `build` from YAML fixtures, field by field.
+
+use edgecache_api::dataplane;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::*;
+use crate::test_support::minimal_edgecache;
+use crate::validate::validate;
+
+fn desired(spec_yaml: &str) -> Desired<Prepared> {
+    build(&validate(&minimal_edgecache(spec_yaml)).unwrap())
+}
+
+fn pod(d: &Desired<Prepared>) -> &PodSpec {
+    d.daemon_set.spec.template.spec.as_ref().unwrap()
+}
+
+fn container(d: &Desired<Prepared>) -> &Container {
+    &pod(d).containers[0]
+}
+
+fn config(d: &Desired<Prepared>) -> edgecache_api::DataplaneConfig {
+    let data = d.config_map.data.as_ref().unwrap();
+    dataplane::parse(&data[CONFIG_KEY]).unwrap()
+}
+
+fn terms(d: &Desired<Prepared>) -> Vec<Vec<(String, String, Vec<String>)>> {
+    pod(d)
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|s| {
+            s.node_selector_terms
+                .iter()
+                .map(|t| {
+                    t.match_expressions
+                        .iter()
+                        .flatten()
+                        .map(|e| {
+                            (
+                                e.key.clone(),
+                                e.operator.clone(),
+                                e.values.clone().unwrap_or_default(),
+                            )
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn is_true(key: &str) -> (String, String, Vec<String>) {
+    (key.into(), "In".into(), vec!["true".into()])
+}
+
+#[test]
+fn names_labels_and_owner_references() {
+    let d = desired("");
+    assert_eq!(d.daemon_set.metadata.name.as_deref(), Some("web"));
+    assert_eq!(d.config_map.metadata.name.as_deref(), Some("web-config"));
+    assert_eq!(d.service.metadata.name.as_deref(), Some("web"));
+    assert_eq!(d.service_account.metadata.name.as_deref(), Some("web"));
+    for meta in [
+        &d.daemon_set.metadata,
+        &d.config_map.metadata,
+        &d.service.metadata,
+        &d.service_account.metadata,
+    ] {
+        assert_eq!(meta.namespace.as_deref(), Some("edge"));
+        let owners = meta.owner_references.as_ref().unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].kind, "EdgeCache");
+        assert_eq!(owners[0].api_version, "edgecache.dev/v1alpha1");
+        assert_eq!(owners[0].uid, "5c1e0b8e-0000-4000-8000-000000000001");
+        assert_eq!(owners[0].controller, Some(true));
+        let labels = meta.labels.as_ref().unwrap();
+        assert_eq!(labels["app.kubernetes.io/managed-by"], MANAGER);
+        assert_eq!(labels["app.kubernetes.io/instance"], "web");
+    }
+    let selector = d.daemon_set.spec.selector.match_labels.as_ref().unwrap();
+    let template_labels = d
+        .daemon_set
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .as_ref()
+        .unwrap();
+    for (k, v) in selector {
+        assert_eq!(
+            &template_labels[k], v,
+            "the selector must match the template"
+        );
+    }
+    assert_eq!(
+        d.service.spec.as_ref().unwrap().selector.as_ref(),
+        Some(selector)
+    );
+}
+
+#[test]
+fn privileged_mode_is_the_default() {
+    let d = desired("");
+    let sc = container(&d).security_context.as_ref().unwrap();
+    assert_eq!(sc.privileged, Some(true));
+    assert_eq!(sc.capabilities, None);
+    assert_eq!(sc.seccomp_profile, None);
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+}
+
+#[test]
+fn capabilities_mode_adds_only_what_is_needed_and_drops_all() {
+    let d = desired("security:\n  mode: capabilities\nsteering:\n  mode: hash\n");
+    let sc = container(&d).security_context.as_ref().unwrap();
+    assert_eq!(sc.privileged, Some(false));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    let caps = sc.capabilities.as_ref().unwrap();
+    assert_eq!(
+        caps.add.as_deref().unwrap(),
+        ["BPF", "NET_ADMIN", "IPC_LOCK", "SYS_RESOURCE"]
+    );
+    assert_eq!(caps.drop.as_deref().unwrap(), ["ALL"]);
+    let seccomp = sc.seccomp_profile.as_ref().unwrap();
+    assert_eq!(seccomp.type_, "Unconfined");
+    assert_eq!(seccomp.localhost_profile, None);
+
+    // No BPF steering, no CAP_BPF.
+    let d = desired("security:\n  mode: capabilities\nsteering:\n  mode: incoming-cpu\n");
+    let caps = container(&d)
+        .security_context
+        .as_ref()
+        .unwrap()
+        .capabilities
+        .clone()
+        .unwrap();
+    assert!(!caps.add.unwrap().contains(&"BPF".to_string()));
+
+    // A Localhost profile by name.
+    let d = desired(
+        "security:\n  mode: capabilities\n  seccompLocalhostProfile: edgecache/io-uring.json\n",
+    );
+    let seccomp = container(&d)
+        .security_context
+        .clone()
+        .unwrap()
+        .seccomp_profile
+        .unwrap();
+    assert_eq!(seccomp.type_, "Localhost");
+    assert_eq!(
+        seccomp.localhost_profile.as_deref(),
+        Some("edgecache/io-uring.json")
+    );
+}
+
+#[test]
+fn placement_defaults_target_nvme_nodes() {
+    let d = desired("");
+    assert_eq!(
+        terms(&d),
+        [
+            vec![is_true(
+                "feature.node.kubernetes.io/storage-nonrotationaldisk"
+            )],
+            vec![is_true("edgecache.dev/nvme")],
+        ]
+    );
+    let sel = pod(&d).node_selector.as_ref().unwrap();
+    assert_eq!(sel.len(), 1);
+    assert_eq!(sel["kubernetes.io/os"], "linux");
+    assert_eq!(pod(&d).tolerations, None);
+}
+
+#[test]
+fn queue_steering_also_requires_adq_nodes() {
+    let d = desired("steering:\n  mode: queue\nnetwork:\n  hostNetwork: true\n");
+    assert_eq!(
+        terms(&d),
+        [
+            vec![
+                is_true("feature.node.kubernetes.io/storage-nonrotationaldisk"),
+                is_true("edgecache.dev/adq")
+            ],
+            vec![is_true("edgecache.dev/nvme"), is_true("edgecache.dev/adq")],
+        ]
+    );
+}
+
+#[test]
+fn user_placement_merges_with_the_defaults() {
+    let d = desired(
+        "placement:
+  nodeSelector:
+    topology.kubernetes.io/zone: eu-1a
+  tolerations:
+  - key: edgecache.dev/dedicated
+    operator: Exists
+    effect: NoSchedule
+  priorityClassName: system-node-critical
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchExpressions:
+          - key: node-role.kubernetes.io/edge
+            operator: Exists
+        - matchExpressions:
+          - key: pool
+            operator: In
+            values: [cache]
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 10
+        preference:
+          matchExpressions:
+          - key: nic
+            operator: In
+            values: [e810]
+",
+    );
+    let p = pod(&d);
+    let sel = p.node_selector.as_ref().unwrap();
+    assert_eq!(sel["kubernetes.io/os"], "linux");
+    assert_eq!(sel["topology.kubernetes.io/zone"], "eu-1a");
+    assert_eq!(
+        p.tolerations.as_ref().unwrap()[0].key.as_deref(),
+        Some("edgecache.dev/dedicated")
+    );
+    assert_eq!(
+        p.priority_class_name.as_deref(),
+        Some("system-node-critical")
+    );
+    // (edge OR pool=cache) AND (nonrotational OR nvme): four terms.
+    let edge = (
+        "node-role.kubernetes.io/edge".to_string(),
+        "Exists".to_string(),
+        vec![],
+    );
+    let pool = (
+        "pool".to_string(),
+        "In".to_string(),
+        vec!["cache".to_string()],
+    );
+    let nfd = is_true("feature.node.kubernetes.io/storage-nonrotationaldisk");
+    let nvme = is_true("edgecache.dev/nvme");
+    assert_eq!(
+        terms(&d),
+        [
+            vec![edge.clone(), nfd.clone()],
+            vec![edge, nvme.clone()],
+            vec![pool.clone(), nfd],
+            vec![pool, nvme],
+        ]
+    );
+    let preferred = p
+        .affinity
+        .as_ref()
+        .unwrap()
+        .node_affinity
+        .as_ref()
+        .unwrap()
+        .preferred_during_scheduling_ignored_during_execution
+        .as_ref()
+        .unwrap();
+    assert_eq!(preferred[0].weight, 10);
+}
+
+#[test]
+fn nvme_default_can_be_turned_off() {
+    let d = desired("placement:\n  nvmeNodesOnly: false\n");
+    assert!(terms(&d).is_empty());
+    assert_eq!(pod(&d).affinity, None);
+}
+
+#[test]
+fn memory_limit_reaches_the_pod_and_the_dataplane_config() {
+    let d = desired("resources:\n  memory: 8GiB\n  cpu: \"4\"\n");
+    let res = container(&d).resources.as_ref().unwrap();
+    let limits = res.limits.as_ref().unwrap();
+    assert_eq!(limits["memory"].0, "8Gi");
+    assert_eq!(limits["cpu"].0, "4");
+    assert_eq!(res.requests.as_ref(), Some(limits), "Guaranteed QoS");
+    assert_eq!(config(&d).memory.limit, Some(ByteSize::gib(8)));
+
+    // Decimal sizes stay exact.
+    let d = desired("resources:\n  memory: 3G\n");
+    let limits = container(&d).resources.clone().unwrap().limits.unwrap();
+    assert_eq!(limits["memory"].0, "3000000000");
+    assert!(!limits.contains_key("cpu"));
+    assert_eq!(config(&d).memory.limit, Some(ByteSize(3_000_000_000)));
+}
+
+#[test]
+fn config_hash_is_the_sha256_of_the_config_and_rolls_the_pods() {
+    let d = desired("");
+    let yaml = &d.config_map.data.as_ref().unwrap()[CONFIG_KEY];
+    let want = config_map::sha256_hex(yaml.as_bytes());
+    assert_eq!(d.config_hash, want);
+    assert_eq!(want.len(), 64);
+    let annotations = |d: &Desired<Prepared>| {
+        d.daemon_set
+            .spec
+            .template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .annotations
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(annotations(&d)[CONFIG_HASH_ANNOTATION], want);
+    assert_eq!(
+        d.config_map.metadata.annotations.as_ref().unwrap()[CONFIG_HASH_ANNOTATION],
+        want
+    );
+    // A config change changes the hash; a change outside the config does not.
+    let resized = desired("storage:\n  size: 20GiB\n");
+    assert_ne!(resized.config_hash, d.config_hash);
+    assert_ne!(annotations(&resized)[CONFIG_HASH_ANNOTATION], want);
+    let new_image = desired("image: registry.local/edgecache-dataplane:0.2.0\n");
+    assert_eq!(new_image.config_hash, d.config_hash);
+    // Building twice gives the same objects.
+    assert_eq!(desired(""), d);
+}
+
+#[test]
+fn dataplane_container_runs_serve_with_the_mounted_config() {
+    let d = desired("storage:\n  hostPath: /mnt/nvme0/ec\n");
+    let c = container(&d);
+    assert_eq!(c.name, CONTAINER);
+    assert_eq!(c.command.as_deref().unwrap(), ["edgecache-dataplane"]);
+    assert_eq!(
+        c.args.as_deref().unwrap(),
+        ["serve", "--config", "/etc/edgecache/config.yaml"]
+    );
+    let mounts = c.volume_mounts.as_ref().unwrap();
+    let config_mount = mounts.iter().find(|m| m.name == "config").unwrap();
+    assert_eq!(config_mount.mount_path, CONFIG_DIR);
+    assert_eq!(config_mount.read_only, Some(true));
+    let cache_mount = mounts.iter().find(|m| m.name == "cache").unwrap();
+    assert_eq!(cache_mount.mount_path, "/var/cache/edgecache");
+    assert_eq!(config(&d).storage.dir, cache_mount.mount_path);
+    let volumes = pod(&d).volumes.as_ref().unwrap();
+    let cache = volumes.iter().find(|v| v.name == "cache").unwrap();
+    let hp = cache.host_path.as_ref().unwrap();
+    assert_eq!(hp.path, "/mnt/nvme0/ec");
+    assert_eq!(hp.type_.as_deref(), Some("DirectoryOrCreate"));
+    let cm = volumes.iter().find(|v| v.name == "config").unwrap();
+    assert_eq!(cm.config_map.as_ref().unwrap().name, "web-config");
+    // Probes on the admin port.
+    let readiness = c
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(readiness.path.as_deref(), Some("/readyz"));
+    assert_eq!(readiness.port, IntOrString::String("admin".into()));
+    let liveness = c
+        .liveness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(liveness.path.as_deref(), Some("/healthz"));
+    let ports = c.ports.as_ref().unwrap();
+    assert_eq!(ports[0].name.as_deref(), Some("http"));
+    assert_eq!(ports[0].container_port, 8080);
+    assert_eq!(ports[1].name.as_deref(), Some("admin"));
+    assert_eq!(ports[1].container_port, 9090);
+    assert_eq!(pod(&d).service_account_name.as_deref(), Some("web"));
+    assert_eq!(pod(&d).termination_grace_period_seconds, Some(45));
+}
+
+#[test]
+fn host_network() {
+    let d = desired("");
+    assert_eq!(pod(&d).host_network, None);
+    assert_eq!(pod(&d).dns_policy.as_deref(), Some("ClusterFirst"));
+    let d = desired("network:\n  hostNetwork: true\n  port: 80\n");
+    assert_eq!(pod(&d).host_network, Some(true));
+    assert_eq!(
+        pod(&d).dns_policy.as_deref(),
+        Some("ClusterFirstWithHostNet")
+    );
+    assert_eq!(container(&d).ports.as_ref().unwrap()[0].container_port, 80);
+    assert_eq!(config(&d).listen.to_string(), "0.0.0.0:80");
+}
+
+#[test]
+fn update_strategy_never_surges() {
+    let d = desired("");
+    let s = d.daemon_set.spec.update_strategy.as_ref().unwrap();
+    assert_eq!(s.type_.as_deref(), Some("RollingUpdate"));
+    let ru = s.rolling_update.as_ref().unwrap();
+    assert_eq!(ru.max_surge, Some(IntOrString::Int(0)));
+    assert_eq!(ru.max_unavailable, Some(IntOrString::Int(1)));
+    let d = desired("updateStrategy:\n  maxUnavailable: 25%\n");
+    let ru = d
+        .daemon_set
+        .spec
+        .update_strategy
+        .clone()
+        .unwrap()
+        .rolling_update
+        .unwrap();
+    assert_eq!(ru.max_unavailable, Some(IntOrString::String("25%".into())));
+    assert_eq!(ru.max_surge, Some(IntOrString::Int(0)));
+}
+
+#[test]
+fn image_and_pull_policy() {
+    let d = desired("image: registry.local/ec:1\nimagePullPolicy: Always\n");
+    assert_eq!(container(&d).image.as_deref(), Some("registry.local/ec:1"));
+    assert_eq!(container(&d).image_pull_policy.as_deref(), Some("Always"));
+}
+
+#[test]
+fn service_type_and_port() {
+    let d = desired("network:\n  serviceType: LoadBalancer\n  port: 8081\n");
+    let spec = d.service.spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    let ports = spec.ports.as_ref().unwrap();
+    assert_eq!(ports.len(), 1, "the admin port stays off the Service");
+    assert_eq!(ports[0].port, 8081);
+    assert_eq!(
+        ports[0].target_port,
+        Some(IntOrString::String("http".into()))
+    );
+    assert_eq!(
+        d.service_account.automount_service_account_token,
+        Some(false)
+    );
+}
+
+#[test]
+fn quantities() {
+    assert_eq!(quantity(ByteSize::gib(2)), "2Gi");
+    assert_eq!(quantity(ByteSize::mib(1536)), "1536Mi");
+    assert_eq!(quantity(ByteSize(1 << 40)), "1Ti");
+    assert_eq!(quantity(ByteSize(1000)), "1000");
+}

@@ -1,0 +1,56 @@
+//! What every reconciliation shares.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::metrics::Metrics;
+
+/// Shared state of the reconcilers.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    /// Consecutive transient failures per object (`namespace/name`), for the requeue backoff.
+    failures: Mutex<HashMap<String, u32>>,
+    /// Requeue delay after the first transient failure; doubles up to `max_backoff`.
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Context {
+    pub fn new(client: Client) -> Self {
+        let reporter = Reporter {
+            controller: crate::build::MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics: Metrics::default(),
+            failures: Mutex::new(HashMap::new()),
+            base_backoff: Duration::from_secs(5),
+            max_backoff: Duration::from_secs(300),
+        }
+    }
+
+    /// Count a transient failure of `key` and return the delay before the next try.
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = f.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        let factor = 1u32 << (*n - 1).min(16);
+        self.base_backoff
+            .saturating_mul(factor)
+            .min(self.max_backoff)
+    }
+
+    /// Forget the failures of `key` after a success.
+    pub fn reset_backoff(&self, key: &str) {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        f.remove(key);
+    }
+}

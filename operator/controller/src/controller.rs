@@ -1,0 +1,107 @@
+//! The controller: watches EdgeCaches (generation changes only) and the children it owns, and
+//! runs the reconcile pipeline with bounded concurrency until shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use edgecache_api::v1alpha1::EdgeCache;
+use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::core::error_boundary::DeserializeGuard;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
+use kube::{Api, Client};
+use tracing::{debug, info};
+
+use crate::context::Context;
+use crate::reconcile::{error_policy_guarded, reconcile_guarded};
+
+/// Knobs of `run`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Watch one namespace, or all when `None`.
+    pub namespace: Option<String>,
+    /// Reconciliations running at once.
+    pub concurrency: u16,
+    /// Quiet time before a burst of events becomes one reconciliation.
+    pub debounce: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            concurrency: 4,
+            debounce: Duration::from_millis(500),
+        }
+    }
+}
+
+fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Run until `shutdown` resolves; in-flight reconciliations finish first. `ready` turns true
+/// once the EdgeCache cache has synced.
+pub async fn run(
+    ctx: Arc<Context>,
+    cfg: Config,
+    ready: Arc<AtomicBool>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let ns = cfg.namespace.as_deref();
+    let (reader, writer) = reflector::store();
+    // Status-only updates (ours included) do not bump the generation, so they cause no work.
+    // DeserializeGuard: an object that does not parse is reported, and cannot wedge the others.
+    let edgecaches = watcher(
+        api::<DeserializeGuard<EdgeCache>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    let children =
+        watcher::Config::default().labels("app.kubernetes.io/managed-by=edgecache-operator");
+    let store = reader.clone();
+    tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            ready.store(true, Ordering::SeqCst);
+        }
+    });
+    info!(
+        namespace = ns.unwrap_or("(all)"),
+        concurrency = cfg.concurrency,
+        "controller starting"
+    );
+    Controller::for_stream(edgecaches, reader)
+        .owns(api::<DaemonSet>(&client, ns), children.clone())
+        .owns(api::<ConfigMap>(&client, ns), children.clone())
+        .owns(api::<Service>(&client, ns), children)
+        .with_config(
+            controller::Config::default()
+                .concurrency(cfg.concurrency)
+                .debounce(cfg.debounce),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile_guarded, error_policy_guarded, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(object = %obj, "reconciled"),
+                Err(e) => debug!(error = %e, "reconcile error"),
+            }
+        })
+        .await;
+    info!("controller stopped");
+}

@@ -1,0 +1,19 @@
+//! The EdgeCache operator: turns each `EdgeCache` into a data-plane DaemonSet (plus its
+//! ConfigMap, Service and ServiceAccount) and reports how the rollout goes.
+//!
+//! The reconcile pipeline is [`validate`] (pure) → [`build`] (pure) → [`apply`] (server-side
+//! apply) → [`status`]; only the last two talk to the API server.
+
+pub mod admin;
+pub mod apply;
+pub mod build;
+pub mod context;
+pub mod controller;
+pub mod crd;
+pub mod metrics;
+pub mod reconcile;
+pub mod render;
+pub mod status;
+#[doc(hidden)]
+pub mod test_support;
+pub mod validate;

@@ -1,0 +1,326 @@
+//! The reconcile pipeline: validate (pure) → build (pure) → apply (I/O) → status (I/O), and the
+//! error policy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgecache_api::v1alpha1::{EdgeCache, condition};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::core::error_boundary::{DeserializeGuard, InvalidObject};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use tracing::{info, instrument, warn};
+
+use crate::apply::{self, Change};
+use crate::build::build;
+use crate::context::Context;
+use crate::status::{self, Outcome};
+use crate::validate::{self, validate};
+
+/// How often a converged EdgeCache is looked at again even without a watch event.
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// Why a reconciliation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The spec cannot be reconciled; it waits for the user to change it.
+    #[error(transparent)]
+    InvalidSpec(#[from] validate::Error),
+    /// Applying a child failed (transient: requeued with backoff).
+    #[error("applying the children failed: {0}")]
+    Apply(#[source] kube::Error),
+    /// Writing the status failed (transient).
+    #[error("writing the status failed: {0}")]
+    Status(#[source] kube::Error),
+    /// The stored object does not parse as an EdgeCache (e.g. written under an older CRD).
+    #[error("the EdgeCache cannot be read: {0}")]
+    InvalidObject(String),
+}
+
+impl Error {
+    /// A bounded label for metrics and events.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::InvalidSpec(_) => "invalid_spec",
+            Self::Apply(_) => "apply",
+            Self::Status(_) => "status",
+            Self::InvalidObject(_) => "invalid_object",
+        }
+    }
+
+    /// Whether trying again later may succeed without a spec change.
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, Self::InvalidSpec(_) | Self::InvalidObject(_))
+    }
+}
+
+fn key(ec: &EdgeCache) -> String {
+    format!("{}/{}", ec.namespace().unwrap_or_default(), ec.name_any())
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// Reconcile one EdgeCache.
+#[instrument(skip(ec, ctx), fields(edgecache = %key(&ec), generation = ec.metadata.generation))]
+pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.start_reconcile();
+    if ec.metadata.deletion_timestamp.is_some() {
+        // The garbage collector removes the children through their owner references.
+        return Ok(Action::await_change());
+    }
+    let namespace = ec.namespace().unwrap_or_default();
+    let api: Api<EdgeCache> = Api::namespaced(ctx.client.clone(), &namespace);
+
+    if ec.spec.paused {
+        let st = status::compute(&ec, Outcome::Paused, &now());
+        status::write(&api, &ec, &st).await.map_err(Error::Status)?;
+        info!("paused; nothing applied");
+        return Ok(Action::await_change());
+    }
+
+    let validated = match validate(&ec) {
+        Ok(v) => v,
+        Err(e) => {
+            let message = e.to_string();
+            let was_degraded = ec
+                .status
+                .as_ref()
+                .and_then(|s| s.condition(condition::DEGRADED))
+                .is_some_and(|c| c.reason == "InvalidSpec" && c.message == message);
+            let st = status::compute(&ec, Outcome::Invalid(&message), &now());
+            status::write(&api, &ec, &st).await.map_err(Error::Status)?;
+            if !was_degraded {
+                publish(
+                    &ctx,
+                    &ec,
+                    EventType::Warning,
+                    "InvalidSpec",
+                    "Validate",
+                    message,
+                    None,
+                )
+                .await;
+            }
+            return Err(Error::InvalidSpec(e));
+        }
+    };
+
+    let desired = build(&validated);
+    let (applied, changes) = match apply::apply(&ctx.client, &namespace, desired).await {
+        Ok(r) => r,
+        Err(e) => {
+            publish(
+                &ctx,
+                &ec,
+                EventType::Warning,
+                "ApplyFailed",
+                "Apply",
+                e.to_string(),
+                None,
+            )
+            .await;
+            return Err(Error::Apply(e));
+        }
+    };
+    for c in changes.iter().filter(|c| c.change != Change::Unchanged) {
+        ctx.metrics
+            .child_writes
+            .get_or_create(&crate::metrics::WriteLabels {
+                kind: c.kind,
+                change: c.change.as_str(),
+            })
+            .inc();
+        let reason = match c.change {
+            Change::Created => "Created",
+            _ => "Updated",
+        };
+        info!(kind = c.kind, name = %c.name, change = c.change.as_str(), "applied");
+        let child = ObjectReference {
+            api_version: Some(c.api_version.clone()),
+            kind: Some(c.kind.into()),
+            name: Some(c.name.clone()),
+            namespace: Some(namespace.clone()),
+            ..ObjectReference::default()
+        };
+        publish(
+            &ctx,
+            &ec,
+            EventType::Normal,
+            reason,
+            "Apply",
+            format!("{} {} {}", c.kind, c.name, c.change.as_str()),
+            Some(child),
+        )
+        .await;
+    }
+
+    let st = status::compute(
+        &ec,
+        Outcome::Applied {
+            daemon_set: &applied.daemon_set,
+            config_hash: &applied.config_hash,
+        },
+        &now(),
+    );
+    status::write(&api, &ec, &st).await.map_err(Error::Status)?;
+    ctx.reset_backoff(&key(&ec));
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Invalid specs wait for a change; transient failures requeue with exponential backoff.
+pub fn error_policy(ec: Arc<EdgeCache>, err: &Error, ctx: Arc<Context>) -> Action {
+    policy(&key(&ec), err, &ctx)
+}
+
+fn policy(key: &str, err: &Error, ctx: &Context) -> Action {
+    ctx.metrics.failure(err.category());
+    if err.is_transient() {
+        let delay = ctx.backoff(key);
+        warn!(edgecache = %key, error = %err, category = err.category(), ?delay, "reconcile failed; requeued");
+        Action::requeue(delay)
+    } else {
+        warn!(edgecache = %key, error = %err, "invalid EdgeCache; waiting for a change");
+        Action::await_change()
+    }
+}
+
+fn guard_key(obj: &DeserializeGuard<EdgeCache>) -> String {
+    let meta = match &obj.0 {
+        Ok(ec) => &ec.metadata,
+        Err(invalid) => &invalid.metadata,
+    };
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The controller's entry point: objects that do not parse are reported, not retried, so one
+/// broken object cannot wedge the others.
+pub async fn reconcile_guarded(
+    obj: Arc<DeserializeGuard<EdgeCache>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    match &obj.0 {
+        Ok(ec) => reconcile(Arc::new(ec.clone()), ctx).await,
+        Err(invalid) => {
+            let _timer = ctx.metrics.start_reconcile();
+            report_unreadable(invalid, &ctx).await?;
+            Err(Error::InvalidObject(invalid.error.clone()))
+        }
+    }
+}
+
+/// The error policy of [`reconcile_guarded`].
+pub fn error_policy_guarded(
+    obj: Arc<DeserializeGuard<EdgeCache>>,
+    err: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    policy(&guard_key(&obj), err, &ctx)
+}
+
+/// Degraded condition and a Warning event on an object that does not parse.
+async fn report_unreadable(invalid: &InvalidObject, ctx: &Context) -> Result<(), Error> {
+    let meta = &invalid.metadata;
+    let (Some(name), Some(namespace)) = (meta.name.as_deref(), meta.namespace.as_deref()) else {
+        return Ok(());
+    };
+    let message = format!(
+        "the object does not parse as an EdgeCache: {}",
+        invalid.error
+    );
+    let mut conditions = Vec::new();
+    let t = now();
+    let generation = meta.generation;
+    status::set_condition(
+        &mut conditions,
+        condition::DEGRADED,
+        true,
+        "InvalidObject",
+        message.clone(),
+        generation,
+        &t,
+    );
+    status::set_condition(
+        &mut conditions,
+        condition::READY,
+        false,
+        "InvalidObject",
+        "the object cannot be read; see the Degraded condition".into(),
+        generation,
+        &t,
+    );
+    let api: Api<DeserializeGuard<EdgeCache>> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch =
+        serde_json::json!({"status": {"observedGeneration": generation, "conditions": conditions}});
+    api.patch_status(
+        name,
+        &PatchParams {
+            field_manager: Some(crate::build::MANAGER.into()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::Status)?;
+    let reference = ObjectReference {
+        api_version: Some(EdgeCache::api_version(&()).into_owned()),
+        kind: Some(EdgeCache::kind(&()).into_owned()),
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        uid: meta.uid.clone(),
+        ..ObjectReference::default()
+    };
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "InvalidObject".into(),
+        note: Some(truncate(message)),
+        action: "Read".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
+        warn!(error = %e, "could not publish an event");
+    }
+    Ok(())
+}
+
+fn truncate(mut note: String) -> String {
+    if note.len() > 1000 {
+        let mut cut = 1000;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    note
+}
+
+/// Publish an event on the EdgeCache; a failure to do so is logged, never fatal.
+async fn publish(
+    ctx: &Context,
+    ec: &EdgeCache,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+    secondary: Option<ObjectReference>,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(truncate(note)),
+        action: action.into(),
+        secondary,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &ec.object_ref(&())).await {
+        warn!(error = %e, reason, "could not publish an event");
+    }
+}

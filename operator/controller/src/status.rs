@@ -1,0 +1,463 @@
+//! Step 4 of the pipeline: the status. `compute` is pure (conditions from the resource, the
+//! outcome of the earlier steps and the DaemonSet status); `write` sends it when it changed.
+
+use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheStatus, condition};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::build::MANAGER;
+
+/// What the earlier steps found.
+#[derive(Debug, Clone, Copy)]
+pub enum Outcome<'a> {
+    /// Validation failed with this message.
+    Invalid(&'a str),
+    /// `spec.paused`: nothing was applied.
+    Paused,
+    /// The children were applied; this is the DaemonSet the API server returned.
+    Applied {
+        daemon_set: &'a DaemonSet,
+        config_hash: &'a str,
+    },
+}
+
+/// The status for `ec` after `outcome`, keeping each condition's lastTransitionTime when its
+/// status did not change.
+pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheStatus {
+    let old = ec.status.clone().unwrap_or_default();
+    let generation = ec.metadata.generation;
+    let mut st = EdgeCacheStatus {
+        observed_generation: generation,
+        ..old.clone()
+    };
+    let mut set = |type_: &str, status: bool, reason: &str, message: String| {
+        set_condition(
+            &mut st.conditions,
+            type_,
+            status,
+            reason,
+            message,
+            generation,
+            now,
+        );
+    };
+    match outcome {
+        Outcome::Invalid(message) => {
+            set(
+                condition::DEGRADED,
+                true,
+                "InvalidSpec",
+                message.to_string(),
+            );
+            set(
+                condition::READY,
+                false,
+                "InvalidSpec",
+                "the spec is invalid; see the Degraded condition".into(),
+            );
+            set(
+                condition::PROGRESSING,
+                false,
+                "InvalidSpec",
+                "nothing is rolled out until the spec is fixed".into(),
+            );
+        }
+        Outcome::Paused => {
+            set(
+                condition::PROGRESSING,
+                false,
+                "Paused",
+                "reconciliation is paused (spec.paused); nothing is changed or deleted".into(),
+            );
+        }
+        Outcome::Applied {
+            daemon_set,
+            config_hash,
+        } => {
+            let ds = daemon_set.status.clone().unwrap_or_default();
+            let observed = match (ds.observed_generation, daemon_set.metadata.generation) {
+                (Some(o), Some(g)) => o >= g,
+                (_, None) => true,
+                (None, Some(_)) => false,
+            };
+            let desired = ds.desired_number_scheduled;
+            let ready = ds.number_ready;
+            let updated = ds.updated_number_scheduled.unwrap_or(0);
+            let available = ds.number_available.unwrap_or(0);
+            st.desired_nodes = desired;
+            st.ready_nodes = ready;
+            st.updated_nodes = updated;
+            st.available_nodes = available;
+            st.config_hash = Some(config_hash.to_string());
+            let counts = format!("{ready}/{desired} nodes ready, {updated}/{desired} updated");
+            if !observed {
+                set(
+                    condition::PROGRESSING,
+                    true,
+                    "RollingOut",
+                    "waiting for the DaemonSet controller to see the new pod template".into(),
+                );
+                set(condition::READY, false, "RollingOut", counts);
+                set(condition::DEGRADED, false, "AsExpected", String::new());
+            } else if desired == 0 {
+                let message = no_match_message(ec);
+                set(
+                    condition::DEGRADED,
+                    true,
+                    "NoMatchingNodes",
+                    message.clone(),
+                );
+                set(condition::READY, false, "NoMatchingNodes", message);
+                set(
+                    condition::PROGRESSING,
+                    false,
+                    "NoMatchingNodes",
+                    "no node to roll out to".into(),
+                );
+            } else if ready == desired && updated == desired && available == desired {
+                set(condition::READY, true, "AllNodesReady", counts);
+                set(
+                    condition::PROGRESSING,
+                    false,
+                    "RolloutComplete",
+                    format!("every node runs config {}", short(config_hash)),
+                );
+                set(condition::DEGRADED, false, "AsExpected", String::new());
+            } else {
+                set(condition::READY, false, "NodesNotReady", counts.clone());
+                set(condition::PROGRESSING, true, "RollingOut", counts);
+                set(condition::DEGRADED, false, "AsExpected", String::new());
+            }
+        }
+    }
+    st
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+fn no_match_message(ec: &EdgeCache) -> String {
+    let p = &ec.spec.placement;
+    let mut parts = Vec::new();
+    if p.nvme_nodes_only {
+        let mut s = format!(
+            "nodes labelled {}=true or {}=true",
+            edgecache_api::v1alpha1::NFD_NONROTATIONAL_LABEL,
+            edgecache_api::v1alpha1::NVME_LABEL
+        );
+        if ec.spec.steering.mode == edgecache_api::SteeringMode::Queue {
+            s.push_str(&format!(
+                " and {}=true (steering.mode queue)",
+                edgecache_api::v1alpha1::ADQ_LABEL
+            ));
+        }
+        parts.push(s);
+    }
+    if !p.node_selector.is_empty() {
+        let sel: Vec<String> = p
+            .node_selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        parts.push(format!("spec.placement.nodeSelector {}", sel.join(",")));
+    }
+    if p.affinity.is_some() {
+        parts.push("spec.placement.affinity".into());
+    }
+    if parts.is_empty() {
+        "no schedulable Linux node accepts the cache pods (check taints and tolerations)".into()
+    } else {
+        format!(
+            "no node matches the placement: {} (check node labels, taints and spec.placement)",
+            parts.join("; ")
+        )
+    }
+}
+
+/// Set one condition; lastTransitionTime changes only when the status flips.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let status = if status { "True" } else { "False" }.to_string();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now.clone();
+            }
+            c.status = status;
+            c.reason = reason.into();
+            c.message = message;
+            c.observed_generation = generation;
+        }
+        None => {
+            conditions.push(Condition {
+                type_: type_.into(),
+                status,
+                reason: reason.into(),
+                message,
+                observed_generation: generation,
+                last_transition_time: now.clone(),
+            });
+            conditions.sort_by_key(|c| order(&c.type_));
+        }
+    }
+}
+
+fn order(type_: &str) -> u8 {
+    match type_ {
+        condition::READY => 0,
+        condition::PROGRESSING => 1,
+        condition::DEGRADED => 2,
+        _ => 3,
+    }
+}
+
+/// Write `status` unless it equals what the object already has. Returns whether it wrote.
+pub async fn write(
+    api: &Api<EdgeCache>,
+    ec: &EdgeCache,
+    status: &EdgeCacheStatus,
+) -> Result<bool, kube::Error> {
+    if ec.status.as_ref() == Some(status) {
+        return Ok(false);
+    }
+    let patch = json!({ "status": status });
+    api.patch_status(
+        &ec.name_any(),
+        &PatchParams {
+            field_manager: Some(MANAGER.into()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::DaemonSetStatus;
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+    use crate::test_support::minimal_edgecache;
+
+    fn t(secs: i64) -> Time {
+        Time(Timestamp::from_second(1_800_000_000 + secs).unwrap())
+    }
+
+    fn ds(generation: i64, observed: i64, desired: i32, ready: i32, updated: i32) -> DaemonSet {
+        let mut d = DaemonSet::default();
+        d.metadata.generation = Some(generation);
+        d.status = Some(DaemonSetStatus {
+            observed_generation: Some(observed),
+            desired_number_scheduled: desired,
+            current_number_scheduled: desired,
+            number_ready: ready,
+            updated_number_scheduled: Some(updated),
+            number_available: Some(ready),
+            ..DaemonSetStatus::default()
+        });
+        d
+    }
+
+    fn cond<'a>(st: &'a EdgeCacheStatus, type_: &str) -> &'a Condition {
+        st.condition(type_).unwrap()
+    }
+
+    #[test]
+    fn all_nodes_ready() {
+        let ec = minimal_edgecache("");
+        let d = ds(1, 1, 3, 3, 3);
+        let st = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "abc",
+            },
+            &t(0),
+        );
+        assert_eq!(st.observed_generation, Some(1));
+        assert_eq!(
+            (
+                st.desired_nodes,
+                st.ready_nodes,
+                st.updated_nodes,
+                st.available_nodes
+            ),
+            (3, 3, 3, 3)
+        );
+        assert_eq!(st.config_hash.as_deref(), Some("abc"));
+        let ready = cond(&st, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "AllNodesReady")
+        );
+        assert_eq!(ready.message, "3/3 nodes ready, 3/3 updated");
+        assert_eq!(ready.observed_generation, Some(1));
+        assert_eq!(cond(&st, "Progressing").status, "False");
+        assert_eq!(cond(&st, "Degraded").status, "False");
+        let types: Vec<_> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
+    }
+
+    #[test]
+    fn rollout_in_progress_and_unobserved_template() {
+        let ec = minimal_edgecache("");
+        let d = ds(2, 2, 4, 2, 3);
+        let st = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "h",
+            },
+            &t(0),
+        );
+        assert_eq!(cond(&st, "Ready").reason, "NodesNotReady");
+        assert_eq!(cond(&st, "Progressing").status, "True");
+        assert_eq!(
+            cond(&st, "Progressing").message,
+            "2/4 nodes ready, 3/4 updated"
+        );
+        let d = ds(3, 2, 4, 4, 4);
+        let st = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "h",
+            },
+            &t(0),
+        );
+        assert_eq!(cond(&st, "Progressing").reason, "RollingOut");
+        assert_eq!(cond(&st, "Ready").status, "False");
+    }
+
+    #[test]
+    fn no_matching_nodes_is_degraded() {
+        let ec = minimal_edgecache("steering:\n  mode: queue\nnetwork:\n  hostNetwork: true\n");
+        let d = ds(1, 1, 0, 0, 0);
+        let st = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "h",
+            },
+            &t(0),
+        );
+        let deg = cond(&st, "Degraded");
+        assert_eq!(
+            (deg.status.as_str(), deg.reason.as_str()),
+            ("True", "NoMatchingNodes")
+        );
+        assert!(
+            deg.message.contains("edgecache.dev/adq=true"),
+            "{}",
+            deg.message
+        );
+        assert_eq!(cond(&st, "Ready").reason, "NoMatchingNodes");
+    }
+
+    #[test]
+    fn invalid_spec_keeps_counts_and_names_the_field() {
+        let mut ec = minimal_edgecache("");
+        let d = ds(1, 1, 2, 2, 2);
+        ec.status = Some(compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "h",
+            },
+            &t(0),
+        ));
+        ec.metadata.generation = Some(2);
+        let st = compute(
+            &ec,
+            Outcome::Invalid("invalid spec: spec.storage.size: too small"),
+            &t(10),
+        );
+        let deg = cond(&st, "Degraded");
+        assert_eq!(
+            (deg.status.as_str(), deg.reason.as_str()),
+            ("True", "InvalidSpec")
+        );
+        assert!(deg.message.contains("spec.storage.size"));
+        assert_eq!(deg.observed_generation, Some(2));
+        assert_eq!(st.observed_generation, Some(2));
+        assert_eq!(st.ready_nodes, 2, "counts still describe the running pods");
+        assert_eq!(st.config_hash.as_deref(), Some("h"));
+    }
+
+    #[test]
+    fn last_transition_time_is_kept_when_the_status_does_not_change() {
+        let mut ec = minimal_edgecache("");
+        let d = ds(1, 1, 2, 1, 2);
+        let first = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "h",
+            },
+            &t(0),
+        );
+        ec.status = Some(first.clone());
+        // Same status, new message: the transition time stays.
+        let d = ds(1, 1, 3, 1, 3);
+        let second = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "h",
+            },
+            &t(60),
+        );
+        assert_eq!(cond(&second, "Ready").last_transition_time, t(0));
+        assert_eq!(
+            cond(&second, "Ready").message,
+            "1/3 nodes ready, 3/3 updated"
+        );
+        // Ready flips: it moves.
+        ec.status = Some(second);
+        let d = ds(1, 1, 3, 3, 3);
+        let third = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "h",
+            },
+            &t(120),
+        );
+        assert_eq!(cond(&third, "Ready").last_transition_time, t(120));
+        assert_eq!(cond(&third, "Degraded").last_transition_time, t(0));
+        // Computing again from the result changes nothing.
+        ec.status = Some(third.clone());
+        assert_eq!(
+            compute(
+                &ec,
+                Outcome::Applied {
+                    daemon_set: &d,
+                    config_hash: "h"
+                },
+                &t(180)
+            ),
+            third
+        );
+    }
+
+    #[test]
+    fn paused() {
+        let ec = minimal_edgecache("paused: true\n");
+        let st = compute(&ec, Outcome::Paused, &t(0));
+        assert_eq!(cond(&st, "Progressing").reason, "Paused");
+        assert!(st.condition("Ready").is_none());
+    }
+}

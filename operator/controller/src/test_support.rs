@@ -1,0 +1,53 @@
+//! Fixtures for tests (unit and integration): a minimal `EdgeCache` from a YAML spec fragment.
+//! Panics on malformed fixtures; never used outside tests.
+
+use edgecache_api::v1alpha1::EdgeCache;
+use serde_yaml::Value;
+
+/// The spec every fixture starts from.
+pub const BASE: &str = "apiVersion: edgecache.dev/v1alpha1
+kind: EdgeCache
+metadata:
+  name: web
+  namespace: edge
+  uid: 5c1e0b8e-0000-4000-8000-000000000001
+  generation: 1
+spec:
+  origin:
+    url: http://origin.edge.svc:8080
+";
+
+/// `BASE` with `spec_yaml` deep-merged into its spec (maps merge, everything else replaces).
+pub fn minimal_edgecache(spec_yaml: &str) -> EdgeCache {
+    let mut doc: Value = serde_yaml::from_str(BASE).unwrap_or_else(|e| panic!("BASE: {e}"));
+    let patch: Value = if spec_yaml.trim().is_empty() {
+        Value::Mapping(Default::default())
+    } else {
+        serde_yaml::from_str(spec_yaml).unwrap_or_else(|e| panic!("fixture: {e}\n{spec_yaml}"))
+    };
+    if let Some(spec) = doc.get_mut("spec") {
+        merge(spec, patch);
+    }
+    serde_yaml::from_value(doc).unwrap_or_else(|e| panic!("fixture does not parse: {e}"))
+}
+
+/// Parse a whole manifest (e.g. `examples/edgecache.yaml`).
+pub fn edgecache_from_manifest(yaml: &str) -> EdgeCache {
+    serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("manifest does not parse: {e}"))
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Mapping(a), Value::Mapping(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}

@@ -1,0 +1,426 @@
+//! Step 1 of the pipeline, pure: check an `EdgeCache` and derive the data-plane config from it.
+//!
+//! The CRD's schema and CEL rules already refuse most bad objects at `kubectl apply`; this step
+//! re-checks them (an older CRD, or `render` on a file that never met an API server) and adds the
+//! checks CEL cannot express well (byte-size arithmetic, the origin URL syntax, the data-plane
+//! config's own rules). Every problem is reported, each naming its field.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use edgecache_api::dataplane::{
+    self, CachePolicyConfig, DataplaneConfig, HostHeader, MemoryConfig, OriginConfig,
+    StorageConfig, WorkersConfig,
+};
+use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheSpec, HostHeaderMode, SecurityMode};
+use edgecache_api::{ByteSize, SteeringMode};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// Where the cache directory is mounted inside the container (the data plane's `storage.dir`).
+pub const CONTAINER_CACHE_DIR: &str = "/var/cache/edgecache";
+
+/// One problem in a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// Path from the object root, e.g. `spec.storage.size`.
+    pub field: String,
+    /// Why it is wrong (with the offending value when useful).
+    pub reason: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+/// Why an `EdgeCache` cannot be reconciled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The object lacks a name or namespace (never true for objects from the API server).
+    #[error("the EdgeCache has no {0}")]
+    MissingMetadata(&'static str),
+    /// One or more spec fields are invalid.
+    #[error("invalid spec: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    InvalidSpec(Vec<FieldError>),
+}
+
+/// An `EdgeCache` that passed validation, with the data-plane config derived from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidatedEdgeCache {
+    pub name: String,
+    pub namespace: String,
+    /// Unset when rendering a manifest offline; then children carry no owner reference.
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+    pub spec: EdgeCacheSpec,
+    /// The config the data plane reads, as the ConfigMap will carry it.
+    pub dataplane: DataplaneConfig,
+}
+
+/// Check `ec` and derive its data-plane config.
+pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
+    let name = ec
+        .metadata
+        .name
+        .clone()
+        .ok_or(Error::MissingMetadata("name"))?;
+    let namespace = ec
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let spec = &ec.spec;
+    let mut errors = Vec::new();
+    let mut bad = |field: &str, reason: String| {
+        errors.push(FieldError {
+            field: format!("spec.{field}"),
+            reason,
+        })
+    };
+
+    if let Err(why) = dataplane::check_origin_url(&spec.origin.url) {
+        bad("origin.url", format!("{why} (got {:?})", spec.origin.url));
+    }
+    let host_header = match (spec.origin.host_header, &spec.origin.host_header_value) {
+        (HostHeaderMode::Rewrite, Some(v)) if !v.is_empty() => HostHeader::Rewrite(v.clone()),
+        (HostHeaderMode::Rewrite, _) => {
+            bad(
+                "origin.hostHeaderValue",
+                "is required when origin.hostHeader is rewrite".into(),
+            );
+            HostHeader::Preserve
+        }
+        (_, Some(_)) => {
+            bad(
+                "origin.hostHeaderValue",
+                "is allowed only when origin.hostHeader is rewrite".into(),
+            );
+            HostHeader::Preserve
+        }
+        (HostHeaderMode::Preserve, None) => HostHeader::Preserve,
+        (HostHeaderMode::Origin, None) => HostHeader::Origin,
+    };
+
+    let host_path = &spec.storage.host_path;
+    if !host_path.starts_with('/')
+        || host_path == "/"
+        || host_path.split('/').any(|s| s == "..")
+        || host_path.contains('\0')
+    {
+        bad(
+            "storage.hostPath",
+            format!(
+                "must be an absolute directory path other than / without `..` (got {host_path:?})"
+            ),
+        );
+    }
+    if spec.storage.size < ByteSize::mib(64) {
+        bad(
+            "storage.size",
+            format!("must be at least 64MiB (got {})", spec.storage.size),
+        );
+    }
+    let t = spec.storage.direct_io_threshold.bytes();
+    if t == 0 || !t.is_multiple_of(4096) {
+        bad(
+            "storage.directIoThreshold",
+            format!(
+                "must be a positive multiple of 4096 (got {})",
+                spec.storage.direct_io_threshold
+            ),
+        );
+    }
+    if spec.cache.max_object_size.bytes() == 0 || spec.cache.max_object_size > spec.storage.size {
+        bad(
+            "cache.maxObjectSize",
+            format!(
+                "must be positive and at most storage.size {} (got {})",
+                spec.storage.size, spec.cache.max_object_size
+            ),
+        );
+    }
+    if spec.resources.memory < ByteSize::mib(64) {
+        bad(
+            "resources.memory",
+            format!("must be at least 64MiB (got {})", spec.resources.memory),
+        );
+    }
+    if let Some(ram) = spec.resources.ram_tier
+        && ram >= spec.resources.memory
+    {
+        bad(
+            "resources.ramTier",
+            format!(
+                "must be below resources.memory {} (got {ram})",
+                spec.resources.memory
+            ),
+        );
+    }
+    if let Some(cpu) = &spec.resources.cpu
+        && !is_cpu_quantity(cpu)
+    {
+        bad(
+            "resources.cpu",
+            format!("must be a CPU quantity such as 4, 1.5 or 500m (got {cpu:?})"),
+        );
+    }
+    if spec.network.port == 0 || spec.network.admin_port == 0 {
+        bad("network.port", "ports must be between 1 and 65535".into());
+    }
+    if spec.network.port == spec.network.admin_port {
+        bad(
+            "network.adminPort",
+            format!("must differ from network.port {}", spec.network.port),
+        );
+    }
+    if spec.steering.mode == SteeringMode::Queue && !spec.network.host_network {
+        bad(
+            "network.hostNetwork",
+            "must be true for steering.mode queue (ADQ queues belong to the host NIC)".into(),
+        );
+    }
+    if spec.steering.required && spec.steering.mode == SteeringMode::Off {
+        bad(
+            "steering.required",
+            "needs a steering.mode other than off".into(),
+        );
+    }
+    if spec.security.seccomp_localhost_profile.is_some()
+        && spec.security.mode != SecurityMode::Capabilities
+    {
+        bad(
+            "security.seccompLocalhostProfile",
+            "applies only to security.mode capabilities (privileged containers run Unconfined)"
+                .into(),
+        );
+    }
+    if spec.image.trim().is_empty() {
+        bad("image", "must not be empty".into());
+    }
+    match &spec.update_strategy.max_unavailable {
+        IntOrString::Int(n) if *n < 1 => bad(
+            "updateStrategy.maxUnavailable",
+            format!("must be at least 1 (got {n})"),
+        ),
+        IntOrString::String(s) if !is_percent(s) => bad(
+            "updateStrategy.maxUnavailable",
+            format!("must be a count or a percentage from 1% to 100% (got {s:?})"),
+        ),
+        _ => {}
+    }
+
+    let cfg = DataplaneConfig {
+        listen: SocketAddr::from(([0, 0, 0, 0], spec.network.port)),
+        admin: SocketAddr::from(([0, 0, 0, 0], spec.network.admin_port)),
+        origin: OriginConfig {
+            url: spec.origin.url.clone(),
+            host_header,
+            connect_timeout: spec.origin.connect_timeout,
+            first_byte_timeout: spec.origin.first_byte_timeout,
+            idle_timeout: spec.origin.idle_timeout,
+            max_idle_connections: spec.origin.max_idle_connections,
+        },
+        storage: StorageConfig {
+            dir: CONTAINER_CACHE_DIR.into(),
+            size: spec.storage.size,
+            direct_io_threshold: spec.storage.direct_io_threshold,
+            io_engine: spec.storage.io_engine,
+            max_object_size: spec.cache.max_object_size,
+        },
+        memory: MemoryConfig {
+            limit: Some(spec.resources.memory),
+            ram_tier: spec.resources.ram_tier,
+            headroom_percent: spec.resources.headroom_percent,
+        },
+        workers: WorkersConfig {
+            count: spec.resources.workers,
+            steering: spec.steering.mode,
+            steering_required: spec.steering.required,
+            queue_offset: spec.steering.queue_offset,
+        },
+        cache: CachePolicyConfig {
+            default_ttl: spec.cache.default_ttl,
+            ignore_client_no_cache: spec.cache.ignore_client_no_cache,
+            cookie_policy: spec.cache.cookie_policy,
+            heuristic_freshness: spec.cache.heuristic_freshness,
+            name: spec.cache.name.clone(),
+        },
+        log: spec.log.clone(),
+        ..DataplaneConfig::default()
+    };
+    // The data plane's own rules, so the pods never refuse the config the operator wrote.
+    // Problems already reported above under their spec names are not repeated.
+    if errors.is_empty()
+        && let Err(e) = dataplane::validate(&cfg)
+    {
+        for e in e.0 {
+            errors.push(FieldError {
+                field: format!("spec (data-plane config {})", e.path),
+                reason: e.to_string(),
+            });
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Error::InvalidSpec(errors));
+    }
+    Ok(ValidatedEdgeCache {
+        name,
+        namespace,
+        uid: ec.metadata.uid.clone(),
+        generation: ec.metadata.generation,
+        spec: spec.clone(),
+        dataplane: cfg,
+    })
+}
+
+fn is_cpu_quantity(s: &str) -> bool {
+    if let Some(m) = s.strip_suffix('m') {
+        return !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()) && m != "0";
+    }
+    let mut parts = s.splitn(2, '.');
+    let whole = parts.next().unwrap_or("");
+    let frac = parts.next();
+    !whole.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && frac.is_none_or(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+        && s.parse::<f64>().is_ok_and(|v| v > 0.0)
+}
+
+fn is_percent(s: &str) -> bool {
+    s.strip_suffix('%')
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| (1..=100).contains(&n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::minimal_edgecache;
+
+    fn errors(yaml: &str) -> Vec<String> {
+        match validate(&minimal_edgecache(yaml)) {
+            Err(Error::InvalidSpec(e)) => e.into_iter().map(|e| e.field).collect(),
+            other => panic!("expected InvalidSpec, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn minimal_spec_gets_the_documented_defaults() {
+        let v = validate(&minimal_edgecache("")).unwrap();
+        assert_eq!(v.name, "web");
+        assert_eq!(v.namespace, "edge");
+        let c = &v.dataplane;
+        assert_eq!(c.origin.url, "http://origin.edge.svc:8080");
+        assert_eq!(c.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(c.admin.to_string(), "0.0.0.0:9090");
+        assert_eq!(c.storage.dir, "/var/cache/edgecache");
+        assert_eq!(c.storage.size, ByteSize::gib(10));
+        assert_eq!(c.memory.limit, Some(ByteSize::gib(2)));
+        assert_eq!(c.workers.steering, SteeringMode::Off);
+        assert_eq!(c.origin.host_header, HostHeader::Preserve);
+    }
+
+    #[test]
+    fn spec_fields_reach_the_dataplane_config() {
+        let v = validate(&minimal_edgecache(
+            "origin:\n  url: http://o:81\n  hostHeader: rewrite\n  hostHeaderValue: www.example\n  connectTimeout: 500ms\nstorage:\n  hostPath: /mnt/nvme0/ec\n  size: 500GiB\n  directIoThreshold: 128KiB\n  ioEngine: threads\nresources:\n  memory: 8Gi\n  workers: 6\n  ramTier: 4GiB\n  headroomPercent: 20\nsteering:\n  mode: queue\n  required: true\n  queueOffset: 0\nnetwork:\n  hostNetwork: true\n  port: 80\n  adminPort: 9901\ncache:\n  defaultTtl: 5m\n  maxObjectSize: 2GiB\n  cookiePolicy: never-store\n  name: edge-1\nlog: debug\n",
+        ))
+        .unwrap();
+        let c = &v.dataplane;
+        assert_eq!(
+            c.origin.host_header,
+            HostHeader::Rewrite("www.example".into())
+        );
+        assert_eq!(c.origin.connect_timeout.to_string(), "500ms");
+        // The container path stays fixed; the host path is only the volume's source.
+        assert_eq!(c.storage.dir, CONTAINER_CACHE_DIR);
+        assert_eq!(c.storage.size, ByteSize::gib(500));
+        assert_eq!(c.storage.direct_io_threshold, ByteSize::kib(128));
+        assert_eq!(c.storage.io_engine.as_str(), "threads");
+        assert_eq!(c.storage.max_object_size, ByteSize::gib(2));
+        assert_eq!(c.memory.limit, Some(ByteSize::gib(8)));
+        assert_eq!(c.memory.ram_tier, Some(ByteSize::gib(4)));
+        assert_eq!(c.memory.headroom_percent, 20);
+        assert_eq!(c.workers.count, 6);
+        assert_eq!(c.workers.steering, SteeringMode::Queue);
+        assert!(c.workers.steering_required);
+        assert_eq!(c.workers.queue_offset, 0);
+        assert_eq!(c.listen.port(), 80);
+        assert_eq!(c.admin.port(), 9901);
+        assert_eq!(
+            c.cache.default_ttl.map(|d| d.to_string()).as_deref(),
+            Some("5m")
+        );
+        assert_eq!(c.cache.name, "edge-1");
+        assert_eq!(c.log, "debug");
+        // And the config is one the data plane accepts.
+        dataplane::parse(&dataplane::to_yaml(c)).unwrap();
+    }
+
+    #[test]
+    fn every_invalid_field_is_named() {
+        let fields = errors(
+            "origin:\n  url: https://o\nstorage:\n  hostPath: /var/../etc\n  size: 1MiB\n  directIoThreshold: 1000\nresources:\n  memory: 1MiB\n  cpu: lots\nsteering:\n  mode: queue\nnetwork:\n  port: 9090\nupdateStrategy:\n  maxUnavailable: 0\n",
+        );
+        assert_eq!(
+            fields,
+            [
+                "spec.origin.url",
+                "spec.storage.hostPath",
+                "spec.storage.size",
+                "spec.storage.directIoThreshold",
+                "spec.cache.maxObjectSize",
+                "spec.resources.memory",
+                "spec.resources.cpu",
+                "spec.network.adminPort",
+                "spec.network.hostNetwork",
+                "spec.updateStrategy.maxUnavailable",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_message_names_field_and_value() {
+        let err = validate(&minimal_edgecache("storage:\n  size: 1MiB\n")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("spec.storage.size: must be at least 64MiB (got 1MiB)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn cross_field_rules() {
+        assert_eq!(
+            errors("origin:\n  url: http://o\n  hostHeader: rewrite\n"),
+            ["spec.origin.hostHeaderValue"]
+        );
+        assert_eq!(
+            errors("steering:\n  required: true\n"),
+            ["spec.steering.required"]
+        );
+        assert_eq!(
+            errors("security:\n  seccompLocalhostProfile: x.json\n"),
+            ["spec.security.seccompLocalhostProfile"]
+        );
+        assert_eq!(
+            errors("resources:\n  memory: 1GiB\n  ramTier: 1GiB\n"),
+            ["spec.resources.ramTier"]
+        );
+        assert_eq!(
+            errors("updateStrategy:\n  maxUnavailable: 150%\n"),
+            ["spec.updateStrategy.maxUnavailable"]
+        );
+    }
+
+    #[test]
+    fn cpu_quantities() {
+        for ok in ["1", "4", "1.5", "500m", "0.5"] {
+            assert!(is_cpu_quantity(ok), "{ok}");
+        }
+        for bad in ["", "0", "m", "0m", "1.", ".5", "1c", "-1"] {
+            assert!(!is_cpu_quantity(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,752 @@
+//! The real `kube::runtime::Controller` (with the operator's reconcile, owns, predicates and
+//! shutdown) against the in-process fake API server.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use edgecache_api::v1alpha1::EdgeCache;
+use edgecache_fakeapi::{FakeApiServer, Fault, keys};
+use edgecache_operator::build::{CONFIG_HASH_ANNOTATION, build};
+use edgecache_operator::context::Context;
+use edgecache_operator::controller::{Config, run};
+use edgecache_operator::metrics::ReasonLabels;
+use edgecache_operator::test_support::minimal_edgecache;
+use edgecache_operator::validate::validate;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const NS: &str = "edge";
+
+struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    ctx: Arc<Context>,
+}
+
+impl Operator {
+    fn start(fake: &FakeApiServer) -> Self {
+        let mut ctx = Context::new(fake.client());
+        ctx.base_backoff = Duration::from_millis(50);
+        ctx.max_backoff = Duration::from_millis(400);
+        let ctx = Arc::new(ctx);
+        let (tx, rx) = oneshot::channel::<()>();
+        let cfg = Config {
+            namespace: None,
+            concurrency: 2,
+            debounce: Duration::from_millis(20),
+        };
+        let task = tokio::spawn(run(
+            ctx.clone(),
+            cfg,
+            Arc::new(AtomicBool::new(false)),
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Self {
+            stop: Some(tx),
+            task,
+            ctx,
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("the controller stops on shutdown")
+            .expect("the controller task does not panic");
+    }
+
+    fn failures(&self, reason: &'static str) -> u64 {
+        self.ctx
+            .metrics
+            .failures
+            .get_or_create(&ReasonLabels { reason })
+            .get()
+    }
+}
+
+async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn nodes(fake: &FakeApiServer) {
+    fake.add_node(
+        "nvme-1",
+        &[
+            ("edgecache.dev/nvme", "true"),
+            ("kubernetes.io/os", "linux"),
+        ],
+    );
+    fake.add_node(
+        "ssd-1",
+        &[
+            (
+                "feature.node.kubernetes.io/storage-nonrotationaldisk",
+                "true",
+            ),
+            ("kubernetes.io/os", "linux"),
+        ],
+    );
+    fake.add_node("hdd-1", &[("kubernetes.io/os", "linux")]);
+}
+
+fn new_ec(spec_yaml: &str) -> EdgeCache {
+    let mut ec = minimal_edgecache(spec_yaml);
+    ec.metadata.uid = None;
+    ec.metadata.generation = None;
+    ec
+}
+
+async fn create(fake: &FakeApiServer, ec: &EdgeCache) -> EdgeCache {
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .create(&PostParams::default(), ec)
+        .await
+        .unwrap()
+}
+
+fn ec_value(fake: &FakeApiServer) -> Option<Value> {
+    fake.get(keys::EDGECACHES, Some(NS), "web")
+}
+
+fn condition(fake: &FakeApiServer, type_: &str) -> Option<(String, String, String)> {
+    let ec = ec_value(fake)?;
+    let c = ec["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?
+        .clone();
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+        c["message"].as_str()?.to_string(),
+    ))
+}
+
+fn is_ready(fake: &FakeApiServer) -> bool {
+    condition(fake, "Ready").is_some_and(|c| c.0 == "True")
+}
+
+fn observed_generation(fake: &FakeApiServer) -> Option<i64> {
+    ec_value(fake)?["status"]["observedGeneration"].as_i64()
+}
+
+fn ds(fake: &FakeApiServer) -> Option<Value> {
+    fake.get(keys::DAEMONSETS, Some(NS), "web")
+}
+
+fn template_hash(fake: &FakeApiServer) -> Option<String> {
+    ds(fake)?["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+        .as_str()
+        .map(String::from)
+}
+
+fn children_exist(fake: &FakeApiServer) -> [bool; 4] {
+    [
+        fake.get(keys::SERVICEACCOUNTS, Some(NS), "web").is_some(),
+        fake.get(keys::CONFIGMAPS, Some(NS), "web-config").is_some(),
+        fake.get(keys::SERVICES, Some(NS), "web").is_some(),
+        ds(fake).is_some(),
+    ]
+}
+
+/// Writes to anything but events.
+fn object_writes(fake: &FakeApiServer) -> usize {
+    fake.changes()
+        .iter()
+        .filter(|c| !c.resource.ends_with("/events"))
+        .count()
+}
+
+fn event_reasons(fake: &FakeApiServer) -> Vec<String> {
+    fake.list(keys::EVENTS)
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(String::from))
+        .collect()
+}
+
+async fn patch_spec(fake: &FakeApiServer, spec: Value) {
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_converges_to_ready_with_the_right_children() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    let ec = create(&fake, &new_ec("resources:\n  memory: 4GiB\n")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+
+    let uid = ec.metadata.uid.clone().unwrap();
+    for (res, name) in [
+        (keys::SERVICEACCOUNTS, "web"),
+        (keys::CONFIGMAPS, "web-config"),
+        (keys::SERVICES, "web"),
+        (keys::DAEMONSETS, "web"),
+    ] {
+        let obj = fake
+            .get(res, Some(NS), name)
+            .unwrap_or_else(|| panic!("{res} {name}"));
+        let owner = &obj["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["uid"], uid.as_str(), "{res}");
+        assert_eq!(owner["controller"], true);
+        let managers: Vec<_> = obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["manager"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            managers.contains(&"edgecache-operator".to_string()),
+            "{res}: {managers:?}"
+        );
+    }
+    // The children are exactly what `build` makes.
+    let mut stored_ec: EdgeCache = serde_json::from_value(ec_value(&fake).unwrap()).unwrap();
+    stored_ec.status = None;
+    let want = build(&validate(&stored_ec).unwrap());
+    let stored_ds: DaemonSet = serde_json::from_value(ds(&fake).unwrap()).unwrap();
+    assert_eq!(stored_ds.spec, want.daemon_set.spec);
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
+    let cfg = edgecache_api::dataplane::parse(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
+    assert_eq!(cfg.memory.limit, Some(edgecache_api::ByteSize::gib(4)));
+
+    let status = &ec_value(&fake).unwrap()["status"];
+    assert_eq!(status["desiredNodes"], 2, "nvme-1 and ssd-1, not hdd-1");
+    assert_eq!(status["readyNodes"], 2);
+    assert_eq!(status["observedGeneration"], 1);
+    assert_eq!(
+        status["configHash"].as_str(),
+        Some(want.config_hash.as_str())
+    );
+    assert_eq!(
+        template_hash(&fake).as_deref(),
+        Some(want.config_hash.as_str())
+    );
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+
+    let reasons = event_reasons(&fake);
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "Created").count(),
+        4,
+        "{reasons:?}"
+    );
+    // Children are applied with the one field manager, forced.
+    let applies: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == http::Method::PATCH && !r.uri.contains("edgecaches"))
+        .collect();
+    assert!(!applies.is_empty());
+    assert!(
+        applies
+            .iter()
+            .all(|r| r.uri.contains("fieldManager=edgecache-operator")
+                && r.uri.contains("force=true"))
+    );
+    // Events go to events.k8s.io/v1 in the EdgeCache's namespace.
+    assert!(fake.requests().iter().any(|r| {
+        r.method == http::Method::POST
+            && r.uri
+                .starts_with("/apis/events.k8s.io/v1/namespaces/edge/events")
+            && r.status == 201
+    }));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_change_rolls_the_pods_and_bumps_observed_generation() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let first_hash = template_hash(&fake).unwrap();
+
+    patch_spec(&fake, json!({"storage": {"size": "20GiB"}})).await;
+    eventually("observedGeneration 2", || {
+        observed_generation(&fake) == Some(2)
+    })
+    .await;
+    eventually("new hash on the pod template", || {
+        template_hash(&fake).is_some_and(|h| h != first_hash)
+    })
+    .await;
+    let hash = template_hash(&fake).unwrap();
+    eventually("Ready with the new config", || {
+        is_ready(&fake) && ec_value(&fake).unwrap()["status"]["configHash"] == hash.as_str()
+    })
+    .await;
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
+    assert!(
+        cm["data"]["config.yaml"]
+            .as_str()
+            .unwrap()
+            .contains("size: 20GiB")
+    );
+    let ready = condition(&fake, "Ready").unwrap();
+    assert_eq!(ready.1, "AllNodesReady");
+    let gens: Vec<i64> = ec_value(&fake).unwrap()["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["observedGeneration"].as_i64().unwrap())
+        .collect();
+    assert_eq!(gens, [2, 2, 2]);
+
+    // An image change rolls the pods without a config change.
+    patch_spec(
+        &fake,
+        json!({"image": "registry.local/edgecache-dataplane:0.2.0"}),
+    )
+    .await;
+    eventually("new image", || {
+        ds(&fake).is_some_and(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["image"]
+                == "registry.local/edgecache-dataplane:0.2.0"
+        })
+    })
+    .await;
+    assert_eq!(template_hash(&fake).unwrap(), hash);
+    eventually("observedGeneration 3", || {
+        observed_generation(&fake) == Some(3)
+    })
+    .await;
+    assert!(event_reasons(&fake).contains(&"Updated".to_string()));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_deleted_or_edited_by_hand_come_back() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let old_uid = ds(&fake).unwrap()["metadata"]["uid"].clone();
+
+    assert!(fake.delete(keys::DAEMONSETS, Some(NS), "web"));
+    eventually("the DaemonSet is back", || {
+        ds(&fake).is_some_and(|d| d["metadata"]["uid"] != old_uid)
+    })
+    .await;
+    assert!(fake.delete(keys::CONFIGMAPS, Some(NS), "web-config"));
+    eventually("the ConfigMap is back", || children_exist(&fake)[1]).await;
+
+    // kubectl edit of the config: the operator's apply (forced) puts it back.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(fake.client(), NS);
+    let want = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap()["data"].clone();
+    cms.patch(
+        "web-config",
+        &PatchParams {
+            field_manager: Some("kubectl-edit".into()),
+            ..Default::default()
+        },
+        &Patch::Merge(json!({"data": {"config.yaml": "origin:\n  url: http://evil\n"}})),
+    )
+    .await
+    .unwrap();
+    eventually("the config is restored", || {
+        fake.get(keys::CONFIGMAPS, Some(NS), "web-config")
+            .is_some_and(|c| c["data"] == want)
+    })
+    .await;
+    eventually("Ready again", || is_ready(&fake)).await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_spec_goes_degraded_and_touches_nothing() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("storage:\n  size: 1MiB\n")).await;
+    eventually("Degraded", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "InvalidSpec")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert!(
+        message.contains("spec.storage.size: must be at least 64MiB (got 1MiB)"),
+        "{message}"
+    );
+    assert_eq!(condition(&fake, "Ready").unwrap().0, "False");
+    assert_eq!(children_exist(&fake), [false; 4], "nothing is created");
+    eventually("a Warning event", || {
+        event_reasons(&fake).contains(&"InvalidSpec".to_string())
+    })
+    .await;
+    // No requeue storm: nothing more is written while the spec stays as it is.
+    let writes = object_writes(&fake);
+    let events = fake.list(keys::EVENTS).len();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(object_writes(&fake), writes);
+    assert_eq!(fake.list(keys::EVENTS).len(), events);
+    assert!(op.failures("invalid_spec") >= 1);
+
+    // Fixing the spec converges.
+    patch_spec(&fake, json!({"storage": {"size": "1GiB"}})).await;
+    eventually("Ready after the fix", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().1, "AsExpected");
+
+    // Breaking a running EdgeCache leaves its children as they are.
+    let ds_before = ds(&fake).unwrap();
+    patch_spec(&fake, json!({"origin": {"url": "https://origin"}})).await;
+    eventually("Degraded again", || {
+        condition(&fake, "Degraded")
+            .is_some_and(|c| c.0 == "True" && c.2.contains("spec.origin.url"))
+    })
+    .await;
+    assert_eq!(ds(&fake).unwrap(), ds_before);
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_matching_node_is_degraded_until_one_is_labelled() {
+    let fake = FakeApiServer::new();
+    fake.add_node("hdd-1", &[("kubernetes.io/os", "linux")]);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("NoMatchingNodes", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "NoMatchingNodes")
+    })
+    .await;
+    fake.add_node(
+        "hdd-1",
+        &[
+            ("kubernetes.io/os", "linux"),
+            ("edgecache.dev/nvme", "true"),
+        ],
+    );
+    eventually("Ready once a node matches", || is_ready(&fake)).await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_not_ready_is_progressing() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    fake.set_pods_ready(false);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("NodesNotReady", || {
+        condition(&fake, "Ready").is_some_and(|c| c.0 == "False" && c.1 == "NodesNotReady")
+    })
+    .await;
+    let progressing = condition(&fake, "Progressing").unwrap();
+    assert_eq!(
+        (progressing.0.as_str(), progressing.1.as_str()),
+        ("True", "RollingOut")
+    );
+    assert_eq!(progressing.2, "0/2 nodes ready, 2/2 updated");
+    fake.set_pods_ready(true);
+    eventually("Ready", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Progressing").unwrap().0, "False");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_removes_the_children() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("children gone", || children_exist(&fake) == [false; 4]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(children_exist(&fake), [false; 4], "nothing recreates them");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciling_twice_writes_nothing_the_second_time() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    // Let the controller settle, then check it stays quiet.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rv = fake.resource_version();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        fake.resource_version(),
+        rv,
+        "a converged controller writes nothing"
+    );
+    op.stop().await;
+
+    // Reconcile by hand, twice: the second one writes nothing at all.
+    let mut ctx = Context::new(fake.client());
+    ctx.base_backoff = Duration::from_millis(50);
+    let ctx = Arc::new(ctx);
+    let get = || async {
+        Arc::new(
+            Api::<EdgeCache>::namespaced(fake.client(), NS)
+                .get("web")
+                .await
+                .unwrap(),
+        )
+    };
+    edgecache_operator::reconcile::reconcile(get().await, ctx.clone())
+        .await
+        .unwrap();
+    let rv = fake.resource_version();
+    let changes = fake.changes().len();
+    edgecache_operator::reconcile::reconcile(get().await, ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(fake.resource_version(), rv);
+    assert_eq!(fake.changes().len(), changes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_restart_mid_way_reaches_the_same_end_state() {
+    // Reference: one uninterrupted run.
+    let reference = FakeApiServer::new();
+    nodes(&reference);
+    let op = Operator::start(&reference);
+    create(&reference, &new_ec("")).await;
+    eventually("reference Ready", || is_ready(&reference)).await;
+    op.stop().await;
+
+    // Interrupted: the DaemonSet apply keeps failing, the operator stops half way.
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    fake.inject_fault(Fault {
+        method: Some(http::Method::PATCH),
+        path_contains: "/daemonsets/".into(),
+        code: 500,
+        times: u32::MAX,
+    });
+    let first = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("half applied", || {
+        children_exist(&fake) == [true, true, true, false]
+    })
+    .await;
+    eventually("failures counted", || first.failures("apply") >= 2).await;
+    assert!(event_reasons(&fake).contains(&"ApplyFailed".to_string()));
+    first.stop().await;
+
+    fake.clear_faults();
+    let second = Operator::start(&fake);
+    eventually("Ready after the restart", || is_ready(&fake)).await;
+    second.stop().await;
+
+    let strip = |v: Value| -> Value {
+        let mut v = v;
+        for f in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+            "ownerReferences",
+        ] {
+            v["metadata"].as_object_mut().unwrap().remove(f);
+        }
+        v
+    };
+    for (res, name) in [
+        (keys::SERVICEACCOUNTS, "web"),
+        (keys::CONFIGMAPS, "web-config"),
+        (keys::SERVICES, "web"),
+        (keys::DAEMONSETS, "web"),
+    ] {
+        let a = strip(fake.get(res, Some(NS), name).unwrap());
+        let b = strip(reference.get(res, Some(NS), name).unwrap());
+        assert_eq!(a, b, "{res} {name}");
+    }
+    let status = |f: &FakeApiServer| {
+        let mut s = ec_value(f).unwrap()["status"].clone();
+        for c in s["conditions"].as_array_mut().unwrap() {
+            c.as_object_mut().unwrap().remove("lastTransitionTime");
+        }
+        s
+    };
+    assert_eq!(status(&fake), status(&reference));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_changes_nothing() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let before = ds(&fake).unwrap();
+    patch_spec(
+        &fake,
+        json!({"paused": true, "image": "registry.local/other:1"}),
+    )
+    .await;
+    eventually("Paused", || {
+        condition(&fake, "Progressing").is_some_and(|c| c.1 == "Paused")
+    })
+    .await;
+    assert_eq!(ds(&fake).unwrap(), before);
+    patch_spec(&fake, json!({"paused": false})).await;
+    eventually("rolled after unpausing", || {
+        ds(&fake).is_some_and(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.local/other:1"
+        })
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_object_is_reported_and_does_not_wedge_the_others() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    // Stored under some older schema: `storage.size` is not a byte size.
+    fake.put_object(
+        keys::EDGECACHES,
+        Some(NS),
+        json!({
+            "apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCache",
+            "metadata": {"name": "broken"},
+            "spec": {"origin": {"url": "http://o"}, "storage": {"size": "lots"}}
+        }),
+    );
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("the valid one is Ready", || is_ready(&fake)).await;
+    eventually("the broken one is Degraded", || {
+        fake.get(keys::EDGECACHES, Some(NS), "broken")
+            .is_some_and(|o| {
+                o["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "Degraded"
+                            && c["reason"] == "InvalidObject"
+                            && c["message"].as_str().unwrap_or("").contains("lots")
+                    })
+                })
+            })
+    })
+    .await;
+    assert!(event_reasons(&fake).contains(&"InvalidObject".to_string()));
+    assert!(fake.get(keys::DAEMONSETS, Some(NS), "broken").is_none());
+    assert!(op.failures("invalid_object") >= 1);
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_change_rolls_node_by_node() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    fake.set_manual_rollouts(true);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+
+    patch_spec(&fake, json!({"cache": {"defaultTtl": "30s"}})).await;
+    let rolling = |msg: &'static str| {
+        let fake = fake.clone();
+        move || {
+            condition(&fake, "Progressing").is_some_and(|c| c.0 == "True" && c.2 == msg)
+                && condition(&fake, "Ready").is_some_and(|c| c.0 == "False")
+        }
+    };
+    eventually("rollout started", rolling("2/2 nodes ready, 0/2 updated")).await;
+    assert_eq!(observed_generation(&fake), Some(2));
+    fake.advance_rollouts();
+    eventually("one node updated", rolling("2/2 nodes ready, 1/2 updated")).await;
+    fake.advance_rollouts();
+    eventually("Ready after the last node", || is_ready(&fake)).await;
+    assert_eq!(
+        condition(&fake, "Progressing").unwrap().1,
+        "RolloutComplete"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_only_changes_cause_no_reconcile() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reconciles = op.ctx.metrics.reconciles.get();
+    // Someone else writes the status: the generation does not change, so nothing runs.
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"readyNodes": 42}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(op.ctx.metrics.reconciles.get(), reconciles);
+    // A spec change does.
+    patch_spec(&fake, json!({"log": "debug"})).await;
+    eventually("reconciled the new generation", || {
+        observed_generation(&fake) == Some(2)
+    })
+    .await;
+    assert!(op.ctx.metrics.reconciles.get() > reconciles);
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovers_from_dropped_watches_and_expired_resource_versions() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    // Every watch ends and its resourceVersion is too old: the watchers must relist.
+    fake.compact();
+    fake.drop_watches();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let old_uid = ds(&fake).unwrap()["metadata"]["uid"].clone();
+    assert!(fake.delete(keys::DAEMONSETS, Some(NS), "web"));
+    eventually("the DaemonSet is back after the relist", || {
+        ds(&fake).is_some_and(|d| d["metadata"]["uid"] != old_uid)
+    })
+    .await;
+    patch_spec(&fake, json!({"log": "debug"})).await;
+    eventually("spec changes are seen again", || {
+        observed_generation(&fake) == Some(2)
+    })
+    .await;
+    let daemonset_lists = fake
+        .requests()
+        .iter()
+        .filter(|r| r.uri.starts_with("/apis/apps/v1/daemonsets?") && !r.uri.contains("watch="))
+        .count();
+    assert!(
+        daemonset_lists >= 2,
+        "the 410 made the watcher relist ({daemonset_lists} lists)"
+    );
+    op.stop().await;
+}

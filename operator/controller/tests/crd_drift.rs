@@ -1,0 +1,95 @@
+//! The committed CRD (and the Helm chart's copy, once the chart has one) must equal what the Rust
+//! types generate. Regenerate with:
+//! `cargo run -p edgecache-operator -- crd > crds/edgecache.dev_edgecaches.yaml`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use std::path::PathBuf;
+
+use edgecache_operator::crd::{CRD_FILE, crd_yaml};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn committed_crd_matches_the_rust_types() {
+    let want = crd_yaml().unwrap();
+    let path = repo_root().join("crds").join(CRD_FILE);
+    let got = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        got == want,
+        "{} drifted from the Rust types; regenerate it with \
+         `cargo run -p edgecache-operator -- crd > crds/{CRD_FILE}`",
+        path.display()
+    );
+}
+
+#[test]
+fn chart_crd_copy_matches_when_present() {
+    let path = repo_root().join("charts/edgecache/crds").join(CRD_FILE);
+    if let Ok(got) = std::fs::read_to_string(&path) {
+        assert!(
+            got == crd_yaml().unwrap(),
+            "{} drifted; copy crds/{CRD_FILE} there",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn crd_names_columns_and_conditions() {
+    let text = crd_yaml().unwrap();
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("edgecaches.edgecache.dev")
+    );
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["ec".to_string()]));
+    assert_eq!(
+        crd.spec.names.categories,
+        Some(vec!["edgecache".to_string()])
+    );
+    let v = &crd.spec.versions[0];
+    assert_eq!(v.name, "v1alpha1");
+    assert!(
+        v.subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some()
+    );
+    let cols: Vec<_> = v
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            ("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),
+            ("Desired", ".status.desiredNodes"),
+            ("Ready nodes", ".status.readyNodes"),
+            ("Steering", ".spec.steering.mode"),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    );
+    let schema = serde_json::to_value(v.schema.as_ref().unwrap()).unwrap();
+    let root = &schema["openAPIV3Schema"]["properties"];
+    // Every printer column path exists in the schema.
+    assert!(root["status"]["properties"]["desiredNodes"].is_object());
+    assert!(root["status"]["properties"]["readyNodes"].is_object());
+    assert!(root["spec"]["properties"]["steering"]["properties"]["mode"].is_object());
+    let conds = &root["status"]["properties"]["conditions"];
+    assert_eq!(conds["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        conds["x-kubernetes-list-map-keys"],
+        serde_json::json!(["type"])
+    );
+    // YAML 1.1 readers (kubectl) must see the string `off`, not false.
+    assert!(
+        text.contains("default: 'off'"),
+        "steering default must be quoted"
+    );
+}

@@ -1,0 +1,75 @@
+//! `render` on the sample manifest: every document parses into its Kubernetes type, and the
+//! DaemonSet is one a reviewer would accept.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use edgecache_operator::render::render;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use serde::Deserialize;
+
+const SAMPLE: &str = include_str!("../examples/edgecache.yaml");
+
+fn docs() -> Vec<serde_yaml::Value> {
+    let text = render(SAMPLE).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .collect()
+}
+
+#[test]
+fn sample_renders_four_objects_in_apply_order() {
+    let docs = docs();
+    let kinds: Vec<_> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "ConfigMap", "Service", "DaemonSet"]
+    );
+    let _: ServiceAccount = serde_yaml::from_value(docs[0].clone()).unwrap();
+    let cm: ConfigMap = serde_yaml::from_value(docs[1].clone()).unwrap();
+    let _: Service = serde_yaml::from_value(docs[2].clone()).unwrap();
+    let ds: DaemonSet = serde_yaml::from_value(docs[3].clone()).unwrap();
+
+    // The config is one the data plane accepts, with the sample's values.
+    let cfg = edgecache_api::dataplane::parse(&cm.data.unwrap()["config.yaml"]).unwrap();
+    assert_eq!(cfg.origin.url, "http://origin.edge.svc.cluster.local:8080");
+    assert_eq!(cfg.memory.limit, Some(edgecache_api::ByteSize::gib(8)));
+    assert_eq!(cfg.workers.steering, edgecache_api::SteeringMode::Cpu);
+
+    assert_eq!(ds.metadata.namespace.as_deref(), Some("edge"));
+    assert_eq!(
+        ds.metadata.owner_references, None,
+        "offline: no uid to own by"
+    );
+    let pod = ds.spec.template.spec.unwrap();
+    let c = &pod.containers[0];
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().drop.as_deref().unwrap(),
+        ["ALL"]
+    );
+    assert_eq!(
+        c.resources.as_ref().unwrap().limits.as_ref().unwrap()["memory"].0,
+        "8Gi"
+    );
+    assert!(c.readiness_probe.is_some() && c.liveness_probe.is_some());
+    let cache = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "cache")
+        .unwrap();
+    assert_eq!(cache.host_path.unwrap().path, "/mnt/nvme0/edgecache");
+}
+
+#[test]
+fn render_refuses_other_kinds_and_invalid_specs() {
+    let err = render("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not an edgecache.dev/v1alpha1 EdgeCache"),
+        "{err}"
+    );
+    let bad = SAMPLE.replace("size: 200GiB", "size: 1MiB");
+    let err = render(&bad).unwrap_err();
+    assert!(err.to_string().contains("spec.storage.size"), "{err}");
+}

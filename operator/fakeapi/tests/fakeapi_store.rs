@@ -1,0 +1,556 @@
+//! The fake API server on its own, through the real `kube::Api`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use std::collections::BTreeMap;
+
+use edgecache_fakeapi::{ChangeType, FakeApiServer, Fault, keys};
+use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+    }))
+    .unwrap()
+}
+
+fn rv(o: &impl kube::Resource) -> u64 {
+    o.meta()
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn create_get_list_replace_with_resource_versions() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    let a = api
+        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
+        .await
+        .unwrap();
+    assert!(a.metadata.uid.is_some());
+    assert!(a.metadata.creation_timestamp.is_some());
+    assert_eq!(a.metadata.namespace.as_deref(), Some("ns"));
+    let b = api
+        .create(&PostParams::default(), &cm("b", &[]))
+        .await
+        .unwrap();
+    assert!(rv(&b) > rv(&a));
+    let err = api
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err}"
+    );
+    let list = api.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 2);
+    assert_eq!(api.get("a").await.unwrap().data, a.data);
+    // Replace with the current resourceVersion works; with a stale one it conflicts.
+    let mut a2 = a.clone();
+    a2.data = Some(BTreeMap::from([("k".into(), "2".into())]));
+    let a3 = api.replace("a", &PostParams::default(), &a2).await.unwrap();
+    assert!(rv(&a3) > rv(&a));
+    let err = api
+        .replace("a", &PostParams::default(), &a2)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err}"
+    );
+    let missing = api.get("zzz").await.unwrap_err();
+    assert!(matches!(missing, kube::Error::Api(ref s) if s.code == 404));
+}
+
+#[tokio::test]
+async fn watch_streams_changes_and_resumes() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    let first = api
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    // From "0": the current objects first.
+    match stream.next().await.unwrap().unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("a")),
+        e => panic!("{e:?}"),
+    }
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "y"}})),
+    )
+    .await
+    .unwrap();
+    match stream.next().await.unwrap().unwrap() {
+        WatchEvent::Modified(o) => assert_eq!(o.data.unwrap()["x"], "y"),
+        e => panic!("{e:?}"),
+    }
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    assert!(matches!(
+        stream.next().await.unwrap().unwrap(),
+        WatchEvent::Deleted(_)
+    ));
+
+    // Resuming from an old resourceVersion replays what happened since.
+    let mut resumed = api
+        .watch(&WatchParams::default(), &rv(&first).to_string())
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(
+        resumed.next().await.unwrap().unwrap(),
+        WatchEvent::Modified(_)
+    ));
+    assert!(matches!(
+        resumed.next().await.unwrap().unwrap(),
+        WatchEvent::Deleted(_)
+    ));
+
+    // After compaction, the old resourceVersion is gone.
+    fake.compact();
+    let mut gone = api
+        .watch(&WatchParams::default(), &rv(&first).to_string())
+        .await
+        .unwrap()
+        .boxed();
+    match gone.next().await.unwrap().unwrap() {
+        WatchEvent::Error(e) => assert_eq!(e.code, 410),
+        e => panic!("{e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn label_selected_lists() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    let mut labelled = cm("a", &[]);
+    labelled.metadata.labels = Some(BTreeMap::from([("app".into(), "web".into())]));
+    api.create(&PostParams::default(), &labelled).await.unwrap();
+    api.create(&PostParams::default(), &cm("b", &[]))
+        .await
+        .unwrap();
+    let lp = kube::api::ListParams::default().labels("app=web");
+    assert_eq!(api.list(&lp).await.unwrap().items.len(), 1);
+    let lp = kube::api::ListParams::default().fields("metadata.name=b");
+    assert_eq!(
+        api.list(&lp).await.unwrap().items[0]
+            .metadata
+            .name
+            .as_deref(),
+        Some("b")
+    );
+    let other: Api<ConfigMap> = Api::namespaced(fake.client(), "other");
+    assert!(
+        other
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let all: Api<ConfigMap> = Api::all(fake.client());
+    assert_eq!(all.list(&Default::default()).await.unwrap().items.len(), 2);
+}
+
+#[tokio::test]
+async fn json_patch_with_test_ops() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    api.create(&PostParams::default(), &cm("a", &[("k", "1")]))
+        .await
+        .unwrap();
+    let ok: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/data/k", "value": "1"},
+        {"op": "replace", "path": "/data/k", "value": "2"}
+    ]))
+    .unwrap();
+    let o = api
+        .patch("a", &PatchParams::default(), &Patch::<()>::Json(ok))
+        .await
+        .unwrap();
+    assert_eq!(o.data.unwrap()["k"], "2");
+    let stale: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/data/k", "value": "1"},
+        {"op": "replace", "path": "/data/k", "value": "3"}
+    ]))
+    .unwrap();
+    let err = api
+        .patch("a", &PatchParams::default(), &Patch::<()>::Json(stale))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn server_side_apply_tracks_managers_prunes_and_conflicts() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    let a = PatchParams::apply("a");
+    let first = api
+        .patch("x", &a, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "labels": {"l": "1"}}, "data": {"k": "1", "j": "1"}})))
+        .await
+        .unwrap();
+    assert_eq!(first.metadata.labels.as_ref().unwrap()["l"], "1");
+    let mf = first.metadata.managed_fields.as_ref().unwrap();
+    assert_eq!(mf[0].manager.as_deref(), Some("a"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+
+    // The same apply again writes nothing.
+    let again = api
+        .patch("x", &a, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "labels": {"l": "1"}}, "data": {"k": "1", "j": "1"}})))
+        .await
+        .unwrap();
+    assert_eq!(rv(&again), rv(&first));
+
+    // Dropping a field from the apply prunes it.
+    let pruned = api
+        .patch("x", &a, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "1"}})))
+        .await
+        .unwrap();
+    assert_eq!(pruned.metadata.labels, None);
+    assert_eq!(pruned.data.as_ref().unwrap().len(), 1);
+
+    // Another manager applying a different value for an owned field conflicts...
+    let b = PatchParams::apply("b");
+    let err = api
+        .patch("x", &b, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "2"}})))
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 409);
+            assert!(
+                s.message.contains("conflict with \"a\": .data.k"),
+                "{}",
+                s.message
+            );
+        }
+        e => panic!("{e}"),
+    }
+    // ...unless forced; then it owns the field.
+    api.patch("x", &b.clone().force(), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "2"}})))
+        .await
+        .unwrap();
+    let owners = fake.managed_fields(keys::CONFIGMAPS, Some("ns"), "x");
+    assert!(!owners.contains_key("a"), "{owners:?}");
+    assert!(owners["b"].contains(&vec!["data".to_string(), "k".to_string()]));
+
+    // A field another manager shares is not pruned when one of them drops it.
+    api.patch("x", &a, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "2"}})))
+        .await
+        .unwrap();
+    let o = api
+        .patch(
+            "x",
+            &a,
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.data.unwrap()["k"], "2");
+
+    // An update operation (kubectl edit) takes ownership of what it changes.
+    api.patch(
+        "x",
+        &PatchParams {
+            field_manager: Some("kubectl-edit".into()),
+            ..Default::default()
+        },
+        &Patch::Merge(json!({"data": {"k": "3"}})),
+    )
+    .await
+    .unwrap();
+    let owners = fake.managed_fields(keys::CONFIGMAPS, Some("ns"), "x");
+    assert!(owners["kubectl-edit"].contains(&vec!["data".to_string(), "k".to_string()]));
+    assert!(!owners.contains_key("b"));
+}
+
+#[tokio::test]
+async fn status_subresource_and_generation() {
+    let fake = FakeApiServer::new();
+    let api: Api<DaemonSet> = Api::namespaced(fake.client(), "ns");
+    let ds = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}},
+        "status": {"numberReady": 99, "currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0}
+    });
+    let created = api
+        .create(&PostParams::default(), &serde_json::from_value(ds).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(created.status, None, "status is dropped on create");
+    // A label change does not bump the generation; a spec change does.
+    let o = api
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.generation, Some(1));
+    let o = api
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minReadySeconds": 5}, "status": {"numberReady": 7}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.generation, Some(2));
+    // The status in a main-resource write is ignored (the simulator's status stays).
+    assert_eq!(o.status.as_ref().map(|s| s.number_ready), Some(0));
+    // A status write changes only the status.
+    let s = api
+        .patch_status(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minReadySeconds": 9}, "status": {"numberReady": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.metadata.generation, Some(2));
+    assert_eq!(s.spec.min_ready_seconds, Some(5));
+    assert_eq!(s.status.unwrap().number_ready, 3);
+    let last = fake.changes().pop().unwrap();
+    assert!(last.status_only);
+}
+
+#[tokio::test]
+async fn finalizers_delay_deletion() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    let mut c = cm("f", &[]);
+    c.metadata.finalizers = Some(vec!["edgecache.dev/cleanup".into()]);
+    api.create(&PostParams::default(), &c).await.unwrap();
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    let marked = api.get("f").await.unwrap();
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(api.get_opt("f").await.unwrap().is_none());
+    let kinds: Vec<_> = fake.changes().iter().map(|c| c.change).collect();
+    assert_eq!(
+        kinds,
+        [ChangeType::Added, ChangeType::Modified, ChangeType::Deleted]
+    );
+}
+
+#[tokio::test]
+async fn owner_references_are_garbage_collected() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", &[]))
+        .await
+        .unwrap();
+    let mut child = cm("child", &[]);
+    child.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: owner.metadata.uid.clone().unwrap(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    api.create(&PostParams::default(), &child).await.unwrap();
+    api.create(&PostParams::default(), &cm("bystander", &[]))
+        .await
+        .unwrap();
+    api.delete("owner", &DeleteParams::default()).await.unwrap();
+    let names: Vec<_> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    assert_eq!(names, ["bystander"]);
+}
+
+#[tokio::test]
+async fn daemonset_status_follows_nodes() {
+    let fake = FakeApiServer::new();
+    fake.add_node("n1", &[("edgecache.dev/nvme", "true")]);
+    fake.add_node("n2", &[]);
+    let api: Api<DaemonSet> = Api::namespaced(fake.client(), "ns");
+    let ds = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "nodeSelector": {"edgecache.dev/nvme": "true"},
+            "containers": [{"name": "c", "image": "i:1"}]}}}
+    });
+    api.create(&PostParams::default(), &serde_json::from_value(ds).unwrap())
+        .await
+        .unwrap();
+    let status = |d: DaemonSet| d.status.unwrap();
+    let s = status(api.get("d").await.unwrap());
+    assert_eq!((s.desired_number_scheduled, s.number_ready), (1, 1));
+    assert_eq!(s.observed_generation, Some(1));
+    fake.add_node("n3", &[("edgecache.dev/nvme", "true")]);
+    assert_eq!(
+        status(api.get("d").await.unwrap()).desired_number_scheduled,
+        2
+    );
+    fake.taint_node("n3", "dedicated", "NoSchedule");
+    assert_eq!(
+        status(api.get("d").await.unwrap()).desired_number_scheduled,
+        1
+    );
+    fake.set_pods_ready(false);
+    let s = status(api.get("d").await.unwrap());
+    assert_eq!(
+        (
+            s.desired_number_scheduled,
+            s.number_ready,
+            s.number_unavailable
+        ),
+        (1, 0, Some(1))
+    );
+    assert!(fake.delete(keys::NODES, None, "n1"));
+    assert_eq!(
+        status(api.get("d").await.unwrap()).desired_number_scheduled,
+        0
+    );
+}
+
+#[tokio::test]
+async fn injected_faults_and_the_request_log() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    fake.inject_fault(Fault {
+        method: None,
+        path_contains: "/configmaps".into(),
+        code: 500,
+        times: 1,
+    });
+    let err = api.list(&Default::default()).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "{err}"
+    );
+    api.list(&Default::default()).await.unwrap();
+    api.patch(
+        "x",
+        &PatchParams::apply("edgecache-operator").force(),
+        &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})),
+    )
+    .await
+    .unwrap();
+    let log = fake.requests();
+    assert_eq!(log[0].status, 500);
+    assert_eq!(log[1].status, 200);
+    assert!(
+        log[2].uri.contains("fieldManager=edgecache-operator"),
+        "{}",
+        log[2].uri
+    );
+    assert!(log[2].uri.contains("force=true"), "{}", log[2].uri);
+    assert_eq!(log[2].status, 201);
+}
+
+#[tokio::test]
+async fn manual_rollouts_replace_max_unavailable_pods_per_step() {
+    let fake = FakeApiServer::new();
+    for n in ["n1", "n2", "n3"] {
+        fake.add_node(n, &[]);
+    }
+    fake.set_manual_rollouts(true);
+    let api: Api<DaemonSet> = Api::namespaced(fake.client(), "ns");
+    let ds = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2, "maxSurge": 0}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}}
+    });
+    api.create(&PostParams::default(), &serde_json::from_value(ds).unwrap())
+        .await
+        .unwrap();
+    let updated = |d: DaemonSet| d.status.unwrap().updated_number_scheduled;
+    assert_eq!(
+        updated(api.get("d").await.unwrap()),
+        Some(3),
+        "a new DaemonSet starts up to date"
+    );
+    api.patch(
+        "d",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i:2"}]}}}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(updated(api.get("d").await.unwrap()), Some(0));
+    fake.advance_rollouts();
+    assert_eq!(updated(api.get("d").await.unwrap()), Some(2));
+    fake.advance_rollouts();
+    assert_eq!(updated(api.get("d").await.unwrap()), Some(3));
+    // A metadata-only change is not a rollout.
+    api.patch(
+        "d",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(updated(api.get("d").await.unwrap()), Some(3));
+}
+
+#[tokio::test]
+async fn dropped_watches_end_and_resume_or_expire() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), "ns");
+    let a = api
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv(&a).to_string())
+        .await
+        .unwrap()
+        .boxed();
+    fake.drop_watches();
+    assert!(stream.next().await.is_none(), "the stream ends");
+    api.create(&PostParams::default(), &cm("b", &[]))
+        .await
+        .unwrap();
+    let mut resumed = api
+        .watch(&WatchParams::default(), &rv(&a).to_string())
+        .await
+        .unwrap()
+        .boxed();
+    match resumed.next().await.unwrap().unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("b")),
+        e => panic!("{e:?}"),
+    }
+}
