@@ -30,9 +30,14 @@ url="http://127.0.0.1:$LISTEN_PORT/obj/1m/42"
 show() {
     local label=$1
     curl -s -o "$work/body" -D "$work/head" "$url"
-    printf '%-6s %s  cache-status: %s  bytes: %s  sha256: %s\n' "$label" \
-        "$(head -1 "$work/head" | tr -d '\r')" \
-        "$(grep -i '^cache-status:' "$work/head" | cut -d' ' -f2- | tr -d '\r')" \
+    local status verdict
+    status=$(grep -i '^cache-status:' "$work/head" | cut -d' ' -f2- | tr -d '\r')
+    case "$status" in
+        *"; hit"*) verdict="HIT  (served from the disk store)" ;;
+        *) verdict="MISS (fetched from the origin, stored on disk)" ;;
+    esac
+    printf '%-6s %s %s\n       cache-status: %s  bytes: %s  sha256: %s\n' "$label" \
+        "$(head -1 "$work/head" | tr -d '\r')" "$verdict" "$status" \
         "$(stat -c %s "$work/body")" "$(sha256sum "$work/body" | cut -c1-16)"
 }
 echo

@@ -470,6 +470,9 @@ CONFIG proxy.config.net.max_connections_in INT 16000
 CONFIG proxy.config.cache.ram_cache.size INT {ram}
 CONFIG proxy.config.cache.ram_cache_cutoff INT 4194304
 CONFIG proxy.config.cache.agg_write_backlog INT 33554432
+CONFIG proxy.config.http.flow_control.enabled INT 1
+CONFIG proxy.config.http.flow_control.high_water INT 262144
+CONFIG proxy.config.http.flow_control.low_water INT 65536
 CONFIG proxy.config.cache.target_fragment_size INT {self.args.ats_fragment}
 CONFIG proxy.config.cache.max_doc_size INT 0
 CONFIG proxy.config.cache.min_average_object_size INT 4096
@@ -639,6 +642,14 @@ def warm(args, cache, size, count, emit):
             m = dict(r)
             m["kind"] = "miss"
             emit(m)
+        if cache.proc and cache.proc.poll() is not None:
+            cg = cg_read(cache.name)
+            emit({"kind": "died", "cache": cache.name, "size": size, "dist": "warm-up", "round": i - 1,
+                  "exit": cache.proc.poll(), "cgroup": cg})
+            raise RuntimeError(f"died during warm-up pass {i} (exit {cache.proc.poll()}, oom_kill "
+                               f"{cg.get('oom_kill')}, failcnt {cg.get('failcnt')})")
+        if r.get("aborted"):
+            raise RuntimeError(f"warm-up pass {i} aborted: {r.get('first_error')}")
         if fetches == 0 and r["ok"] == count:
             return True
     return False
@@ -944,7 +955,7 @@ def main():
                             log(f"  {c.name} DIED during the round (exit {c.proc.poll()}, oom_kill "
                                 f"{r['oom_kill']}); round excluded from medians")
                             emit({"kind": "died", "cache": c.name, "size": size, "dist": dist, "round": rnd,
-                                  "exit": c.proc.poll(), **cg_read(c.name)})
+                                  "exit": c.proc.poll(), "cgroup": cg_read(c.name)})
                         emit(r)
                         log(f"    {c.name:9s} {r['req_per_s']:9.0f} req/s {r['mb_per_s']:7.0f} MB/s "
                             f"p50 {r['p50_ms']:6.2f} p99 {r['p99_ms']:7.2f} p99.9 {r['p999_ms']:7.2f} ms "
@@ -970,7 +981,7 @@ def main():
                 except Exception as e:
                     log(f"  edgecache metrics: {e}")
             final = cg_read(c.name)
-            emit({"kind": "cgroup_final", "cache": c.name, "size": size, **final})
+            emit({"kind": "cgroup_final", "cache": c.name, "size": size, "cgroup": final})
             c.stop()
     if "1m" not in sizes and not args.skip_coalesce:
         log("coalescing run (1m cold keys)")

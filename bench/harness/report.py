@@ -18,6 +18,7 @@ BENCH = HERE.parent
 BEGIN = "<!-- BEGIN GENERATED (bench/harness/report.py) -->"
 END = "<!-- END GENERATED -->"
 ORDER = ["edgecache", "ats", "nginx", "varnish"]
+# (LABEL below is also the set of known cache names)
 LABEL = {"edgecache": "EdgeCache", "ats": "Traffic Server", "nginx": "nginx", "varnish": "Varnish"}
 SIZE_ORDER = ["4k", "100k", "1m"]
 FIO_BS = {"4k": "4k", "100k": "128k", "1m": "1m"}
@@ -46,6 +47,19 @@ def load(path):
             except json.JSONDecodeError:
                 pass
     return recs
+
+
+def died_records(recs):
+    """`died` records; older runs stored the cgroup counters flat, clobbering `cache`."""
+    out = []
+    for d in [r for r in recs if r.get("kind") == "died"]:
+        d = dict(d)
+        if d.get("cache") not in LABEL:
+            m = next((r for r in recs if r.get("kind") == "round" and r.get("died") and r["size"] == d["size"]
+                      and r["dist"] == d["dist"] and r["round"] == d["round"]), None)
+            d["cache"] = m["cache"] if m else "?"
+        out.append(d)
+    return out
 
 
 def caches_in(recs):
@@ -77,9 +91,10 @@ def build(recs, png_rel):
     for s in skipped:
         w(f"- **Skipped {LABEL.get(s['cache'], s['cache'])}**{' at ' + s['size'] if s.get('size') else ''}: "
           f"{s['reason'].splitlines()[0][:300]}")
-    for d in [r for r in recs if r.get("kind") == "died"]:
+    for d in died_records(recs):
+        cg = d.get("cgroup") or d
         w(f"- **{LABEL.get(d['cache'], d['cache'])} died** at {d['size']} {d['dist']} round {d['round'] + 1} "
-          f"(exit {d.get('exit')}, cgroup oom_kill {d.get('oom_kill')}, failcnt {d.get('failcnt')}); "
+          f"(exit {d.get('exit')}, cgroup oom_kill {cg.get('oom_kill')}, failcnt {cg.get('failcnt')}); "
           f"that round and later ones are missing from its medians.")
     w("")
 
@@ -189,6 +204,8 @@ def build(recs, png_rel):
             e = [r for r in rs if r["cache"] == "edgecache"]
             a = [r for r in rs if r["cache"] == "ats"]
             if not e:
+                if any(d["cache"] == "edgecache" and d["size"] == size for d in died_records(recs)):
+                    w(f"- {size}: NOT met: EdgeCache did not survive a round (OOM-killed)")
                 continue
             ok = lambda b: "met" if b else "NOT met"  # noqa: E731
             if a:
@@ -204,8 +221,12 @@ def build(recs, png_rel):
                 if fb:
                     w(f"- {size}: ≥ 90% of fio {FIO_BS[size]} ({fb:.0f} MB/s) using < 0.5 core: "
                       f"{ok(mb >= 0.9 * fb and cores < 0.5)} ({mb:.0f} MB/s = {100 * mb / fb:.0f}%, {cores:.2f} cores)")
-        fc = max([(r["failcnt"] or 0) for r in rounds if r["cache"] == "edgecache"] or [0])
-        w(f"- cgroup never at its limit (failcnt 0): {'met' if fc == 0 else 'NOT met'} (failcnt {fc})")
+        all_e = [r for r in recs if r.get("kind") == "round" and r["cache"] == "edgecache"]
+        fc = max([(r["failcnt"] or 0) for r in all_e] or [0])
+        ooms = [d for d in died_records(recs) if d["cache"] == "edgecache"]
+        w(f"- cgroup never at its limit (failcnt 0, no OOM kill): {'met' if fc == 0 and not ooms else 'NOT met'} "
+          f"(failcnt {fc}, {len(ooms)} rounds where it died"
+          f"{': ' + ', '.join(sorted({d['size'] for d in ooms})) if ooms else ''})")
         ce = [r for r in co if r["cache"] == "edgecache"]
         if ce:
             r = ce[0]

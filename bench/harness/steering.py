@@ -186,8 +186,9 @@ def main():
              f"in netns {CLI} over a 4-queue veth (GRO on the server end, TSO/GSO off on the client end); "
              f"{args.size} x {args.count} objects, {args.dist} ids, {args.rounds} interleaved rounds of "
              f"{args.duration} s per mode. Medians.", "",
-             "| steering | req/s | MB/s | p50 ms | p99 ms | p99.9 ms | errors | accepted per worker (sum) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| steering | in effect (metric) | fallbacks | req/s | MB/s | p50 ms | p99 ms | p99.9 ms | errors | "
+             "accepted per worker (sum) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for mode in modes:
         rs = [r for r in results if r["mode"] == mode]
         if not rs:
@@ -196,7 +197,15 @@ def main():
         for r in rs:
             for wk, v in r["accepted_per_worker"].items():
                 accs[wk] = accs.get(wk, 0) + v
-        lines.append(f"| {mode} | {st.median(r['req_per_s'] for r in rs):,.0f} | "
+        eff, fb = "?", "?"
+        for ln in rs[-1].get("steering_metrics", []):
+            m = re.match(r'edgecache_dataplane_steering_info\{mode="([^"]+)"\}\s+1', ln)
+            if m:
+                eff = m.group(1)
+            m = re.match(r"edgecache_dataplane_steering_fallbacks_total\s+([\d.]+)", ln)
+            if m:
+                fb = m.group(1)
+        lines.append(f"| {mode} | {eff} | {fb} | {st.median(r['req_per_s'] for r in rs):,.0f} | "
                      f"{st.median(r['mb_per_s'] for r in rs):,.0f} | {st.median(r['p50_ms'] for r in rs):.2f} | "
                      f"{st.median(r['p99_ms'] for r in rs):.2f} | {st.median(r['p999_ms'] for r in rs):.2f} | "
                      f"{sum(r['errors'] for r in rs)} | "

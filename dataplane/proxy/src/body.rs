@@ -32,7 +32,85 @@ where
 
 /// A body fed through a channel by a task that runs on its own.
 pub fn channel(rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>) -> Body {
-    stream(futures_util::stream::unfold(rx, |mut rx| async move {
+    stream(receiver(rx))
+}
+
+/// The bytes `range` (end exclusive) of a body fed through a channel: the channel is dropped
+/// once the range is complete, so the task feeding it learns the client wants no more.
+pub fn channel_range(
+    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
+    range: std::ops::Range<u64>,
+) -> Body {
+    stream(slice(receiver(rx), range))
+}
+
+fn receiver(
+    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
+) -> impl Stream<Item = io::Result<Bytes>> + 'static {
+    futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
-    }))
+    })
+}
+
+/// The bytes `range` (end exclusive) of a stream of chunks that starts at offset 0. A stream
+/// that ends before the range is complete ends with an error (a truncated response, never a
+/// complete-looking one).
+pub fn slice<S>(s: S, range: std::ops::Range<u64>) -> impl Stream<Item = io::Result<Bytes>>
+where
+    S: Stream<Item = io::Result<Bytes>> + 'static,
+{
+    let (start, end) = (range.start, range.end);
+    futures_util::stream::unfold(Some((Box::pin(s), 0u64)), move |state| async move {
+        let (mut s, mut pos) = state?;
+        loop {
+            if pos >= end {
+                return None;
+            }
+            match s.next().await {
+                None => {
+                    let e = io::Error::other("the body ended before the requested range");
+                    return Some((Err(e), None));
+                }
+                Some(Err(e)) => return Some((Err(e), None)),
+                Some(Ok(chunk)) => {
+                    let chunk_start = pos;
+                    pos += chunk.len() as u64;
+                    if pos <= start {
+                        continue;
+                    }
+                    // Both offsets are within this chunk, so they fit in usize.
+                    let from = usize::try_from(start.saturating_sub(chunk_start)).unwrap_or(0);
+                    let to = usize::try_from(end.min(pos) - chunk_start).unwrap_or(chunk.len());
+                    return Some((Ok(chunk.slice(from..to)), Some((s, pos))));
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn collect(range: std::ops::Range<u64>) -> Vec<io::Result<Bytes>> {
+        let chunks = ["0123", "4567", "89"].map(|c| Ok(Bytes::from_static(c.as_bytes())));
+        slice(futures_util::stream::iter(chunks), range)
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn slice_cuts_the_range_out_of_chunks() {
+        let joined = |v: Vec<io::Result<Bytes>>| {
+            v.into_iter()
+                .map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap())
+                .collect::<String>()
+        };
+        assert_eq!(joined(collect(0..10).await), "0123456789");
+        assert_eq!(joined(collect(2..3).await), "2");
+        assert_eq!(joined(collect(3..9).await), "345678");
+        assert_eq!(joined(collect(4..8).await), "4567");
+        let cut = collect(8..12).await;
+        assert!(cut.last().unwrap().is_err(), "a short body is an error");
+    }
 }

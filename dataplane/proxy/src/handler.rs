@@ -321,7 +321,9 @@ async fn revalidate(
                 Ok((resp, _)) => {
                     relay_origin_response(ctx, &parts, key, resp, request_time, None, fwd).await
                 }
-                Err(e) => origin_failure(ctx, &e, fwd),
+                // A stored response exists but may not be served stale (must-revalidate and
+                // the like): "the generated status code SHOULD be 504" (RFC 9111 5.2.2.2).
+                Err(e) => origin_failure_as(ctx, &e, fwd, StatusCode::GATEWAY_TIMEOUT),
             }
         }
     }
@@ -450,9 +452,17 @@ async fn follow(
     let status = CacheStatus::forward(&ctx.policy.name, fwd)
         .fwd_status(head.stored.status.as_u16())
         .collapsed(true);
-    if parts.method == Method::HEAD {
-        return respond(head.stored.status, headers, status, body::empty());
-    }
+    let content_length = head
+        .stored
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let answer = ClientAnswer::of(&parts, &head.stored, content_length, ctx.shared.clock.now());
+    let (code, client_body) = answer.apply(head.stored.status, &mut headers);
+    let Some(client_range) = client_body else {
+        return respond(code, headers, status, body::empty());
+    };
     let metrics = ctx.shared.metrics.clone();
     let chunks = futures_util::stream::unfold(Some((flight, 0usize)), move |state| {
         let metrics = metrics.clone();
@@ -468,7 +478,11 @@ async fn follow(
             }
         }
     });
-    respond(head.stored.status, headers, status, body::stream(chunks))
+    let body = match client_range {
+        None => body::stream(chunks),
+        Some(range) => body::stream(body::slice(chunks, range)),
+    };
+    respond(code, headers, status, body)
 }
 
 /// Fetch from the origin, stream to the client, store when allowed, and feed waiters.
@@ -571,23 +585,125 @@ async fn relay_origin_response(
 
     let mut headers = rparts.headers;
     downstream(&mut headers);
-    let no_body = parts.method == Method::HEAD;
+    // The client's own If-None-Match / If-Modified-Since / Range were not sent to the origin
+    // (the whole object is fetched to be stored): answer them from what arrived.
+    let answer = ClientAnswer::of(parts, &stored, content_length, response_time);
+    let (code, client_body) = answer.apply(rparts.status, &mut headers);
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let pump = Pump {
         ctx: ctx.clone(),
         body: rbody,
         writer,
         guard,
-        to_client: if no_body { None } else { Some(tx) },
+        to_client: client_body.is_some().then_some(tx),
         idle: ctx.origin.idle_timeout,
     };
     tokio::task::spawn_local(pump.run());
-    let body = if no_body {
-        body::empty()
-    } else {
-        body::channel(rx)
+    let body = match client_body {
+        None => body::empty(),
+        Some(None) => body::channel(rx),
+        Some(Some(range)) => body::channel_range(rx, range),
     };
-    respond(rparts.status, headers, status, body)
+    respond(code, headers, status, body)
+}
+
+/// How a request is answered from a response fetched whole from the origin (a miss, or a
+/// revalidation the origin answered with a new response): with `respond::from_cache`'s
+/// semantics, as if the response had been stored first.
+///
+/// Only a 200 is evaluated (a precondition or a Range applies to a 2xx/200 representation);
+/// a Range is answered only when the length is known up front (Content-Length), else the whole
+/// 200 is sent, which RFC 9110 14.2 allows.
+enum ClientAnswer {
+    /// Send the response as received (HEAD: without its body).
+    AsReceived { head_only: bool },
+    /// 304 with these fields.
+    NotModified(HeaderMap),
+    /// 206 with these Content-Range and Content-Length, body bytes `start..end` (exclusive).
+    Partial {
+        content_range: HeaderValue,
+        range: std::ops::Range<u64>,
+    },
+    /// 416 with this Content-Range.
+    Unsatisfiable(HeaderValue),
+}
+
+impl ClientAnswer {
+    fn of(
+        parts: &request::Parts,
+        stored: &StoredResponse,
+        content_length: Option<u64>,
+        now: SystemTime,
+    ) -> Self {
+        let head_only = parts.method == Method::HEAD;
+        let h = &parts.headers;
+        let asks = h.contains_key(header::IF_NONE_MATCH)
+            || h.contains_key(header::IF_MODIFIED_SINCE)
+            || h.contains_key(header::RANGE);
+        if !asks || stored.status != StatusCode::OK {
+            return ClientAnswer::AsReceived { head_only };
+        }
+        let out = match content_length {
+            Some(len) => respond::from_cache(parts, stored, len, now),
+            None => {
+                let mut whole = parts.clone();
+                whole.headers.remove(header::RANGE);
+                respond::from_cache(&whole, stored, 0, now)
+            }
+        };
+        let content_range = || {
+            out.headers
+                .get(header::CONTENT_RANGE)
+                .cloned()
+                .unwrap_or_else(|| HeaderValue::from_static("bytes */0"))
+        };
+        match (out.status, out.body) {
+            (StatusCode::NOT_MODIFIED, _) => ClientAnswer::NotModified(out.headers),
+            (StatusCode::PARTIAL_CONTENT, BodyPart::Range { start, end }) => {
+                ClientAnswer::Partial {
+                    content_range: content_range(),
+                    range: start..end.saturating_add(1),
+                }
+            }
+            (StatusCode::RANGE_NOT_SATISFIABLE, _) => {
+                ClientAnswer::Unsatisfiable(content_range())
+            }
+            _ => ClientAnswer::AsReceived { head_only },
+        }
+    }
+
+    /// The status to send, with `headers` (the origin's, already made fit for downstream)
+    /// adjusted, and the body: `None` for no body, `Some(None)` for all of it, `Some(range)`.
+    fn apply(
+        self,
+        status: StatusCode,
+        headers: &mut HeaderMap,
+    ) -> (StatusCode, Option<Option<std::ops::Range<u64>>>) {
+        match self {
+            ClientAnswer::AsReceived { head_only: true } => (status, None),
+            ClientAnswer::AsReceived { head_only: false } => (status, Some(None)),
+            ClientAnswer::NotModified(h) => {
+                *headers = h;
+                (StatusCode::NOT_MODIFIED, None)
+            }
+            ClientAnswer::Partial {
+                content_range,
+                range,
+            } => {
+                headers.insert(header::CONTENT_RANGE, content_range);
+                headers.insert(
+                    header::CONTENT_LENGTH,
+                    HeaderValue::from(range.end - range.start),
+                );
+                (StatusCode::PARTIAL_CONTENT, Some(Some(range)))
+            }
+            ClientAnswer::Unsatisfiable(content_range) => {
+                headers.insert(header::CONTENT_RANGE, content_range);
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+                (StatusCode::RANGE_NOT_SATISFIABLE, None)
+            }
+        }
+    }
 }
 
 /// Moves an origin body to the client, the store and the waiters; runs on its own so the store
@@ -776,10 +892,13 @@ fn downstream(headers: &mut HeaderMap) {
 }
 
 fn origin_failure(ctx: &Ctx, e: &ProxyError, fwd: Fwd) -> Response<Body> {
+    origin_failure_as(ctx, e, fwd, e.status())
+}
+
+fn origin_failure_as(ctx: &Ctx, e: &ProxyError, fwd: Fwd, status: StatusCode) -> Response<Body> {
     ctx.shared.metrics.origin_error(e.kind.as_str());
     ctx.shared.metrics.request(Outcome::OriginError);
     debug!(blame = ?e.blame, "origin failure: {e}");
-    let status = e.status();
     let cs = CacheStatus::forward(&ctx.policy.name, fwd).detail(e.kind.as_str());
     synthetic(
         status,

@@ -37,49 +37,156 @@ pub struct Shared {
     pub shutdown: watch::Receiver<bool>,
 }
 
-/// Start worker `index` on `cpu`, serving `listener`. Returns when the worker has stopped.
-pub fn spawn_worker(
+/// How a worker ended, sent to the supervisor from the worker's thread after its runtime, its
+/// listener (every fd of it) and its connections are gone.
+#[derive(Debug)]
+pub struct WorkerExit {
+    pub index: usize,
+    pub generation: u64,
+    /// `Ok` for a normal stop (shutdown); the error or panic message otherwise.
+    pub outcome: Result<(), String>,
+}
+
+/// A fault the supervisor can inject into a worker (debug builds of a deployment only: see
+/// `EDGECACHE_DEBUG_WORKER_FAULTS` in the supervisor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The worker panics (unwinds through its runtime).
+    Panic,
+    /// The worker's serve loop returns an error.
+    Error,
+}
+
+/// The supervisor's handle into one running worker.
+#[derive(Debug, Default)]
+pub struct FaultSwitch {
+    fault: std::sync::Mutex<Option<Fault>>,
+    wake: Notify,
+}
+
+impl FaultSwitch {
+    pub fn trigger(&self, fault: Fault) {
+        if let Ok(mut f) = self.fault.lock() {
+            *f = Some(fault);
+        }
+        self.wake.notify_one();
+    }
+
+    async fn wait(&self) -> Fault {
+        loop {
+            if let Some(f) = self.fault.lock().ok().and_then(|f| *f) {
+                return f;
+            }
+            self.wake.notified().await;
+        }
+    }
+}
+
+/// What one worker generation gets besides the listener and `Shared`.
+pub struct WorkerEnv {
+    pub index: usize,
+    pub generation: u64,
+    pub cpu: usize,
+    pub faults: Arc<FaultSwitch>,
+    pub exits: tokio::sync::mpsc::UnboundedSender<WorkerExit>,
+    /// When set, every accepted connection is logged (target `edgecache::accept`, debug) with
+    /// what the steering program saw for its SYN.
+    pub observe: Option<Arc<std::sync::Mutex<edgecache_steering::Steering>>>,
+}
+
+/// Sends the exit report when the worker thread ends, however it ends. Declared before
+/// everything the thread owns, so it is dropped (and reports) last.
+struct ExitReport {
     index: usize,
-    cpu: usize,
+    generation: u64,
+    exits: tokio::sync::mpsc::UnboundedSender<WorkerExit>,
+    outcome: Option<Result<(), String>>,
+}
+
+impl Drop for ExitReport {
+    fn drop(&mut self) {
+        let outcome = self
+            .outcome
+            .take()
+            .unwrap_or_else(|| Err("worker thread ended abnormally".into()));
+        let _ = self.exits.send(WorkerExit {
+            index: self.index,
+            generation: self.generation,
+            outcome,
+        });
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic with a non-string payload".into())
+}
+
+/// Start a worker on `env.cpu`, serving `listener`. The thread owns the listener: when the
+/// worker stops, panics or fails, the listener is closed before the exit is reported on
+/// `env.exits`.
+pub fn spawn_worker(
+    env: WorkerEnv,
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let index = env.index;
     std::thread::Builder::new()
         .name(format!("worker-{index}"))
         .spawn(move || {
+            let mut report = ExitReport {
+                index,
+                generation: env.generation,
+                exits: env.exits.clone(),
+                outcome: None,
+            };
+            let listener = listener;
+            let cpu = env.cpu;
             if let Err(e) = edgecache_host::pin_current_thread(cpu) {
                 warn!(worker = index, cpu, "cannot pin worker to its CPU: {e}");
             }
             let engine = shared.store.engine();
-            let result = match engine {
+            // The listener moves into the worker future; a panic unwinds through the runtime,
+            // which drops the future (closing the listener) and every connection task before
+            // catch_unwind returns.
+            let run = std::panic::AssertUnwindSafe(|| match engine {
                 EngineKind::Uring => {
                     let mut b = tokio_uring::builder();
                     b.entries(1024);
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        b.start(run_worker(index, listener, shared.clone()))
-                    }))
-                    .map_err(|_| std::io::Error::other("worker runtime panicked"))
-                    .and_then(|r| r)
+                    b.start(run_worker(env, listener, shared.clone()))
                 }
                 EngineKind::Threads => tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .and_then(|rt| {
                         tokio::task::LocalSet::new()
-                            .block_on(&rt, run_worker(index, listener, shared.clone()))
+                            .block_on(&rt, run_worker(env, listener, shared.clone()))
                     }),
+            });
+            let outcome = match std::panic::catch_unwind(run) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => {
+                    error!(worker = index, "worker stopped with an error: {e}");
+                    Err(e.to_string())
+                }
+                Err(p) => {
+                    let msg = panic_message(p.as_ref());
+                    error!(worker = index, "worker panicked: {msg}");
+                    Err(format!("panicked: {msg}"))
+                }
             };
-            if let Err(e) = result {
-                error!(worker = index, "worker stopped with an error: {e}");
-            }
+            report.outcome = Some(outcome);
         })
 }
 
 async fn run_worker(
-    index: usize,
+    env: WorkerEnv,
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
 ) -> std::io::Result<()> {
+    let index = env.index;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let store = StoreWorker::new(shared.store.clone()).map_err(std::io::Error::other)?;
     let origin =
@@ -88,12 +195,14 @@ async fn run_worker(
     let accepted = shared.metrics.accepted_on(index);
     let open = Rc::new(OpenConns::default());
     let mut shutdown = shared.shutdown.clone();
-    debug!(worker = index, "worker serving");
+    let faults = env.faults.clone();
+    debug!(worker = index, generation = env.generation, "worker serving");
     loop {
         tokio::select! {
             res = listener.accept() => match res {
                 Ok((stream, peer)) => {
                     accepted.inc();
+                    log_accept(&env, peer);
                     let _ = stream.set_nodelay(true);
                     let ctx = ctx.clone();
                     let guard = open.enter(&shared.metrics);
@@ -109,6 +218,17 @@ async fn run_worker(
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
+            fault = faults.wait() => {
+                warn!(worker = index, ?fault, "injected worker fault");
+                match fault {
+                    Fault::Panic => panic!("injected fault: worker {index} panics"),
+                    Fault::Error => {
+                        return Err(std::io::Error::other(format!(
+                            "injected fault: worker {index} fails"
+                        )));
+                    }
+                }
+            }
             _ = shutdown.changed() => break,
         }
     }
@@ -123,6 +243,34 @@ async fn run_worker(
     }
     info!(worker = index, "worker stopped");
     Ok(())
+}
+
+/// The per-connection debug line: which worker accepted whom, and (when observing) what the
+/// steering program saw for the SYN.
+fn log_accept(env: &WorkerEnv, peer: SocketAddr) {
+    if !tracing::enabled!(target: "edgecache::accept", tracing::Level::DEBUG) {
+        return;
+    }
+    let seen = env.observe.as_ref().and_then(|s| {
+        s.lock()
+            .ok()
+            .and_then(|s| s.observation(peer.port()).ok().flatten())
+    });
+    match seen {
+        Some(o) => debug!(
+            target: "edgecache::accept",
+            worker = env.index,
+            %peer,
+            queue = o.queue,
+            syn_cpu = o.cpu,
+            hash = o.hash,
+            chosen = o.worker,
+            index = o.index,
+            err = o.err,
+            "accepted"
+        ),
+        None => debug!(target: "edgecache::accept", worker = env.index, %peer, "accepted"),
+    }
 }
 
 async fn serve_connection(

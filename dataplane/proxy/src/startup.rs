@@ -15,14 +15,22 @@ use crate::admin::{self, Admin};
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, Metrics, StoreCollector};
-use crate::server::{self, Shared};
+use crate::server::Shared;
+
+// Declared here rather than in main.rs (owned elsewhere); the file is src/supervisor.rs.
+#[path = "supervisor.rs"]
+mod supervisor;
+use supervisor::{Supervisor, SupervisorMetrics};
 
 pub fn init_tracing(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal: log files stay greppable.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_target(false)
         .try_init();
 }
@@ -83,22 +91,25 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         plan.ram_tier as i64,
     );
 
-    let listeners = edgecache_steering::bind_group(cfg.listen, workers, 4096)
+    let listeners = edgecache_steering::bind_group(cfg.listen, workers, supervisor::BACKLOG)
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let requested = cfg.workers.steering;
     let steering = match edgecache_steering::attach(
         &listeners,
         &cpus,
-        cfg.workers.steering,
+        requested,
         cfg.workers.queue_offset,
         cfg.workers.steering_required,
     ) {
         Ok(s) => s,
-        Err(e) => bail!(
-            "steering mode {} is required but cannot be set up: {e}",
-            cfg.workers.steering
+        Err(e @ edgecache_steering::SteeringError::Unavailable { .. }) => bail!(
+            "refusing to start: steering mode `{requested}` is required (workers.steeringRequired) \
+             but cannot be set up: {e}"
         ),
+        Err(e) => bail!("cannot set up steering mode `{requested}`: {e}"),
     };
-    if steering.mode_in_effect() != cfg.workers.steering {
+    // The steering crate has logged the one warning line that says why.
+    if steering.fallback_reason().is_some() {
         metrics.steering_fallbacks.inc();
     }
     let mode: SteeringMode = steering.mode_in_effect();
@@ -108,7 +119,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         "Connection steering mode in effect",
         vec![("mode", mode.as_str().into())],
     );
-    info!(mode = %mode, mapping = %steering.mapping(), "steering");
+    let sup_metrics = SupervisorMetrics::register(&mut registry);
+    info!(mode = %mode, "steering mapping: {}", steering.mapping());
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let ready = Arc::new(AtomicBool::new(false));
@@ -128,10 +140,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         clock: clock.clone(),
         shutdown: shutdown_rx.clone(),
     });
-    let mut handles = Vec::with_capacity(workers);
-    for (i, (listener, cpu)) in listeners.into_iter().zip(cpus.iter().copied()).enumerate() {
-        handles.push(server::spawn_worker(i, cpu, listener, shared.clone())?);
-    }
+    let sup = Supervisor::start(listeners, &cpus, steering, shared.clone(), sup_metrics)?;
     metrics.ready.set(1);
     ready.store(true, Ordering::Release);
     let admin = Arc::new(Admin {
@@ -143,17 +152,16 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     info!(listen = %cfg.listen, admin = %cfg.admin, origin = %cfg.origin.url, "edgecache data plane ready");
 
     rt.block_on(async {
-        let admin_task = tokio::spawn(admin::serve(admin_listener, admin, shutdown_rx));
+        let admin_task = tokio::spawn(admin::serve(admin_listener, admin, shutdown_rx.clone()));
+        let sup_task = tokio::spawn(sup.run(shutdown_rx));
         wait_for_signal().await;
         info!("shutting down: no new connections; finishing in-flight responses");
         let _ = shutdown_tx.send(true);
         let _ = admin_task.await;
+        // The supervisor restarts nothing from here on, and waits for the workers to stop
+        // (within the grace period); it drops the steering state last.
+        let _ = sup_task.await;
     });
-    // Workers stop by themselves within the grace period.
-    for h in handles {
-        let _ = h.join();
-    }
-    drop(steering);
     info!("stopped");
     Ok(())
 }

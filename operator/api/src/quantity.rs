@@ -94,26 +94,34 @@ impl fmt::Display for ByteSize {
     }
 }
 
-impl Serialize for ByteSize {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
+/// Both quantities are written as text, and read from text or a bare number (`from_number`).
+macro_rules! text_serde {
+    ($ty:ty, $from_number:expr) => {
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(Deserialize)]
+                #[serde(untagged)]
+                enum Raw {
+                    N(u64),
+                    S(String),
+                }
+                match Raw::deserialize(d)? {
+                    Raw::N(n) => Ok($from_number(n)),
+                    Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+                }
+            }
+        }
+    };
 }
 
-impl<'de> Deserialize<'de> for ByteSize {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(ByteSize(n)),
-            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
-        }
-    }
-}
+text_serde!(ByteSize, ByteSize);
+text_serde!(Duration, Duration::secs);
 
 /// A span of time, written `250ms`, `2s`, `5m`, `1h` or `1d` (a bare number means seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -174,27 +182,6 @@ impl fmt::Display for Duration {
             }
         }
         write!(f, "{ms}ms")
-    }
-}
-
-impl Serialize for Duration {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Duration {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(Duration::secs(n)),
-            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
-        }
     }
 }
 

@@ -19,11 +19,26 @@ pub enum Error {
     Serialize(#[from] serde_json::Error),
 }
 
-/// Render every object the operator would apply for `manifest` (one EdgeCache), as a YAML
-/// multi-document stream in apply order. A manifest without a namespace renders into `default`.
-/// Offline there is no uid, so the objects carry no owner reference.
+/// Render every object the operator would apply for `manifest` (one or more EdgeCaches in a
+/// YAML stream), as a YAML multi-document stream in apply order. A manifest without a namespace
+/// renders into `default`. Offline there is no uid, so the objects carry no owner reference.
 pub fn render(manifest: &str) -> Result<String, Error> {
-    let value: serde_yaml::Value = serde_yaml::from_str(manifest)?;
+    use serde::Deserialize as _;
+    let mut out = String::new();
+    for doc in serde_yaml::Deserializer::from_str(manifest) {
+        let value = serde_yaml::Value::deserialize(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        out.push_str(&render_one(value)?);
+    }
+    if out.is_empty() {
+        return Err(Error::WrongKind("an empty manifest".into()));
+    }
+    Ok(out)
+}
+
+fn render_one(value: serde_yaml::Value) -> Result<String, Error> {
     let api_version = value
         .get("apiVersion")
         .and_then(|v| v.as_str())

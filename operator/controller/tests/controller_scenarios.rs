@@ -74,8 +74,12 @@ impl Operator {
     }
 }
 
-async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+async fn eventually(what: &str, f: impl FnMut() -> bool) {
+    eventually_within(Duration::from_secs(15), what, f).await
+}
+
+async fn eventually_within(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
     while !f() {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -730,12 +734,14 @@ async fn recovers_from_dropped_watches_and_expired_resource_versions() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let old_uid = ds(&fake).unwrap()["metadata"]["uid"].clone();
     assert!(fake.delete(keys::DAEMONSETS, Some(NS), "web"));
-    eventually("the DaemonSet is back after the relist", || {
+    // The watchers relist after kube's default (jittered) watcher backoff: seconds, more under load.
+    let relist = Duration::from_secs(60);
+    eventually_within(relist, "the DaemonSet is back after the relist", || {
         ds(&fake).is_some_and(|d| d["metadata"]["uid"] != old_uid)
     })
     .await;
     patch_spec(&fake, json!({"log": "debug"})).await;
-    eventually("spec changes are seen again", || {
+    eventually_within(relist, "spec changes are seen again", || {
         observed_generation(&fake) == Some(2)
     })
     .await;

@@ -73,3 +73,21 @@ fn render_refuses_other_kinds_and_invalid_specs() {
     let err = render(&bad).unwrap_err();
     assert!(err.to_string().contains("spec.storage.size"), "{err}");
 }
+
+#[test]
+fn the_sample_passes_the_crd_rules() {
+    let ec: edgecache_api::v1alpha1::EdgeCache = serde_yaml::from_str(SAMPLE).unwrap();
+    kube::core::cel::validate_cel(&ec).unwrap();
+}
+
+#[test]
+fn several_edgecaches_in_one_stream() {
+    let two = format!(
+        "{SAMPLE}\n---\n{}",
+        SAMPLE.replace("name: web", "name: api")
+    );
+    let text = render(&two).unwrap();
+    assert_eq!(text.matches("kind: DaemonSet").count(), 2);
+    assert!(text.contains("name: api-config"));
+    assert!(render("").is_err());
+}

@@ -118,6 +118,8 @@ pub struct RequestRecord {
     /// Path and query.
     pub uri: String,
     pub status: u16,
+    /// When it was answered (for a watch: when the stream started).
+    pub at: std::time::Instant,
 }
 
 /// An error answer, sent as a `Status` object.
@@ -474,6 +476,7 @@ impl FakeApiServer {
                 method,
                 uri,
                 status,
+                at: std::time::Instant::now(),
             });
             return resp;
         }
@@ -521,6 +524,7 @@ impl FakeApiServer {
             method: method.clone(),
             uri: uri.to_string(),
             status: code,
+            at: std::time::Instant::now(),
         });
         json_response(code, &body)
     }

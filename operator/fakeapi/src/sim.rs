@@ -327,7 +327,7 @@ mod tests {
         assert_eq!(st["desiredNumberScheduled"], 1);
         assert_eq!(st["numberReady"], 1);
         assert_eq!(st["observedGeneration"], 3);
-        let st = daemonset_status(&ds, &[nvme.clone()], false, None);
+        let st = daemonset_status(&ds, std::slice::from_ref(&nvme), false, None);
         assert_eq!(st["numberReady"], 0);
         assert_eq!(st["numberUnavailable"], 1);
         let st = daemonset_status(&ds, &[nvme], true, Some(0));

@@ -67,8 +67,14 @@ enum Cmd {
     },
 }
 
+/// A pass gives up after this many failed attempts in a row (the server is gone).
+const MAX_CONSECUTIVE_FAILURES: u64 = 200;
+
 #[derive(Default)]
 struct Counters {
+    /// Failed attempts since the last success.
+    consecutive_failures: AtomicU64,
+    aborted: std::sync::atomic::AtomicBool,
     ok: AtomicU64,
     errors: AtomicU64,
     bad_status: AtomicU64,
@@ -173,6 +179,9 @@ async fn pass(
             let mut total = Vec::new();
             let mut send = None;
             loop {
+                if c.aborted.load(Ordering::Relaxed) {
+                    break;
+                }
                 let id = next.fetch_add(1, Ordering::Relaxed);
                 if id >= end {
                     break;
@@ -190,7 +199,13 @@ async fn pass(
                             Err(e) => {
                                 c.errors.fetch_add(1, Ordering::Relaxed);
                                 note(&first_error, format!("{path}: {e:#}"));
-                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                if c.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1
+                                    >= MAX_CONSECUTIVE_FAILURES
+                                {
+                                    c.aborted.store(true, Ordering::Relaxed);
+                                    break;
+                                }
+                                tokio::time::sleep(Duration::from_millis(20)).await;
                                 if attempt < 3 {
                                     continue;
                                 }
@@ -201,6 +216,7 @@ async fn pass(
                     let Some(s) = send.as_mut() else { break };
                     match one(s, &target, &path).await {
                         Ok((status, tf, tt, body)) => {
+                            c.consecutive_failures.store(0, Ordering::Relaxed);
                             ttfb.push(tf.as_secs_f64() * 1e3);
                             total.push(tt.as_secs_f64() * 1e3);
                             c.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
@@ -219,6 +235,12 @@ async fn pass(
                             send = None;
                             c.errors.fetch_add(1, Ordering::Relaxed);
                             note(&first_error, format!("{path}: {e}"));
+                            if c.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1
+                                >= MAX_CONSECUTIVE_FAILURES
+                            {
+                                c.aborted.store(true, Ordering::Relaxed);
+                                break;
+                            }
                             if attempt < 3 {
                                 continue;
                             }
@@ -254,6 +276,7 @@ async fn pass(
         "bad_status": c.bad_status.load(Ordering::Relaxed),
         "bad_body": c.bad_body.load(Ordering::Relaxed),
         "timed_out": timed_out,
+        "aborted": c.aborted.load(Ordering::Relaxed),
         "seconds": secs,
         "bytes": bytes,
         "req_per_s": c.ok.load(Ordering::Relaxed) as f64 / secs,
