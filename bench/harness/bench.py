@@ -942,6 +942,13 @@ def main():
                     for c in order:
                         ensure_origin()
                         if c.proc and c.proc.poll() is not None:
+                            if not getattr(c, "death_reported", False):
+                                c.death_reported = True
+                                cg = cg_read(c.name)
+                                log(f"  {c.name} is DEAD before this round (exit {c.proc.poll()}, oom_kill "
+                                    f"{cg.get('oom_kill')}, failcnt {cg.get('failcnt')}); skipped from now on")
+                                emit({"kind": "died", "cache": c.name, "size": size, "dist": dist, "round": rnd,
+                                      "exit": c.proc.poll(), "cgroup": cg, "between_rounds": True})
                             continue
                         try:
                             r = measure_round(args, c, size, count, dist, rnd)
@@ -952,6 +959,7 @@ def main():
                             continue
                         if c.proc and c.proc.poll() is not None:
                             r["died"] = True
+                            c.death_reported = True
                             log(f"  {c.name} DIED during the round (exit {c.proc.poll()}, oom_kill "
                                 f"{r['oom_kill']}); round excluded from medians")
                             emit({"kind": "died", "cache": c.name, "size": size, "dist": dist, "round": rnd,

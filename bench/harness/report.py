@@ -59,6 +59,13 @@ def died_records(recs):
                       and r["dist"] == d["dist"] and r["round"] == d["round"]), None)
             d["cache"] = m["cache"] if m else "?"
         out.append(d)
+    # A cache that was OOM-killed outside a round (older runs did not record that).
+    for f in [r for r in recs if r.get("kind") == "cgroup_final"]:
+        cg = f.get("cgroup") or f
+        if (cg.get("oom_kill") or 0) > 0 and f.get("cache") in LABEL and not any(
+                d["cache"] == f["cache"] and d["size"] == f["size"] for d in out):
+            out.append({"cache": f["cache"], "size": f["size"], "dist": "(between rounds)", "round": -1,
+                        "exit": "?", "cgroup": cg})
     return out
 
 
@@ -93,7 +100,8 @@ def build(recs, png_rel):
           f"{s['reason'].splitlines()[0][:300]}")
     for d in died_records(recs):
         cg = d.get("cgroup") or d
-        w(f"- **{LABEL.get(d['cache'], d['cache'])} died** at {d['size']} {d['dist']} round {d['round'] + 1} "
+        where = f"{d['dist']} round {d['round'] + 1}" if d["round"] >= 0 else d["dist"]
+        w(f"- **{LABEL.get(d['cache'], d['cache'])} died** at {d['size']} {where} "
           f"(exit {d.get('exit')}, cgroup oom_kill {cg.get('oom_kill')}, failcnt {cg.get('failcnt')}); "
           f"that round and later ones are missing from its medians.")
     w("")

@@ -63,7 +63,11 @@ pub async fn connect() -> Result<Kind, String> {
     {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(format!("API server {url} ({context}): {e}")),
-        Err(_) => return Err(format!("API server {url} ({context}) did not answer in 5 s")),
+        Err(_) => {
+            return Err(format!(
+                "API server {url} ({context}) did not answer in 5 s"
+            ));
+        }
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let operator: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
@@ -103,7 +107,10 @@ where
     };
     let ns = match create_namespace(&kind.client, name).await {
         Ok(ns) => ns,
-        Err(e) => panic!("{name}: cannot create a namespace in {}: {e:#}", kind.context),
+        Err(e) => panic!(
+            "{name}: cannot create a namespace in {}: {e:#}",
+            kind.context
+        ),
     };
     let result = body(kind.client.clone(), ns.clone()).await;
     if let Err(e) = &result {
@@ -128,7 +135,13 @@ pub async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<Str
         .unwrap_or(0);
     let short: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .take(30)
         .collect();
     let ns_name = format!("ec-e2e-{}-{suffix}", short.trim_matches('-'));
@@ -164,13 +177,12 @@ where
     Fut: Future<Output = anyhow::Result<Option<T>>>,
 {
     let start = Instant::now();
-    let mut last = String::from("no result yet");
     loop {
-        match check().await {
+        let last = match check().await {
             Ok(Some(v)) => return Ok(v),
-            Ok(None) => last = "condition not met".into(),
-            Err(e) => last = format!("{e:#}"),
-        }
+            Ok(None) => "condition not met".to_string(),
+            Err(e) => format!("{e:#}"),
+        };
         if start.elapsed() >= timeout {
             bail!("{what}: not within {timeout:?} (last: {last})");
         }

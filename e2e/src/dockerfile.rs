@@ -36,7 +36,10 @@ pub fn runtime_stage(text: &str) -> Vec<String> {
         .iter()
         .map(|i| {
             let words: Vec<&str> = i.split_whitespace().collect();
-            if words.first().is_some_and(|w| w.eq_ignore_ascii_case("COPY")) {
+            if words
+                .first()
+                .is_some_and(|w| w.eq_ignore_ascii_case("COPY"))
+            {
                 let rest: Vec<String> = words[1..]
                     .iter()
                     .filter(|w| !w.starts_with("--from="))

@@ -179,7 +179,8 @@ fn main() {
         let wall = t0.elapsed().as_secs_f64();
         let cpu = (cpu_time() - c0).as_secs_f64();
         let n = reads.get() as f64;
-        let (in_use, peak, cap) = w.io_buffer_usage();
+        let u = w.io_buffer_usage();
+        let (in_use, peak, cap) = (u.charged - u.pooled, u.peak, u.capacity);
         println!(
             "engine={:?} size={} conc={} reads/s={:.0} MB/s={:.0} cpu_us/read={:.2} cores={:.2} \
              buf_peak={} KiB buf_cap={} KiB buf_in_use_end={}",

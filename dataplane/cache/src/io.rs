@@ -9,8 +9,12 @@
 //!   `kernel.io_uring_disabled` can too.
 //!
 //! Both engines share the same semantics, which the store relies on:
-//! - `read_at` fills the buffer's whole *capacity* (a multiple of 4096) starting at `off`, and
-//!   returns the count read, which is short only at the end of the file.
+//! - `read_at` fills the first `len` bytes of the buffer (`len` at most its capacity, a multiple
+//!   of 4096 for O_DIRECT) starting at `off`, sets the buffer's length to the count read and
+//!   returns it; it is short only at the end of the file.
+//!
+//! Buffers come from a worker's [`budget::IoBudget`] (a hard bound on buffer memory, with
+//! recycling); see that module.
 //! - `write_at` writes the buffer's filled bytes at `off`; a short write is reported as an error
 //!   (`WriteZero`), because with O_DIRECT it only happens when the disk is full.
 //!
@@ -20,6 +24,7 @@
 //! `// SAFETY:` comment.
 
 pub mod aligned;
+pub mod budget;
 pub(crate) mod file;
 pub mod threads;
 pub mod uring;
@@ -28,6 +33,7 @@ use std::future::Future;
 use std::io;
 
 pub use aligned::{ALIGN, AlignedBuf, align_up};
+pub use budget::{IoBudget, IoBufferUsage};
 use edgecache_api::dataplane::IoEngineKind;
 
 /// The resolved I/O engine.
@@ -88,12 +94,13 @@ pub struct FileId {
 
 /// The owned-buffer I/O interface both engines implement (see the module doc for semantics).
 pub trait IoEngine {
-    /// Read into the whole capacity of `buf` at `off`.
+    /// Read `len` bytes (at most the capacity of `buf`) into `buf` at `off`.
     fn read_at(
         &self,
         file: FileId,
         buf: AlignedBuf,
         off: u64,
+        len: usize,
     ) -> impl Future<Output = (io::Result<usize>, AlignedBuf)>;
     /// Write the filled bytes of `buf` at `off`.
     fn write_at(
@@ -116,10 +123,11 @@ impl IoEngine for WorkerIo {
         file: FileId,
         buf: AlignedBuf,
         off: u64,
+        len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
         match self {
-            WorkerIo::Uring(e) => e.read_at(file, buf, off).await,
-            WorkerIo::Threads(e) => e.read_at(file, buf, off).await,
+            WorkerIo::Uring(e) => e.read_at(file, buf, off, len).await,
+            WorkerIo::Threads(e) => e.read_at(file, buf, off, len).await,
         }
     }
 

@@ -80,7 +80,7 @@ mod writer;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
 use edgecache_api::dataplane::{IoEngineKind, StorageConfig};
@@ -103,6 +103,10 @@ use state::{Entry, Loc, Seg, State};
 /// Unknown-length bodies are buffered in RAM up to this size, then written; larger ones are not
 /// stored. 8 MiB bounds the memory one slow chunked response can pin per connection.
 pub const UNKNOWN_LENGTH_CAP: u64 = 8 << 20;
+/// Default per-worker I/O buffer budget (see [`StoreWorker::with_io_buffer_bytes`] and
+/// [`Store::set_io_buffer_bytes_per_worker`]): 32 MiB is 128 chunks of 256 KiB in flight or
+/// queued to sockets, well above what the disk needs to reach its bandwidth.
+pub const DEFAULT_IO_BUFFER_BYTES: u64 = 32 << 20;
 /// Meta blobs up to this size are kept in the RAM index (returned by `lookup`); larger ones are
 /// only in the record header (returned by `open`).
 pub const INDEX_META_MAX: usize = 4096;
@@ -212,6 +216,12 @@ pub struct Store {
     ram: RamTier,
     counters: Counters,
     recovered: u64,
+    /// The buffer budget each new [`StoreWorker`] gets.
+    io_buffer_bytes: AtomicU64,
+    /// The 4 KiB buffer of the synchronous writes (segment headers, tombstones).
+    sync_block: Mutex<crate::io::AlignedBuf>,
+    /// The budgets of live workers, for [`StoreStats`].
+    budgets: Mutex<Vec<Weak<crate::io::budget::Shared>>>,
     /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
     _lock: fs::File,
 }
@@ -310,6 +320,9 @@ impl Store {
             seq: AtomicU64::new(max_seq + 1),
             counters: Counters::default(),
             recovered,
+            io_buffer_bytes: AtomicU64::new(DEFAULT_IO_BUFFER_BYTES),
+            sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
+            budgets: Mutex::new(Vec::new()),
             _lock: lock,
         };
         store
@@ -343,6 +356,19 @@ impl Store {
 
     pub fn config(&self) -> &StoreConfig {
         &self.cfg
+    }
+
+    /// Set the I/O buffer budget of workers created from now on ([`StoreWorker::new`]): a hard
+    /// bound on the bytes of read and write buffers each worker has allocated (in flight, held
+    /// by response bodies not yet written to the socket, or pooled for reuse). Default
+    /// [`DEFAULT_IO_BUFFER_BYTES`]; values below 1 MiB are raised to 1 MiB.
+    pub fn set_io_buffer_bytes_per_worker(&self, bytes: u64) {
+        self.io_buffer_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The budget [`StoreWorker::new`] gives a worker.
+    pub fn io_buffer_bytes_per_worker(&self) -> u64 {
+        self.io_buffer_bytes.load(Ordering::Relaxed)
     }
 
     /// Largest body that can be stored with the given key and meta sizes.
@@ -430,6 +456,7 @@ impl Store {
             (st.objects, st.bytes_used)
         };
         let (ram_bytes, ram_objects) = self.ram.usage();
+        let io = self.io_buffer_usage();
         let c = &self.counters;
         StoreStats {
             objects,
@@ -448,7 +475,50 @@ impl Store {
             direct_io: self.files.iter().all(|f| f.direct_ok),
             segment_size: self.layout.segment_size,
             segment_count: self.layout.segment_count,
+            io_buffer_capacity: io.capacity,
+            io_buffer_bytes: io.charged,
+            io_buffer_peak: io.peak,
+            io_buffer_waits: io.waits,
         }
+    }
+
+    /// The I/O buffer use of all live workers, summed (the peak is the sum of their peaks).
+    pub fn io_buffer_usage(&self) -> crate::io::IoBufferUsage {
+        let mut sum = crate::io::IoBufferUsage {
+            capacity: 0,
+            charged: 0,
+            pooled: 0,
+            peak: 0,
+            waits: 0,
+            allocs: 0,
+        };
+        let mut list = match self.budgets.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        list.retain(|w| match w.upgrade() {
+            Some(b) => {
+                let u = b.usage();
+                sum.capacity += u.capacity;
+                sum.charged += u.charged;
+                sum.pooled += u.pooled;
+                sum.peak += u.peak;
+                sum.waits += u.waits;
+                sum.allocs += u.allocs;
+                true
+            }
+            None => false,
+        });
+        sum
+    }
+
+    pub(crate) fn register_budget(&self, b: &crate::io::IoBudget) {
+        let mut list = match self.budgets.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        list.retain(|w| w.strong_count() > 0);
+        list.push(b.downgrade());
     }
 
     // ---- internals shared by workers, writers and readers ----

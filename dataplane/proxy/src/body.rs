@@ -35,16 +35,8 @@ pub fn channel(rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>) -> Body {
     stream(receiver(rx))
 }
 
-/// The bytes `range` (end exclusive) of a body fed through a channel: the channel is dropped
-/// once the range is complete, so the task feeding it learns the client wants no more.
-pub fn channel_range(
-    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
-    range: std::ops::Range<u64>,
-) -> Body {
-    stream(slice(receiver(rx), range))
-}
-
-fn receiver(
+/// The chunks sent through a channel, as a stream.
+pub fn receiver(
     rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
 ) -> impl Stream<Item = io::Result<Bytes>> + 'static {
     futures_util::stream::unfold(rx, |mut rx| async move {

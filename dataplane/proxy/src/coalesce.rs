@@ -43,6 +43,9 @@ struct State {
     head: Option<Head>,
     chunks: Vec<Bytes>,
     end: Option<End>,
+    /// An unsafe request invalidated the key while this fetch ran: its response may predate
+    /// the change, so it must not be published (RFC 9111 4.4).
+    invalidated: bool,
 }
 
 /// One origin fetch in progress.
@@ -76,6 +79,11 @@ impl Flight {
         s.end = Some(end);
         drop(s);
         self.changed.notify_waiters();
+    }
+
+    /// Whether the key was invalidated while this fetch ran (see [`Coalescer::invalidate`]).
+    pub fn invalidated(&self) -> bool {
+        self.lock().invalidated
     }
 
     /// Wait for the head (or for the fetch to end without one).
@@ -160,6 +168,19 @@ impl Coalescer {
             key: key.to_vec(),
             flight,
         })
+    }
+
+    /// A successful unsafe request changed the resource at `key`: a fetch in progress for it
+    /// must not be stored (it may carry the old state), and new requests must not join it.
+    pub fn invalidate(&self, key: &[u8]) {
+        let flight = self
+            .flights
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if let Some(f) = flight {
+            f.lock().invalidated = true;
+        }
     }
 
     #[cfg(test)]
@@ -267,6 +288,25 @@ mod tests {
         assert!(
             matches!(c.join(b"k"), Role::Leader(_)),
             "a new request leads again"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_invalidated_flight_is_marked_and_no_longer_joined() {
+        let c = Arc::new(Coalescer::default());
+        let Role::Leader(guard) = c.join(b"k") else {
+            panic!()
+        };
+        c.invalidate(b"k");
+        assert!(guard.flight.invalidated());
+        let Role::Leader(second) = c.join(b"k") else {
+            panic!("a new request leads a new fetch")
+        };
+        assert!(!second.flight.invalidated());
+        drop(guard);
+        assert!(
+            matches!(c.join(b"k"), Role::Waiter(_)),
+            "the old leader's guard does not remove the new flight"
         );
     }
 

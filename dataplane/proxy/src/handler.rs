@@ -2,6 +2,26 @@
 //! fetch from the origin (coalesced) while streaming to the client and writing to the store.
 //! Every decision is made by the pure policy in `edgecache_cache::policy`; this module does the
 //! I/O around it.
+//!
+//! Choices made here (each tested end to end in `tests/rfc_*.rs`):
+//!
+//! * A miss is fetched whole, without the client's Range and validators, so it can be stored;
+//!   the client's own If-None-Match / If-Modified-Since / Range are then answered from the
+//!   fetched 200 with `respond::from_cache` semantics ([`ClientAnswer`]): 304, 206 (the bytes
+//!   are cut out of the stream as it passes) or 416. With no Content-Length the length is not
+//!   known up front, so a Range gets the whole 200 (RFC 9110 14.2 allows ignoring Range).
+//!   Coalesced waiters get the same treatment for their own headers.
+//! * Concurrent requests for one stale variant make one conditional request; the others wait
+//!   for it and decide again (only for plain staleness, never for authorized requests).
+//! * A stored response that may not be served stale (must-revalidate, proxy-revalidate,
+//!   s-maxage, no-cache) whose revalidation cannot reach the origin gets a 504 (RFC 9111
+//!   5.2.2.2); an error status from the origin is relayed.
+//! * A successful unsafe method invalidates its URI and same-origin Location /
+//!   Content-Location (RFC 9111 4.4) in the store and in the coalescing table: a fill already
+//!   in flight for such a URI is still served to its clients but not stored.
+//! * 1xx from the origin: hyper's client consumes them and hands over only the final
+//!   response, so they are dropped (never stored); a client's `Expect: 100-continue` is
+//!   answered by hyper's server when the request body is read.
 
 use std::convert::Infallible;
 use std::io;
@@ -17,6 +37,7 @@ use edgecache_cache::policy::status::{CacheStatus, Fwd};
 use edgecache_cache::policy::validate::{self, Freshen};
 use edgecache_cache::policy::{self, CacheKey, PolicyConfig, StoredResponse};
 use edgecache_cache::store::{ObjectRef, ObjectWriter, Source, StoreWorker};
+use futures_util::StreamExt;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, request};
 use http_body_util::BodyExt;
@@ -154,7 +175,28 @@ async fn lookup(
             },
             Some((r, stored)),
         ) => {
-            revalidate(
+            // One conditional request per stale stored response at a time: others wait for
+            // it and decide again on what it left in the store. Only for plain staleness: a
+            // request or response that demands its own validation (no-cache, max-age, ...)
+            // would wait and then validate anyway, and another request's validation is not
+            // one for an authorized request (its credentials were not checked).
+            let joins = reason == serve::Reason::Stale
+                && !parts.headers.contains_key(header::AUTHORIZATION);
+            let guard = if !joins {
+                None
+            } else {
+                match ctx.shared.coalescer.join(&revalidation_key(&key, &r)) {
+                    Role::Leader(guard) => Some(guard),
+                    Role::Waiter(flight) => {
+                        flight.ended().await;
+                        if let Some(resp) = after_revalidation(ctx, &parts, &key).await {
+                            return resp;
+                        }
+                        None
+                    }
+                }
+            };
+            let resp = revalidate(
                 ctx,
                 parts,
                 key,
@@ -165,7 +207,9 @@ async fn lookup(
                 stale_if_error,
                 reason.fwd(),
             )
-            .await
+            .await;
+            drop(guard);
+            resp
         }
         (ServeDecision::GatewayTimeout, _) => {
             ctx.shared.metrics.request(Outcome::Synthetic);
@@ -179,6 +223,37 @@ async fn lookup(
             fetch_coalesced(ctx, parts, key, peer, reason.fwd()).await
         }
         (_, None) => fetch_coalesced(ctx, parts, key, peer, Fwd::UriMiss).await,
+    }
+}
+
+/// The coalescing key of a revalidation of one stored variant (foreground or background).
+fn revalidation_key(key: &CacheKey, r: &ObjectRef) -> Vec<u8> {
+    let mut k = b"revalidate ".to_vec();
+    k.extend_from_slice(key.as_bytes());
+    k.push(b'\n');
+    k.extend_from_slice(&r.variant);
+    k
+}
+
+/// After waiting for another request's revalidation: serve what it stored if the policy now
+/// allows it without going to the origin, else `None` (the caller revalidates itself).
+async fn after_revalidation(
+    ctx: &Rc<Ctx>,
+    parts: &request::Parts,
+    key: &CacheKey,
+) -> Option<Response<Body>> {
+    let Selected::One(r, stored) = select(ctx, key, &parts.headers).await else {
+        return None;
+    };
+    let now = ctx.shared.clock.now();
+    match serve::decide(parts, &stored, now, &ctx.policy) {
+        ServeDecision::Serve { freshness, .. } => {
+            let status = CacheStatus::hit(&ctx.policy.name)
+                .ttl(freshness.ttl())
+                .collapsed(true);
+            serve_stored(ctx, parts, &r, &stored, now, status).await
+        }
+        _ => None,
     }
 }
 
@@ -340,9 +415,7 @@ fn background_revalidate(
     stored: &StoredResponse,
     conditional: HeaderMap,
 ) {
-    let mut flight_key = b"revalidate ".to_vec();
-    flight_key.extend_from_slice(key.as_bytes());
-    let Role::Leader(guard) = ctx.shared.coalescer.join(&flight_key) else {
+    let Role::Leader(guard) = ctx.shared.coalescer.join(&revalidation_key(key, r)) else {
         return;
     };
     let (ctx, mut parts, key, r, stored) = (
@@ -428,7 +501,18 @@ async fn follow(
         // The leader failed before a response head: try on our own.
         return fetch(ctx, parts, key, peer, None, fwd).await;
     };
-    if !head.shareable || !head.stored.matches(&parts.headers) {
+    // The leader's response may answer this request only where a stored copy could: it is
+    // storable, its Vary matches, and an authorized request may reuse it (RFC 9111 3.5).
+    // If-Match / If-Unmodified-Since are the origin's to evaluate: such a request fetches.
+    let authorized_refused = parts.headers.contains_key(header::AUTHORIZATION)
+        && !policy::store::allows_authorized(&head.stored.directives().cc);
+    let origin_precondition = parts.headers.contains_key(header::IF_MATCH)
+        || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
+    if !head.shareable
+        || !head.stored.matches(&parts.headers)
+        || authorized_refused
+        || origin_precondition
+    {
         return fetch(ctx, parts, key, peer, None, fwd).await;
     }
     if !head.tail {
@@ -463,24 +547,23 @@ async fn follow(
     let Some(client_range) = client_body else {
         return respond(code, headers, status, body::empty());
     };
-    let metrics = ctx.shared.metrics.clone();
-    let chunks = futures_util::stream::unfold(Some((flight, 0usize)), move |state| {
-        let metrics = metrics.clone();
-        async move {
-            let (flight, i) = state?;
-            match flight.chunk(i).await {
-                Ok(Some(c)) => {
-                    metrics.response_bytes.inc_by(c.len() as u64);
-                    Some((Ok(c), Some((flight, i + 1))))
-                }
-                Ok(None) => None,
-                Err(()) => Some((Err(io::Error::other("the origin fetch failed")), None)),
-            }
+    let chunks = futures_util::stream::unfold(Some((flight, 0usize)), |state| async move {
+        let (flight, i) = state?;
+        match flight.chunk(i).await {
+            Ok(Some(c)) => Some((Ok(c), Some((flight, i + 1)))),
+            Ok(None) => None,
+            Err(()) => Some((Err(io::Error::other("the origin fetch failed")), None)),
         }
     });
+    let metrics = ctx.shared.metrics.clone();
+    let count = move |c: &io::Result<Bytes>| {
+        if let Ok(c) = c {
+            metrics.response_bytes.inc_by(c.len() as u64);
+        }
+    };
     let body = match client_range {
-        None => body::stream(chunks),
-        Some(range) => body::stream(body::slice(chunks, range)),
+        None => body::stream(chunks.inspect(count)),
+        Some(range) => body::stream(body::slice(chunks, range).inspect(count)),
     };
     respond(code, headers, status, body)
 }
@@ -596,13 +679,22 @@ async fn relay_origin_response(
         writer,
         guard,
         to_client: client_body.is_some().then_some(tx),
+        count_sent: matches!(client_body, Some(None)),
         idle: ctx.origin.idle_timeout,
     };
     tokio::task::spawn_local(pump.run());
     let body = match client_body {
         None => body::empty(),
         Some(None) => body::channel(rx),
-        Some(Some(range)) => body::channel_range(rx, range),
+        Some(Some(range)) => {
+            // Only the range reaches the client; count what it gets.
+            let metrics = ctx.shared.metrics.clone();
+            body::stream(body::slice(body::receiver(rx), range).inspect(move |c| {
+                if let Ok(c) = c {
+                    metrics.response_bytes.inc_by(c.len() as u64);
+                }
+            }))
+        }
     };
     respond(code, headers, status, body)
 }
@@ -665,9 +757,7 @@ impl ClientAnswer {
                     range: start..end.saturating_add(1),
                 }
             }
-            (StatusCode::RANGE_NOT_SATISFIABLE, _) => {
-                ClientAnswer::Unsatisfiable(content_range())
-            }
+            (StatusCode::RANGE_NOT_SATISFIABLE, _) => ClientAnswer::Unsatisfiable(content_range()),
             _ => ClientAnswer::AsReceived { head_only },
         }
     }
@@ -714,6 +804,9 @@ struct Pump {
     writer: Option<ObjectWriter>,
     guard: Option<LeaderGuard>,
     to_client: Option<tokio::sync::mpsc::Sender<io::Result<Bytes>>>,
+    /// Count the bytes sent to the client here (false when the client's body is a range, which
+    /// is counted as it is cut out).
+    count_sent: bool,
     idle: Duration,
 }
 
@@ -721,11 +814,13 @@ impl Pump {
     /// Send one chunk to the client, if it is still there.
     async fn send_to_client(&mut self, chunk: Bytes) {
         if let Some(tx) = &self.to_client {
-            self.ctx
-                .shared
-                .metrics
-                .response_bytes
-                .inc_by(chunk.len() as u64);
+            if self.count_sent {
+                self.ctx
+                    .shared
+                    .metrics
+                    .response_bytes
+                    .inc_by(chunk.len() as u64);
+            }
             if tx.send(Ok(chunk)).await.is_err() {
                 self.to_client = None;
             }
@@ -778,6 +873,11 @@ impl Pump {
                 return;
             }
         };
+        if self.guard.as_ref().is_some_and(|g| g.flight.invalidated()) {
+            // Invalidated while it ran (RFC 9111 4.4): serve it, do not publish it.
+            debug!("not storing a response fetched before an invalidation of its URI");
+            self.writer = None;
+        }
         match end {
             Ok(()) => {
                 if let Some(w) = self.writer.take()
@@ -847,6 +947,7 @@ async fn forward(
                 for target in
                     policy::invalidate::targets(&parts, resp.status(), resp.headers(), "http")
                 {
+                    ctx.shared.coalescer.invalidate(target.as_bytes());
                     ctx.shared.store.remove(target.as_bytes());
                 }
             }

@@ -17,6 +17,7 @@ mod metrics;
 mod origin;
 mod server;
 mod startup;
+mod supervisor;
 
 use std::process::ExitCode;
 

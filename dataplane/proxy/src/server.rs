@@ -6,6 +6,10 @@
 //! Shutdown: when the shutdown signal turns true each worker drops its listener (no new
 //! connections), asks every open connection to finish its in-flight response and close, and
 //! waits for them up to the grace period.
+//!
+//! Death: a worker that panics or whose loop fails drops its runtime, its connections and its
+//! listener (the thread is the listener's only owner), then reports a [`WorkerExit`]; the
+//! supervisor (src/supervisor.rs) repairs the steering group and starts a new worker.
 
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -196,7 +200,11 @@ async fn run_worker(
     let open = Rc::new(OpenConns::default());
     let mut shutdown = shared.shutdown.clone();
     let faults = env.faults.clone();
-    debug!(worker = index, generation = env.generation, "worker serving");
+    debug!(
+        worker = index,
+        generation = env.generation,
+        "worker serving"
+    );
     loop {
         tokio::select! {
             res = listener.accept() => match res {

@@ -17,10 +17,7 @@ use crate::coalesce::Coalescer;
 use crate::metrics::{self, Metrics, StoreCollector};
 use crate::server::Shared;
 
-// Declared here rather than in main.rs (owned elsewhere); the file is src/supervisor.rs.
-#[path = "supervisor.rs"]
-mod supervisor;
-use supervisor::{Supervisor, SupervisorMetrics};
+use crate::supervisor::{self, Supervisor, SupervisorMetrics};
 
 pub fn init_tracing(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -102,9 +99,9 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         cfg.workers.steering_required,
     ) {
         Ok(s) => s,
-        Err(e @ edgecache_steering::SteeringError::Unavailable { .. }) => bail!(
-            "refusing to start: steering mode `{requested}` is required (workers.steeringRequired) \
-             but cannot be set up: {e}"
+        Err(edgecache_steering::SteeringError::Unavailable { reason, .. }) => bail!(
+            "refusing to start: steering mode `{requested}` is required \
+             (workers.steeringRequired: true) but unavailable: {reason}"
         ),
         Err(e) => bail!("cannot set up steering mode `{requested}`: {e}"),
     };

@@ -234,7 +234,11 @@ impl Supervisor {
             }
         }
         // Workers stop by themselves within the grace period.
-        let handles: Vec<_> = self.slots.iter_mut().filter_map(|s| s.handle.take()).collect();
+        let handles: Vec<_> = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.handle.take())
+            .collect();
         let _ = tokio::task::spawn_blocking(move || {
             for h in handles {
                 let _ = h.join();
@@ -277,7 +281,10 @@ impl Supervisor {
         let mapping = {
             let mut st = self.lock_steering();
             if let Err(e) = st.worker_closed(i) {
-                error!(worker = i, "steering: cannot record the closed listener: {e}");
+                error!(
+                    worker = i,
+                    "steering: cannot record the closed listener: {e}"
+                );
                 self.metrics.repair_errors.inc();
             }
             st.mapping()
@@ -331,7 +338,10 @@ impl Supervisor {
             let mut st = self.lock_steering();
             if let Err(e) = st.replace(i, &listener) {
                 // The worker still serves: its connections come through the kernel's hash.
-                error!(worker = i, "steering: cannot put the new listener in place: {e}");
+                error!(
+                    worker = i,
+                    "steering: cannot put the new listener in place: {e}"
+                );
                 self.metrics.repair_errors.inc();
             }
             st.mapping()
@@ -360,7 +370,12 @@ impl Supervisor {
         };
         match req.fault {
             Some(fault) => {
-                warn!(worker = req.worker, ?fault, hold = req.hold, "debug: injecting a worker fault");
+                warn!(
+                    worker = req.worker,
+                    ?fault,
+                    hold = req.hold,
+                    "debug: injecting a worker fault"
+                );
                 slot.hold = req.hold;
                 slot.faults.trigger(fault);
             }
@@ -390,7 +405,9 @@ async fn recv_opt(rx: &mut Option<mpsc::UnboundedReceiver<()>>) -> Option<()> {
 
 /// SIGUSR1 as a stream of fault requests, only when [`FAULTS_ENV`] is set.
 fn debug_fault_signal() -> Option<mpsc::UnboundedReceiver<()>> {
-    let v = std::env::var(FAULTS_ENV).ok().filter(|v| !v.is_empty() && v != "0")?;
+    let v = std::env::var(FAULTS_ENV)
+        .ok()
+        .filter(|v| !v.is_empty() && v != "0")?;
     use tokio::signal::unix::{SignalKind, signal};
     let mut sig = match signal(SignalKind::user_defined1()) {
         Ok(s) => s,

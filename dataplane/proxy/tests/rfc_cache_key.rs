@@ -18,14 +18,24 @@ fn rfc9111_2_host_is_case_insensitive_and_the_default_port_is_removed() {
     let p = "/obj/4k/key";
     let r = dp.request("GET", p, &[("Host", "WWW.Example.COM")]);
     assert!(!r.is_hit());
-    for host in ["www.example.com", "www.example.com:80", "WWW.EXAMPLE.COM:80"] {
+    for host in [
+        "www.example.com",
+        "www.example.com:80",
+        "WWW.EXAMPLE.COM:80",
+    ] {
         let r = dp.request("GET", p, &[("Host", host)]);
         assert!(r.is_hit(), "{host}: {}", r.cache_status());
         check_body(4096, "key", &r.body).unwrap();
     }
     // Another port or another host is another key.
-    assert!(!dp.request("GET", p, &[("Host", "www.example.com:8080")]).is_hit());
-    assert!(!dp.request("GET", p, &[("Host", "other.example.com")]).is_hit());
+    assert!(
+        !dp.request("GET", p, &[("Host", "www.example.com:8080")])
+            .is_hit()
+    );
+    assert!(
+        !dp.request("GET", p, &[("Host", "other.example.com")])
+            .is_hit()
+    );
     assert_eq!(o.requests_for(p), 3);
 }
 

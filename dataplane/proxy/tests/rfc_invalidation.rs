@@ -53,14 +53,7 @@ fn rfc9111_4_4_a_successful_post_invalidates_the_uri_and_same_origin_location() 
     fill(&dp, &["/a", "/b", "/c", "/d"]);
     // POST to /a (no query in the stored key, so post to /a itself) with Location /b and an
     // absolute same-origin Content-Location /c.
-    let r = request(
-        dp.listen,
-        "POST",
-        "/a",
-        &[],
-        b"payload",
-    )
-    .unwrap();
+    let r = request(dp.listen, "POST", "/a", &[], b"payload").unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"done");
     assert!(!dp.get("/a").is_hit(), "the target URI is invalidated");
@@ -75,13 +68,19 @@ fn rfc9111_4_4_a_successful_post_invalidates_the_uri_and_same_origin_location() 
     );
     assert_eq!(r.status, 201);
     assert!(!dp.get("/b").is_hit(), "same-origin Location invalidated");
-    assert!(!dp.get("/c").is_hit(), "same-origin Content-Location invalidated");
+    assert!(
+        !dp.get("/c").is_hit(),
+        "same-origin Content-Location invalidated"
+    );
     assert!(dp.get("/d").is_hit());
 
     // Another origin's URI is left alone.
     fill(&dp, &["/b"]);
     dp.request("DELETE", "/y?status=204&loc=http%3A//other.example/b", &[]);
-    assert!(dp.get("/b").is_hit(), "cross-origin Location is not invalidated");
+    assert!(
+        dp.get("/b").is_hit(),
+        "cross-origin Location is not invalidated"
+    );
 }
 
 #[test]
@@ -95,7 +94,10 @@ fn rfc9111_4_4_errors_do_not_invalidate_and_delete_patch_do() {
     fill(&dp, &["/e?status=500", "/f?status=204", "/g?status=200"]);
     let r = dp.request("POST", "/e?status=500", &[]);
     assert_eq!(r.status, 500);
-    assert!(dp.get("/e?status=500").is_hit(), "a 5xx does not invalidate");
+    assert!(
+        dp.get("/e?status=500").is_hit(),
+        "a 5xx does not invalidate"
+    );
     dp.request("DELETE", "/f?status=204", &[]);
     assert!(!dp.get("/f?status=204").is_hit());
     dp.request("PATCH", "/g?status=200", &[]);
@@ -111,7 +113,10 @@ fn rfc9111_4_4_invalidation_removes_every_variant() {
         if req.method == "GET" {
             resp(
                 "200 OK",
-                &[("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")],
+                &[
+                    ("Cache-Control", "max-age=600"),
+                    ("Vary", "Accept-Language"),
+                ],
                 format!("{n}").as_bytes(),
             )
         } else {
@@ -129,4 +134,37 @@ fn rfc9111_4_4_invalidation_removes_every_variant() {
     dp.request("POST", "/v", &[]);
     assert!(!dp.request("GET", "/v", &en).is_hit());
     assert!(!dp.request("GET", "/v", &fr).is_hit());
+}
+
+#[test]
+fn rfc9111_4_4_a_fill_in_flight_during_a_post_is_not_stored() {
+    if skip_unless_root("rfc9111_4_4_a_fill_in_flight_during_a_post_is_not_stored") {
+        return;
+    }
+    // The GET's response is generated before the POST changes the resource, and arrives after
+    // the POST's response: storing it would keep the old state past the invalidation.
+    let o = Scripted::start(|req, n| {
+        if req.method == "GET" {
+            let body = format!("state-{n}");
+            std::thread::sleep(std::time::Duration::from_millis(600));
+            resp(
+                "200 OK",
+                &[("Cache-Control", "max-age=600")],
+                body.as_bytes(),
+            )
+        } else {
+            resp("204 No Content", &[], b"")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let listen = dp.listen;
+    let slow = std::thread::spawn(move || get(listen, "/race", &[]).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(dp.request("POST", "/race", &[]).status, 204);
+    assert_eq!(slow.join().unwrap().body, b"state-0");
+    let r = dp.get("/race");
+    assert!(!r.is_hit(), "{}", r.cache_status());
+    assert_eq!(r.body, b"state-2");
+    assert!(dp.get("/race").is_hit());
 }

@@ -25,7 +25,11 @@ fn rfc9111_4_3_2_a_miss_with_a_matching_if_none_match_gets_a_304_and_the_object_
     assert_eq!(r.status, 304, "{}", r.cache_status());
     assert_eq!(r.header("etag"), etag);
     assert!(r.body.is_empty());
-    assert_eq!(stat(&o, "not_modified"), 0, "the origin was asked for the whole object");
+    assert_eq!(
+        stat(&o, "not_modified"),
+        0,
+        "the origin was asked for the whole object"
+    );
     // The 304 goes out before the fill ends: the next request may still follow the fetch.
     let r = dp.get(p);
     assert!(

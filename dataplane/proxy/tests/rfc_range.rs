@@ -76,7 +76,10 @@ fn rfc9110_14_6_several_ranges_get_the_whole_object() {
     let p = "/obj/1000/multi";
     dp.get(p);
     let r = dp.request("GET", p, &[("Range", "bytes=0-9,20-29")]);
-    assert_eq!(r.status, 200, "multipart/byteranges is optional; a 200 is allowed");
+    assert_eq!(
+        r.status, 200,
+        "multipart/byteranges is optional; a 200 is allowed"
+    );
     assert_eq!(r.header("content-range"), "");
     check_body(1000, "multi", &r.body).unwrap();
 }
@@ -96,8 +99,24 @@ fn rfc9110_13_1_5_if_range_with_the_stored_etag_or_date() {
     assert_eq!(r.status, 206);
     assert_eq!(r.body, &full[0..10]);
     let r = dp.request("GET", p, &[("Range", "bytes=0-9"), ("If-Range", "\"old\"")]);
-    assert_eq!(r.status, 200, "If-Range does not match: the whole representation");
+    assert_eq!(
+        r.status, 200,
+        "If-Range does not match: the whole representation"
+    );
     check_body(1000, "ifr", &r.body).unwrap();
+    // An HTTP-date If-Range: the stored Last-Modified (strong: a second older than Date).
+    let lm = "Thu, 01 Jan 2026 00:00:00 GMT";
+    let r = dp.request("GET", p, &[("Range", "bytes=0-9"), ("If-Range", lm)]);
+    assert_eq!(r.status, 206);
+    let r = dp.request(
+        "GET",
+        p,
+        &[
+            ("Range", "bytes=0-9"),
+            ("If-Range", "Fri, 02 Jan 2026 00:00:00 GMT"),
+        ],
+    );
+    assert_eq!(r.status, 200, "only an exact date match");
     let weak = format!("W/{etag}");
     let r = dp.request("GET", p, &[("Range", "bytes=0-9"), ("If-Range", &weak)]);
     assert_eq!(r.status, 200, "If-Range needs a strong match");
@@ -120,7 +139,17 @@ fn rfc9111_3_4_a_range_request_on_a_miss_gets_a_206_and_the_whole_object_is_stor
     assert_eq!(r.header("content-length"), "100");
     assert_eq!(r.body, &full[100000..100100]);
     assert!(!r.truncated);
-    assert_eq!(stat(&o, "body_bytes"), 300 * 1024, "the whole object was fetched");
+    assert_eq!(
+        stat(&o, "body_bytes"),
+        300 * 1024,
+        "the whole object was fetched"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        dp.metric("edgecache_dataplane_response_body_bytes_total"),
+        100.0,
+        "only the range was sent to the client"
+    );
     // It is stored whole.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut r = dp.get(p);
@@ -153,6 +182,11 @@ fn rfc9111_3_4_a_range_request_on_a_chunked_miss_gets_the_whole_200() {
     assert_eq!(r.status, 200);
     check_body(10240, "rch", &r.body).unwrap();
     let r = dp.request("GET", p, &[("Range", "bytes=0-9")]);
-    assert_eq!(r.status, 206, "a hit answers the range: {}", r.cache_status());
+    assert_eq!(
+        r.status,
+        206,
+        "a hit answers the range: {}",
+        r.cache_status()
+    );
     assert_eq!(r.body, &expected_body(10240, "rch")[0..10]);
 }

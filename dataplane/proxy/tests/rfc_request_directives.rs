@@ -21,8 +21,16 @@ fn rfc9111_5_2_1_4_request_no_cache_revalidates_a_fresh_entry() {
     dp.get(p);
     let r = dp.request("GET", p, &[("Cache-Control", "no-cache")]);
     assert_eq!(r.status, 200);
-    assert!(r.cache_status().contains("fwd=request"), "{}", r.cache_status());
-    assert!(r.cache_status().contains("fwd-status=304"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=request"),
+        "{}",
+        r.cache_status()
+    );
+    assert!(
+        r.cache_status().contains("fwd-status=304"),
+        "{}",
+        r.cache_status()
+    );
     check_body(4096, "nc", &r.body).unwrap();
     assert_eq!(o.requests_for(p), 2);
     assert_eq!(stat(&o, "not_modified"), 1, "a conditional request");
@@ -40,10 +48,18 @@ fn rfc9111_5_4_pragma_no_cache_counts_only_without_cache_control() {
     let p = "/obj/4k/pragma?cc=max-age%3D600";
     dp.get(p);
     let r = dp.request("GET", p, &[("Pragma", "no-cache")]);
-    assert!(r.cache_status().contains("fwd=request"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=request"),
+        "{}",
+        r.cache_status()
+    );
     assert_eq!(stat(&o, "not_modified"), 1);
     // With Cache-Control present, Pragma is ignored.
-    let r = dp.request("GET", p, &[("Pragma", "no-cache"), ("Cache-Control", "max-stale=5")]);
+    let r = dp.request(
+        "GET",
+        p,
+        &[("Pragma", "no-cache"), ("Cache-Control", "max-stale=5")],
+    );
     assert!(r.is_hit(), "{}", r.cache_status());
     assert_eq!(o.requests_for(p), 2);
 }
@@ -84,8 +100,16 @@ fn rfc9111_5_2_1_1_request_max_age() {
     let r = dp.request("GET", p, &[("Cache-Control", "max-age=100")]);
     assert!(r.is_hit(), "age 30 <= 100: {}", r.cache_status());
     let r = dp.request("GET", p, &[("Cache-Control", "max-age=10")]);
-    assert!(r.cache_status().contains("fwd=request"), "age 30 > 10: {}", r.cache_status());
-    assert!(r.cache_status().contains("fwd-status=304"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=request"),
+        "age 30 > 10: {}",
+        r.cache_status()
+    );
+    assert!(
+        r.cache_status().contains("fwd-status=304"),
+        "{}",
+        r.cache_status()
+    );
     check_body(4096, "ma", &r.body).unwrap();
     // The 304 refreshed it (the origin's Date is real time while this test's clock moved
     // 30 s, so its apparent age stays about 30 s: RFC 9111 4.2.3).
@@ -118,7 +142,11 @@ fn rfc9111_5_2_1_2_request_max_stale_accepts_a_stale_entry_within_its_bound() {
     }
     assert_eq!(o.requests_for(p), 1);
     let r = dp.request("GET", p, &[("Cache-Control", "max-stale=5")]);
-    assert!(r.cache_status().contains("fwd=stale"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=stale"),
+        "{}",
+        r.cache_status()
+    );
     assert_eq!(o.requests_for(p), 2);
 }
 
@@ -136,7 +164,11 @@ fn rfc9111_5_2_1_3_request_min_fresh() {
     let r = dp.request("GET", p, &[("Cache-Control", "min-fresh=10")]);
     assert!(r.is_hit(), "30 s left >= 10: {}", r.cache_status());
     let r = dp.request("GET", p, &[("Cache-Control", "min-fresh=40")]);
-    assert!(r.cache_status().contains("fwd=request"), "30 s left < 40: {}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=request"),
+        "30 s left < 40: {}",
+        r.cache_status()
+    );
     assert_eq!(o.requests_for(p), 2);
 }
 
@@ -159,7 +191,11 @@ fn rfc9111_5_2_1_7_only_if_cached() {
     advance(&dp, 30);
     // Stale: only-if-cached does not revalidate; with max-stale the stale entry is acceptable.
     assert_eq!(dp.request("GET", p, &oic).status, 504);
-    let r = dp.request("GET", p, &[("Cache-Control", "only-if-cached, max-stale=60")]);
+    let r = dp.request(
+        "GET",
+        p,
+        &[("Cache-Control", "only-if-cached, max-stale=60")],
+    );
     assert_eq!(r.status, 200);
     check_body(4096, "oic", &r.body).unwrap();
     // A Vary mismatch is "nothing usable stored" too.

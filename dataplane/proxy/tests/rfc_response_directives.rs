@@ -44,12 +44,24 @@ fn rfc9111_5_2_2_4_response_no_cache_is_stored_but_always_revalidated() {
     for i in 1..=3 {
         let r = dp.get(p);
         assert_eq!(r.status, 200);
-        assert!(r.cache_status().contains("fwd=stale"), "{}", r.cache_status());
-        assert!(r.cache_status().contains("fwd-status=304"), "{}", r.cache_status());
+        assert!(
+            r.cache_status().contains("fwd=stale"),
+            "{}",
+            r.cache_status()
+        );
+        assert!(
+            r.cache_status().contains("fwd-status=304"),
+            "{}",
+            r.cache_status()
+        );
         check_body(65536, "rnc", &r.body).unwrap();
         assert_eq!(stat(&o, "not_modified"), i);
     }
-    assert_eq!(stat(&o, "body_bytes"), bytes_after_fill, "bodies came from the store");
+    assert_eq!(
+        stat(&o, "body_bytes"),
+        bytes_after_fill,
+        "bodies came from the store"
+    );
 }
 
 #[test]
@@ -67,7 +79,12 @@ fn rfc9111_5_2_2_2_must_revalidate_gives_an_error_not_stale_when_the_origin_is_d
     advance(&dp, 30);
     o.shutdown();
     let r = dp.get(mr);
-    assert_eq!(r.status, 504, "must-revalidate: 504, not stale: {}", r.cache_status());
+    assert_eq!(
+        r.status,
+        504,
+        "must-revalidate: 504, not stale: {}",
+        r.cache_status()
+    );
     // Even a client that accepts stale does not get it.
     let r = dp.request("GET", mr, &[("Cache-Control", "max-stale")]);
     assert_eq!(r.status, 504, "{}", r.cache_status());
@@ -89,7 +106,11 @@ fn rfc9111_5_2_2_10_s_maxage_forbids_serving_stale() {
     dp.get(p);
     advance(&dp, 30);
     let r = dp.request("GET", p, &[("Cache-Control", "max-stale")]);
-    assert!(r.cache_status().contains("fwd=stale"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=stale"),
+        "{}",
+        r.cache_status()
+    );
     assert_eq!(o.requests_for(p), 2);
 }
 
@@ -120,7 +141,11 @@ fn rfc9111_3_5_authorization_is_shared_only_with_public_s_maxage_or_must_revalid
     // Plain max-age: not stored for an authorized request.
     let p = "/obj/4k/plain?cc=max-age%3D600";
     let r = dp.request("GET", p, &auth);
-    assert!(r.cache_status().contains("authorization"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("authorization"),
+        "{}",
+        r.cache_status()
+    );
     assert!(!dp.request("GET", p, &auth).is_hit());
     assert!(!dp.get(p).is_hit(), "not stored, so not served to anyone");
     assert!(dp.get(p).is_hit());
@@ -141,13 +166,20 @@ fn rfc9213_cdn_cache_control_takes_precedence_and_is_not_forwarded() {
     let p = "/obj/4k/cdn?cc=no-store&hdr=CDN-Cache-Control:max-age%3D60";
     let r = dp.get(p);
     assert_eq!(r.header("cdn-cache-control"), "", "not forwarded");
-    assert_eq!(r.header("cache-control"), "no-store", "Cache-Control goes downstream");
+    assert_eq!(
+        r.header("cache-control"),
+        "no-store",
+        "Cache-Control goes downstream"
+    );
     let r = dp.get(p);
     assert!(r.is_hit(), "{}", r.cache_status());
     assert_eq!(r.header("cdn-cache-control"), "");
     assert_eq!(r.header("cache-control"), "no-store");
     advance(&dp, 90);
-    assert!(!dp.get(p).is_hit(), "CDN-Cache-Control's max-age=60 governs");
+    assert!(
+        !dp.get(p).is_hit(),
+        "CDN-Cache-Control's max-age=60 governs"
+    );
     // CDN-Cache-Control: no-store beats Cache-Control: max-age.
     let p = "/obj/4k/cdn2?cc=max-age%3D600&hdr=CDN-Cache-Control:no-store";
     dp.get(p);
@@ -175,4 +207,84 @@ fn rfc9213_edgecache_cache_control_beats_cdn_cache_control() {
     let p = "/obj/4k/ecc2?cc=max-age%3D600&hdr=EdgeCache-Cache-Control:no-store";
     dp.get(p);
     assert!(!dp.get(p).is_hit());
+}
+
+#[test]
+fn rfc9111_3_5_an_authorized_request_does_not_share_an_anonymous_fetch_in_flight() {
+    if skip_unless_root("rfc9111_3_5_an_authorized_request_does_not_share_an_anonymous_fetch") {
+        return;
+    }
+    let o = Scripted::start(|req, _| {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let who = req
+            .header("authorization")
+            .unwrap_or("anonymous")
+            .to_string();
+        resp(
+            "200 OK",
+            &[("Cache-Control", "max-age=600")],
+            who.as_bytes(),
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let listen = dp.listen;
+    let anon = std::thread::spawn(move || get(listen, "/who", &[]).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let authed = get(listen, "/who", &[("Authorization", "Bearer alice")]).unwrap();
+    assert_eq!(anon.join().unwrap().body, b"anonymous");
+    assert_eq!(authed.body, b"Bearer alice", "{}", authed.cache_status());
+    assert_eq!(o.count(), 2);
+}
+
+#[test]
+fn rfc9111_5_2_2_4_and_5_2_2_7_qualified_no_cache_and_private_drop_only_the_listed_fields() {
+    if skip_unless_root("rfc9111_5_2_2_qualified_no_cache_and_private") {
+        return;
+    }
+    let o = Scripted::start(|_, _| {
+        resp(
+            "200 OK",
+            &[
+                (
+                    "Cache-Control",
+                    "max-age=600, no-cache=\"X-Secret\", private=\"X-User\"",
+                ),
+                ("X-Secret", "s"),
+                ("X-User", "alice"),
+                ("X-Public", "p"),
+            ],
+            b"shared",
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let r = dp.get("/q");
+    assert_eq!(r.header("x-secret"), "s", "its own client gets every field");
+    assert_eq!(r.header("x-user"), "alice");
+    let r = dp.get("/q");
+    assert!(
+        r.is_hit(),
+        "served without validation: {}",
+        r.cache_status()
+    );
+    assert_eq!(r.body, b"shared");
+    assert_eq!(r.header("x-secret"), "");
+    assert_eq!(r.header("x-user"), "");
+    assert_eq!(r.header("x-public"), "p");
+    assert_eq!(o.count(), 1);
+}
+
+#[test]
+fn rfc9111_5_2_2_3_must_understand_overrides_no_store_for_understood_status_codes() {
+    if skip_unless_root("rfc9111_5_2_2_3_must_understand") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let p = "/obj/4k/mu?cc=must-understand%2C%20no-store%2C%20max-age%3D600";
+    dp.get(p);
+    assert!(dp.get(p).is_hit(), "200 is understood: no-store is ignored");
+    assert_eq!(o.requests_for(p), 1);
 }

@@ -22,7 +22,7 @@ fn rfc5861_3_stale_while_revalidate_serves_stale_and_revalidates_once_in_the_bac
     // decides ages; the 304 is slow, to show that clients do not wait for it.
     let o = Scripted::start(|req, _| {
         if req.header("if-none-match") == Some("\"s1\"") {
-            std::thread::sleep(Duration::from_millis(700));
+            std::thread::sleep(Duration::from_millis(1200));
             resp(
                 "304 Not Modified",
                 &[
@@ -66,7 +66,10 @@ fn rfc5861_3_stale_while_revalidate_serves_stale_and_revalidates_once_in_the_bac
             "{}",
             r.cache_status()
         );
-        assert!(took < Duration::from_millis(500), "served at once, took {took:?}");
+        assert!(
+            took < Duration::from_millis(900),
+            "served at once, took {took:?}"
+        );
     }
     let conditionals = || {
         o.requests()
@@ -78,8 +81,12 @@ fn rfc5861_3_stale_while_revalidate_serves_stale_and_revalidates_once_in_the_bac
     while conditionals() < 1 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(1000));
-    assert_eq!(conditionals(), 1, "exactly one background conditional request");
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(
+        conditionals(),
+        1,
+        "exactly one background conditional request"
+    );
     assert_eq!(o.count(), 2);
     // The background 304 made it fresh again.
     let r = dp.get("/swr");
@@ -102,8 +109,16 @@ fn rfc5861_3_stale_while_revalidate_window_is_bounded() {
     dp.get(p);
     advance(&dp, 60); // 50 s stale, beyond the 20 s window
     let r = dp.get(p);
-    assert!(r.cache_status().contains("fwd=stale"), "{}", r.cache_status());
-    assert!(r.cache_status().contains("fwd-status=304"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=stale"),
+        "{}",
+        r.cache_status()
+    );
+    assert!(
+        r.cache_status().contains("fwd-status=304"),
+        "{}",
+        r.cache_status()
+    );
 }
 
 /// An origin whose status the test switches (200 with a max-age=10 response or an error).
@@ -136,7 +151,11 @@ fn rfc5861_4_stale_if_error_serves_stale_on_a_5xx_and_when_the_origin_is_down() 
         let r = dp.get("/e");
         assert_eq!(r.status, 200, "{code}: {}", r.cache_status());
         assert_eq!(r.body, b"good-0");
-        assert!(r.cache_status().contains("stale-if-error"), "{}", r.cache_status());
+        assert!(
+            r.cache_status().contains("stale-if-error"),
+            "{}",
+            r.cache_status()
+        );
     }
     // 404 is not an error for stale-if-error: relayed.
     status.store(404, Ordering::SeqCst);

@@ -49,7 +49,10 @@ fn rfc9111_3_1_hop_by_hop_and_connection_listed_fields_are_not_stored() {
     let r = dp.get("/h");
     assert!(r.is_hit());
     let age: u64 = r.header("age").parse().unwrap();
-    assert!((103..=106).contains(&age), "Age = 3 from upstream + 100 resident: {age}");
+    assert!(
+        (103..=106).contains(&age),
+        "Age = 3 from upstream + 100 resident: {age}"
+    );
     assert_eq!(r.header("x-hop"), "");
     assert_eq!(o.count(), 1);
 }
@@ -86,7 +89,11 @@ fn rfc9111_3_set_cookie_is_stored_only_with_public_by_default() {
     let p = "/obj/4k/ck?cc=max-age%3D600&hdr=Set-Cookie:s%3D1";
     let r = dp.get(p);
     assert_eq!(r.header("set-cookie"), "s=1", "forwarded to its client");
-    assert!(r.cache_status().contains("set-cookie"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("set-cookie"),
+        "{}",
+        r.cache_status()
+    );
     assert!(!dp.get(p).is_hit());
     let p = "/obj/4k/ckp?cc=public%2C%20max-age%3D600&hdr=Set-Cookie:s%3D1";
     dp.get(p);
@@ -97,5 +104,9 @@ fn rfc9111_3_set_cookie_is_stored_only_with_public_by_default() {
     assert_eq!(r.header("set-cookie"), "s=1");
     let r = dp.get(p);
     assert!(r.is_hit(), "{}", r.cache_status());
-    assert_eq!(r.header("set-cookie"), "", "a qualified private field is not stored");
+    assert_eq!(
+        r.header("set-cookie"),
+        "",
+        "a qualified private field is not stored"
+    );
 }

@@ -45,7 +45,11 @@ fn rfc9111_4_3_1_stale_entries_are_revalidated_with_if_none_match_and_if_modifie
     advance(&dp, 30);
     let r = dp.get("/c?x");
     assert_eq!(r.body, b"one");
-    assert!(r.cache_status().contains("fwd-status=304"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd-status=304"),
+        "{}",
+        r.cache_status()
+    );
     let seen = o.requests();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].header("if-none-match"), None);
@@ -80,7 +84,11 @@ fn rfc9111_4_3_1_weak_validators_revalidate_too() {
     advance(&dp, 30);
     let r = dp.get("/w");
     assert_eq!(r.body, b"weak");
-    assert!(r.cache_status().contains("fwd-status=304"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd-status=304"),
+        "{}",
+        r.cache_status()
+    );
     assert!(dp.get("/w").is_hit());
     assert_eq!(o.count(), 2);
 }
@@ -159,7 +167,11 @@ fn rfc9111_4_3_3_a_200_on_revalidation_replaces_the_stored_response() {
     advance(&dp, 30);
     let r = dp.get("/r");
     assert_eq!(r.body, b"body-1");
-    assert!(r.cache_status().contains("fwd-status=200"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd-status=200"),
+        "{}",
+        r.cache_status()
+    );
     assert_eq!(o.requests()[1].header("if-none-match"), Some("\"v0\""));
     let r = dp.get("/r");
     assert!(r.is_hit(), "{}", r.cache_status());
@@ -192,7 +204,11 @@ fn rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache() {
     check_body(4096, "cond", &r.body).unwrap();
     let r = dp.request("GET", p, &[("If-Modified-Since", LM)]);
     assert_eq!(r.status, 304);
-    let r = dp.request("GET", p, &[("If-Modified-Since", "Wed, 31 Dec 2025 00:00:00 GMT")]);
+    let r = dp.request(
+        "GET",
+        p,
+        &[("If-Modified-Since", "Wed, 31 Dec 2025 00:00:00 GMT")],
+    );
     assert_eq!(r.status, 200);
     let r = dp.request("HEAD", p, &[("If-None-Match", "*")]);
     assert_eq!(r.status, 304);
@@ -225,4 +241,85 @@ fn rfc9111_4_3_2_if_match_is_left_to_the_origin() {
     assert_eq!(r.status, 412);
     assert!(dp.get("/im").is_hit(), "the 412 did not replace the entry");
     assert_eq!(n.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn rfc9111_4_3_1_concurrent_requests_for_a_stale_entry_make_one_conditional_request() {
+    if skip_unless_root("rfc9111_4_3_1_concurrent_requests_make_one_conditional_request") {
+        return;
+    }
+    let o = Scripted::start(|req, _| {
+        if req.header("if-none-match").is_some() {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            resp(
+                "304 Not Modified",
+                &[("ETag", "\"c1\""), ("Cache-Control", "max-age=10")],
+                b"",
+            )
+        } else {
+            resp(
+                "200 OK",
+                &[("ETag", "\"c1\""), ("Cache-Control", "max-age=10")],
+                b"shared-body",
+            )
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    dp.get("/cc");
+    advance(&dp, 30);
+    let listen = dp.listen;
+    let clients: Vec<_> = (0..6)
+        .map(|_| std::thread::spawn(move || get(listen, "/cc", &[]).unwrap()))
+        .collect();
+    for c in clients {
+        let r = c.join().unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, b"shared-body");
+    }
+    let conditionals = o
+        .requests()
+        .iter()
+        .filter(|r| r.header("if-none-match").is_some())
+        .count();
+    assert_eq!(
+        conditionals, 1,
+        "the others waited for the one revalidation"
+    );
+    // A client's own no-cache still gets its own validation.
+    let r = dp.request("GET", "/cc", &[("Cache-Control", "no-cache")]);
+    assert!(
+        r.cache_status().contains("fwd=request"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(o.count(), 3);
+}
+
+#[test]
+fn rfc9110_13_1_1_if_match_during_a_coalesced_miss_still_reaches_the_origin() {
+    if skip_unless_root("rfc9110_13_1_1_if_match_during_a_coalesced_miss") {
+        return;
+    }
+    let o = Scripted::start(|req, _| {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        if req.header("if-match").is_some_and(|v| v != "\"a\"") {
+            resp("412 Precondition Failed", &[], b"")
+        } else {
+            resp(
+                "200 OK",
+                &[("ETag", "\"a\""), ("Cache-Control", "max-age=600")],
+                b"a",
+            )
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let listen = dp.listen;
+    let plain = std::thread::spawn(move || get(listen, "/imc", &[]).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let r = get(listen, "/imc", &[("If-Match", "\"b\"")]).unwrap();
+    assert_eq!(r.status, 412, "{}", r.cache_status());
+    assert_eq!(plain.join().unwrap().status, 200);
+    assert_eq!(o.count(), 2);
 }

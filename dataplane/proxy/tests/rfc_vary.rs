@@ -18,7 +18,11 @@ fn encoding_origin(vary: &'static str) -> Scripted {
         if gzip {
             h.push(("Content-Encoding", "gzip"));
         }
-        let body: &[u8] = if gzip { b"gzip-variant" } else { b"identity-variant" };
+        let body: &[u8] = if gzip {
+            b"gzip-variant"
+        } else {
+            b"identity-variant"
+        };
         resp("200 OK", &h, body)
     })
 }
@@ -37,7 +41,11 @@ fn rfc9111_4_1_two_variants_of_one_url_are_stored_and_each_served_to_its_request
     assert_eq!(r.body, b"gzip-variant");
     let r = dp.request("GET", "/v", &id);
     assert_eq!(r.body, b"identity-variant");
-    assert!(r.cache_status().contains("fwd=vary-miss"), "{}", r.cache_status());
+    assert!(
+        r.cache_status().contains("fwd=vary-miss"),
+        "{}",
+        r.cache_status()
+    );
     for _ in 0..2 {
         let r = dp.request("GET", "/v", &gz);
         assert!(r.is_hit(), "{}", r.cache_status());
@@ -130,7 +138,10 @@ fn rfc9111_4_1_a_new_response_for_a_variant_replaces_only_that_variant() {
         let lang = req.header("accept-language").unwrap_or("-").to_string();
         resp(
             "200 OK",
-            &[("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")],
+            &[
+                ("Cache-Control", "max-age=600"),
+                ("Vary", "Accept-Language"),
+            ],
             format!("{lang}-{n}").as_bytes(),
         )
     });
@@ -142,9 +153,40 @@ fn rfc9111_4_1_a_new_response_for_a_variant_replaces_only_that_variant() {
     assert_eq!(dp.request("GET", "/l", &fr).body, b"fr-1");
     // A client no-cache on the en variant refetches (the origin sends no validators) and
     // replaces just that variant.
-    let r = dp.request("GET", "/l", &[("Accept-Language", "en"), ("Cache-Control", "no-cache")]);
+    let r = dp.request(
+        "GET",
+        "/l",
+        &[("Accept-Language", "en"), ("Cache-Control", "no-cache")],
+    );
     assert_eq!(r.body, b"en-2");
     assert_eq!(dp.request("GET", "/l", &en).body, b"en-2");
     assert_eq!(dp.request("GET", "/l", &fr).body, b"fr-1");
     assert_eq!(o.count(), 3);
+}
+
+#[test]
+fn rfc9111_4_1_request_values_are_normalized_before_matching() {
+    if skip_unless_root("rfc9111_4_1_request_values_are_normalized_before_matching") {
+        return;
+    }
+    let o = encoding_origin("Accept-Encoding");
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    dp.request("GET", "/n", &[("Accept-Encoding", "gzip, deflate")]);
+    for same in ["gzip,deflate", "GZIP ,  Deflate", "gzip,\tdeflate"] {
+        let r = dp.request("GET", "/n", &[("Accept-Encoding", same)]);
+        assert!(r.is_hit(), "{same:?}: {}", r.cache_status());
+        assert_eq!(r.body, b"gzip-variant");
+    }
+    // Two field lines are one list (RFC 9110 5.3).
+    let r = dp.request(
+        "GET",
+        "/n",
+        &[("Accept-Encoding", "gzip"), ("Accept-Encoding", "deflate")],
+    );
+    assert!(r.is_hit(), "{}", r.cache_status());
+    // Order matters for a list whose order may carry meaning: another variant.
+    let r = dp.request("GET", "/n", &[("Accept-Encoding", "deflate, gzip")]);
+    assert_eq!(r.body, b"gzip-variant");
+    assert_eq!(o.count(), 2, "{}", r.cache_status());
 }

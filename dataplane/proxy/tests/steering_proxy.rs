@@ -138,12 +138,18 @@ impl Target {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The `accepted` line the server logged for the connection from `port`.
-    fn accept_line(&self, port: u16) -> HashMap<String, String> {
+    fn log_len(&self) -> usize {
+        std::fs::metadata(&self.log).map_or(0, |m| m.len() as usize)
+    }
+
+    /// The `accepted` line the server logged for the connection from `port`, written after
+    /// byte `from` of the log (client ports are reused across connections).
+    fn accept_line(&self, port: u16, from: usize) -> HashMap<String, String> {
         let needle = format!(":{port}");
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let text = self.log_text();
+            let text = text.get(from..).unwrap_or("");
             for line in text.lines().filter(|l| l.contains(" accepted ")) {
                 let fields = parse_fields(line);
                 if fields.get("peer").is_some_and(|p| p.ends_with(&needle)) {
@@ -162,6 +168,7 @@ impl Target {
     /// worker accepted it (metric delta, cross-checked with the server's line).
     fn connect(&self, cpu: Option<usize>, id: &str) -> Conn {
         let before = self.accepted(&self.metrics());
+        let log_from = self.log_len();
         let listen = self.listen;
         let path = format!("/obj/1000/{id}");
         let (port, resp) = on_thread(self.client_ns.clone(), cpu, move || {
@@ -189,7 +196,7 @@ impl Target {
             "port {port}: accepted counters moved by {deltas:?}, expected exactly one +1"
         );
         let worker = up[0];
-        let fields = self.accept_line(port);
+        let fields = self.accept_line(port, log_from);
         assert_eq!(
             fields.get("worker").map(String::as_str),
             Some(worker.to_string().as_str()),
@@ -283,6 +290,29 @@ impl Target {
         let fallbacks = metric_value(&text, "edgecache_dataplane_steering_fallbacks_total");
         (mode, fallbacks)
     }
+}
+
+/// LISTEN sockets on `port` in this network namespace (`/proc/net/tcp`): one per worker whose
+/// listener is open. A dead worker's listener must be gone, not left accepting for nobody.
+fn listeners_on(port: u16) -> usize {
+    listeners_in("/proc/net/tcp", port)
+}
+
+/// The same in the network namespace of process `pid`.
+fn listeners_of(pid: u32, port: u16) -> usize {
+    listeners_in(&format!("/proc/{pid}/net/tcp"), port)
+}
+
+fn listeners_in(table: &str, port: u16) -> usize {
+    let text = std::fs::read_to_string(table).unwrap();
+    let local = format!(":{port:04X}");
+    text.lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&local) && f[3] == "0A"
+        })
+        .count()
 }
 
 fn tail(s: &str) -> String {
@@ -389,7 +419,13 @@ fn cpu_like(mode: &str) {
 
     // Worker 1 dies and stays dead: CPU 0's connections stay exact; CPU 1's are served by
     // a live worker.
+    assert_eq!(listeners_on(t.listen.port()), 2);
     t.kill_and_hold(1);
+    assert_eq!(
+        listeners_on(t.listen.port()),
+        1,
+        "the dead worker's listener is still open"
+    );
     let (kept, moved) = (Cell::new(0), Cell::new(0));
     let hist = round(&t, &cpus, CONNS, "b", |c, cpu| {
         assert_ne!(c.worker, 1, "{mode}: a connection reached the dead worker");
@@ -409,11 +445,15 @@ fn cpu_like(mode: &str) {
 
     // Repaired: exact again, and the restart is counted.
     t.release(1, 1.0);
+    assert_eq!(listeners_on(t.listen.port()), 2);
     let hist = round(&t, &cpus, CONNS, "c", exact);
     println!(
         "VERIFY mode={mode} after repair: connections={CONNS} exact={CONNS} per-worker={hist:?}"
     );
-    assert!(t.log_text().contains("worker restarted with a fresh listener"));
+    assert!(
+        t.log_text()
+            .contains("worker restarted with a fresh listener")
+    );
 }
 
 #[test]
@@ -424,6 +464,63 @@ fn cpu_mode_lands_on_the_clients_cpu() {
 #[test]
 fn incoming_cpu_mode_lands_on_the_clients_cpu() {
     cpu_like("incoming-cpu");
+}
+
+/// A worker whose serve loop fails (not a panic) on the thread-pool I/O engine: the supervisor
+/// restarts it at once (no hold), the restart is counted and the mapping is exact again.
+#[test]
+fn a_failing_worker_on_the_threads_engine_is_restarted() {
+    let _g = serial();
+    if skip("threads-engine restart") {
+        return;
+    }
+    let origin = common::origin();
+    let dir = tempfile::tempdir().unwrap();
+    let aux = tempfile::tempdir().unwrap();
+    let fault_file = aux.path().join("fault");
+    let url = origin.url();
+    let mut o = Opts::new(&url, dir.path());
+    o.engine = "threads";
+    o.extra = vec!["--steering".into(), "cpu".into()];
+    let ff = fault_file.clone();
+    let dp = Dataplane::start_with(o, move |cmd| {
+        cmd.env("RUST_LOG", "info,edgecache::accept=debug")
+            .env("EDGECACHE_DEBUG_WORKER_FAULTS", &ff);
+    });
+    let t = Target {
+        listen: dp.listen,
+        admin: dp.admin,
+        log: dp.log.clone(),
+        workers: 2,
+        pid: dp.child.id(),
+        client_ns: None,
+        fault_file,
+    };
+    check_mode_in_effect(&t, "cpu");
+    let cpus = t.worker_cpus();
+    let exact = |c: &Conn, cpu: usize| {
+        assert_eq!(cpus[c.worker], cpu, "port {} from cpu {cpu}", c.port);
+    };
+    round(&t, &cpus, 8, "t", exact);
+    for (n, w) in [(1.0, 0), (2.0, 0), (1.0, 1)] {
+        t.fault(&format!("{w} error"));
+        let name = format!("edgecache_dataplane_worker_restarts_total{{worker=\"{w}\"}}");
+        t.wait_for("the failed worker's restart", |m| {
+            metric_value(m, &name) == n && t.route_live(m, w) == Some(true)
+        });
+    }
+    let hist = round(&t, &cpus, CONNS, "u", exact);
+    let log = t.log_text();
+    assert!(log.contains("worker stopped with an error: injected fault: worker 0 fails"));
+    assert_eq!(
+        log.matches("worker restarted with a fresh listener")
+            .count(),
+        3,
+        "three restarts logged"
+    );
+    println!(
+        "VERIFY mode=cpu engine=threads after 3 error restarts: connections={CONNS} exact={CONNS} per-worker={hist:?}"
+    );
 }
 
 #[test]
@@ -443,7 +540,8 @@ fn hash_mode_lands_on_the_flow_hash_bucket() {
         assert_eq!(c.field("chosen"), want, "port {}: {:?}", c.port, c.fields);
         assert_eq!(c.field("err"), 0, "port {}: select failed", c.port);
         assert_eq!(
-            c.worker as i64, want,
+            c.worker as i64,
+            want,
             "hash: port {} hash {} landed on worker {}",
             c.port,
             c.field("hash"),
@@ -479,7 +577,9 @@ fn hash_mode_lands_on_the_flow_hash_bucket() {
     let hist = round(&t, &cpus, CONNS, "k", |c, _| {
         assert_eq!(c.worker as i64, c.field("hash") % n, "port {}", c.port);
     });
-    println!("VERIFY mode=hash after repair: connections={CONNS} exact={CONNS} per-worker={hist:?}");
+    println!(
+        "VERIFY mode=hash after repair: connections={CONNS} exact={CONNS} per-worker={hist:?}"
+    );
 }
 
 #[test]
@@ -496,7 +596,10 @@ fn off_mode_uses_the_kernel_hash() {
     // Every connection accepted exactly once (checked in connect) by one of the workers.
     let hist = round(&t, &cpus, CONNS, "o", |c, _| {
         assert!(c.worker < 2);
-        assert!(!c.fields.contains_key("chosen"), "no program runs in off mode");
+        assert!(
+            !c.fields.contains_key("chosen"),
+            "no program runs in off mode"
+        );
     });
     println!(
         "VERIFY mode=off (kernel hash): connections={CONNS} accepted-once={CONNS} per-worker={hist:?}"
@@ -638,7 +741,14 @@ fn queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired() {
         .args(["--admin", &admin.to_string()])
         .arg("--cache-dir")
         .arg(&cache)
-        .args(["--cache-size", "256MiB", "--workers", "4", "--steering", "queue"])
+        .args([
+            "--cache-size",
+            "256MiB",
+            "--workers",
+            "4",
+            "--steering",
+            "queue",
+        ])
         .arg("--config")
         .arg(&cfg)
         .env("RUST_LOG", "info,edgecache::accept=debug")
@@ -669,7 +779,10 @@ fn queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired() {
         let tag = format!("selector=\"queue {w} (queue_mapping {w})\",worker=\"{w}\"");
         assert!(t.metrics().contains(&tag), "route metric {tag}");
     }
-    assert!(t.log_text().contains("queue 3 (queue_mapping 3) -> worker 3"));
+    assert!(
+        t.log_text()
+            .contains("queue 3 (queue_mapping 3) -> worker 3")
+    );
 
     let want = |c: &Conn| (c.field("queue") as usize) % 4;
     let run = |label: &str, dead: Option<usize>| {
@@ -683,7 +796,11 @@ fn queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired() {
             hist[c.worker] += 1;
             if Some(q) == dead {
                 assert_ne!(Some(c.worker), dead, "a connection reached the dead worker");
-                assert_eq!(c.field("index"), NO_SLOT, "the dead worker still has an index");
+                assert_eq!(
+                    c.field("index"),
+                    NO_SLOT,
+                    "the dead worker still has an index"
+                );
                 fallback += 1;
             } else {
                 assert_eq!(
@@ -711,10 +828,17 @@ fn queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired() {
     let (exact, _) = run("all-workers", None);
     assert_eq!(exact, CONNS);
 
+    assert_eq!(listeners_of(pid, 8080), 4);
     t.kill_and_hold(1);
+    assert_eq!(
+        listeners_of(pid, 8080),
+        3,
+        "the dead worker's listener is open"
+    );
     run("worker-1-dead", Some(1));
 
     t.release(1, 1.0);
+    assert_eq!(listeners_of(pid, 8080), 4);
     let (exact, _) = run("after-repair", None);
     assert_eq!(exact, CONNS);
 
@@ -777,7 +901,11 @@ fn without_cap_bpf_the_server_falls_back_to_off_and_serves() {
     let dp = Dataplane::start_with(o, drop_bpf_caps);
     let caps = cap_eff(dp.child.id());
     assert_eq!(caps & (1 << CAP_BPF), 0, "CAP_BPF still effective");
-    assert_eq!(caps & (1 << CAP_SYS_ADMIN), 0, "CAP_SYS_ADMIN still effective");
+    assert_eq!(
+        caps & (1 << CAP_SYS_ADMIN),
+        0,
+        "CAP_SYS_ADMIN still effective"
+    );
     let first = dp.get("/obj/1000/fallback");
     assert_eq!(first.status, 200);
     assert!(!first.is_hit(), "first request: {}", first.cache_status());
@@ -826,7 +954,14 @@ fn without_cap_bpf_required_steering_refuses_to_start() {
         .args(["--admin", &format!("127.0.0.1:{}", common::free_port())])
         .arg("--cache-dir")
         .arg(dir.path().join("cache"))
-        .args(["--cache-size", "64MiB", "--workers", "2", "--steering", "cpu"])
+        .args([
+            "--cache-size",
+            "64MiB",
+            "--workers",
+            "2",
+            "--steering",
+            "cpu",
+        ])
         .arg("--config")
         .arg(&cfg)
         .stdin(Stdio::null())

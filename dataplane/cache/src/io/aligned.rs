@@ -8,6 +8,9 @@
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::budget;
 
 /// The alignment of every buffer, offset and length that goes through O_DIRECT.
 pub const ALIGN: usize = 4096;
@@ -22,6 +25,9 @@ pub struct AlignedBuf {
     ptr: NonNull<u8>,
     cap: usize,
     len: usize,
+    /// The budget this buffer is charged to (see [`super::budget`]): dropping the buffer gives
+    /// it back there instead of freeing it. `None` for unbudgeted buffers.
+    home: Option<Arc<budget::Shared>>,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively (like Vec<u8>); nothing is shared.
@@ -45,7 +51,17 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout);
         };
-        AlignedBuf { ptr, cap, len: 0 }
+        AlignedBuf {
+            ptr,
+            cap,
+            len: 0,
+            home: None,
+        }
+    }
+
+    pub(crate) fn with_home(mut self, home: Arc<budget::Shared>) -> AlignedBuf {
+        self.home = Some(home);
+        self
     }
 
     /// Capacity in bytes (a multiple of 4096).
@@ -117,6 +133,21 @@ impl AlignedBuf {
 impl Drop for AlignedBuf {
     #[allow(unsafe_code)]
     fn drop(&mut self) {
+        if let Some(home) = self.home.take() {
+            // Hand the allocation to the budget's pool; `cap = 0` marks this value as empty.
+            let raw = AlignedBuf {
+                ptr: self.ptr,
+                cap: self.cap,
+                len: 0,
+                home: None,
+            };
+            self.cap = 0;
+            home.give_back(raw);
+            return;
+        }
+        if self.cap == 0 {
+            return;
+        }
         if let Ok(layout) = Layout::from_size_align(self.cap, ALIGN) {
             // SAFETY: allocated in `new` with exactly this layout and not freed before.
             unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };

@@ -29,6 +29,8 @@ struct Job {
     file: FileId,
     buf: AlignedBuf,
     off: u64,
+    /// Bytes to read (reads only).
+    len: usize,
     reply: oneshot::Sender<(io::Result<usize>, AlignedBuf)>,
 }
 
@@ -96,6 +98,7 @@ fn run(rx: &Mutex<mpsc::Receiver<Job>>, files: &[SegFile]) {
             file,
             mut buf,
             off,
+            len,
             reply,
         } = job;
         let res = match files.get(file.seg as usize) {
@@ -104,8 +107,8 @@ fn run(rx: &Mutex<mpsc::Receiver<Job>>, files: &[SegFile]) {
                 let f = f.get(file.direct);
                 match op {
                     Op::Read => {
-                        let cap = buf.capacity();
-                        let r = f.read_at(&mut buf.full_mut()[..cap], off);
+                        let len = len.min(buf.capacity());
+                        let r = f.read_at(&mut buf.full_mut()[..len], off);
                         if let Ok(n) = r {
                             buf.set_len(n);
                         }
@@ -136,6 +139,7 @@ impl ThreadsEngine {
         file: FileId,
         buf: AlignedBuf,
         off: u64,
+        len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
         let (reply, rx) = oneshot::channel();
         let job = Job {
@@ -143,6 +147,7 @@ impl ThreadsEngine {
             file,
             buf,
             off,
+            len,
             reply,
         };
         if let Err(job) = self.pool.submit(job) {
@@ -168,8 +173,9 @@ impl IoEngine for ThreadsEngine {
         file: FileId,
         buf: AlignedBuf,
         off: u64,
+        len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
-        self.run(Op::Read, file, buf, off).await
+        self.run(Op::Read, file, buf, off, len).await
     }
 
     async fn write_at(
@@ -178,6 +184,6 @@ impl IoEngine for ThreadsEngine {
         buf: AlignedBuf,
         off: u64,
     ) -> (io::Result<usize>, AlignedBuf) {
-        self.run(Op::Write, file, buf, off).await
+        self.run(Op::Write, file, buf, off, 0).await
     }
 }

@@ -11,7 +11,7 @@ use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 
-use tokio_uring::buf::{IoBuf, IoBufMut};
+use tokio_uring::buf::{BoundedBuf, IoBuf, IoBufMut};
 
 use super::file::SegFile;
 use super::{AlignedBuf, FileId, IoEngine};
@@ -96,10 +96,15 @@ impl IoEngine for UringEngine {
         file: FileId,
         mut buf: AlignedBuf,
         off: u64,
+        len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
         buf.clear();
+        let len = len.min(buf.capacity());
         match self.file(file) {
-            Ok(f) => f.read_at(buf, off).await,
+            Ok(f) => {
+                let (res, slice) = f.read_at(buf.slice(..len), off).await;
+                (res, slice.into_inner())
+            }
             Err(e) => (Err(e), buf),
         }
     }

@@ -56,10 +56,12 @@ impl Store {
         st.segs[v as usize].epoch = epoch;
         self.epochs[v as usize].store(epoch, Ordering::Release);
         st.active = None;
-        let mut hdr = AlignedBuf::new(4096);
-        record::encode_segment(hdr.full_mut(), self.nonce, epoch, v);
-        hdr.set_len(4096);
-        if let Err(e) = pwrite_all(&self.files[v as usize].direct, &hdr, 0) {
+        let written = self.with_sync_block(|hdr| {
+            record::encode_segment(hdr.full_mut(), self.nonce, epoch, v);
+            hdr.set_len(4096);
+            pwrite_all(&self.files[v as usize].direct, hdr, 0)
+        });
+        if let Err(e) = written {
             Counters::inc(&self.counters.write_errors);
             return Err(e.into());
         }
@@ -153,20 +155,34 @@ impl Store {
         self.lock().pin(seg, epoch)
     }
 
-    pub(crate) fn tombstone_block(&self, loc: &Loc) -> AlignedBuf {
-        let mut buf = AlignedBuf::new(4096);
+    /// Fill `buf` with the 4 KiB tombstone of a record.
+    pub(crate) fn encode_tombstone(&self, loc: &Loc, buf: &mut AlignedBuf) {
+        buf.clear();
         RecordHeader::dead(self.nonce, loc.epoch, loc.seq, loc.header_len, loc.body_len)
-            .encode(buf.full_mut());
+            .encode(&mut buf.full_mut()[..4096]);
         buf.set_len(4096);
-        buf
+    }
+
+    /// Run `f` with the store's one 4 KiB block for synchronous writes (segment headers and
+    /// tombstones), so they allocate nothing. Never take the state lock inside `f`.
+    fn with_sync_block<R>(&self, f: impl FnOnce(&mut AlignedBuf) -> R) -> R {
+        let mut g = match self.sync_block.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(&mut g)
     }
 
     /// Write a tombstone over a record's header (segment must be pinned or the store private).
     pub(super) fn write_tombstone_sync(&self, loc: &Loc) {
-        let buf = self.tombstone_block(loc);
-        if let Some(f) = self.files.get(loc.seg as usize)
-            && let Err(e) = pwrite_all(&f.direct, &buf, loc.off)
-        {
+        let written = self.with_sync_block(|buf| {
+            self.encode_tombstone(loc, buf);
+            match self.files.get(loc.seg as usize) {
+                Some(f) => pwrite_all(&f.direct, buf, loc.off),
+                None => Ok(()),
+            }
+        });
+        if let Err(e) = written {
             Counters::inc(&self.counters.write_errors);
             tracing::warn!(error = %e, "tombstone write failed");
         }

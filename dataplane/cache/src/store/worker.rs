@@ -5,20 +5,26 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::body::{CHUNK, DiskBody, Inner, Source, StoredObject, read_timed, verify_blocks};
+use super::body::{DiskBody, Inner, Source, StoredObject, chunk_for, read_timed, verify_blocks};
 use super::ram::RAM_MAX_RECORD;
-use super::record::{self, RecordHeader};
+use super::record::{self, BLOCK, RecordHeader};
 use super::writer::ObjectWriter;
 use super::{ObjectRef, Store, StoreError};
 use crate::io::threads::ThreadsEngine;
 use crate::io::uring::UringEngine;
-use crate::io::{AlignedBuf, EngineKind, FileId, WorkerIo, write_all_at};
+use crate::io::{EngineKind, FileId, IoBudget, IoBufferUsage, WorkerIo, write_all_at};
 
 /// One per worker thread, created inside that thread's runtime: `tokio_uring::start` for the
 /// uring engine, any tokio runtime for the threads engine. Not `Send`.
+///
+/// Each worker has its own [`IoBudget`]: every read and write buffer of its opens, streams
+/// and writers comes from it, so the worker's buffer memory never exceeds it (see
+/// [`crate::io::budget`]).
 pub struct StoreWorker {
     store: Arc<Store>,
     io: Rc<WorkerIo>,
+    budget: IoBudget,
+    chunk: u64,
 }
 
 impl std::fmt::Debug for StoreWorker {
@@ -30,7 +36,16 @@ impl std::fmt::Debug for StoreWorker {
 }
 
 impl StoreWorker {
+    /// A worker with the store's per-worker buffer budget
+    /// ([`Store::io_buffer_bytes_per_worker`]).
     pub fn new(store: Arc<Store>) -> Result<StoreWorker, StoreError> {
+        let bytes = store.io_buffer_bytes_per_worker();
+        StoreWorker::with_io_buffer_bytes(store, bytes)
+    }
+
+    /// A worker whose read and write buffers never exceed `bytes` (clamped to at least
+    /// [`crate::io::budget::MIN_BUDGET`]).
+    pub fn with_io_buffer_bytes(store: Arc<Store>, bytes: u64) -> Result<StoreWorker, StoreError> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(StoreError::Engine(
                 "StoreWorker::new must run inside the worker's runtime".into(),
@@ -45,9 +60,13 @@ impl StoreWorker {
                 WorkerIo::Threads(ThreadsEngine::new(Arc::clone(pool)))
             }
         };
+        let budget = IoBudget::new(bytes);
+        store.register_budget(&budget);
         Ok(StoreWorker {
             store,
             io: Rc::new(io),
+            chunk: chunk_for(&budget),
+            budget,
         })
     }
 
@@ -55,8 +74,19 @@ impl StoreWorker {
         &self.store
     }
 
+    /// This worker's buffer budget.
+    pub fn io_budget(&self) -> &IoBudget {
+        &self.budget
+    }
+
+    /// A snapshot of this worker's buffer memory use.
+    pub fn io_buffer_usage(&self) -> IoBufferUsage {
+        self.budget.usage()
+    }
+
     /// Open a looked-up object: from the RAM tier, or with one read of header and body (the
-    /// whole record when it is at most 1 MiB of body, else the header and the first 1 MiB).
+    /// whole record when its body is at most one chunk (256 KiB), else the header and the
+    /// first 192 KiB of body).
     /// The header's checksum, key, sequence and epoch are checked; a key mismatch (slot
     /// reused) or an evicted, purged or replaced object is `MissingOrReplaced`. A small body is
     /// verified here (`Corrupt` on mismatch); a large one as it streams.
@@ -76,7 +106,16 @@ impl StoreWorker {
         }
         let hl = u64::from(loc.header_len);
         let rec_len = loc.record_len();
-        let first = rec_len.min(hl + CHUNK);
+        // A body of at most one chunk: one read of the whole record. Larger: the header and
+        // the first `chunk - 64 KiB` of body, so that the read fits a chunk-sized buffer (one
+        // size class for every buffer of a stream) and ends on a checksum block.
+        let whole = rec_len <= hl + self.chunk;
+        let first = if whole {
+            rec_len
+        } else {
+            hl + self.chunk - BLOCK
+        };
+        let alloc_len = if whole { first } else { first.max(self.chunk) };
         let direct = loc.body_len >= store.config().direct_io_threshold;
         let file = FileId {
             seg: loc.seg,
@@ -84,7 +123,8 @@ impl StoreWorker {
         };
         let mut retried = false;
         let (buf, hdr) = loop {
-            let buf = read_timed(&self.io, store, file, first, loc.off).await?;
+            let buf = self.budget.alloc(alloc_len as usize).await;
+            let buf = read_timed(&self.io, store, file, buf, first, loc.off).await?;
             if !store.epoch_is(loc.seg, loc.epoch) {
                 return Err(StoreError::MissingOrReplaced);
             }
@@ -109,7 +149,7 @@ impl StoreWorker {
             return Err(StoreError::MissingOrReplaced);
         }
         let data = Bytes::from_owner(buf);
-        if rec_len <= first {
+        if whole {
             let body = data.slice(hl as usize..(hl + loc.body_len) as usize);
             if !verify_blocks(&hdr.crcs, 0, &body) {
                 store.drop_corrupt(&r.primary, &r.variant, loc);
@@ -136,8 +176,10 @@ impl StoreWorker {
             meta: hdr.meta,
             body_len: loc.body_len,
             source: Source::Disk,
-            inner: Inner::Disk(DiskBody {
+            inner: Inner::Disk(Box::new(DiskBody {
                 io: Rc::clone(&self.io),
+                budget: self.budget.clone(),
+                chunk: self.chunk,
                 store: Arc::clone(store),
                 primary: r.primary.clone(),
                 variant: r.variant.clone(),
@@ -146,7 +188,7 @@ impl StoreWorker {
                 direct,
                 first: Some(first_body),
                 ahead: None,
-            }),
+            })),
         })
     }
 
@@ -161,6 +203,7 @@ impl StoreWorker {
         ObjectWriter::begin(
             Arc::clone(&self.store),
             Rc::clone(&self.io),
+            self.budget.clone(),
             primary,
             variant,
             meta,
@@ -193,7 +236,8 @@ impl StoreWorker {
             seg: loc.seg,
             direct: true,
         };
-        let buf = read_timed(&self.io, store, file, hl, loc.off).await?;
+        let buf = self.budget.alloc(hl as usize).await;
+        let buf = read_timed(&self.io, store, file, buf, hl, loc.off).await?;
         let h = record::decode(buf.as_slice(), store.nonce())
             .map_err(|_| StoreError::Corrupt("record header checksum"))?;
         if h.is_dead() || h.primary != r.primary || h.variant != r.variant || h.seq != loc.seq {
@@ -206,7 +250,8 @@ impl StoreWorker {
             });
         }
         let new = RecordHeader { meta, ..h };
-        let mut out = AlignedBuf::new(hl as usize);
+        drop(buf);
+        let mut out = self.budget.alloc(hl as usize).await;
         new.encode(out.full_mut());
         out.set_len(hl as usize);
         let (res, _) = write_all_at(&*self.io, file, out, loc.off).await;

@@ -1,7 +1,8 @@
 //! Streaming a response into the store.
 //!
 //! Known length: the record is reserved at `begin`, body chunks are staged in a 256 KiB aligned
-//! buffer and written with O_DIRECT each time it fills, the header goes last at `finish`.
+//! buffer (from the worker's [`IoBudget`], smaller for budgets under 2 MiB) and written with
+//! O_DIRECT each time it fills, the header goes last at `finish`.
 //! Unknown length: chunks are kept in RAM up to [`UNKNOWN_LENGTH_CAP`](super::UNKNOWN_LENGTH_CAP)
 //! and written at `finish`. Checksums are computed as chunks arrive.
 
@@ -14,7 +15,7 @@ use super::metrics::Counters;
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
 use super::state::{Entry, Loc};
 use super::{INDEX_META_MAX, Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
-use crate::io::{AlignedBuf, FileId, WorkerIo, write_all_at};
+use crate::io::{AlignedBuf, FileId, IoBudget, WorkerIo, write_all_at};
 
 /// Size of the staging buffer: one O_DIRECT write per 256 KiB of body.
 const STAGE: usize = 256 * 1024;
@@ -29,6 +30,7 @@ enum Mode {
 pub struct ObjectWriter {
     store: Arc<Store>,
     io: Rc<WorkerIo>,
+    budget: IoBudget,
     primary: Bytes,
     variant: Bytes,
     meta: Bytes,
@@ -58,6 +60,7 @@ impl ObjectWriter {
     pub(crate) fn begin(
         store: Arc<Store>,
         io: Rc<WorkerIo>,
+        budget: IoBudget,
         primary: Bytes,
         variant: Bytes,
         meta: Bytes,
@@ -83,6 +86,7 @@ impl ObjectWriter {
         let mut w = ObjectWriter {
             store,
             io,
+            budget,
             primary,
             variant,
             meta,
@@ -171,7 +175,13 @@ impl ObjectWriter {
 
     async fn stage_bytes(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
         while !data.is_empty() {
-            let stage = self.stage.get_or_insert_with(|| AlignedBuf::new(STAGE));
+            let stage = match &mut self.stage {
+                Some(s) => s,
+                None => {
+                    let n = (self.budget.capacity() as usize / 8).clamp(BLOCK as usize, STAGE);
+                    self.stage.insert(self.budget.alloc(n).await)
+                }
+            };
             let n = stage.extend_from(data);
             data = &data[n..];
             if stage.len() == stage.capacity() {
@@ -237,6 +247,8 @@ impl ObjectWriter {
             self.block_fill = 0;
         }
         self.flush_stage().await?;
+        // Give the staging buffer back before waiting for the header's.
+        self.stage = None;
         let Some(res) = self.res else {
             return Err(StoreError::NoSpace);
         };
@@ -255,7 +267,7 @@ impl ObjectWriter {
             meta: self.meta.clone(),
             meta_cap: (self.header_len as usize - used_fixed) as u32,
         };
-        let mut buf = AlignedBuf::new(self.header_len as usize);
+        let mut buf = self.budget.alloc(self.header_len as usize).await;
         header.encode(buf.full_mut());
         buf.set_len(self.header_len as usize);
         let file = FileId {
@@ -284,7 +296,8 @@ impl ObjectWriter {
         let stale = self.store.publish(self.primary.clone(), entry);
         self.store.unpin(res.seg);
         if let Some(old) = stale {
-            let block = self.store.tombstone_block(&old);
+            let mut block = self.budget.alloc(4096).await;
+            self.store.encode_tombstone(&old, &mut block);
             let file = FileId {
                 seg: old.seg,
                 direct: true,

@@ -179,12 +179,7 @@ fn serve_conn(conn: TcpStream, seen: &Mutex<Vec<RawReq>>, script: &Script) {
 /// unless given or the status has no content.
 pub fn resp(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let mut s = format!("HTTP/1.1 {status}\r\n");
-    let code: u16 = status
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let code: u16 = status.split_whitespace().next().unwrap().parse().unwrap();
     for (k, v) in headers {
         s.push_str(&format!("{k}: {v}\r\n"));
     }

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Turn the DaemonSet that `edgecache-operator render` prints into a `docker run` of its pod's
+container, the way a kubelet would run it on one node:
+
+  image, command (entrypoint) and args; env (fieldRefs resolved as on a node named NODE);
+  the ConfigMap's files written to WORKDIR/config and mounted read-only at the mount path;
+  the hostPath mounted at its mount path; emptyDirs as WORKDIR/empty-NAME; the memory limit
+  (--memory, the cgroup limit the data plane sizes its RAM tier from); capabilities (--cap-drop /
+  --cap-add); seccomp (Unconfined -> seccomp=unconfined, Localhost/RuntimeDefault -> the profile
+  given with --seccomp-profile); runAsUser; readOnlyRootFilesystem; host network.
+
+The one change for this machine: the data plane's listen and admin addresses in the config
+file are bound to 127.0.0.1 instead of 0.0.0.0 (loopback only), same ports.
+
+Usage: pod_to_docker.py RENDERED.yaml WORKDIR NAME [--seccomp-profile FILE]
+Prints one docker-run argument per line (image, then the container args, last) and writes
+WORKDIR/pod.json with what it extracted (for the assertions).
+"""
+import json
+import os
+import re
+import sys
+
+import yaml
+
+UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+         "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity_bytes(q):
+    m = re.fullmatch(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T|)", str(q))
+    if not m:
+        sys.exit(f"pod_to_docker: unsupported memory quantity {q!r}")
+    return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def main():
+    args = sys.argv[1:]
+    seccomp_file = None
+    if "--seccomp-profile" in args:
+        i = args.index("--seccomp-profile")
+        seccomp_file = args[i + 1]
+        del args[i:i + 2]
+    rendered, workdir, name = args
+    docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    pod = ds["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    ns = ds["metadata"]["namespace"]
+    out = []
+
+    out += ["--name", name, "--hostname", name]
+    # The host network with loopback ports (this machine's rule), whatever the pod asks.
+    out += ["--network", "host"]
+    sc = c.get("securityContext", {})
+    if sc.get("privileged"):
+        sys.exit("pod_to_docker: privileged pods cannot run here (docker run --privileged fails)")
+    if "runAsUser" in sc:
+        out += ["--user", f"{sc['runAsUser']}:{sc.get('runAsGroup', sc['runAsUser'])}"]
+    if sc.get("readOnlyRootFilesystem"):
+        out += ["--read-only"]
+    if sc.get("allowPrivilegeEscalation") is False:
+        out += ["--security-opt", "no-new-privileges"]
+    caps = sc.get("capabilities", {})
+    for cap in caps.get("drop", []):
+        out += ["--cap-drop", cap]
+    for cap in caps.get("add", []):
+        out += ["--cap-add", cap]
+    seccomp = (sc.get("seccompProfile") or pod.get("securityContext", {}).get("seccompProfile")
+               or {"type": "RuntimeDefault"})
+    if seccomp_file:
+        out += ["--security-opt", f"seccomp={seccomp_file}"]
+    elif seccomp["type"] == "Unconfined":
+        out += ["--security-opt", "seccomp=unconfined"]
+    elif seccomp["type"] == "Localhost":
+        sys.exit("pod_to_docker: a Localhost profile needs --seccomp-profile FILE")
+    # RuntimeDefault: docker's default profile.
+
+    limits = c.get("resources", {}).get("limits", {})
+    memory = quantity_bytes(limits["memory"]) if "memory" in limits else None
+    if memory:
+        out += ["--memory", str(memory), "--memory-swap", str(memory)]
+    if "cpu" in limits:
+        cpu = str(limits["cpu"])
+        out += ["--cpus", str(int(cpu[:-1]) / 1000) if cpu.endswith("m") else cpu]
+
+    env_values = {"spec.nodeName": os.uname().nodename, "metadata.name": name,
+                  "metadata.namespace": ns}
+    for e in c.get("env", []):
+        if "value" in e:
+            out += ["--env", f"{e['name']}={e['value']}"]
+        else:
+            out += ["--env", f"{e['name']}={env_values[e['valueFrom']['fieldRef']['fieldPath']]}"]
+
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    host_path = None
+    config_text = None
+    for m in c.get("volumeMounts", []):
+        v = volumes[m["name"]]
+        ro = ",readonly" if m.get("readOnly") else ""
+        if "configMap" in v:
+            cm = cms[v["configMap"]["name"]]
+            d = os.path.join(workdir, "config-" + m["name"])
+            os.makedirs(d, exist_ok=True)
+            for key, text in cm["data"].items():
+                if key == "config.yaml":
+                    # Loopback only on this machine: 0.0.0.0 -> 127.0.0.1, same ports.
+                    text = re.sub(r"(?m)^(\s*(listen|admin):\s*)0\.0\.0\.0:", r"\g<1>127.0.0.1:", text)
+                    config_text = text
+                with open(os.path.join(d, key), "w") as f:
+                    f.write(text)
+            out += ["--mount", f"type=bind,source={d},target={m['mountPath']}{ro}"]
+        elif "hostPath" in v:
+            host_path = v["hostPath"]["path"]
+            if v["hostPath"].get("type") == "DirectoryOrCreate":
+                os.makedirs(host_path, exist_ok=True)
+            out += ["--mount", f"type=bind,source={host_path},target={m['mountPath']}{ro}"]
+        elif "emptyDir" in v:
+            out += ["--tmpfs", m["mountPath"]] if v["emptyDir"].get("medium") == "Memory" else [
+                "--mount", f"type=bind,source={os.path.join(workdir, 'empty-' + m['name'])},"
+                           f"target={m['mountPath']}{ro}"]
+            os.makedirs(os.path.join(workdir, "empty-" + m["name"]), exist_ok=True)
+        else:
+            sys.exit(f"pod_to_docker: unsupported volume {v}")
+
+    command = c.get("command") or []
+    if command:
+        out += ["--entrypoint", command[0]]
+    out += [c["image"]]
+    out += command[1:] + c.get("args", [])
+
+    info = {"image": c["image"], "command": command, "args": c.get("args", []),
+            "memory_limit": memory, "host_path": host_path, "capabilities": caps,
+            "seccomp": seccomp, "config": config_text,
+            "ports": {p["name"]: p["containerPort"] for p in c.get("ports", [])}}
+    with open(os.path.join(workdir, "pod.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,647 @@
+//! The Helm chart, offline: `helm lint`, `helm template` over every `charts/edgecache/ci/*.yaml`,
+//! every rendered document parsed into its k8s-openapi type (and serialised back unchanged, so
+//! a misspelt field cannot hide), RBAC exactly what the operator calls, a hardened pod, the CRD
+//! identical to `crds/`, and bad values rejected by `values.schema.json` with a clear message.
+//! Without helm the helm-based tests print `SKIPPED: helm not installed (...)`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests may unwrap
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use edgecache_api::v1alpha1::EdgeCache;
+use edgecache_e2e::chart::{self, chart_dir, ci_values, documents, template};
+use edgecache_e2e::repo_root;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+const CRD_FILE: &str = "edgecache.dev_edgecaches.yaml";
+const NS: &str = "edge-system";
+
+fn helm_or_skip() -> Option<PathBuf> {
+    match chart::helm() {
+        Ok(h) => Some(h),
+        Err(reason) => {
+            println!("SKIPPED: helm not installed ({reason})");
+            None
+        }
+    }
+}
+
+/// Parse `doc` as `T` and check that serialising it back gives the same JSON: a field the type
+/// does not know (a typo in a template) would be dropped and show up here.
+fn typed<T: DeserializeOwned + Serialize>(doc: &Value) -> T {
+    let t: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| {
+        panic!(
+            "{} {} does not parse as {}: {e}",
+            doc["kind"],
+            doc["metadata"]["name"],
+            std::any::type_name::<T>()
+        )
+    });
+    let back = serde_json::to_value(&t).unwrap();
+    assert_eq!(
+        &back,
+        doc,
+        "{} {} does not round-trip through {} (unknown or misspelt field?)",
+        doc["kind"],
+        doc["metadata"]["name"],
+        std::any::type_name::<T>()
+    );
+    t
+}
+
+/// Every rendered object of one values file, typed.
+#[derive(Default)]
+struct Rendered {
+    crds: Vec<CustomResourceDefinition>,
+    service_accounts: Vec<ServiceAccount>,
+    cluster_roles: Vec<ClusterRole>,
+    cluster_role_bindings: Vec<ClusterRoleBinding>,
+    roles: Vec<Role>,
+    role_bindings: Vec<RoleBinding>,
+    services: Vec<Service>,
+    deployments: Vec<Deployment>,
+    pods: Vec<Pod>,
+    edgecaches: Vec<EdgeCache>,
+    others: Vec<Value>,
+}
+
+fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Rendered {
+    let out = template(helm, NS, values, sets);
+    assert!(
+        out.success,
+        "helm template with {values:?} {sets:?} failed:\n{}",
+        out.stderr
+    );
+    let mut r = Rendered::default();
+    for doc in documents(&out.stdout).unwrap() {
+        match (
+            doc["apiVersion"].as_str().unwrap_or(""),
+            doc["kind"].as_str().unwrap_or(""),
+        ) {
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => r.crds.push(typed(&doc)),
+            ("v1", "ServiceAccount") => r.service_accounts.push(typed(&doc)),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole") => r.cluster_roles.push(typed(&doc)),
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+                r.cluster_role_bindings.push(typed(&doc))
+            }
+            ("rbac.authorization.k8s.io/v1", "Role") => r.roles.push(typed(&doc)),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding") => r.role_bindings.push(typed(&doc)),
+            ("v1", "Service") => r.services.push(typed(&doc)),
+            ("apps/v1", "Deployment") => r.deployments.push(typed(&doc)),
+            ("v1", "Pod") => r.pods.push(typed(&doc)),
+            ("edgecache.dev/v1alpha1", "EdgeCache") => r.edgecaches.push(
+                serde_json::from_value(doc.clone())
+                    .unwrap_or_else(|e| panic!("the sample EdgeCache does not parse: {e}")),
+            ),
+            ("monitoring.coreos.com/v1", "ServiceMonitor")
+            | ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule") => r.others.push(doc),
+            (api, kind) => panic!("unexpected object {api} {kind} in the chart"),
+        }
+    }
+    r
+}
+
+fn is_test_hook(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get("helm.sh/hook"))
+        .is_some_and(|h| h == "test")
+}
+
+fn values(name: &str) -> PathBuf {
+    chart_dir().join("ci").join(name)
+}
+
+/// (apiGroup, resource, verb) triples of a rule list, with no wildcard anywhere.
+fn triples(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
+    let mut set = BTreeSet::new();
+    for r in rules {
+        let groups = r.api_groups.clone().unwrap_or_default();
+        let resources = r.resources.clone().unwrap_or_default();
+        assert!(
+            r.non_resource_urls.is_none(),
+            "no nonResourceURLs expected: {r:?}"
+        );
+        for x in groups.iter().chain(&resources).chain(&r.verbs) {
+            assert!(!x.contains('*'), "wildcard in an RBAC rule: {r:?}");
+        }
+        for g in &groups {
+            for res in &resources {
+                for v in &r.verbs {
+                    set.insert((g.clone(), res.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    set
+}
+
+/// Exactly what edgecache-operator calls (operator/controller/src: controller.rs watches
+/// EdgeCaches and owns DaemonSets/ConfigMaps/Services; apply.rs gets and server-side applies
+/// the four children; status.rs/reconcile.rs patch the status; context.rs records events).
+fn operator_rbac() -> BTreeSet<(String, String, String)> {
+    let mut want = BTreeSet::new();
+    let mut add = |g: &str, r: &str, verbs: &[&str]| {
+        for v in verbs {
+            want.insert((g.to_string(), r.to_string(), v.to_string()));
+        }
+    };
+    add("edgecache.dev", "edgecaches", &["get", "list", "watch"]);
+    add("edgecache.dev", "edgecaches/status", &["get", "patch"]);
+    add("edgecache.dev", "edgecaches/finalizers", &["update"]);
+    let owned = ["get", "list", "watch", "create", "patch"];
+    add("apps", "daemonsets", &owned);
+    add("", "configmaps", &owned);
+    add("", "services", &owned);
+    add("", "serviceaccounts", &["get", "create", "patch"]);
+    add("events.k8s.io", "events", &["create", "patch"]);
+    want
+}
+
+/// runAsNonRoot, RuntimeDefault seccomp, no privilege escalation, ALL capabilities dropped and
+/// none added, read-only root filesystem.
+fn assert_hardened(what: &str, pod: &PodSpec) {
+    let psc = pod.security_context.clone().unwrap_or_default();
+    assert_eq!(psc.run_as_non_root, Some(true), "{what}: pod runAsNonRoot");
+    assert_eq!(
+        psc.seccomp_profile.as_ref().map(|s| s.type_.as_str()),
+        Some("RuntimeDefault"),
+        "{what}: pod seccomp"
+    );
+    assert!(
+        psc.run_as_user.is_some_and(|u| u != 0),
+        "{what}: pod runAsUser"
+    );
+    assert_ne!(pod.host_network, Some(true), "{what}: hostNetwork");
+    assert_ne!(pod.host_pid, Some(true), "{what}: hostPID");
+    for v in pod.volumes.iter().flatten() {
+        assert!(v.host_path.is_none(), "{what}: hostPath volume {}", v.name);
+    }
+    let containers: Vec<&Container> = pod
+        .containers
+        .iter()
+        .chain(pod.init_containers.iter().flatten())
+        .collect();
+    for c in containers {
+        let sc = c
+            .security_context
+            .clone()
+            .unwrap_or_else(|| panic!("{what}/{}: no securityContext", c.name));
+        assert_eq!(
+            sc.allow_privilege_escalation,
+            Some(false),
+            "{what}/{}",
+            c.name
+        );
+        assert_eq!(
+            sc.read_only_root_filesystem,
+            Some(true),
+            "{what}/{}",
+            c.name
+        );
+        assert_ne!(sc.privileged, Some(true), "{what}/{}", c.name);
+        let caps = sc.capabilities.clone().unwrap_or_default();
+        assert_eq!(
+            caps.drop,
+            Some(vec!["ALL".to_string()]),
+            "{what}/{}",
+            c.name
+        );
+        assert!(
+            caps.add.unwrap_or_default().is_empty(),
+            "{what}/{}: capabilities added",
+            c.name
+        );
+        if let Some(s) = &sc.seccomp_profile {
+            assert_eq!(s.type_, "RuntimeDefault", "{what}/{}", c.name);
+        }
+        let image = c.image.clone().unwrap_or_default();
+        assert!(
+            image.contains(':') && !image.ends_with(":latest"),
+            "{what}/{}: image {image} must carry a pinned tag",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn chart_crd_is_identical_to_the_repo_crd() {
+    let repo = std::fs::read(repo_root().join("crds").join(CRD_FILE)).unwrap();
+    let chart = std::fs::read(chart_dir().join("crds").join(CRD_FILE)).unwrap_or_else(|e| {
+        panic!("charts/edgecache/crds/{CRD_FILE}: {e}; copy crds/{CRD_FILE} there")
+    });
+    assert!(
+        repo == chart,
+        "charts/edgecache/crds/{CRD_FILE} differs from crds/{CRD_FILE}: \
+         cp crds/{CRD_FILE} charts/edgecache/crds/"
+    );
+    let files: Vec<_> = std::fs::read_dir(chart_dir().join("crds"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let repo_files: Vec<_> = std::fs::read_dir(repo_root().join("crds"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        files.len(),
+        repo_files.len(),
+        "the chart's crds/ holds other files"
+    );
+}
+
+#[test]
+fn values_schema_is_strict() {
+    let text = std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    fn walk(path: &str, v: &Value) {
+        if let Some(props) = v.get("properties").and_then(Value::as_object) {
+            assert_eq!(
+                v.get("additionalProperties"),
+                Some(&Value::Bool(false)),
+                "{path}: an object with properties must set additionalProperties: false"
+            );
+            for (k, p) in props {
+                walk(&format!("{path}.{k}"), p);
+            }
+        }
+        if let Some(items) = v.get("items") {
+            walk(&format!("{path}[]"), items);
+        }
+    }
+    walk("values", &schema);
+    // Every top-level key of values.yaml is described by the schema, and commented.
+    let values_text = std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap();
+    let values: serde_yaml::Mapping = serde_yaml::from_str(&values_text).unwrap();
+    let lines: Vec<&str> = values_text.lines().collect();
+    for k in values.keys() {
+        let k = k.as_str().unwrap();
+        assert!(
+            schema["properties"].get(k).is_some(),
+            "values.{k} not in the schema"
+        );
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("{k}:")))
+            .unwrap();
+        assert!(
+            at > 0 && lines[at - 1].trim_start().starts_with('#'),
+            "values.yaml: {k} has no comment above it"
+        );
+    }
+}
+
+#[test]
+fn helm_lint_passes_for_every_ci_values_file() {
+    let Some(helm) = helm_or_skip() else { return };
+    let chart = chart_dir();
+    let chart = chart.to_string_lossy();
+    let files = ci_values();
+    assert!(
+        files.len() >= 3,
+        "charts/edgecache/ci needs several values files"
+    );
+    let out = chart::run(&helm, &["lint", "--strict", &chart]);
+    assert!(out.success, "helm lint:\n{}{}", out.stdout, out.stderr);
+    for f in files {
+        let f = f.to_string_lossy();
+        let out = chart::run(&helm, &["lint", "--strict", &chart, "--values", &f]);
+        assert!(
+            out.success,
+            "helm lint -f {f}:\n{}{}",
+            out.stdout, out.stderr
+        );
+    }
+}
+
+#[test]
+fn every_ci_values_file_renders_into_valid_typed_objects() {
+    let Some(helm) = helm_or_skip() else { return };
+    let repo_crd: CustomResourceDefinition = serde_yaml::from_str(
+        &std::fs::read_to_string(repo_root().join("crds").join(CRD_FILE)).unwrap(),
+    )
+    .unwrap();
+    for file in ci_values() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let r = render(&helm, std::slice::from_ref(&file), &[]);
+
+        assert_eq!(r.crds, vec![repo_crd.clone()], "{name}: the chart's CRD");
+        assert_eq!(r.deployments.len(), 1, "{name}: one operator Deployment");
+        let d = &r.deployments[0];
+        let spec = d.spec.clone();
+        assert_eq!(
+            spec.replicas,
+            Some(1),
+            "{name}: one replica (no leader election)"
+        );
+        let pod = spec.template.spec.clone().unwrap();
+        assert_hardened(&format!("{name}: operator"), &pod);
+        let c = &pod.containers[0];
+        assert_eq!(c.args.as_ref().unwrap()[0], "run", "{name}: operator args");
+        for probe in [&c.liveness_probe, &c.readiness_probe, &c.startup_probe] {
+            assert!(probe.is_some(), "{name}: operator probes");
+        }
+        assert_eq!(
+            c.readiness_probe
+                .as_ref()
+                .unwrap()
+                .http_get
+                .as_ref()
+                .unwrap()
+                .path
+                .as_deref(),
+            Some("/readyz")
+        );
+        let limits = c.resources.as_ref().and_then(|r| r.limits.clone()).unwrap();
+        assert!(limits.contains_key("memory"), "{name}: a memory limit");
+
+        // The ServiceAccount the pod runs as exists (when the chart creates it) and is bound.
+        let sa = pod.service_account_name.clone().unwrap();
+        assert!(
+            r.service_accounts
+                .iter()
+                .any(|s| s.metadata.name.as_deref() == Some(&sa)),
+            "{name}: ServiceAccount {sa}"
+        );
+
+        // RBAC: exactly what the operator calls, bound to its ServiceAccount; the test hook's
+        // roles are read-only.
+        let op_roles: Vec<(String, Vec<PolicyRule>, Option<String>)> = r
+            .cluster_roles
+            .iter()
+            .filter(|x| !is_test_hook(&x.metadata))
+            .map(|x| {
+                (
+                    "ClusterRole".into(),
+                    x.rules.clone().unwrap_or_default(),
+                    None,
+                )
+            })
+            .chain(
+                r.roles
+                    .iter()
+                    .filter(|x| !is_test_hook(&x.metadata))
+                    .map(|x| {
+                        (
+                            "Role".into(),
+                            x.rules.clone().unwrap_or_default(),
+                            x.metadata.namespace.clone(),
+                        )
+                    }),
+            )
+            .collect();
+        assert_eq!(op_roles.len(), 1, "{name}: one operator (Cluster)Role");
+        let (kind, rules, role_ns) = &op_roles[0];
+        assert_eq!(triples(rules), operator_rbac(), "{name}: operator RBAC");
+        let watch_ns = c
+            .args
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find_map(|a| a.strip_prefix("--namespace=").map(str::to_string));
+        match &watch_ns {
+            Some(ns) => {
+                assert_eq!(
+                    kind, "Role",
+                    "{name}: one watched namespace needs only a Role"
+                );
+                assert_eq!(role_ns.as_deref(), Some(ns.as_str()));
+                let b = r
+                    .role_bindings
+                    .iter()
+                    .find(|b| !is_test_hook(&b.metadata))
+                    .unwrap();
+                assert_eq!(b.metadata.namespace.as_deref(), Some(ns.as_str()));
+                assert_eq!(b.subjects.as_ref().unwrap()[0].name, sa);
+                assert_eq!(
+                    b.subjects.as_ref().unwrap()[0].namespace.as_deref(),
+                    Some(NS)
+                );
+            }
+            None => {
+                assert_eq!(kind, "ClusterRole", "{name}");
+                let b = r
+                    .cluster_role_bindings
+                    .iter()
+                    .find(|b| !is_test_hook(&b.metadata))
+                    .unwrap();
+                assert_eq!(b.subjects.as_ref().unwrap()[0].name, sa);
+                assert_eq!(
+                    b.subjects.as_ref().unwrap()[0].namespace.as_deref(),
+                    Some(NS)
+                );
+            }
+        }
+        for role in r.cluster_roles.iter().filter(|x| is_test_hook(&x.metadata)) {
+            for (_, _, verb) in triples(role.rules.as_deref().unwrap_or_default()) {
+                assert!(
+                    ["get", "list", "watch"].contains(&verb.as_str()),
+                    "{name}: test RBAC"
+                );
+            }
+        }
+        for role in r.roles.iter().filter(|x| is_test_hook(&x.metadata)) {
+            for (_, _, verb) in triples(role.rules.as_deref().unwrap_or_default()) {
+                assert!(
+                    ["get", "list", "watch"].contains(&verb.as_str()),
+                    "{name}: test RBAC"
+                );
+            }
+        }
+
+        // The metrics Service selects the operator pod and targets its admin port.
+        let pod_labels = spec.template.metadata.clone().unwrap().labels.unwrap();
+        for s in &r.services {
+            let sel = s.spec.clone().unwrap().selector.unwrap();
+            assert!(
+                sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
+                "{name}: Service selector {sel:?} does not select the operator pod"
+            );
+            let port = &s.spec.clone().unwrap().ports.unwrap()[0];
+            let target = port.target_port.clone().unwrap();
+            let admin = c
+                .ports
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|p| p.name.as_deref() == Some("admin"));
+            assert!(admin.is_some(), "{name}: admin port");
+            assert_eq!(
+                target,
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("admin".into())
+            );
+        }
+
+        // The `helm test` pod: hardened, waits for the CRD and the operator.
+        for p in &r.pods {
+            assert!(
+                is_test_hook(&p.metadata),
+                "{name}: a bare Pod that is not a test hook"
+            );
+            let ps = p.spec.clone().unwrap();
+            assert_hardened(&format!("{name}: test pod"), &ps);
+            let args: Vec<String> = ps
+                .init_containers
+                .iter()
+                .flatten()
+                .chain(ps.containers.iter())
+                .flat_map(|c| c.args.clone().unwrap_or_default())
+                .collect();
+            assert!(
+                args.iter()
+                    .any(|a| a == "customresourcedefinition/edgecaches.edgecache.dev")
+            );
+            assert!(args.iter().any(|a| a.starts_with("deployment/")));
+        }
+
+        for ec in &r.edgecaches {
+            assert_eq!(
+                ec.metadata.namespace.as_deref(),
+                Some(NS),
+                "{name}: sample namespace"
+            );
+        }
+    }
+}
+
+#[test]
+fn defaults_render_the_documented_objects_only() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("default-values.yaml")], &[]);
+    assert!(
+        r.others.is_empty(),
+        "ServiceMonitor and NodeFeatureRule are off by default"
+    );
+    assert!(r.edgecaches.is_empty(), "the sample is off by default");
+    assert_eq!(r.services.len(), 1, "the metrics Service is on by default");
+    assert_eq!(r.pods.len(), 1, "the helm test pod is on by default");
+    let c = &r.deployments[0]
+        .spec
+        .clone()
+        .template
+        .spec
+        .unwrap()
+        .containers[0];
+    assert_eq!(
+        c.image.as_deref(),
+        Some("ghcr.io/edgecache/edgecache-operator:0.1.0")
+    );
+    assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
+}
+
+#[test]
+fn full_values_render_the_optional_objects() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("full-values.yaml")], &[]);
+    let kinds: BTreeSet<&str> = r
+        .others
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, BTreeSet::from(["NodeFeatureRule", "ServiceMonitor"]));
+    let nfr = r
+        .others
+        .iter()
+        .find(|d| d["kind"] == "NodeFeatureRule")
+        .unwrap();
+    let labels: BTreeSet<String> = nfr["spec"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["labels"].as_object().unwrap().keys().cloned())
+        .collect();
+    assert_eq!(
+        labels,
+        BTreeSet::from([
+            edgecache_api::v1alpha1::NVME_LABEL.to_string(),
+            edgecache_api::v1alpha1::ADQ_LABEL.to_string()
+        ])
+    );
+    let sm = r
+        .others
+        .iter()
+        .find(|d| d["kind"] == "ServiceMonitor")
+        .unwrap();
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(r.edgecaches.len(), 1);
+    let ec = &r.edgecaches[0];
+    assert_eq!(ec.spec.steering.mode, edgecache_api::SteeringMode::Queue);
+    let pod = r.deployments[0].spec.clone().template.spec.unwrap();
+    assert!(pod.tolerations.is_some() && pod.affinity.is_some() && pod.node_selector.is_some());
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
+}
+
+#[test]
+fn the_repo_sample_renders_through_the_chart() {
+    // The README's sample (operator/controller/examples/edgecache.yaml) as sample.spec.
+    let Some(helm) = helm_or_skip() else { return };
+    let text =
+        std::fs::read_to_string(repo_root().join("operator/controller/examples/edgecache.yaml"))
+            .unwrap();
+    let sample: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let values = serde_yaml::to_string(&serde_yaml::Value::Mapping(
+        serde_yaml::Mapping::from_iter([(
+            "sample".into(),
+            serde_yaml::Value::Mapping(serde_yaml::Mapping::from_iter([
+                ("enabled".into(), true.into()),
+                ("name".into(), "web".into()),
+                ("spec".into(), sample["spec"].clone()),
+            ])),
+        )]),
+    ))
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("ec-chart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sample-values.yaml");
+    std::fs::write(&file, values).unwrap();
+    let r = render(&helm, &[file], &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(r.edgecaches.len(), 1);
+    let want: EdgeCache = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(r.edgecaches[0].spec, want.spec);
+}
+
+#[test]
+fn bad_values_are_rejected_with_a_clear_message() {
+    let Some(helm) = helm_or_skip() else { return };
+    let dir = repo_root().join("e2e/fixtures/chart-bad-values");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{}: bad values fixtures", dir.display());
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let expect: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# expect: ").map(str::to_string))
+            .collect();
+        assert!(!expect.is_empty(), "{}: no `# expect:` line", f.display());
+        let out = template(&helm, NS, std::slice::from_ref(&f), &[]);
+        assert!(
+            !out.success,
+            "{}: helm template accepted bad values",
+            f.display()
+        );
+        for e in &expect {
+            assert!(
+                out.stderr.contains(e.as_str()),
+                "{}: expected {e:?} in the error, got:\n{}",
+                f.display(),
+                out.stderr
+            );
+        }
+    }
+}

@@ -1,0 +1,567 @@
+//! End-to-end scenarios on a kind cluster with the chart installed (`e2e/run.sh` creates the
+//! cluster from `e2e/kind.yaml`, loads the images, `helm install --wait`s and runs these). Each
+//! test uses the current KUBECONFIG and its own namespace. Where no kind cluster is reachable
+//! each test prints `SKIPPED: no kind cluster (<reason>)` and passes, so they compile and run on
+//! every `cargo test`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use edgecache_api::v1alpha1::EdgeCache;
+use edgecache_e2e::cluster::{
+    ProxyResponse, eventually, info_label, nodes_with, proxy_get, scenario,
+};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
+use kube::api::{DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt as _};
+use serde_json::{Value, json};
+
+const PORT: u16 = 8080;
+const ADMIN_PORT: u16 = 9090;
+const ORIGIN_PORT: u16 = 8000;
+const READY: Duration = Duration::from_secs(240);
+const POLL: Duration = Duration::from_secs(2);
+const NVME: &str = "edgecache.dev/nvme";
+const ADQ: &str = "edgecache.dev/adq";
+const ROLE: &str = "edgecache.dev/e2e-role";
+const SECCOMP_DEFAULT_ROLE: &str = "nvme-seccomp-default";
+const DENY_URING_PROFILE: &str = "edgecache/deny-io-uring.json";
+
+fn dataplane_image() -> String {
+    std::env::var("EDGECACHE_E2E_DATAPLANE_IMAGE")
+        .unwrap_or_else(|_| "edgecache-dataplane:dev".into())
+}
+
+fn origin_image() -> String {
+    std::env::var("EDGECACHE_E2E_ORIGIN_IMAGE").unwrap_or_else(|_| "edgecache-origin:dev".into())
+}
+
+/// Deep-merge `patch` into `base` (objects merged, everything else replaced).
+fn merge(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+/// An EdgeCache for the in-namespace origin, cpu steering, `capabilities` mode, a small memory
+/// limit and a cache directory of its own under each node's /mnt/nvme0; `spec` is merged in.
+fn edgecache(ns: &str, name: &str, spec: Value) -> EdgeCache {
+    let mut s = json!({
+        "origin": {"url": format!("http://origin.{ns}.svc.cluster.local:{ORIGIN_PORT}")},
+        "storage": {"hostPath": format!("/mnt/nvme0/{ns}-{name}"), "size": "512MiB"},
+        "resources": {"memory": "256Mi"},
+        "steering": {"mode": "cpu"},
+        "network": {"port": PORT, "adminPort": ADMIN_PORT},
+        "security": {"mode": "capabilities"},
+        "image": dataplane_image(),
+        "imagePullPolicy": "IfNotPresent",
+    });
+    merge(&mut s, &spec);
+    serde_json::from_value(json!({
+        "apiVersion": "edgecache.dev/v1alpha1",
+        "kind": "EdgeCache",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": s,
+    }))
+    .expect("a valid EdgeCache")
+}
+
+async fn create(client: &Client, ec: &EdgeCache) -> anyhow::Result<EdgeCache> {
+    let ns = ec.namespace().unwrap();
+    Api::<EdgeCache>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), ec)
+        .await
+        .with_context(|| format!("creating EdgeCache {ns}/{}", ec.name_any()))
+}
+
+/// The origin (bench/origin's edgecache-origin) as a Deployment and the Service `origin`.
+async fn deploy_origin(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let labels = json!({"app.kubernetes.io/name": "origin"});
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "origin", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{
+                        "name": "origin",
+                        "image": origin_image(),
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": ["--listen", format!("0.0.0.0:{ORIGIN_PORT}"), "--max-age", "3600"],
+                        "ports": [{"name": "http", "containerPort": ORIGIN_PORT}],
+                        "readinessProbe": {"httpGet": {"path": "/__health", "port": "http"}},
+                        "securityContext": {
+                            "runAsNonRoot": true, "runAsUser": 65532,
+                            "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                            "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}
+                        }
+                    }]
+                }
+            }
+        }
+    }))?;
+    let service: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "origin", "namespace": ns},
+        "spec": {"selector": labels, "ports": [{"name": "http", "port": ORIGIN_PORT, "targetPort": "http"}]}
+    }))?;
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &deployment)
+        .await?;
+    Api::<Service>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &service)
+        .await?;
+    let api = Api::<Deployment>::namespaced(client.clone(), ns);
+    eventually("origin Deployment available", READY, POLL, || async {
+        let d = api.get("origin").await?;
+        Ok((d.status.and_then(|s| s.available_replicas).unwrap_or(0) >= 1).then_some(()))
+    })
+    .await
+}
+
+/// Wait until the EdgeCache is Ready for its current generation (observedGeneration equal to
+/// metadata.generation on the status and on the Ready condition) with every desired node ready.
+async fn wait_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result<EdgeCache> {
+    let api = Api::<EdgeCache>::namespaced(client.clone(), ns);
+    eventually(
+        &format!("EdgeCache {ns}/{name} Ready"),
+        READY,
+        POLL,
+        || async {
+            let ec = api.get(name).await?;
+            let generation = ec.metadata.generation;
+            let Some(st) = ec.status.as_ref() else {
+                return Ok(None);
+            };
+            let ready = st
+                .condition("Ready")
+                .is_some_and(|c| c.status == "True" && c.observed_generation == generation);
+            Ok((ready
+                && st.observed_generation == generation
+                && st.desired_nodes > 0
+                && st.ready_nodes == st.desired_nodes
+                && st.updated_nodes == st.desired_nodes)
+                .then_some(ec))
+        },
+    )
+    .await
+}
+
+/// The EdgeCache's running, ready data-plane pods by node.
+async fn pods_by_node(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<BTreeMap<String, Pod>> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!(
+            "app.kubernetes.io/name=edgecache,app.kubernetes.io/instance={name}"
+        )))
+        .await?;
+    Ok(pods
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|p| Some((p.spec.as_ref()?.node_name.clone()?, p)))
+        .collect())
+}
+
+async fn get(client: &Client, ns: &str, pod: &str, path: &str) -> anyhow::Result<ProxyResponse> {
+    let r = proxy_get(client, ns, pod, PORT, path).await?;
+    ensure!(r.status.is_success(), "GET {path} via {pod}: {}", r.status);
+    Ok(r)
+}
+
+async fn metrics(client: &Client, ns: &str, pod: &str) -> anyhow::Result<String> {
+    let r = proxy_get(client, ns, pod, ADMIN_PORT, "/metrics").await?;
+    ensure!(r.status.is_success(), "metrics of {pod}: {}", r.status);
+    Ok(String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// A first request is a miss stored, the second a hit (the origin asked once).
+async fn miss_then_hit(client: &Client, ns: &str, pod: &str, path: &str) -> anyhow::Result<()> {
+    let first = get(client, ns, pod, path).await?.cache_status();
+    ensure!(
+        first.contains("fwd=") && !first.contains("hit"),
+        "{pod}: first request to {path} should miss, Cache-Status {first:?}"
+    );
+    let second = get(client, ns, pod, path).await?.cache_status();
+    ensure!(
+        second.contains("hit"),
+        "{pod}: second request to {path} should hit, Cache-Status {second:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn daemonset_lands_on_exactly_the_labelled_nodes() {
+    scenario("placement", |client, ns| async move {
+        let nvme = nodes_with(&client, &BTreeMap::from([(NVME, "true")])).await?;
+        let nvme_adq =
+            nodes_with(&client, &BTreeMap::from([(NVME, "true"), (ADQ, "true")])).await?;
+        let all: Vec<String> = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .map(|n| n.name_any())
+            .collect();
+        ensure!(
+            !nvme.is_empty() && nvme_adq.len() < nvme.len() && nvme.len() < all.len(),
+            "e2e/kind.yaml labels: nvme {nvme:?}, nvme+adq {nvme_adq:?}, all {all:?}"
+        );
+        // cpu steering: every NVMe node; queue steering: NVMe nodes that also have ADQ.
+        create(&client, &edgecache(&ns, "cpu", json!({}))).await?;
+        create(
+            &client,
+            &edgecache(&ns, "queue", json!({"steering": {"mode": "queue"}})),
+        )
+        .await?;
+        for (name, want) in [("cpu", &nvme), ("queue", &nvme_adq)] {
+            let ds_api = Api::<DaemonSet>::namespaced(client.clone(), &ns);
+            let pod_api = Api::<Pod>::namespaced(client.clone(), &ns);
+            let want: BTreeSet<String> = want.iter().cloned().collect();
+            eventually(
+                &format!("{name}: pods on exactly {want:?}"),
+                READY,
+                POLL,
+                || {
+                    let (ds_api, pod_api, want) = (ds_api.clone(), pod_api.clone(), want.clone());
+                    async move {
+                        let Some(ds) = ds_api.get_opt(name).await? else {
+                            return Ok(None);
+                        };
+                        let desired = ds.status.map(|s| s.desired_number_scheduled).unwrap_or(-1);
+                        let nodes: BTreeSet<String> = pod_api
+                            .list(
+                                &ListParams::default()
+                                    .labels(&format!("app.kubernetes.io/instance={name}")),
+                            )
+                            .await?
+                            .into_iter()
+                            .filter_map(|p| p.spec?.node_name)
+                            .collect();
+                        Ok(
+                            (usize::try_from(desired).ok() == Some(want.len()) && nodes == want)
+                                .then_some(()),
+                        )
+                    }
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn status_reaches_ready_with_observed_generation() {
+    scenario("status", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        let created = create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        let ec = wait_ready(&client, &ns, "web").await?;
+        let st = ec.status.clone().unwrap();
+        ensure!(st.observed_generation == created.metadata.generation);
+        let nvme = nodes_with(&client, &BTreeMap::from([(NVME, "true")])).await?;
+        ensure!(
+            usize::try_from(st.desired_nodes)? == nvme.len(),
+            "desiredNodes {} for NVMe nodes {nvme:?}",
+            st.desired_nodes
+        );
+        for c in ["Ready", "Progressing", "Degraded"] {
+            ensure!(st.condition(c).is_some(), "condition {c} missing: {st:?}");
+        }
+        ensure!(st.condition("Degraded").unwrap().status == "False");
+        ensure!(st.config_hash.is_some(), "status.configHash");
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn miss_then_hit_through_every_node() {
+    scenario("hits", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        let ec = wait_ready(&client, &ns, "web").await?;
+        let pods = pods_by_node(&client, &ns, "web").await?;
+        ensure!(
+            pods.len() == usize::try_from(ec.status.unwrap().desired_nodes)?,
+            "a ready pod per node: {:?}",
+            pods.keys().collect::<Vec<_>>()
+        );
+        for (node, pod) in &pods {
+            // 1 MiB: above the 64 KiB O_DIRECT threshold, so the hit reads the node's disk.
+            miss_then_hit(&client, &ns, &pod.name_any(), &format!("/obj/1m/{node}")).await?;
+            let m = metrics(&client, &ns, &pod.name_any()).await?;
+            ensure!(
+                info_label(&m, "edgecache_dataplane_steering_info", "mode").as_deref()
+                    == Some("cpu"),
+                "{node}: eBPF cpu steering not in effect"
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_spec_change_rolls_the_pods() {
+    scenario("rollout", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        let before = wait_ready(&client, &ns, "web").await?;
+        let old_pods: BTreeSet<String> = pods_by_node(&client, &ns, "web")
+            .await?
+            .values()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        let old_hash = before.status.as_ref().and_then(|s| s.config_hash.clone());
+        Api::<EdgeCache>::namespaced(client.clone(), &ns)
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"cache": {"defaultTtl": "120s"}}})),
+            )
+            .await?;
+        let after = wait_ready(&client, &ns, "web").await?;
+        ensure!(after.metadata.generation > before.metadata.generation);
+        let new_hash = after.status.as_ref().and_then(|s| s.config_hash.clone());
+        ensure!(new_hash != old_hash, "config hash unchanged: {new_hash:?}");
+        let new_pods = pods_by_node(&client, &ns, "web").await?;
+        for (node, pod) in &new_pods {
+            ensure!(
+                !old_pods.contains(pod.metadata.uid.as_deref().unwrap_or("")),
+                "{node}: pod {} was not replaced",
+                pod.name_any()
+            );
+            let hash = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("edgecache.dev/config-hash"));
+            let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+                .get("web-config")
+                .await?;
+            ensure!(hash.is_some(), "{node}: no config hash annotation");
+            ensure!(
+                cm.data
+                    .unwrap_or_default()
+                    .get("config.yaml")
+                    .is_some_and(|c| c.contains("120")),
+                "the ConfigMap does not carry the new TTL"
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_deleted_pod_comes_back_with_its_hits() {
+    scenario("warm-restart", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        wait_ready(&client, &ns, "web").await?;
+        let pods = pods_by_node(&client, &ns, "web").await?;
+        let (node, pod) = pods.iter().next().context("no ready pod")?;
+        let path = format!("/obj/256k/warm-{node}");
+        miss_then_hit(&client, &ns, &pod.name_any(), &path).await?;
+        let old_uid = pod.metadata.uid.clone();
+        Api::<Pod>::namespaced(client.clone(), &ns)
+            .delete(&pod.name_any(), &DeleteParams::default())
+            .await?;
+        let node = node.clone();
+        let new = eventually("the pod back on its node", READY, POLL, || {
+            let (client, ns, node, old_uid) =
+                (client.clone(), ns.clone(), node.clone(), old_uid.clone());
+            async move {
+                let pods = pods_by_node(&client, &ns, "web").await?;
+                Ok(pods
+                    .get(&node)
+                    .filter(|p| p.metadata.uid != old_uid)
+                    .cloned())
+            }
+        })
+        .await?;
+        let status = get(&client, &ns, &new.name_any(), &path)
+            .await?
+            .cache_status();
+        ensure!(
+            status.contains("hit"),
+            "after the pod came back (warm restart from the hostPath) {path} should hit: {status:?}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn capabilities_mode_uses_io_uring_and_falls_back_where_seccomp_denies_it() {
+    scenario("seccomp", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        let seccomp_nodes =
+            nodes_with(&client, &BTreeMap::from([(ROLE, SECCOMP_DEFAULT_ROLE)])).await?;
+        let seccomp_node = seccomp_nodes.first().context("no seccompDefault node (e2e/kind.yaml)")?;
+
+        // Capabilities mode, seccomp Unconfined: io_uring and the eBPF program on every node.
+        create(&client, &edgecache(&ns, "caps", json!({}))).await?;
+        wait_ready(&client, &ns, "caps").await?;
+        for (node, pod) in pods_by_node(&client, &ns, "caps").await? {
+            let sc = pod.spec.as_ref().unwrap().containers[0].security_context.clone().unwrap();
+            ensure!(sc.privileged != Some(true), "{node}: capabilities mode must not be privileged");
+            let caps = sc.capabilities.unwrap_or_default();
+            ensure!(caps.drop == Some(vec!["ALL".to_string()]), "{node}: drop ALL");
+            ensure!(caps.add.unwrap_or_default().contains(&"BPF".to_string()), "{node}: CAP_BPF");
+            let m = metrics(&client, &ns, &pod.name_any()).await?;
+            let engine = info_label(&m, "edgecache_dataplane_io_engine_info", "engine");
+            ensure!(engine.as_deref() == Some("uring"), "{node}: engine {engine:?}, wanted uring");
+            miss_then_hit(&client, &ns, &pod.name_any(), &format!("/obj/64k/caps-{node}")).await?;
+        }
+
+        // A Localhost profile denying io_uring on the seccompDefault node: the thread pool, said.
+        create(
+            &client,
+            &edgecache(
+                &ns,
+                "denied",
+                json!({
+                    "security": {"seccompLocalhostProfile": DENY_URING_PROFILE},
+                    "placement": {"nodeSelector": {ROLE: SECCOMP_DEFAULT_ROLE}},
+                }),
+            ),
+        )
+        .await?;
+        wait_ready(&client, &ns, "denied").await?;
+        let pods = pods_by_node(&client, &ns, "denied").await?;
+        let pod = pods.get(seccomp_node).context("no denied pod on the seccompDefault node")?;
+        let m = metrics(&client, &ns, &pod.name_any()).await?;
+        let engine = info_label(&m, "edgecache_dataplane_io_engine_info", "engine");
+        ensure!(engine.as_deref() == Some("threads"), "engine {engine:?} under deny-io-uring");
+        let logs = Api::<Pod>::namespaced(client.clone(), &ns)
+            .logs(&pod.name_any(), &LogParams::default())
+            .await?;
+        ensure!(logs.contains("threads"), "the data plane's log does not say it uses threads");
+        miss_then_hit(&client, &ns, &pod.name_any(), "/obj/64k/denied").await?;
+
+        // The kubelet's seccompDefault: a container naming no profile gets RuntimeDefault, which
+        // denies io_uring from containerd 2.0 on. The data plane starts either way.
+        let node: Node = Api::<Node>::all(client.clone()).get(seccomp_node).await?;
+        let runtime = node
+            .status
+            .and_then(|s| s.node_info)
+            .map(|i| i.container_runtime_version)
+            .unwrap_or_default();
+        let bare: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "runtime-default", "namespace": ns},
+            "spec": {
+                "nodeName": seccomp_node,
+                "restartPolicy": "Never",
+                "containers": [{
+                    "name": "dataplane",
+                    "image": dataplane_image(),
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["edgecache-dataplane"],
+                    "args": ["serve", "--origin", format!("http://origin.{ns}.svc.cluster.local:{ORIGIN_PORT}"),
+                             "--listen", format!("0.0.0.0:{PORT}"), "--admin", format!("0.0.0.0:{ADMIN_PORT}"),
+                             "--cache-dir", "/cache", "--cache-size", "64MiB"],
+                    "resources": {"limits": {"memory": "256Mi"}},
+                    "securityContext": {"capabilities": {"add": ["BPF", "NET_ADMIN"]}},
+                    "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]
+                }],
+                "volumes": [{"name": "cache", "emptyDir": {}}]
+            }
+        }))?;
+        let pod_api = Api::<Pod>::namespaced(client.clone(), &ns);
+        pod_api.create(&PostParams::default(), &bare).await?;
+        let m = eventually("the RuntimeDefault pod's metrics", READY, POLL, || {
+            let (client, ns) = (client.clone(), ns.clone());
+            async move { Ok(metrics(&client, &ns, "runtime-default").await.ok()) }
+        })
+        .await?;
+        let engine = info_label(&m, "edgecache_dataplane_io_engine_info", "engine");
+        let major: u32 = runtime
+            .strip_prefix("containerd://")
+            .and_then(|v| v.split('.').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let want = if major >= 2 { "threads" } else { "uring" };
+        if engine.as_deref() != Some(want) {
+            bail!("RuntimeDefault on {seccomp_node} ({runtime}): engine {engine:?}, wanted {want}");
+        }
+        println!("seccompDefault node {seccomp_node} ({runtime}): engine {want}");
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_the_edgecache_removes_everything_it_created() {
+    scenario("delete", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        wait_ready(&client, &ns, "web").await?;
+        Api::<EdgeCache>::namespaced(client.clone(), &ns)
+            .delete("web", &DeleteParams::foreground())
+            .await?;
+        let selector =
+            "app.kubernetes.io/managed-by=edgecache-operator,app.kubernetes.io/instance=web";
+        eventually("every child gone", READY, POLL, || {
+            let (client, ns) = (client.clone(), ns.clone());
+            async move {
+                let lp = ListParams::default().labels(selector);
+                let left = Api::<DaemonSet>::namespaced(client.clone(), &ns)
+                    .list(&lp)
+                    .await?
+                    .items
+                    .len()
+                    + Api::<ConfigMap>::namespaced(client.clone(), &ns)
+                        .list(&lp)
+                        .await?
+                        .items
+                        .len()
+                    + Api::<Service>::namespaced(client.clone(), &ns)
+                        .list(&lp)
+                        .await?
+                        .items
+                        .len()
+                    + Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+                        .list(&lp)
+                        .await?
+                        .items
+                        .len()
+                    + Api::<Pod>::namespaced(client.clone(), &ns)
+                        .list(&lp)
+                        .await?
+                        .items
+                        .len()
+                    + Api::<EdgeCache>::namespaced(client.clone(), &ns)
+                        .list(&ListParams::default())
+                        .await?
+                        .items
+                        .len();
+                Ok((left == 0).then_some(()))
+            }
+        })
+        .await
+    })
+    .await;
+}
