@@ -15,7 +15,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TOOLS=${EDGECACHE_TOOLS:-/var/tmp/edgecache-tools}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/edgecache-target}
-DOCKER=${DOCKER:-docker}
+# The Debian CLI matches the Debian daemon (another docker CLI on PATH may be newer and noisier).
+if [ -z "${DOCKER:-}" ]; then
+    if [ -x /usr/bin/docker ]; then DOCKER=/usr/bin/docker; else DOCKER=docker; fi
+fi
 TAG=dev
 CARGO=1
 while [ $# -gt 0 ]; do
@@ -112,10 +115,15 @@ trap 'rm -rf "$ctx"' EXIT
 build() { # NAME DOCKERFILE BASE BINARY
     local name=$1 dockerfile=$2 base=$3 binary=$4
     rm -rf "${ctx:?}/${name:?}" && mkdir -p "$ctx/$name"
-    cp "$BIN/$binary" "$ctx/$name/"
+    # Stripped, as the shipped Dockerfiles' `install -s` does.
+    install -s -m 0755 "$BIN/$binary" "$ctx/$name/$binary"
     cp "$dockerfile" "$ctx/$name/Dockerfile"
     log "docker build $name:$TAG (FROM $base)"
-    "$DOCKER" build -q --build-arg "BASE=$base" -t "$name:$TAG" "$ctx/$name" >/dev/null
+    if ! "$DOCKER" build -q --build-arg "BASE=$base" -t "$name:$TAG" "$ctx/$name" \
+            >"$ctx/$name.log" 2>&1; then
+        cat "$ctx/$name.log" >&2
+        return 1
+    fi
 }
 build edgecache-dataplane "$ROOT/images/dataplane.local.Dockerfile" "$DEBIAN_BASE" edgecache-dataplane
 build edgecache-operator "$ROOT/images/operator.local.Dockerfile" "$CC_BASE" edgecache-operator

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The data-plane image: edgecache-dataplane on a Debian 12 slim base. Build from the repo root:
 #   docker build -f images/dataplane.Dockerfile -t edgecache-dataplane:0.1.0 .
 # The binary embeds its eBPF program (compiled by clang from C at build time), and uses io_uring
@@ -13,7 +12,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p edgecache-dataplane \
-    && install -D -m 0755 "${CARGO_TARGET_DIR:-target}/release/edgecache-dataplane" /out/edgecache-dataplane
+    && install -D -s -m 0755 "${CARGO_TARGET_DIR:-target}/release/edgecache-dataplane" /out/edgecache-dataplane
 
 FROM debian:bookworm-slim
 # --- runtime stage (keep identical to dataplane.local.Dockerfile) ---

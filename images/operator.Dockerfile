@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The operator image: edgecache-operator on distroless cc (glibc, libgcc, CA certificates, no
 # shell), as the non-root user 65532. Build from the repo root:
 #   docker build -f images/operator.Dockerfile -t edgecache-operator:0.1.0 .
@@ -14,7 +13,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p edgecache-operator \
-    && install -D -m 0755 "${CARGO_TARGET_DIR:-target}/release/edgecache-operator" /out/edgecache-operator
+    && install -D -s -m 0755 "${CARGO_TARGET_DIR:-target}/release/edgecache-operator" /out/edgecache-operator
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 # --- runtime stage (keep identical to operator.local.Dockerfile) ---

@@ -5,6 +5,9 @@
 ensure_build_deps
 cd "$ROOT"
 
+log "helm (charts/install-helm.sh, cached in $EDGECACHE_TOOLS)"
+HELM=$(charts/install-helm.sh); export HELM
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy --all-targets -D warnings"
@@ -16,7 +19,18 @@ if [ "$status" != 0 ]; then
     grep -B2 -A40 -E '^failures:|panicked' /var/tmp/edgecache-test.log | head -200
     exit "$status"
 fi
+log "helm lint and helm template over charts/edgecache/ci/*.yaml"
+"$HELM" lint --strict charts/edgecache
+for f in charts/edgecache/ci/*.yaml; do
+    "$HELM" lint --strict charts/edgecache --values "$f" >/dev/null
+    "$HELM" template ec charts/edgecache --include-crds --values "$f" >/dev/null
+done
+
+log "container tier (Docker; e2e/container-tier.sh)"
+e2e/container-tier.sh 2>&1 | tee /var/tmp/edgecache-container-tier.log
+tier_passed=$(grep -Eo '^container-tier: [0-9]+ passed' /var/tmp/edgecache-container-tier.log | awk '{print $2}')
+
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' /var/tmp/edgecache-test.log | awk '{s+=$4} END {print s+0}')
-skipped=$(grep -c '^SKIPPED' /var/tmp/edgecache-test.log || true)
+passed=$((passed + ${tier_passed:-0}))
+grep '^SKIPPED' /var/tmp/edgecache-test.log /var/tmp/edgecache-container-tier.log | sed 's/^[^:]*://' | sort | uniq -c || true
 echo "tests: ${passed} passed, 0 failed"
-echo "SKIPPED lines: ${skipped}"

@@ -11,6 +11,7 @@ bench/BENCHMARKS.md and a PNG chart next to it (report.py).
 
 import argparse
 import atexit
+import fcntl
 import json
 import os
 import platform
@@ -751,7 +752,8 @@ def coalesce_run(args, cache, emit):
     r = loadgen(args, "burst", "--target", f"127.0.0.1:{cache.port}", "--path", path,
                 "--n", args.coalesce_n, "--timeout-s", 60, timeout=120)
     st = json.loads(http_get(f"http://127.0.0.1:{ORIGIN_PORT}/__stats?path={path.replace('&', '%26')}")[1])
-    r.update({"kind": "coalesce", "cache": cache.name, "size": args.coalesce_size, "origin_fetches": st.get("path_requests"),
+    alive = cache.proc is None or cache.proc.poll() is None
+    r.update({"kind": "coalesce", "cache": cache.name, "size": args.coalesce_size, "survived": alive, "origin_fetches": st.get("path_requests"),
               "origin_ms": origin_ms,
               "added_p99_ms": r["latency"]["p99_ms"] - origin_ms,
               "cgroup": cg_read(cache.name)})
@@ -834,6 +836,22 @@ def main():
         sys.exit("run as root (cgroups, drop_caches)")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    # One run at a time: runs share ports, cgroup names and the work directory, and a run's
+    # start-up cleanup kills whatever is left in ecbench-* cgroups.
+    lock = open("/var/tmp/ec-bench.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        sys.exit(f"another benchmark run holds /var/tmp/ec-bench.lock ({lock.read().strip()}); "
+                 "wait for it to finish")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}, run {args.run_id}, started {time.strftime('%H:%M:%S')}\n")
+    lock.flush()
+    busy = [p for p in [ORIGIN_PORT, CEILING_PORT, EDGE_ADMIN_PORT, *PORTS.values()] if wait_port(p, 0.2)]
+    if busy:
+        sys.exit(f"ports {busy} on 127.0.0.1 are already in use; stop what listens there first")
     RESULTS.mkdir(parents=True, exist_ok=True)
     out_path = RESULTS / f"{args.run_id}.jsonl"
     out = open(out_path, "a")
@@ -856,7 +874,7 @@ def main():
             for d in root.glob(CG_PREFIX + "*"):
                 cg_remove(d.name[len(CG_PREFIX):])
 
-    sizes = [s for s in args.sizes.split(",") if s]
+    sizes = [s for s in args.sizes.split(",") if s]  # "" = no hit phases (e.g. coalescing only)
     for s in sizes:
         if s not in SIZES:
             sys.exit(f"unknown size {s}")
@@ -970,16 +988,6 @@ def main():
                             f"hit {r['hit_ratio']:.4f} cpu {r['cpu_cores']:.2f} cores "
                             f"{(r['cpu_us_per_hit'] or 0):.1f} us/hit disk {r['disk_read_mb_s']:.0f} MB/s "
                             f"peak {r['mem_peak_mib']:.0f} MiB (rss {r['rss_mib']:.0f}) failcnt +{r['failcnt_delta']} err {r['errors']}")
-        if size == "1m" and not args.skip_coalesce:
-            for c in live:
-                if c.proc and c.proc.poll() is not None:
-                    log(f"  coalesce {c.name}: skipped, the cache is not running")
-                    continue
-                try:
-                    coalesce_run(args, c, emit)
-                except Exception as e:
-                    log(f"  coalesce {c.name} failed: {e}")
-                    emit({"kind": "error", "cache": c.name, "what": "coalesce", "error": str(e)[:2000]})
         for c in live:
             if c.name == "edgecache":
                 try:
@@ -991,9 +999,11 @@ def main():
             final = cg_read(c.name)
             emit({"kind": "cgroup_final", "cache": c.name, "size": size, "cgroup": final})
             c.stop()
-    if "1m" not in sizes and not args.skip_coalesce:
-        log("coalescing run (1m cold keys)")
+    if not args.skip_coalesce:
+        log(f"coalescing run: fresh caches, {args.coalesce_n} simultaneous requests for one cold "
+            f"{args.coalesce_size} key")
         for c in caches:
+            ensure_origin()
             try:
                 c.prepare(1 << 30)
                 cg_create(c.name, args.mem_limit)
@@ -1001,6 +1011,7 @@ def main():
                 coalesce_run(args, c, emit)
             except Exception as e:
                 log(f"  coalesce {c.name} failed: {e}")
+                emit({"kind": "error", "cache": c.name, "what": "coalesce", "error": str(e)[:2000]})
             finally:
                 c.stop()
     stop(origin["p"])

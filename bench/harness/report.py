@@ -100,10 +100,21 @@ def build(recs, png_rel):
           f"{s['reason'].splitlines()[0][:300]}")
     for d in died_records(recs):
         cg = d.get("cgroup") or d
-        where = f"{d['dist']} round {d['round'] + 1}" if d["round"] >= 0 else d["dist"]
+        where = (f"warm-up pass {d['round'] + 1}" if d["dist"] == "warm-up" else
+                 f"{d['dist']} round {d['round'] + 1}" if d["round"] >= 0 else d["dist"])
         w(f"- **{LABEL.get(d['cache'], d['cache'])} died** at {d['size']} {where} "
           f"(exit {d.get('exit')}, cgroup oom_kill {cg.get('oom_kill')}, failcnt {cg.get('failcnt')}); "
           f"that round and later ones are missing from its medians.")
+    died_at = {(d["cache"], d["size"]) for d in died_records(recs)}
+    for c in ORDER:
+        for size in SIZE_ORDER:
+            warmed = any(r.get("kind") == "warm" and r.get("cache") == c and r.get("size") == size for r in recs)
+            measured = any(r["cache"] == c and r["size"] == size for r in rounds)
+            skipped_here = any(r.get("kind") == "skipped" and r.get("cache") == c and r.get("size") == size
+                               for r in recs)
+            if warmed and not measured and not skipped_here and (c, size) not in died_at:
+                w(f"- **{LABEL[c]}: no measured round at {size}**: the process had exited after the warm-up "
+                  f"(see results/{run}.log and the kernel log for an OOM kill)")
     w("")
 
     # Machine limits.
@@ -188,13 +199,16 @@ def build(recs, png_rel):
         w("")
     co = [r for r in recs if r.get("kind") == "coalesce"]
     if co:
-        w("### Coalescing (N simultaneous requests for one cold key; the origin delays its head)")
+        src = sorted({r["from_run"] for r in co if r.get("from_run")})
+        w("### Coalescing (N simultaneous requests for one cold key on a fresh cache; the origin delays its head)"
+          + (f" — from run {', '.join(src)}" if src else ""))
         w("")
         w("| cache | key size | requests | ok | origin fetches | origin alone ms | waiter first byte p99 ms | "
           "waiter p50 ms | p99 ms | max ms | added p99 ms |")
         w("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(co, key=lambda r: ORDER.index(r["cache"])):
-            w(f"| {LABEL[r['cache']]} | {r.get('size', '1m')} | {r['n']} | {r['ok']} | {r['origin_fetches']} | "
+            dead = "" if r.get("survived", True) else " (OOM-killed)"
+            w(f"| {LABEL[r['cache']]}{dead} | {r.get('size', '1m')} | {r['n']} | {r['ok']} | {r['origin_fetches']} | "
               f"{r['origin_ms']:.0f} | {r['ttfb']['p99_ms']:.0f} | "
               f"{r['latency']['p50_ms']:.0f} | {r['latency']['p99_ms']:.0f} | {r['latency']['max_ms']:.0f} | "
               f"{r['added_p99_ms']:.0f} |")
@@ -274,6 +288,17 @@ def chart(recs, png):
                 ys.append(med([r[key] for r in rounds if r["cache"] == c and (r["size"], r["dist"]) == g]) or 0)
             xs = [j + (i - (len(caches) - 1) / 2) * width for j in range(len(groups))]
             ax.bar(xs, ys, width, label=LABEL[c], color=colors.get(c))
+        if key == "req_per_s":
+            dead = {(d["cache"], d["size"]) for d in died_records(recs)}
+            for i, c in enumerate(caches):
+                for j, g in enumerate(groups):
+                    has = any(r["cache"] == c and (r["size"], r["dist"]) == g for r in rounds)
+                    warmed = any(r.get("kind") == "warm" and r.get("cache") == c and r.get("size") == g[0]
+                                 for r in recs)
+                    if not has and ((c, g[0]) in dead or warmed):
+                        x = j + (i - (len(caches) - 1) / 2) * width
+                        ax.text(x, 0.03, "died", rotation=90, ha="center", va="bottom", fontsize=8,
+                                color=colors.get(c), transform=ax.get_xaxis_transform())
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([f"{s} {d}" for s, d in groups])
         ax.set_title(title, fontsize=10)
@@ -291,12 +316,19 @@ def chart(recs, png):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="+",
+                    help="results files; the first is the main run, later ones add or replace measurements "
+                         "of a kind per cache (e.g. a coalescing-only run)")
     ap.add_argument("--md", default=str(BENCH / "BENCHMARKS.md"))
     ap.add_argument("--no-md", action="store_true")
     a = ap.parse_args()
-    recs = load(a.results)
-    res = Path(a.results)
+    recs = load(a.results[0])
+    for extra in a.results[1:]:
+        more = load(extra)
+        kinds = {(r.get("kind"), r.get("cache")) for r in more if r.get("kind") not in ("meta", "skipped")}
+        recs = [r for r in recs if (r.get("kind"), r.get("cache")) not in kinds]
+        recs += [dict(r, from_run=Path(extra).stem) for r in more if r.get("kind") not in ("meta", "skipped")]
+    res = Path(a.results[0])
     png = res.with_suffix(".png")
     png_rel = None
     if chart(recs, png):

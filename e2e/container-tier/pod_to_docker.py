@@ -23,6 +23,19 @@ import sys
 
 import yaml
 
+# Capabilities newer than Debian's docker 20.10 (it rejects them in --cap-add); runc knows them.
+DOCKER_UNKNOWN_CAPS = {"PERFMON", "BPF", "CHECKPOINT_RESTORE"}
+CAP_BITS = {"NET_ADMIN": 12, "IPC_LOCK": 14, "SYS_ADMIN": 21, "SYS_RESOURCE": 24,
+            "PERFMON": 38, "BPF": 39, "CHECKPOINT_RESTORE": 40}
+
+
+def host_bounding_set():
+    for line in open("/proc/self/status"):
+        if line.startswith("CapBnd:"):
+            return int(line.split()[1], 16)
+    return (1 << 64) - 1
+
+
 UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
          "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
@@ -65,8 +78,23 @@ def main():
     caps = sc.get("capabilities", {})
     for cap in caps.get("drop", []):
         out += ["--cap-drop", cap]
+    bounding = host_bounding_set()
+    via_runtime, unavailable = [], []
     for cap in caps.get("add", []):
-        out += ["--cap-add", cap]
+        bit = CAP_BITS.get(cap)
+        if bit is not None and not bounding >> bit & 1:
+            # Not in this machine's bounding set (why `docker run --privileged` fails here): no
+            # container on this host can have it.
+            unavailable.append(cap)
+        elif cap in DOCKER_UNKNOWN_CAPS:
+            via_runtime.append("CAP_" + cap)
+        else:
+            out += ["--cap-add", cap]
+    if via_runtime:
+        # Debian's docker 20.10 rejects these names; the edgecache-runc runtime (runc plus
+        # oci-runtime.sh) adds them to the container's capability sets.
+        out += ["--runtime", "edgecache-runc", "--env",
+                "EDGECACHE_OCI_ADD_CAPS=" + ",".join(via_runtime)]
     seccomp = (sc.get("seccompProfile") or pod.get("securityContext", {}).get("seccompProfile")
                or {"type": "RuntimeDefault"})
     if seccomp_file:
@@ -132,6 +160,7 @@ def main():
 
     info = {"image": c["image"], "command": command, "args": c.get("args", []),
             "memory_limit": memory, "host_path": host_path, "capabilities": caps,
+            "caps_via_runtime": via_runtime, "caps_unavailable": unavailable,
             "seccomp": seccomp, "config": config_text,
             "ports": {p["name"]: p["containerPort"] for p in c.get("ports", [])}}
     with open(os.path.join(workdir, "pod.json"), "w") as f:

@@ -645,3 +645,21 @@ fn bad_values_are_rejected_with_a_clear_message() {
         }
     }
 }
+
+#[test]
+fn kind_values_use_the_locally_loaded_image() {
+    // e2e/run.sh installs with ci/kind-values.yaml after `kind load docker-image ...:dev`.
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("kind-values.yaml")], &[]);
+    let c = &r.deployments[0]
+        .spec
+        .clone()
+        .template
+        .spec
+        .unwrap()
+        .containers[0];
+    assert_eq!(c.image.as_deref(), Some("edgecache-operator:dev"));
+    assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
+    let run_sh = std::fs::read_to_string(repo_root().join("e2e/run.sh")).unwrap();
+    assert!(run_sh.contains("ci/kind-values.yaml") && run_sh.contains("kind load docker-image"));
+}

@@ -122,7 +122,9 @@ fn main() {
                 .begin_write(
                     Bytes::from(key.into_bytes()),
                     Bytes::new(),
-                    Bytes::from_static(b"status: 200\r\ncontent-type: application/octet-stream\r\n"),
+                    Bytes::from_static(
+                        b"status: 200\r\ncontent-type: application/octet-stream\r\n",
+                    ),
                     Some(a.size as u64),
                 )
                 .unwrap();

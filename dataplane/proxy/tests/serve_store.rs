@@ -280,7 +280,11 @@ fn a_full_disk_never_gives_a_truncated_200_and_the_store_keeps_working() {
     // writes nothing (a second pass of misses would evict the first ones, FIFO, and prove little).
     let mut hits = 0;
     for i in 0..60 {
-        let r = dp.request("GET", &format!("/obj/1m/full{i}"), &[("Cache-Control", "only-if-cached")]);
+        let r = dp.request(
+            "GET",
+            &format!("/obj/1m/full{i}"),
+            &[("Cache-Control", "only-if-cached")],
+        );
         if r.status == 504 {
             continue;
         }
@@ -290,7 +294,11 @@ fn a_full_disk_never_gives_a_truncated_200_and_the_store_keeps_working() {
         check_body(1 << 20, format!("full{i}"), &r.body).unwrap();
         hits += 1;
     }
-    assert!(hits > 0, "the store keeps serving what it could store\n{}", dp.metrics());
+    assert!(
+        hits > 0,
+        "the store keeps serving what it could store\n{}",
+        dp.metrics()
+    );
 }
 
 #[test]

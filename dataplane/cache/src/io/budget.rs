@@ -1,15 +1,18 @@
 //! A hard bound on I/O buffer memory, with a pool that recycles the buffers.
 //!
 //! An [`IoBudget`] owns `capacity` bytes of buffer memory. Every aligned buffer the store uses
-//! for a disk read or write on a worker comes from it: [`IoBudget::alloc`] waits (in turn) until
-//! the bytes are free, [`IoBudget::try_alloc`] does not wait (read-ahead
-//! uses it, so a read-ahead never delays anyone). The buffer carries its charge: it goes back
-//! when the [`AlignedBuf`] is dropped, wherever that happens (in hyper after the bytes were
-//! written to the socket, through `Bytes::from_owner`; in the kernel after a cancelled
-//! io_uring operation completes; on an I/O pool thread). So N concurrent streams share a fixed
-//! budget and wait for it instead of allocating, and the bytes of live buffers (in use or
-//! pooled) never exceed `capacity`. Waiters queue in order (tokio `Notify`, FIFO): each returned
-//! buffer wakes one, which reuses it, or frees pooled buffers of other sizes to make room.
+//! for a disk read or write on a worker comes from it: [`IoBudget::alloc`] waits until the bytes
+//! are free, [`IoBudget::try_alloc`] does not wait (read-ahead uses it, so a read-ahead never
+//! delays anyone). The buffer carries its charge: it goes back when the [`AlignedBuf`] is
+//! dropped, wherever that happens (in hyper after the bytes were written to the socket, through
+//! `Bytes::from_owner`; in the kernel after a cancelled io_uring operation completes; on an I/O
+//! pool thread). So N concurrent streams share a fixed budget and wait for it instead of
+//! allocating, and the bytes of live buffers (in use or pooled) never exceed `capacity`.
+//!
+//! Waiting: requests queue in arrival order, the next chunk of a started stream
+//! ([`IoBudget::alloc`]) ahead of the first read of a new one ([`IoBudget::alloc_first`]), so
+//! started streams finish first instead of the budget being shared by ever more streams. Only
+//! the waiter whose turn it is gets woken when a buffer comes back.
 //!
 //! Recycling: a returned buffer is kept in a per-size-class free list (its charge stays taken)
 //! and handed out again without a new allocation, page faults or zeroing: a 1 MiB
@@ -25,10 +28,12 @@
 //! charged the whole budget (it waits until everything else is returned), so nothing can wait
 //! forever.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::task::{Poll, Waker};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
 use super::AlignedBuf;
 
@@ -66,6 +71,39 @@ fn class_index(cap: usize) -> Option<usize> {
 
 struct Pool {
     free: Vec<Vec<AlignedBuf>>,
+    /// Requests waiting for memory, in arrival order.
+    waiters: VecDeque<Waiter>,
+    next_id: u64,
+}
+
+struct Waiter {
+    id: u64,
+    /// The first read of a stream (lower priority than the next chunk of a started stream).
+    first: bool,
+    waker: Option<Waker>,
+}
+
+impl Pool {
+    /// The waiter whose turn it is: the oldest continuation, else the oldest first read.
+    fn turn(&self) -> Option<u64> {
+        self.waiters
+            .iter()
+            .find(|w| !w.first)
+            .or(self.waiters.front())
+            .map(|w| w.id)
+    }
+
+    /// The waker of the waiter whose turn it is (wake it after unlocking).
+    fn turn_waker(&mut self) -> Option<Waker> {
+        let id = self.turn()?;
+        self.waiters.iter_mut().find(|w| w.id == id)?.waker.take()
+    }
+}
+
+/// What a request got: a pooled buffer, or the charge for a fresh one.
+enum Taken {
+    Pooled(AlignedBuf),
+    Charged,
 }
 
 pub(crate) struct Shared {
@@ -77,9 +115,6 @@ pub(crate) struct Shared {
     pooled: AtomicUsize,
     waits: AtomicU64,
     allocs: AtomicU64,
-    /// Tasks waiting in `alloc`; returns wake one of them (FIFO) through `notify`.
-    waiting: AtomicUsize,
-    notify: Notify,
     pool: Mutex<Pool>,
 }
 
@@ -106,23 +141,45 @@ impl Shared {
         }
     }
 
-    fn take_permits(&self, charge: usize) {
-        let now = self.charged.fetch_add(charge, Relaxed) + charge;
-        self.peak.fetch_max(now, Relaxed);
-    }
-
     fn release(&self, charge: usize) {
         self.charged.fetch_sub(charge, Relaxed);
         self.sem.add_permits(charge);
     }
 
+    /// Take a buffer of class `cap` from the pool, or its charge from the semaphore (freeing
+    /// pooled buffers of other sizes to make room).
+    fn take(&self, p: &mut Pool, cap: usize) -> Option<Taken> {
+        if let Some(i) = class_index(cap)
+            && let Some(b) = p.free[i].pop()
+        {
+            self.pooled.fetch_sub(cap, Relaxed);
+            return Some(Taken::Pooled(b));
+        }
+        let charge = self.charge_of(cap);
+        loop {
+            if let Ok(permit) = self.sem.try_acquire_many(charge as u32) {
+                permit.forget();
+                let now = self.charged.fetch_add(charge, Relaxed) + charge;
+                self.peak.fetch_max(now, Relaxed);
+                return Some(Taken::Charged);
+            }
+            // Largest first: fewest frees.
+            let b = p.free.iter_mut().rev().find(|l| !l.is_empty())?.pop()?;
+            self.pooled.fetch_sub(b.capacity(), Relaxed);
+            let c = self.charge_of(b.capacity());
+            drop(b);
+            self.release(c);
+        }
+    }
+
     /// Called by `AlignedBuf::drop` for a budgeted buffer (`raw` has no home any more): pool it
-    /// (its charge stays taken) and wake a waiter, which takes it or frees it to make room.
+    /// (its charge stays taken) and wake the waiter whose turn it is.
     pub(crate) fn give_back(&self, raw: AlignedBuf) {
         let cap = raw.capacity();
+        let mut p = self.lock();
         match class_index(cap).filter(|_| cap <= self.capacity) {
             Some(i) => {
-                self.lock().free[i].push(raw);
+                p.free[i].push(raw);
                 self.pooled.fetch_add(cap, Relaxed);
             }
             None => {
@@ -130,8 +187,10 @@ impl Shared {
                 self.release(self.charge_of(cap));
             }
         }
-        if self.waiting.load(Relaxed) > 0 {
-            self.notify.notify_one();
+        let w = p.turn_waker();
+        drop(p);
+        if let Some(w) = w {
+            w.wake();
         }
     }
 }
@@ -180,10 +239,10 @@ impl IoBudget {
                 pooled: AtomicUsize::new(0),
                 waits: AtomicU64::new(0),
                 allocs: AtomicU64::new(0),
-                waiting: AtomicUsize::new(0),
-                notify: Notify::new(),
                 pool: Mutex::new(Pool {
                     free: (0..CLASSES).map(|_| Vec::new()).collect(),
+                    waiters: VecDeque::new(),
+                    next_id: 0,
                 }),
             }),
         }
@@ -203,47 +262,38 @@ impl IoBudget {
         Arc::downgrade(&self.shared)
     }
 
-
     /// Reset the peak to the current charge (for measurements).
     pub fn reset_peak(&self) {
         let s = &self.shared;
         s.peak.store(s.charged.load(Relaxed), Relaxed);
     }
 
-    fn fresh(&self, cap: usize) -> AlignedBuf {
-        self.shared.allocs.fetch_add(1, Relaxed);
-        AlignedBuf::new(cap).with_home(Arc::clone(&self.shared))
+    fn finish(&self, taken: Taken, cap: usize) -> AlignedBuf {
+        let home = Arc::clone(&self.shared);
+        match taken {
+            Taken::Pooled(mut b) => {
+                b.clear();
+                b.with_home(home)
+            }
+            Taken::Charged => {
+                self.shared.allocs.fetch_add(1, Relaxed);
+                AlignedBuf::new(cap).with_home(home)
+            }
+        }
     }
 
-    /// A buffer of at least `len` bytes (length 0) if the budget has room now, else `None`.
+    /// A buffer of at least `len` bytes (length 0) if the budget has room now and nobody is
+    /// waiting for it, else `None`.
     pub fn try_alloc(&self, len: usize) -> Option<AlignedBuf> {
         let cap = class_cap(len);
-        let s = &self.shared;
-        let charge = s.charge_of(cap);
-        if let Some(i) = class_index(cap) {
-            let mut p = s.lock();
-            if let Some(mut b) = p.free[i].pop() {
-                drop(p);
-                s.pooled.fetch_sub(cap, Relaxed);
-                b.clear();
-                return Some(b.with_home(Arc::clone(s)));
+        let taken = {
+            let mut p = self.shared.lock();
+            if !p.waiters.is_empty() {
+                return None;
             }
-        }
-        loop {
-            if let Ok(permit) = s.sem.try_acquire_many(charge as u32) {
-                permit.forget();
-                s.take_permits(charge);
-                return Some(self.fresh(cap));
-            }
-            // Make room by freeing pooled buffers of other sizes, largest first.
-            let mut p = s.lock();
-            let b = p.free.iter_mut().rev().find(|l| !l.is_empty())?.pop()?;
-            drop(p);
-            s.pooled.fetch_sub(b.capacity(), Relaxed);
-            let c = s.charge_of(b.capacity());
-            drop(b);
-            s.release(c);
-        }
+            self.shared.take(&mut p, cap)?
+        };
+        Some(self.finish(taken, cap))
     }
 
     /// Like [`try_alloc`](Self::try_alloc), but only while a quarter of the budget stays free
@@ -261,46 +311,87 @@ impl IoBudget {
         self.try_alloc(len)
     }
 
-    /// A buffer of at least `len` bytes (length 0), waiting for the budget if needed. Waiters
-    /// are served in turn: while any waits, a new request queues behind them.
+    /// A buffer of at least `len` bytes (length 0), waiting for the budget if needed: for the
+    /// next chunk of a started stream or a write. Waiters are served in arrival order, and
+    /// before any [`alloc_first`](Self::alloc_first) waiter.
     pub async fn alloc(&self, len: usize) -> AlignedBuf {
+        self.alloc_inner(len, false).await
+    }
+
+    /// Like [`alloc`](Self::alloc), for the first read of a stream: it waits behind every
+    /// started stream's next chunk, so streams that have begun finish first (lower tail
+    /// latency than sharing the budget among ever more streams).
+    pub async fn alloc_first(&self, len: usize) -> AlignedBuf {
+        self.alloc_inner(len, true).await
+    }
+
+    async fn alloc_inner(&self, len: usize, first: bool) -> AlignedBuf {
         let s = &self.shared;
-        if s.waiting.load(Relaxed) == 0
-            && let Some(b) = self.try_alloc(len)
-        {
-            return b;
-        }
-        s.waits.fetch_add(1, Relaxed);
-        let _waiting = Waiting::enter(s);
-        loop {
-            let notified = s.notify.notified();
-            let mut notified = std::pin::pin!(notified);
-            // Registered before the check, so a return between the check and the await wakes us.
-            notified.as_mut().enable();
-            if let Some(b) = self.try_alloc(len) {
-                return b;
+        let cap = class_cap(len);
+        let id = {
+            let mut p = s.lock();
+            let queue_ahead = if first {
+                !p.waiters.is_empty()
+            } else {
+                p.waiters.iter().any(|w| !w.first)
+            };
+            if !queue_ahead && let Some(t) = s.take(&mut p, cap) {
+                drop(p);
+                return self.finish(t, cap);
             }
-            notified.await;
-        }
+            let id = p.next_id;
+            p.next_id += 1;
+            p.waiters.push_back(Waiter {
+                id,
+                first,
+                waker: None,
+            });
+            id
+        };
+        s.waits.fetch_add(1, Relaxed);
+        let mut queued = Queued { s, id, done: false };
+        let taken = std::future::poll_fn(|cx| {
+            let mut p = s.lock();
+            if p.turn() == Some(id)
+                && let Some(t) = s.take(&mut p, cap)
+            {
+                p.waiters.retain(|w| w.id != id);
+                // There may be room for the next one too.
+                let w = p.turn_waker();
+                drop(p);
+                if let Some(w) = w {
+                    w.wake();
+                }
+                return Poll::Ready(t);
+            }
+            if let Some(w) = p.waiters.iter_mut().find(|w| w.id == id) {
+                w.waker = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await;
+        queued.done = true;
+        self.finish(taken, cap)
     }
 }
 
-/// Counts a waiter for as long as it waits (also when the wait is cancelled).
-struct Waiting<'a>(&'a Shared);
-
-impl<'a> Waiting<'a> {
-    fn enter(s: &'a Shared) -> Waiting<'a> {
-        s.waiting.fetch_add(1, Relaxed);
-        Waiting(s)
-    }
+/// Removes a cancelled waiter from the queue and passes its turn on.
+struct Queued<'a> {
+    s: &'a Shared,
+    id: u64,
+    done: bool,
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Queued<'_> {
     fn drop(&mut self) {
-        let left = self.0.waiting.fetch_sub(1, Relaxed) - 1;
-        // We may have consumed a wake-up another waiter could use: pass one on.
-        if left > 0 {
-            self.0.notify.notify_one();
+        if !self.done {
+            let mut p = self.s.lock();
+            p.waiters.retain(|w| w.id != self.id);
+            let w = p.turn_waker();
+            drop(p);
+            if let Some(w) = w {
+                w.wake();
+            }
         }
     }
 }
@@ -338,7 +429,9 @@ mod tests {
             drop(x);
             // Pooled, still charged; a request of another size frees it to make room.
             assert_eq!(b.usage().pooled, 320 * 1024);
-            let z = b.try_alloc(256 * 1024).expect("room after freeing the pool");
+            let z = b
+                .try_alloc(256 * 1024)
+                .expect("room after freeing the pool");
             assert_eq!(b.usage().pooled, 0);
             drop(z);
             let again = b.try_alloc(200 * 1024).expect("pooled 256 KiB reused");

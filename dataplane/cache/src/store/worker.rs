@@ -123,7 +123,7 @@ impl StoreWorker {
         };
         let mut retried = false;
         let (buf, hdr) = loop {
-            let buf = self.budget.alloc(alloc_len as usize).await;
+            let buf = self.budget.alloc_first(alloc_len as usize).await;
             let buf = read_timed(&self.io, store, file, buf, first, loc.off).await?;
             if !store.epoch_is(loc.seg, loc.epoch) {
                 return Err(StoreError::MissingOrReplaced);
