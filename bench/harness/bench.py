@@ -311,11 +311,21 @@ class Cache:
             time.sleep(0.2)
         raise RuntimeError(f"{self.name} started but does not proxy /obj/1k/ready")
 
+    def storage(self):
+        """Paths holding cached objects (removed after the cache stops, unless --keep-storage)."""
+        return [self.dir / "cache"]
+
     def stop(self):
         if self.proc:
             stop(self.proc, 10)
             self.proc = None
         cg_remove(self.name)
+        if not self.args.keep_storage:
+            for pth in self.storage():
+                if pth.is_dir():
+                    shutil.rmtree(pth, ignore_errors=True)
+                elif pth.exists():
+                    pth.unlink()
 
     def version(self):
         return "?"
@@ -357,7 +367,7 @@ http {{
     keepalive_timeout 120s;
     sendfile on;
     aio threads;
-    directio {self.args.nginx_directio};
+    directio {self.args.directio};
     directio_alignment 4096;
     output_buffers 2 256k;
     proxy_cache_path {self.dir}/cache levels=1:2 keys_zone=ec:64m max_size={max_size}m
@@ -407,6 +417,9 @@ backend origin {{ .host = "127.0.0.1"; .port = "{ORIGIN_PORT}"; }}
 sub vcl_recv {{ set req.backend_hint = origin; }}
 """)
         self.disk_bytes = disk_bytes
+
+    def storage(self):
+        return [self.dir / "storage.bin"]
 
     def argv(self):
         return ["varnishd", "-F", "-j", "none", "-n", str(self.dir / "n"),
@@ -546,7 +559,9 @@ class EdgeCache(Cache):
              "--admin", f"127.0.0.1:{EDGE_ADMIN_PORT}",
              "--cache-dir", str(self.dir / "cache"),
              "--cache-size", f"{self.disk_bytes // (1 << 20)}MiB",
-             "--workers", str(self.args.edge_workers)]
+             "--workers", str(self.args.edge_workers),
+             # The same threshold as nginx's `directio`: objects at or above it bypass page cache.
+             "--direct-io-threshold", self.args.directio.upper().replace("K", "KiB").replace("M", "MiB")]
         if self.args.edge_config:
             a += ["--config", self.args.edge_config]
         return a
@@ -668,6 +683,14 @@ def drop_caches():
 # machine limits
 
 def fio_runs(args, emit):
+    try:
+        _fio_runs(args, emit)
+    finally:
+        if not args.keep_storage:
+            (Path(args.work) / "fio" / "fio.dat").unlink(missing_ok=True)
+
+
+def _fio_runs(args, emit):
     fdir = Path(args.work) / "fio"
     fdir.mkdir(parents=True, exist_ok=True)
     f = fdir / "fio.dat"
@@ -810,6 +833,8 @@ def main():
     ap.add_argument("--warm-timeout", type=int, default=900)
     ap.add_argument("--max-warm-passes", type=int, default=10)
     ap.add_argument("--no-drop-caches", action="store_true")
+    ap.add_argument("--keep-storage", action="store_true",
+                    help="keep the caches' storage and fio's file under --work after the run")
     ap.add_argument("--skip-fio", action="store_true")
     ap.add_argument("--skip-ceiling", action="store_true")
     ap.add_argument("--skip-coalesce", action="store_true")
@@ -817,7 +842,8 @@ def main():
     ap.add_argument("--coalesce-n", type=int, default=1000)
     ap.add_argument("--coalesce-delay-ms", type=int, default=200)
     ap.add_argument("--coalesce-size", default="4k", help="object size of the coalescing key")
-    ap.add_argument("--nginx-directio", default="8k")
+    ap.add_argument("--directio", "--nginx-directio", dest="directio", default="4k",
+                    help="O_DIRECT threshold for nginx (`directio`) and EdgeCache (--direct-io-threshold); multiple of 4k")
     ap.add_argument("--ats-ram-cache", type=int, default=16 << 20)
     ap.add_argument("--ats-fragment", type=int, default=256 << 10,
                     help="ATS target_fragment_size (the Debian default 1 MiB gets ATS OOM-killed at 1m x -c256 in 256 MiB)")

@@ -332,9 +332,12 @@ def main():
     png = res.with_suffix(".png")
     png_rel = None
     if chart(recs, png):
-        shutil.copyfile(png, BENCH / "benchmarks.png")
-        png_rel = "benchmarks.png"
-        print(f"chart: {png} (and bench/benchmarks.png)")
+        if a.no_md:
+            print(f"chart: {png}", file=sys.stderr)
+        else:
+            shutil.copyfile(png, BENCH / "benchmarks.png")
+            png_rel = "benchmarks.png"
+            print(f"chart: {png} (and bench/benchmarks.png)")
     text = build(recs, png_rel)
     if a.no_md:
         print(text)

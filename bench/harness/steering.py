@@ -121,6 +121,8 @@ def main():
         for _, p in list(bench.PROCS):
             bench.stop(p, 3)
         netns_down()
+        for m in args.modes.split(","):
+            shutil.rmtree(work / m / "cache", ignore_errors=True)
     atexit.register(cleanup)
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda *_: sys.exit(130))

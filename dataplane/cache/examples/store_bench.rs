@@ -76,6 +76,15 @@ fn parse() -> Args {
     a
 }
 
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn cpu_time() -> Duration {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // getrusage only writes into the struct we own.
@@ -133,6 +142,7 @@ fn main() {
             }
             wr.finish().await.unwrap();
         }
+        eprintln!("after writing {} objects: VmRSS {} KiB", a.count, rss_kib());
         if a.drop_cache {
             let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
         }
@@ -183,9 +193,16 @@ fn main() {
         let n = reads.get() as f64;
         let u = w.io_buffer_usage();
         let (in_use, peak, cap) = (u.charged - u.pooled, u.peak, u.capacity);
+        let st = w.store().stats();
+        eprintln!(
+            "ram tier {} KiB ({} objects), index estimate {} KiB",
+            st.ram_tier_bytes >> 10,
+            st.ram_tier_objects,
+            w.store().index_bytes() >> 10
+        );
         println!(
             "engine={:?} size={} conc={} reads/s={:.0} MB/s={:.0} cpu_us/read={:.2} cores={:.2} \
-             buf_peak={} KiB buf_cap={} KiB buf_in_use_end={}",
+             buf_peak={} KiB buf_cap={} KiB buf_in_use_end={} rss={} KiB",
             a.engine,
             a.size,
             a.conc,
@@ -196,6 +213,7 @@ fn main() {
             peak >> 10,
             cap >> 10,
             in_use,
+            rss_kib(),
         );
     };
     match a.engine {

@@ -183,7 +183,7 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 6] = [
+        let counters: [(&str, &str, u64); 7] = [
             (
                 "store_evictions",
                 "Objects evicted from the disk store",
@@ -210,12 +210,17 @@ impl Collector for StoreCollector {
                 "Objects found on disk at start",
                 s.recovered_objects,
             ),
+            (
+                "io_buffer_waits",
+                "Times a read or write waited for the I/O buffer budget",
+                s.io_buffer_waits,
+            ),
         ];
         for (name, help, v) in counters {
             let c = ConstCounter::new(v);
             c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;
         }
-        let gauges: [(&str, &str, u64); 5] = [
+        let gauges: [(&str, &str, u64); 8] = [
             ("store_objects", "Objects in the disk store", s.objects),
             ("store_bytes", "Bytes used in the disk store", s.bytes_used),
             (
@@ -232,6 +237,21 @@ impl Collector for StoreCollector {
                 "ram_tier_objects",
                 "Objects held in the RAM tier",
                 s.ram_tier_objects,
+            ),
+            (
+                "io_buffer_bytes",
+                "I/O buffer bytes allocated now (all workers)",
+                s.io_buffer_bytes,
+            ),
+            (
+                "io_buffer_peak_bytes",
+                "Most I/O buffer bytes ever allocated at once",
+                s.io_buffer_peak,
+            ),
+            (
+                "io_buffer_capacity_bytes",
+                "The I/O buffer budget (all workers)",
+                s.io_buffer_capacity,
             ),
         ];
         for (name, help, v) in gauges {

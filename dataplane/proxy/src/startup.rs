@@ -55,6 +55,9 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         engine: cfg.storage.io_engine,
     })
     .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
+    // Every read and write buffer of a worker comes out of this budget, so in-flight bodies
+    // cannot outgrow the memory plan however many clients there are.
+    store.set_io_buffer_bytes_per_worker(plan.io_buffers_per_worker);
     let stats = store.stats();
     info!(
         engine = store.engine().as_str(),
@@ -86,6 +89,12 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         "ram_tier_capacity_bytes",
         "RAM tier size from the memory plan",
         plan.ram_tier as i64,
+    );
+    metrics::register_const(
+        &mut registry,
+        "index_reserve_bytes",
+        "Memory the plan keeps for the store index and connections",
+        plan.index_reserve as i64,
     );
 
     let listeners = edgecache_steering::bind_group(cfg.listen, workers, supervisor::BACKLOG)

@@ -30,8 +30,8 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::task::{Poll, Waker};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 
 use tokio::sync::Semaphore;
 

@@ -241,7 +241,12 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
             return Err(io::Error::other(super::StoreError::MissingOrReplaced));
         }
         let valid = (data.len() as u64).min(body_len - base);
+        // Submit the next read first, so the disk works while this chunk is checked.
+        if base + valid < st.end {
+            d.prefetch(base + valid).await;
+        }
         if !verify_blocks(&d.crcs, base, &data[..valid as usize]) {
+            d.ahead = None;
             d.store.drop_corrupt(&d.primary, &d.variant, &d.loc);
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -249,9 +254,6 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
             ));
         }
         st.pos = base + valid;
-        if st.pos < st.end {
-            d.prefetch(st.pos).await;
-        }
         let from = st.start.max(base);
         let to = st.end.min(base + valid);
         if from < to {

@@ -1,5 +1,9 @@
 //! The RAM tier: a byte-bounded map of small, hot, already verified objects.
 //!
+//! - Size: the tier counts each entry's key, meta and body bytes plus an estimated overhead,
+//!   and keeps the total within its capacity minus the disk index's estimated memory (the
+//!   index grows with the number of objects on disk, about 650 bytes each), so that index and
+//!   tier together stay within the RAM tier's share of the memory plan.
 //! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (64 KiB). Larger
 //!   objects are read with O_DIRECT anyway and cost little CPU per byte.
 //! - Admission: an object enters on a *disk hit*, never on write. A response seen once (the
@@ -31,9 +35,15 @@ struct Slot {
     referenced: bool,
 }
 
+/// Heap bytes of a slot beyond its key, meta and body bytes: the map slot, the CLOCK ring
+/// entry, the `Bytes` headers, allocator rounding and fragmentation under churn. Measured with
+/// `examples/store_bench.rs --size 4096 --count 100000 --ram 125829120`: about 5.6 KiB of RSS
+/// per 4 KiB object in the tier (its key, meta and body add up to 4.1 KiB).
+const SLOT_OVERHEAD: u64 = 1024;
+
 impl Slot {
     fn cost(&self, key: &Key) -> u64 {
-        (self.meta.len() + self.body.len() + key.0.len() + key.1.len()) as u64
+        (self.meta.len() + self.body.len() + key.0.len() + key.1.len()) as u64 + SLOT_OVERHEAD
     }
 }
 
@@ -83,10 +93,22 @@ impl RamTier {
         Some((slot.meta.clone(), slot.body.clone()))
     }
 
-    pub fn insert(&self, primary: Bytes, variant: Bytes, seq: u64, meta: Bytes, body: Bytes) {
+    /// Insert an object. `reserved` bytes of the capacity are taken by something else (the
+    /// disk index, which grows with the number of objects): the tier keeps its own bytes within
+    /// `capacity - reserved`.
+    pub fn insert(
+        &self,
+        primary: Bytes,
+        variant: Bytes,
+        seq: u64,
+        meta: Bytes,
+        body: Bytes,
+        reserved: u64,
+    ) {
         if !self.enabled() {
             return;
         }
+        let cap = self.cap.saturating_sub(reserved);
         let key = (primary, variant);
         let mut g = self.lock();
         let id = g.next_id;
@@ -99,7 +121,9 @@ impl RamTier {
             referenced: false,
         };
         let cost = slot.cost(&key);
-        if cost > self.cap {
+        if cost > cap {
+            drop(g);
+            self.shrink_to(cap);
             return;
         }
         if let Some(old) = g.map.remove(&key) {
@@ -108,7 +132,23 @@ impl RamTier {
         g.bytes += cost;
         g.ring.push_back((key.clone(), id));
         g.map.insert(key, slot);
-        while g.bytes > self.cap {
+        Self::evict(&mut g, cap);
+        // Keep the ring from growing without bound with stale ids.
+        if g.ring.len() > 2 * g.map.len() + 64 {
+            let Inner { map, ring, .. } = &mut *g;
+            ring.retain(|(k, id)| matches!(map.get(k), Some(s) if s.id == *id));
+        }
+    }
+
+    fn shrink_to(&self, cap: u64) {
+        let mut g = self.lock();
+        Self::evict(&mut g, cap);
+    }
+
+    /// CLOCK: evict unreferenced entries (referenced ones get a second round) until the tier
+    /// holds at most `cap` bytes.
+    fn evict(g: &mut Inner, cap: u64) {
+        while g.bytes > cap {
             let Some((k, id)) = g.ring.pop_front() else {
                 break;
             };
@@ -125,11 +165,6 @@ impl RamTier {
             } else if let Some(s) = g.map.remove(&k) {
                 g.bytes -= s.cost(&k);
             }
-        }
-        // Keep the ring from growing without bound with stale ids.
-        if g.ring.len() > 2 * g.map.len() + 64 {
-            let Inner { map, ring, .. } = &mut *g;
-            ring.retain(|(k, id)| matches!(map.get(k), Some(s) if s.id == *id));
         }
     }
 
@@ -161,7 +196,7 @@ mod tests {
 
     #[test]
     fn bounded_and_second_chance() {
-        let t = RamTier::new(1000);
+        let t = RamTier::new(1000 + 5 * SLOT_OVERHEAD);
         for i in 0..10 {
             t.insert(
                 k(&format!("{i}")),
@@ -169,13 +204,14 @@ mod tests {
                 1,
                 Bytes::new(),
                 Bytes::from(vec![0u8; 199]),
+                0,
             );
             // keep "0" hot
             assert!(
                 t.get(&k("0"), &Bytes::new(), 1).is_some(),
                 "hot entry evicted at {i}"
             );
-            assert!(t.usage().0 <= 1000);
+            assert!(t.usage().0 <= 1000 + 5 * SLOT_OVERHEAD);
         }
         assert!(
             t.get(&k("0"), &Bytes::new(), 2).is_none(),
@@ -183,6 +219,30 @@ mod tests {
         );
         t.remove(&k("0"), &Bytes::new());
         assert!(t.get(&k("0"), &Bytes::new(), 1).is_none());
+    }
+
+    #[test]
+    fn reserved_bytes_shrink_the_tier() {
+        let t = RamTier::new(1000 + 4 * SLOT_OVERHEAD);
+        for i in 0..4 {
+            let body = Bytes::from(vec![0u8; 199]);
+            t.insert(k(&format!("{i}")), Bytes::new(), 1, Bytes::new(), body, 0);
+        }
+        assert_eq!(t.usage().1, 4);
+        // The index grew to 600 bytes: the tier keeps within the rest.
+        t.insert(k("x"), Bytes::new(), 1, Bytes::new(), Bytes::new(), 600);
+        assert!(t.usage().0 <= 400 + 4 * SLOT_OVERHEAD, "{:?}", t.usage());
+        assert!(t.usage().1 < 4, "{:?}", t.usage());
+        // Larger than what is left: not admitted, and the tier shrinks to it anyway.
+        t.insert(
+            k("big"),
+            Bytes::new(),
+            1,
+            Bytes::new(),
+            Bytes::from(vec![0u8; 500]),
+            900 + 4 * SLOT_OVERHEAD,
+        );
+        assert!(t.usage().0 <= 100, "{:?}", t.usage());
     }
 
     #[test]
@@ -194,6 +254,7 @@ mod tests {
             1,
             Bytes::new(),
             Bytes::from_static(b"x"),
+            0,
         );
         assert_eq!(t.usage(), (0, 0));
     }

@@ -156,12 +156,15 @@ impl StoreWorker {
                 return Err(StoreError::Corrupt("body checksum"));
             }
             if rec_len <= RAM_MAX_RECORD && store.ram().enabled() {
+                // The index's memory comes out of the RAM tier's share of the memory plan.
+                let reserved = store.index_bytes();
                 store.ram().insert(
                     r.primary.clone(),
                     r.variant.clone(),
                     loc.seq,
                     hdr.meta.clone(),
                     Bytes::copy_from_slice(&body),
+                    reserved,
                 );
             }
             return Ok(StoredObject {
