@@ -1,0 +1,443 @@
+//! Filling the cache from the origin: one fetch per key (coalesced), streamed to the client
+//! while it is written to the store and replayed to the requests waiting on it; the client's
+//! own validators and Range answered from the fetched response.
+
+use super::*;
+
+/// A miss: one origin fetch per key, shared with concurrent requests for it.
+pub(super) async fn fetch_coalesced(
+    ctx: &Rc<Ctx>,
+    parts: request::Parts,
+    key: CacheKey,
+    peer: SocketAddr,
+    fwd: Fwd,
+) -> Response<Body> {
+    match ctx.shared.coalescer.join(key.as_bytes()) {
+        Role::Leader(guard) => fetch(ctx, parts, key, peer, Some(guard), fwd).await,
+        Role::Waiter(flight) => follow(ctx, parts, key, peer, flight, fwd).await,
+    }
+}
+
+/// Served from another request's fetch, as it arrives.
+async fn follow(
+    ctx: &Rc<Ctx>,
+    parts: request::Parts,
+    key: CacheKey,
+    peer: SocketAddr,
+    flight: Arc<Flight>,
+    fwd: Fwd,
+) -> Response<Body> {
+    let Some(head) = flight.head().await else {
+        // The leader failed before a response head: try on our own.
+        return fetch(ctx, parts, key, peer, None, fwd).await;
+    };
+    // The leader's response may answer this request only where a stored copy could: it is
+    // storable, its Vary matches, and an authorized request may reuse it (RFC 9111 3.5).
+    // If-Match / If-Unmodified-Since are the origin's to evaluate: such a request fetches.
+    let authorized_refused = parts.headers.contains_key(header::AUTHORIZATION)
+        && !policy::store::allows_authorized(&head.stored.directives().cc);
+    let origin_precondition = parts.headers.contains_key(header::IF_MATCH)
+        || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
+    if !head.shareable
+        || !head.stored.matches(&parts.headers)
+        || authorized_refused
+        || origin_precondition
+    {
+        return fetch(ctx, parts, key, peer, None, fwd).await;
+    }
+    if !head.tail {
+        // Too large to replay from memory: wait for the stored copy.
+        if flight.ended().await == End::Complete
+            && let Selected::One(r, stored) = select(ctx, &key, &parts.headers).await
+        {
+            let now = ctx.shared.clock.now();
+            let status = CacheStatus::hit(&ctx.policy.name)
+                .ttl(stored.freshness(now, &ctx.policy).ttl())
+                .collapsed(true);
+            if let Some(resp) = serve_stored(ctx, &parts, &r, &stored, now, status).await {
+                return resp;
+            }
+        }
+        return fetch(ctx, parts, key, peer, None, fwd).await;
+    }
+    ctx.shared.metrics.request(Outcome::Coalesced);
+    let mut headers = head.stored.headers.clone();
+    downstream(&mut headers);
+    let status = CacheStatus::forward(&ctx.policy.name, fwd)
+        .fwd_status(head.stored.status.as_u16())
+        .collapsed(true);
+    let content_length = head
+        .stored
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let answer = ClientAnswer::of(&parts, &head.stored, content_length, ctx.shared.clock.now());
+    let (code, client_body) = answer.apply(head.stored.status, &mut headers);
+    let Some(client_range) = client_body else {
+        return respond(code, headers, status, body::empty());
+    };
+    let chunks = futures_util::stream::unfold(Some((flight, 0usize)), |state| async move {
+        let (flight, i) = state?;
+        match flight.chunk(i).await {
+            Ok(Some(c)) => Some((Ok(c), Some((flight, i + 1)))),
+            Ok(None) => None,
+            Err(()) => Some((Err(io::Error::other("the origin fetch failed")), None)),
+        }
+    });
+    let metrics = ctx.shared.metrics.clone();
+    let count = move |c: &io::Result<Bytes>| {
+        if let Ok(c) = c {
+            metrics.response_bytes.inc_by(c.len() as u64);
+        }
+    };
+    let body = match client_range {
+        None => body::stream(chunks.inspect(count)),
+        Some(range) => body::stream(body::slice(chunks, range).inspect(count)),
+    };
+    respond(code, headers, status, body)
+}
+
+/// Fetch from the origin, stream to the client, store when allowed, and feed waiters.
+pub(super) async fn fetch(
+    ctx: &Rc<Ctx>,
+    parts: request::Parts,
+    key: CacheKey,
+    peer: SocketAddr,
+    guard: Option<LeaderGuard>,
+    fwd: Fwd,
+) -> Response<Body> {
+    let request_time = ctx.shared.clock.now();
+    // A HEAD miss is fetched as a GET so the object can be stored (HEAD is then served from it).
+    // The whole object is fetched so it can be stored: the client's Range and validators are
+    // the cache's to answer, not the origin's.
+    let mut fetch_parts = parts.clone();
+    if fetch_parts.method == Method::HEAD {
+        fetch_parts.method = Method::GET;
+    }
+    policy::request::strip_for_fill(&mut fetch_parts.headers);
+    match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
+        Ok((resp, _)) => {
+            relay_origin_response(ctx, &parts, key, resp, request_time, guard, fwd).await
+        }
+        Err(e) => {
+            drop(guard);
+            origin_failure(ctx, &e, fwd)
+        }
+    }
+}
+
+/// Send an origin response on to the client while storing it when the policy allows.
+pub(super) async fn relay_origin_response(
+    ctx: &Rc<Ctx>,
+    parts: &request::Parts,
+    key: CacheKey,
+    resp: Response<Incoming>,
+    request_time: SystemTime,
+    guard: Option<LeaderGuard>,
+    fwd: Fwd,
+) -> Response<Body> {
+    let response_time = ctx.shared.clock.now();
+    let (rparts, rbody) = resp.into_parts();
+    let content_length = rparts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    // The response as stored; the stored GET answers HEAD too, so judge it as a GET.
+    let mut as_get = parts.clone();
+    as_get.method = Method::GET;
+    let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
+    let verdict = policy::store::storable(&as_get, &rparts, response_time, &ctx.policy);
+    let mut status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
+    let mut writer: Option<ObjectWriter> = None;
+    match &verdict {
+        Ok(_)
+            if content_length
+                .is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) =>
+        {
+            ctx.shared.metrics.write_abort("too_large");
+            status = status.detail("too-large");
+        }
+        Ok(_) => {
+            // Replacing a stored variant (RFC 9111 4.3.4 / 3.2): the new one wins at finish().
+            match ctx.store.begin_write(
+                Bytes::copy_from_slice(key.as_bytes()),
+                Bytes::from(stored.vary.to_bytes()),
+                stored.encode(),
+                content_length,
+            ) {
+                Ok(w) => {
+                    writer = Some(w);
+                    status = status.stored(true);
+                }
+                Err(e) => {
+                    ctx.shared.metrics.write_abort(e.as_str());
+                    status = status.detail(e.as_str());
+                    debug!("not storing: {e}");
+                }
+            }
+        }
+        Err(reason) => {
+            status = status.detail(reason.as_str());
+        }
+    }
+    let shareable = verdict.is_ok();
+    if let Some(g) = &guard {
+        g.flight.set_head(Head {
+            stored: stored.clone(),
+            shareable,
+            tail: shareable && content_length.is_some_and(|n| n <= TAIL_LIMIT),
+        });
+    }
+    ctx.shared.metrics.request(if shareable {
+        Outcome::Miss
+    } else {
+        Outcome::Bypass
+    });
+
+    let mut headers = rparts.headers;
+    downstream(&mut headers);
+    // The client's own If-None-Match / If-Modified-Since / Range were not sent to the origin
+    // (the whole object is fetched to be stored): answer them from what arrived.
+    let answer = ClientAnswer::of(parts, &stored, content_length, response_time);
+    let (code, client_body) = answer.apply(rparts.status, &mut headers);
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let pump = Pump {
+        ctx: ctx.clone(),
+        body: rbody,
+        writer,
+        guard,
+        to_client: client_body.is_some().then_some(tx),
+        count_sent: matches!(client_body, Some(None)),
+        idle: ctx.origin.idle_timeout,
+    };
+    tokio::task::spawn_local(pump.run());
+    let body = match client_body {
+        None => body::empty(),
+        Some(None) => body::channel(rx),
+        Some(Some(range)) => {
+            // Only the range reaches the client; count what it gets.
+            let metrics = ctx.shared.metrics.clone();
+            body::stream(body::slice(body::receiver(rx), range).inspect(move |c| {
+                if let Ok(c) = c {
+                    metrics.response_bytes.inc_by(c.len() as u64);
+                }
+            }))
+        }
+    };
+    respond(code, headers, status, body)
+}
+
+/// How a request is answered from a response fetched whole from the origin (a miss, or a
+/// revalidation the origin answered with a new response): with `respond::from_cache`'s
+/// semantics, as if the response had been stored first.
+///
+/// Only a 200 is evaluated (a precondition or a Range applies to a 2xx/200 representation);
+/// a Range is answered only when the length is known up front (Content-Length), else the whole
+/// 200 is sent, which RFC 9110 14.2 allows.
+enum ClientAnswer {
+    /// Send the response as received (HEAD: without its body).
+    AsReceived { head_only: bool },
+    /// 304 with these fields.
+    NotModified(HeaderMap),
+    /// 206 with these Content-Range and Content-Length, body bytes `start..end` (exclusive).
+    Partial {
+        content_range: HeaderValue,
+        range: std::ops::Range<u64>,
+    },
+    /// 416 with this Content-Range.
+    Unsatisfiable(HeaderValue),
+}
+
+impl ClientAnswer {
+    fn of(
+        parts: &request::Parts,
+        stored: &StoredResponse,
+        content_length: Option<u64>,
+        now: SystemTime,
+    ) -> Self {
+        let head_only = parts.method == Method::HEAD;
+        let h = &parts.headers;
+        let asks = h.contains_key(header::IF_NONE_MATCH)
+            || h.contains_key(header::IF_MODIFIED_SINCE)
+            || h.contains_key(header::RANGE);
+        if !asks || stored.status != StatusCode::OK {
+            return ClientAnswer::AsReceived { head_only };
+        }
+        let out = match content_length {
+            Some(len) => respond::from_cache(parts, stored, len, now),
+            None => {
+                let mut whole = parts.clone();
+                whole.headers.remove(header::RANGE);
+                respond::from_cache(&whole, stored, 0, now)
+            }
+        };
+        let content_range = || {
+            out.headers
+                .get(header::CONTENT_RANGE)
+                .cloned()
+                .unwrap_or_else(|| HeaderValue::from_static("bytes */0"))
+        };
+        match (out.status, out.body) {
+            (StatusCode::NOT_MODIFIED, _) => ClientAnswer::NotModified(out.headers),
+            (StatusCode::PARTIAL_CONTENT, BodyPart::Range { start, end }) => {
+                ClientAnswer::Partial {
+                    content_range: content_range(),
+                    range: start..end.saturating_add(1),
+                }
+            }
+            (StatusCode::RANGE_NOT_SATISFIABLE, _) => ClientAnswer::Unsatisfiable(content_range()),
+            _ => ClientAnswer::AsReceived { head_only },
+        }
+    }
+
+    /// The status to send, with `headers` (the origin's, already made fit for downstream)
+    /// adjusted, and the body: `None` for no body, `Some(None)` for all of it, `Some(range)`.
+    fn apply(
+        self,
+        status: StatusCode,
+        headers: &mut HeaderMap,
+    ) -> (StatusCode, Option<Option<std::ops::Range<u64>>>) {
+        match self {
+            ClientAnswer::AsReceived { head_only: true } => (status, None),
+            ClientAnswer::AsReceived { head_only: false } => (status, Some(None)),
+            ClientAnswer::NotModified(h) => {
+                *headers = h;
+                (StatusCode::NOT_MODIFIED, None)
+            }
+            ClientAnswer::Partial {
+                content_range,
+                range,
+            } => {
+                headers.insert(header::CONTENT_RANGE, content_range);
+                headers.insert(
+                    header::CONTENT_LENGTH,
+                    HeaderValue::from(range.end - range.start),
+                );
+                (StatusCode::PARTIAL_CONTENT, Some(Some(range)))
+            }
+            ClientAnswer::Unsatisfiable(content_range) => {
+                headers.insert(header::CONTENT_RANGE, content_range);
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+                (StatusCode::RANGE_NOT_SATISFIABLE, None)
+            }
+        }
+    }
+}
+
+/// Moves an origin body to the client, the store and the waiters; runs on its own so the store
+/// write and the waiters finish even when the client goes away.
+struct Pump {
+    ctx: Rc<Ctx>,
+    body: Incoming,
+    writer: Option<ObjectWriter>,
+    guard: Option<LeaderGuard>,
+    to_client: Option<tokio::sync::mpsc::Sender<io::Result<Bytes>>>,
+    /// Count the bytes sent to the client here (false when the client's body is a range, which
+    /// is counted as it is cut out).
+    count_sent: bool,
+    idle: Duration,
+}
+
+impl Pump {
+    /// Send one chunk to the client, if it is still there.
+    async fn send_to_client(&mut self, chunk: Bytes) {
+        if let Some(tx) = &self.to_client {
+            if self.count_sent {
+                self.ctx
+                    .shared
+                    .metrics
+                    .response_bytes
+                    .inc_by(chunk.len() as u64);
+            }
+            if tx.send(Ok(chunk)).await.is_err() {
+                self.to_client = None;
+            }
+        }
+    }
+
+    async fn run(mut self) {
+        let metrics = self.ctx.shared.metrics.clone();
+        // While storing, the latest chunk is held back until the next one arrives, and the last
+        // one until the object is published: a client that has the whole body finds it stored.
+        let mut held: Option<Bytes> = None;
+        let end = loop {
+            let frame = match tokio::time::timeout(self.idle, self.body.frame()).await {
+                Err(_) => {
+                    metrics.origin_error("body_timeout");
+                    break Err("the origin went silent mid-body (idle timeout)".to_string());
+                }
+                Ok(None) => break Ok(()),
+                Ok(Some(Err(e))) => {
+                    metrics.origin_error("body");
+                    break Err(format!("the origin body failed: {e}"));
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(chunk) = frame.into_data() else {
+                continue;
+            };
+            if let Some(g) = &self.guard {
+                g.flight.push(chunk.clone());
+            }
+            if let Some(w) = &mut self.writer
+                && let Err(e) = w.write(chunk.clone()).await
+            {
+                debug!("store write failed, the response is still served: {e}");
+                metrics.write_abort(e.as_str());
+                self.writer = None;
+            }
+            if self.writer.is_some() {
+                if let Some(previous) = held.replace(chunk) {
+                    self.send_to_client(previous).await;
+                }
+            } else {
+                if let Some(previous) = held.take() {
+                    self.send_to_client(previous).await;
+                }
+                self.send_to_client(chunk).await;
+            }
+            if self.to_client.is_none() && self.writer.is_none() && self.guard.is_none() {
+                // Nobody wants the rest.
+                return;
+            }
+        };
+        if self.guard.as_ref().is_some_and(|g| g.flight.invalidated()) {
+            // Invalidated while it ran (RFC 9111 4.4): serve it, do not publish it.
+            debug!("not storing a response fetched before an invalidation of its URI");
+            self.writer = None;
+        }
+        match end {
+            Ok(()) => {
+                if let Some(w) = self.writer.take()
+                    && let Err(e) = w.finish().await
+                {
+                    debug!("object not stored: {e}");
+                    metrics.write_abort(e.as_str());
+                }
+                if let Some(g) = self.guard.take() {
+                    g.retire();
+                    g.flight.finish(End::Complete);
+                }
+                if let Some(c) = held.take() {
+                    self.send_to_client(c).await;
+                }
+            }
+            Err(why) => {
+                debug!("{why}");
+                // The writer is dropped unfinished: nothing is published.
+                self.writer = None;
+                if let Some(g) = self.guard.take() {
+                    g.flight.finish(End::Failed);
+                }
+                if let Some(c) = held.take() {
+                    self.send_to_client(c).await;
+                }
+                if let Some(tx) = self.to_client.take() {
+                    let _ = tx.send(Err(io::Error::other(why))).await;
+                }
+            }
+        }
+    }
+}
