@@ -10,8 +10,12 @@ use edgecache_api::dataplane::MemoryConfig;
 /// Memory the process needs whatever it caches: code, runtimes, index, connections. 32 MiB.
 pub const BASE_RSS: u64 = 32 << 20;
 /// I/O buffers reserved per worker: O_DIRECT reads are 4096-aligned owned buffers, up to 32 in
-/// flight at 256 KiB each, plus read-ahead and the writer's staging buffer. 16 MiB.
-pub const IO_BUFFERS_PER_WORKER: u64 = 16 << 20;
+/// flight at 256 KiB each, plus read-ahead and the writer's staging buffer. 8 MiB: measured
+/// with `bench/run.sh --quick --caches edgecache,ats --sizes 100k` (one worker, 256 clients),
+/// req/s against Traffic Server in the same rounds was 0.96x at 4 MiB, 1.09x at 8, 0.89x at 16
+/// and 0.78x at 32 (more reads in flight cost more CPU per hit: 55, 58, 61, 77 us); 1 MiB
+/// objects stayed disk-bound at 8 MiB.
+pub const IO_BUFFERS_PER_WORKER: u64 = 8 << 20;
 /// RAM tier when there is no limit at all: 1 GiB, or 1/8 of RAM when that is smaller.
 pub const NO_LIMIT_RAM_TIER_CAP: u64 = 1 << 30;
 
@@ -253,31 +257,31 @@ mod tests {
         }
         #[rustfmt::skip]
         let cases = [
-            // 256 MiB cgroup, 25%: 64 headroom, 32 base, 2 x 16 buffers -> 128 MiB, half of it RAM tier.
+            // 256 MiB cgroup, 25%: 64 headroom, 32 base, 2 x 8 buffers -> 144 MiB, half of it RAM tier.
             Case { name: "v1 256MiB, 2 workers", cgroup: Some(256 * MIB), total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
-                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 64 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 16 * MIB, ram: 72 * MIB, ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "4 GiB, 10%, 4 workers", cgroup: Some(4 * GIB), total: None, cfg: cfg(None, None, 10), workers: 4,
-                   limit: Some(4 * GIB), source: LimitSource::Cgroup, headroom: 4 * GIB / 10, io: 64 * MIB, ram: half_up(4 * GIB - 4 * GIB / 10 - 96 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(4 * GIB), source: LimitSource::Cgroup, headroom: 4 * GIB / 10, io: 32 * MIB, ram: half_up(4 * GIB - 4 * GIB / 10 - 64 * MIB), ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "config limit beats cgroup", cgroup: Some(8 * GIB), total: None, cfg: cfg(Some(512 * MIB), None, 0), workers: 1,
-                   limit: Some(512 * MIB), source: LimitSource::Config, headroom: 0, io: 16 * MIB, ram: 232 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(512 * MIB), source: LimitSource::Config, headroom: 0, io: 8 * MIB, ram: 236 * MIB, ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "config ram tier honoured", cgroup: Some(GIB), total: None, cfg: cfg(None, Some(100 * MIB), 25), workers: 2,
-                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 256 * MIB, io: 32 * MIB, ram: 100 * MIB, ram_source: RamTierSource::Config, over: 0 },
+                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 256 * MIB, io: 16 * MIB, ram: 100 * MIB, ram_source: RamTierSource::Config, over: 0 },
             Case { name: "config ram tier too big is flagged", cgroup: Some(256 * MIB), total: None, cfg: cfg(None, Some(256 * MIB), 25), workers: 2,
-                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Config, over: 192 * MIB },
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 16 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Config, over: 184 * MIB },
             Case { name: "tiny limit: no ram tier, over budget", cgroup: Some(32 * MIB), total: None, cfg: cfg(None, None, 25), workers: 2,
-                   limit: Some(32 * MIB), source: LimitSource::Cgroup, headroom: 8 * MIB, io: 32 * MIB, ram: 0, ram_source: RamTierSource::Planned, over: 40 * MIB },
+                   limit: Some(32 * MIB), source: LimitSource::Cgroup, headroom: 8 * MIB, io: 16 * MIB, ram: 0, ram_source: RamTierSource::Planned, over: 24 * MIB },
             Case { name: "cgroup limit above RAM is capped", cgroup: Some(100 * GIB), total: Some(2 * GIB), cfg: cfg(None, None, 50), workers: 1,
-                   limit: Some(2 * GIB), source: LimitSource::Cgroup, headroom: GIB, io: 16 * MIB, ram: half_up(GIB - 48 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(2 * GIB), source: LimitSource::Cgroup, headroom: GIB, io: 8 * MIB, ram: half_up(GIB - 40 * MIB), ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "no limit, 24 GiB RAM: 1 GiB cap", cgroup: None, total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
-                   limit: None, source: LimitSource::None, headroom: 0, io: 32 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
-            Case { name: "no limit, 2 GiB RAM: an eighth", cgroup: None, total: Some(2 * GIB), cfg: cfg(None, None, 25), workers: 1,
-                   limit: None, source: LimitSource::None, headroom: 0, io: 16 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Capped, over: 0 },
-            Case { name: "no limit, unknown RAM", cgroup: None, total: None, cfg: cfg(None, None, 25), workers: 1,
                    limit: None, source: LimitSource::None, headroom: 0, io: 16 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
+            Case { name: "no limit, 2 GiB RAM: an eighth", cgroup: None, total: Some(2 * GIB), cfg: cfg(None, None, 25), workers: 1,
+                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Capped, over: 0 },
+            Case { name: "no limit, unknown RAM", cgroup: None, total: None, cfg: cfg(None, None, 25), workers: 1,
+                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
             Case { name: "no limit, configured ram tier", cgroup: None, total: None, cfg: cfg(None, Some(3 * GIB), 25), workers: 1,
-                   limit: None, source: LimitSource::None, headroom: 0, io: 16 * MIB, ram: 3 * GIB, ram_source: RamTierSource::Config, over: 0 },
+                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: 3 * GIB, ram_source: RamTierSource::Config, over: 0 },
             Case { name: "zero workers counts as one", cgroup: Some(GIB), total: None, cfg: cfg(None, None, 0), workers: 0,
-                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 0, io: 16 * MIB, ram: half_up(GIB - 48 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 0, io: 8 * MIB, ram: half_up(GIB - 40 * MIB), ram_source: RamTierSource::Planned, over: 0 },
         ];
         for c in cases {
             let p = plan_memory_with_ram(c.cgroup, c.total, &c.cfg, c.workers);
@@ -311,10 +315,10 @@ mod tests {
         assert!(!s.contains('\n'));
         assert_eq!(
             s,
-            "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 32MiB (2 workers x 16MiB), index reserve 64MiB, ram tier 64MiB (planned)"
+            "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 16MiB (2 workers x 8MiB), index reserve 72MiB, ram tier 72MiB (planned)"
         );
         let over = plan_memory(Some(32 * MIB), &MemoryConfig::default(), 2).to_string();
-        assert!(over.ends_with("OVER BUDGET by 40MiB"), "{over}");
+        assert!(over.ends_with("OVER BUDGET by 24MiB"), "{over}");
     }
 
     #[test]
