@@ -221,16 +221,7 @@ impl Layout {
         else {
             return Vec::new();
         };
-        self.mounts
-            .iter()
-            .filter(|m| m.fstype == "cgroup2")
-            .flat_map(|m| {
-                let mp = under(root, &m.mount_point);
-                candidate_dirs(root, m, &entry.path)
-                    .into_iter()
-                    .map(move |d| (d, mp.clone()))
-            })
-            .collect()
+        self.candidates(root, &entry.path, |m| m.fstype == "cgroup2")
     }
 
     /// The v1 cgroup of `controller`: (dir, mount point) candidates.
@@ -242,12 +233,24 @@ impl Layout {
         else {
             return Vec::new();
         };
+        self.candidates(root, &entry.path, |m| {
+            m.fstype == "cgroup" && m.has_super_option(controller)
+        })
+    }
+
+    /// (dir, mount point) candidates for the cgroup at `path` on the mounts `keep` selects.
+    fn candidates(
+        &self,
+        root: &Path,
+        path: &str,
+        keep: impl Fn(&Mount) -> bool,
+    ) -> Vec<(PathBuf, PathBuf)> {
         self.mounts
             .iter()
-            .filter(|m| m.fstype == "cgroup" && m.has_super_option(controller))
+            .filter(|m| keep(m))
             .flat_map(|m| {
                 let mp = under(root, &m.mount_point);
-                candidate_dirs(root, m, &entry.path)
+                candidate_dirs(root, m, path)
                     .into_iter()
                     .map(move |d| (d, mp.clone()))
             })

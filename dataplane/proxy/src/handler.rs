@@ -96,22 +96,15 @@ async fn route(
 ) -> Response<Body> {
     let key = match CacheKey::from_parts(&parts, "http") {
         Ok(k) => k,
-        Err(e) => {
-            ctx.shared.metrics.request(Outcome::Synthetic);
-            let cs = CacheStatus::none(&ctx.policy.name).detail("bad-request");
-            return synthetic(StatusCode::BAD_REQUEST, &format!("bad request: {e}\n"), cs);
-        }
+        Err(e) => return bad_request(ctx, &format!("bad request: {e}\n")),
     };
     match policy::request::classify(&parts, &ctx.policy) {
         policy::request::RequestClass::Cacheable if has_body(&parts) => {
             // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1) and is a classic request
             // smuggling vector in front of a shared cache: refuse it.
-            ctx.shared.metrics.request(Outcome::Synthetic);
-            let cs = CacheStatus::none(&ctx.policy.name).detail("bad-request");
-            synthetic(
-                StatusCode::BAD_REQUEST,
+            bad_request(
+                ctx,
                 "bad request: GET and HEAD requests must not carry content\n",
-                cs,
             )
         }
         policy::request::RequestClass::Cacheable => lookup(ctx, parts, key, peer).await,
@@ -121,6 +114,13 @@ async fn route(
             forward(ctx, parts, body, peer, false).await
         }
     }
+}
+
+/// A 400 answered by the cache itself, counted as synthetic.
+fn bad_request(ctx: &Ctx, text: &str) -> Response<Body> {
+    ctx.shared.metrics.request(Outcome::Synthetic);
+    let cs = CacheStatus::none(&ctx.policy.name).detail("bad-request");
+    synthetic(StatusCode::BAD_REQUEST, text, cs)
 }
 
 fn has_body(parts: &request::Parts) -> bool {
