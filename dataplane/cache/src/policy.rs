@@ -22,7 +22,9 @@
 //! | unsafe method answered | [`invalidate::targets`]`(&req, status, &headers, "http") -> Vec<CacheKey>` |
 //! | 1xx from the origin | [`interim::action`]`(status, client_version, client_expects_continue)` |
 //! | Cache-Status | [`ServeDecision::cache_status`](serve::ServeDecision::cache_status), [`status::CacheStatus`] |
-//! | partial content (3.3, 3.4), for a store that keeps it | [`partial`] |
+//! | a single-range GET nothing complete answers | [`partial::forwards_range`]: forward its Range; a 206 is kept when [`partial::stored_range`] accepts it |
+//! | answer from partial content | [`respond::from_partial`]`(&parts, &stored, now) -> Option<CachedResponse>` |
+//! | a 206 that continues held bytes | [`partial::combinable`], [`partial::combine`], [`partial::combined_fields`] |
 //! | the blob the store keeps | [`StoredResponse::encode`] / [`StoredResponse::decode`] |
 //!
 //! # Miss, hit and revalidation, as the proxy sees them
@@ -100,9 +102,11 @@
 //!   only for heuristically cacheable codes or `public`, and before the Last-Modified heuristic.
 //! * A request with Authorization is answered from a stored response only if that response
 //!   allows sharing (`public`, `s-maxage`, `must-revalidate`, 3.5); otherwise it is revalidated.
-//! * [`store::storable`] does not store 206 and the proxy fills with complete responses
-//!   ([`request::strip_for_fill`]); [`partial`] holds the 3.3/3.4 rules for a store that keeps
-//!   partial content. Several ranges get a full 200 rather than multipart/byteranges.
+//! * Fills are whole ([`request::strip_for_fill`]) except a GET with one byte range that nothing
+//!   complete answers: its Range goes to the origin and a 206 is kept as partial content (one
+//!   contiguous range per stored response), combined with a following 206 of the same strong
+//!   validator, and stored as a complete 200 once whole ([`partial`]). Several ranges get a full
+//!   200 rather than multipart/byteranges (RFC 9110 14.2 allows it).
 //! * A 304 without validators freshens the response it revalidated (see [`validate::selects`]).
 
 pub mod cache_control;

@@ -221,8 +221,8 @@ fn policy_range_spec_parsing_rfc9110_14_1() {
 mod partial_content {
     use super::policy_support::*;
     use edgecache_cache::policy::partial::{
-        self, ContentRange, HeldRanges, PartialOutcome, combinable, partial_storable,
-        serve_from_partial,
+        self, ContentRange, HeldRanges, PartialOutcome, combinable, combine, combined_fields,
+        forwards_range, serve_from_partial, stored_range,
     };
     use http::{Method, StatusCode};
 
@@ -270,61 +270,119 @@ mod partial_content {
 
     #[test]
     fn policy_partial_storable_rfc9111_3_3() {
-        let cases: &[(u16, &[(&str, &str)], u64, Option<(u64, u64, u64)>)] = &[
+        // One Content-Range with a known complete length and a Content-Length that matches it.
+        let cases: &[(&[(&str, &str)], Option<(u64, u64, u64)>)] = &[
             (
-                206,
-                &[("etag", "\"v\""), ("content-range", "bytes 0-9/100")],
-                10,
+                &[("content-range", "bytes 0-9/100"), ("content-length", "10")],
                 Some((0, 9, 100)),
             ),
             (
-                206,
-                &[("etag", "W/\"v\""), ("content-range", "bytes 0-9/100")],
-                10,
+                &[
+                    ("content-range", "bytes 90-99/100"),
+                    ("content-length", "10"),
+                    ("etag", "W/\"v\""),
+                ],
+                Some((90, 99, 100)),
+            ),
+            (
+                &[("content-range", "bytes 0-9/100"), ("content-length", "9")],
                 None,
             ),
-            (206, &[("content-range", "bytes 0-9/100")], 10, None),
+            (&[("content-range", "bytes 0-9/100")], None),
             (
-                206,
-                &[("etag", "\"v\""), ("content-range", "bytes 0-9/*")],
-                10,
-                None,
-            ),
-            (
-                200,
-                &[("etag", "\"v\""), ("content-length", "100")],
-                40,
-                Some((0, 39, 100)),
-            ),
-            (
-                200,
-                &[("etag", "\"v\""), ("content-length", "100")],
-                100,
+                &[("content-range", "bytes 0-9/*"), ("content-length", "10")],
                 None,
             ),
             (
-                200,
-                &[("etag", "\"v\""), ("content-length", "100")],
-                0,
+                &[("content-range", "bytes */100"), ("content-length", "0")],
                 None,
             ),
-            (200, &[("etag", "\"v\"")], 40, None),
             (
-                404,
-                &[("etag", "\"v\""), ("content-length", "100")],
-                40,
+                &[
+                    ("content-range", "bytes 0-9/100"),
+                    ("content-range", "bytes 20-29/100"),
+                    ("content-length", "10"),
+                ],
+                None,
+            ),
+            (
+                &[("content-type", "multipart/byteranges; boundary=x")],
                 None,
             ),
         ];
-        for (status, fields, received, want) in cases {
-            let got = partial_storable(
-                StatusCode::from_u16(*status).unwrap(),
-                &header_map(fields),
-                *received,
-            )
-            .map(|(cr, len)| (cr.first, cr.last, len));
-            assert_eq!(got, *want, "{status} {fields:?} {received}");
+        for (fields, want) in cases {
+            let got = stored_range(&header_map(fields))
+                .map(|cr| (cr.first, cr.last, cr.complete_length.unwrap()));
+            assert_eq!(got, *want, "{fields:?}");
         }
+    }
+
+    #[test]
+    fn policy_forwarding_a_range_to_the_origin() {
+        let cases: &[(&str, &[(&str, &str)], bool)] = &[
+            ("GET", &[("range", "bytes=0-9")], true),
+            ("GET", &[("range", "bytes=-10")], true),
+            ("GET", &[("range", "bytes=0-9, 20-29")], false),
+            ("GET", &[("range", "items=0-9")], false),
+            ("GET", &[], false),
+            ("HEAD", &[("range", "bytes=0-9")], false),
+        ];
+        for (method, fields, want) in cases {
+            let r = req_with(method, "/r", fields);
+            assert_eq!(
+                forwards_range(&r.method, &r.headers),
+                *want,
+                "{method} {fields:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn policy_combining_ranges_rfc9111_3_4() {
+        let cr = |first, last| ContentRange {
+            first,
+            last,
+            complete_length: Some(100),
+        };
+        // Overlapping, touching, inside, covering; disjoint ranges are not combined.
+        let c = combine(cr(0, 49), cr(40, 79)).unwrap();
+        assert_eq!(
+            (c.union, c.before, c.after),
+            (cr(0, 79), Some((0, 39)), None)
+        );
+        assert!(!c.complete());
+        let c = combine(cr(50, 99), cr(0, 49)).unwrap();
+        assert_eq!(
+            (c.union, c.before, c.after),
+            (cr(0, 99), None, Some((50, 99)))
+        );
+        assert!(c.complete());
+        let c = combine(cr(0, 99), cr(10, 19)).unwrap();
+        assert_eq!((c.before, c.after), (Some((0, 9)), Some((20, 99))));
+        let c = combine(cr(10, 19), cr(0, 99)).unwrap();
+        assert_eq!((c.union, c.before, c.after), (cr(0, 99), None, None));
+        assert_eq!(combine(cr(0, 9), cr(11, 19)), None);
+        let other = ContentRange {
+            first: 10,
+            last: 19,
+            complete_length: Some(101),
+        };
+        assert_eq!(combine(cr(0, 9), other), None);
+        // The stored fields: Content-Range and Content-Length of the union, or a complete 200.
+        let new = header_map(&[
+            ("etag", "\"v\""),
+            ("content-range", "bytes 40-79/100"),
+            ("content-length", "40"),
+        ]);
+        let (status, h) = combined_fields(&new, &combine(cr(0, 49), cr(40, 79)).unwrap()).unwrap();
+        assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+        assert_eq!(h["content-range"], "bytes 0-79/100");
+        assert_eq!(h["content-length"], "80");
+        let (status, h) = combined_fields(&new, &combine(cr(0, 49), cr(40, 99)).unwrap()).unwrap();
+        assert_eq!(status, StatusCode::OK);
+        assert!(!h.contains_key("content-range"));
+        assert_eq!(h["content-length"], "100");
+        assert_eq!(h["etag"], "\"v\"");
     }
 
     #[test]

@@ -60,11 +60,38 @@ fn policy_storable_rfc9111_3() {
             Err(Interim),
         ),
         (
-            "3 206 not combined by this cache",
+            "3.3 a 206 with one range of known length is kept as partial content",
             "GET",
             &[("range", "bytes=0-1")],
             206,
-            &ma,
+            &[
+                ("cache-control", "max-age=60"),
+                ("content-range", "bytes 0-1/10"),
+                ("content-length", "2"),
+            ],
+            ok,
+        ),
+        (
+            "3.3 a 206 whose length is unknown is not kept",
+            "GET",
+            &[("range", "bytes=0-1")],
+            206,
+            &[
+                ("cache-control", "max-age=60"),
+                ("content-range", "bytes 0-1/*"),
+                ("content-length", "2"),
+            ],
+            Err(PartialContent),
+        ),
+        (
+            "3.3 a multipart/byteranges 206 is not kept",
+            "GET",
+            &[("range", "bytes=0-1, 4-5")],
+            206,
+            &[
+                ("cache-control", "max-age=60"),
+                ("content-type", "multipart/byteranges; boundary=B"),
+            ],
             Err(PartialContent),
         ),
         (
@@ -140,12 +167,24 @@ fn policy_storable_rfc9111_3() {
             Err(MustUnderstand),
         ),
         (
-            "5.2.2.3 must-understand + 206",
+            "5.2.2.3 must-understand + 206 (understood: kept as partial content)",
+            "GET",
+            &[],
+            206,
+            &[
+                ("cache-control", "must-understand, no-store, max-age=60"),
+                ("content-range", "bytes 0-1/10"),
+                ("content-length", "2"),
+            ],
+            ok,
+        ),
+        (
+            "5.2.2.3 must-understand + a 206 this cache cannot keep",
             "GET",
             &[],
             206,
             &[("cache-control", "must-understand, max-age=60")],
-            Err(MustUnderstand),
+            Err(PartialContent),
         ),
         (
             "3 unknown status with explicit freshness",

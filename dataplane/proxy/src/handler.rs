@@ -11,6 +11,14 @@
 //!   are cut out of the stream as it passes) or 416. With no Content-Length the length is not
 //!   known up front, so a Range gets the whole 200 (RFC 9110 14.2 allows ignoring Range).
 //!   Coalesced waiters get the same treatment for their own headers.
+//! * Except a GET with one byte range that nothing complete in the store answers: it goes to
+//!   the origin with its Range and If-Range (an edge should not pull a whole large object for a
+//!   few bytes of it); coalesced, but a 206 answers only its own request (a whole 200 answers
+//!   the waiters too). A 206 is relayed as received and kept as partial content
+//!   (RFC 9111 3.3), combined with held bytes of the same representation (3.4: same strong
+//!   validator, ranges that overlap or touch) and stored as a complete 200 once the union is
+//!   whole. Later ranges within the held bytes are hits; anything else goes forward
+//!   (`fwd=partial`). See `policy::partial`.
 //! * Concurrent requests for one stale variant make one conditional request; the others wait
 //!   for it and decide again (only for plain staleness, never for authorized requests).
 //! * A stored response that may not be served stale (must-revalidate, proxy-revalidate,
@@ -19,9 +27,14 @@
 //! * A successful unsafe method invalidates its URI and same-origin Location /
 //!   Content-Location (RFC 9111 4.4) in the store and in the coalescing table: a fill already
 //!   in flight for such a URI is still served to its clients but not stored.
-//! * 1xx from the origin: hyper's client consumes them and hands over only the final
-//!   response, so they are dropped (never stored); a client's `Expect: 100-continue` is
-//!   answered by hyper's server when the request body is read.
+//! * 1xx from the origin: forwarded to the client while the final response is awaited (RFC
+//!   9110 15.2), written on the connection's IO next to hyper, whose server has no API for them
+//!   (src/interim.rs). `Origin::send` hands them to the request's `InterimForwarder`, which
+//!   applies `policy::interim::action`: none to HTTP/1.0 clients, no 101, no 100 unless the
+//!   client waits for one hyper does not send itself (hyper's server answers `Expect:
+//!   100-continue` when the request body is read). Never stored. 1xx arriving after the final
+//!   response, or for a request the proxy sent on its own (a background revalidation), are
+//!   dropped.
 
 use std::convert::Infallible;
 use std::io;
@@ -54,7 +67,7 @@ use crate::server::Shared;
 mod fill;
 mod forward;
 
-use fill::{fetch, fetch_coalesced, relay_origin_response};
+use fill::{Miss, fetch, fill, relay_origin_response};
 use forward::forward;
 
 /// A worker's view of the data plane.
@@ -148,12 +161,19 @@ async fn lookup(
         Selected::None => (None, serve::miss(&parts)),
     };
     let status = decision.cache_status(&ctx.policy.name);
+    let miss = Miss::of(&parts, selected.as_ref().map(|(r, s)| (r, &**s)));
+    // Held partial content that cannot answer: `fwd=partial` (RFC 9211 2.2).
+    let unanswered = if miss.held.is_some() {
+        Fwd::Partial
+    } else {
+        Fwd::UriMiss
+    };
     match (decision, selected) {
         (ServeDecision::Serve { .. }, Some((r, stored))) => {
             if let Some(resp) = serve_stored(ctx, &parts, &r, &stored, now, status).await {
                 return resp;
             }
-            fetch_coalesced(ctx, parts, key, peer, Fwd::UriMiss).await
+            fill(ctx, parts, key, peer, unanswered, miss).await
         }
         (ServeDecision::ServeStale { conditional, .. }, Some((r, stored))) => {
             // RFC 5861 3: serve stale now, revalidate once in the background.
@@ -170,7 +190,7 @@ async fn lookup(
             {
                 return resp;
             }
-            fetch_coalesced(ctx, parts, key, peer, Fwd::UriMiss).await
+            fill(ctx, parts, key, peer, unanswered, miss).await
         }
         (
             ServeDecision::Revalidate {
@@ -226,9 +246,9 @@ async fn lookup(
             )
         }
         (ServeDecision::Forward { reason }, _) => {
-            fetch_coalesced(ctx, parts, key, peer, reason.fwd()).await
+            fill(ctx, parts, key, peer, reason.fwd(), miss).await
         }
-        (_, None) => fetch_coalesced(ctx, parts, key, peer, Fwd::UriMiss).await,
+        (_, None) => fill(ctx, parts, key, peer, Fwd::UriMiss, miss).await,
     }
 }
 
@@ -303,7 +323,9 @@ async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected 
 }
 
 /// Answer from the store: the client's preconditions, HEAD and Range applied
-/// (`respond::from_cache`). `None` when the object vanished or is unreadable (a miss then).
+/// (`respond::from_cache`, or `respond::from_partial` for held partial content). `None` when
+/// the object vanished or is unreadable, or partial content does not cover the request (the
+/// caller goes to the origin then).
 async fn serve_stored(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
@@ -312,6 +334,11 @@ async fn serve_stored(
     now: SystemTime,
     cache_status: CacheStatus,
 ) -> Option<Response<Body>> {
+    let from_partial = if stored.status == StatusCode::PARTIAL_CONTENT {
+        Some(respond::from_partial(parts, stored, now)?)
+    } else {
+        None
+    };
     let obj = match ctx.store.open(r).await {
         Ok(o) => o,
         Err(e) => {
@@ -325,7 +352,7 @@ async fn serve_stored(
         Outcome::HitDisk
     };
     ctx.shared.metrics.request(outcome);
-    let out = respond::from_cache(parts, stored, obj.body_len, now);
+    let out = from_partial.unwrap_or_else(|| respond::from_cache(parts, stored, obj.body_len, now));
     let (range, sent) = match out.body {
         BodyPart::Empty => (None, 0),
         BodyPart::Full => (Some(0..obj.body_len), obj.body_len),
@@ -386,7 +413,7 @@ async fn revalidate(
                 // The 304 does not match what is stored, or the body vanished: fetch it whole.
                 return fetch(ctx, parts, key, peer, None, fwd).await;
             }
-            relay_origin_response(ctx, &parts, key, resp, request_time, None, fwd).await
+            relay_origin_response(ctx, &parts, key, resp, request_time, None, fwd, None).await
         }
         other => {
             let now = ctx.shared.clock.now();
@@ -400,7 +427,8 @@ async fn revalidate(
             }
             match other {
                 Ok((resp, _)) => {
-                    relay_origin_response(ctx, &parts, key, resp, request_time, None, fwd).await
+                    relay_origin_response(ctx, &parts, key, resp, request_time, None, fwd, None)
+                        .await
                 }
                 // A stored response exists but may not be served stale (must-revalidate and
                 // the like): "the generated status code SHOULD be 504" (RFC 9111 5.2.2.2).
@@ -447,9 +475,17 @@ fn background_revalidate(
             }
             Ok((resp, _)) => {
                 // A new response replaces the stored one; nobody waits for its body.
-                let _ =
-                    relay_origin_response(&ctx, &parts, key, resp, request_time, None, Fwd::Stale)
-                        .await;
+                let _ = relay_origin_response(
+                    &ctx,
+                    &parts,
+                    key,
+                    resp,
+                    request_time,
+                    None,
+                    Fwd::Stale,
+                    None,
+                )
+                .await;
             }
             Err(e) => debug!("background revalidation failed: {e}"),
         }

@@ -12,6 +12,7 @@ mod coalesce;
 mod config;
 mod error;
 mod handler;
+mod interim;
 mod key;
 mod metrics;
 mod origin;

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use edgecache_cache::policy::interim::InterimAction;
 use edgecache_cache::store::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -65,6 +66,7 @@ pub struct Metrics {
     pub store_write_aborts: Family<Label, Counter>,
     pub steering_fallbacks: Counter,
     pub ready: Gauge,
+    pub interim_responses: Family<Label, Counter>,
 }
 
 impl Metrics {
@@ -81,6 +83,7 @@ impl Metrics {
             store_write_aborts: Family::default(),
             steering_fallbacks: Counter::default(),
             ready: Gauge::default(),
+            interim_responses: Family::default(),
         };
         let r = registry;
         r.register(
@@ -133,12 +136,24 @@ impl Metrics {
             "1 once the store is open and its index rebuilt",
             m.ready.clone(),
         );
+        r.register(
+            "interim_responses",
+            "1xx interim responses from the origin, forwarded to the client or dropped (label action)",
+            m.interim_responses.clone(),
+        );
         Arc::new(m)
     }
 
     pub fn request(&self, outcome: Outcome) {
         self.requests
             .get_or_create(&[("cache", outcome.as_str().to_string())])
+            .inc();
+    }
+
+    /// One 1xx from the origin, forwarded or dropped.
+    pub fn interim(&self, action: InterimAction) {
+        self.interim_responses
+            .get_or_create(&[("action", action.as_str().to_string())])
             .inc();
     }
 

@@ -1,6 +1,7 @@
 //! The origin client: one pooled hyper client per worker, with connect, first-byte and idle
 //! timeouts, and the request rewriting a reverse proxy owes the origin (Host, Via,
-//! X-Forwarded-For, no hop-by-hop fields).
+//! X-Forwarded-For, no hop-by-hop fields), and the hook that forwards the origin's 1xx responses
+//! to the client (src/interim.rs).
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::error::ProxyError;
+use crate::interim::InterimForwarder;
 
 pub type OriginBody = BoxBody<Bytes, hyper::Error>;
 
@@ -126,14 +128,31 @@ impl Origin {
         if let Some(h) = b.headers_mut() {
             *h = headers;
         }
+        // The client's request may receive this one's 1xx responses (see `send`).
+        if let Some(interim) = parts.extensions.get::<InterimForwarder>() {
+            b = b.extension(interim.clone());
+        }
         Ok(b)
     }
 
     /// Send a request and wait for the response head, within the first-byte timeout.
+    ///
+    /// A request built by [`Origin::prepare`] from a client's head carries that client
+    /// request's [`InterimForwarder`]: its 1xx responses are handed to it (RFC 9110 15.2, "A
+    /// proxy MUST forward 1xx responses"), when sent from the client request's own task; sent
+    /// from another (a background revalidation), its 1xx are the proxy's own and dropped.
     pub async fn send(
         &self,
-        req: Request<OriginBody>,
+        mut req: Request<OriginBody>,
     ) -> Result<(Response<Incoming>, Duration), ProxyError> {
+        if let Some(mut interim) = req.extensions_mut().remove::<InterimForwarder>() {
+            if !interim.in_own_task() {
+                interim = interim.detached();
+            }
+            hyper::ext::on_informational(&mut req, move |res| {
+                interim.push(res.status(), res.headers());
+            });
+        }
         let started = Instant::now();
         match tokio::time::timeout(self.first_byte_timeout, self.client.request(req)).await {
             Err(_) => Err(ProxyError::origin_timeout(
@@ -246,5 +265,27 @@ mod tests {
             .body(())
             .unwrap();
         assert_eq!(req.headers()["host"], "cdn.example");
+    }
+
+    #[test]
+    fn the_origin_request_carries_the_client_requests_interim_forwarder() {
+        let slot = crate::interim::InterimSlot::new(crate::metrics::Metrics::register(
+            &mut prometheus_client::registry::Registry::default(),
+        ));
+        let mut p = parts("/a", "www.example");
+        let req = origin(HostHeader::Preserve)
+            .prepare(&p, None, &HeaderMap::new())
+            .unwrap()
+            .body(())
+            .unwrap();
+        assert!(req.extensions().get::<InterimForwarder>().is_none());
+        p.extensions
+            .insert(slot.begin(http::Version::HTTP_11, false));
+        let req = origin(HostHeader::Preserve)
+            .prepare(&p, None, &HeaderMap::new())
+            .unwrap()
+            .body(())
+            .unwrap();
+        assert!(req.extensions().get::<InterimForwarder>().is_some());
     }
 }

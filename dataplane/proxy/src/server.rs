@@ -1,7 +1,8 @@
 //! Workers: one thread per CPU, pinned, each running its own runtime (tokio-uring when the store
 //! uses io_uring, a plain current-thread tokio runtime for the thread-pool engine) with its own
 //! SO_REUSEPORT listener. hyper serves HTTP/1.1 with keep-alive on tokio's epoll sockets; disk
-//! I/O goes through the store's per-thread engine.
+//! I/O goes through the store's per-thread engine. Each connection's IO is wrapped in an
+//! [`InterimIo`] so 1xx responses from the origin can be forwarded (src/interim.rs).
 //!
 //! Shutdown: when the shutdown signal turns true each worker drops its listener (no new
 //! connections), asks every open connection to finish its in-flight response and close, and
@@ -18,6 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_cache::{EngineKind, Store, StoreWorker};
+use http::Request;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -27,6 +30,7 @@ use tracing::{debug, error, info, warn};
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::handler::{self, Ctx};
+use crate::interim::{self, InterimIo, InterimSlot};
 use crate::metrics::Metrics;
 use crate::origin::Origin;
 use edgecache_api::DataplaneConfig;
@@ -287,14 +291,31 @@ async fn serve_connection(
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // 1xx from the origin reach the client through the connection's IO (hyper's server has no
+    // API for them): see src/interim.rs.
+    let slot = InterimSlot::new(ctx.shared.metrics.clone());
+    let io = InterimIo::new(TokioIo::new(stream), slot.clone());
     let svc_ctx = ctx.clone();
-    let svc = service_fn(move |req| handler::handle(svc_ctx.clone(), req, peer));
+    let svc = service_fn(move |mut req: Request<Incoming>| {
+        let ctx = svc_ctx.clone();
+        let interim = slot.begin(
+            req.version(),
+            interim::client_awaits_continue(req.version(), req.headers()),
+        );
+        req.extensions_mut().insert(interim.clone());
+        async move {
+            let resp = handler::handle(ctx, req, peer).await;
+            // No 1xx after this; those queued go out before the final response's head.
+            interim.end().await;
+            resp
+        }
+    });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .keep_alive(true)
         .header_read_timeout(Duration::from_secs(30))
         .max_buf_size(64 * 1024)
-        .serve_connection(TokioIo::new(stream), svc);
+        .serve_connection(io, svc);
     tokio::pin!(conn);
     let res = tokio::select! {
         res = conn.as_mut() => res,

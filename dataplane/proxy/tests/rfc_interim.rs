@@ -1,27 +1,118 @@
-//! 1xx interim responses from the origin (RFC 9110 15.2, RFC 8297 103 Early Hints): never
+//! 1xx interim responses from the origin (RFC 9110 15.2, RFC 8297 103 Early Hints): forwarded
+//! to the client while the final response is awaited ("A proxy MUST forward 1xx responses
+//! unless the proxy itself requested the generation of the 1xx response"), never to an
+//! HTTP/1.0 client ("A server MUST NOT send a 1xx response to an HTTP/1.0 client"), never
 //! stored; the final response is relayed and stored as usual.
 //!
-//! What happens: the origin client (hyper's HTTP/1 client) consumes 1xx responses and hands
-//! the data plane only the final response, so interim responses are dropped, not forwarded
-//! (policy::interim would forward 103 to HTTP/1.1 clients; hyper gives no hook to do it).
+//! The scripted origin holds its final response back at a [`GATE`] until the test has read
+//! the interim response, so "before the final response" is shown without timing.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 mod rfc_support;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
 use common::*;
 use rfc_support::*;
 
+const HINTS: &[u8] = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n";
+
+/// A client connection to the data plane: the stream to write to, a reader on it.
+fn connect(dp: &Dataplane) -> (TcpStream, BufReader<TcpStream>) {
+    let s = TcpStream::connect(dp.listen).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let r = BufReader::new(s.try_clone().unwrap());
+    (s, r)
+}
+
+/// Read responses up to the final one: the interim (1xx) ones, and the final one.
+fn read_until_final(r: &mut impl BufRead, head_only: bool) -> (Vec<Resp>, Resp) {
+    let mut interim = Vec::new();
+    loop {
+        let resp = read_response(r, head_only).unwrap();
+        if (100..200).contains(&resp.status) {
+            interim.push(resp);
+        } else {
+            return (interim, resp);
+        }
+    }
+}
+
+fn statuses(interim: &[Resp]) -> Vec<u16> {
+    interim.iter().map(|r| r.status).collect()
+}
+
+fn metric_interim(dp: &Dataplane, action: &str) -> f64 {
+    dp.metric(&format!(
+        "edgecache_dataplane_interim_responses_total{{action=\"{action}\"}}"
+    ))
+}
+
+/// Wait (10 s at most) until `f` holds.
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
-fn rfc9110_15_2_a_103_before_a_200_yields_a_correct_stored_200() {
-    if skip_unless_root("rfc9110_15_2_a_103_before_a_200_yields_a_correct_stored_200") {
+fn rfc9110_15_2_a_103_reaches_the_client_before_the_origin_sends_its_final_response() {
+    if skip_unless_root("rfc9110_15_2_a_103_reaches_the_client_before_the_final_response") {
+        return;
+    }
+    let o = Scripted::start(|_, _| {
+        let mut out = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
+                        Link: </app.js>; rel=preload\r\nConnection: X-Hop\r\nX-Hop: 1\r\n\r\n"
+            .to_vec();
+        out.extend(GATE);
+        out.extend(resp(
+            "200 OK",
+            &[("Cache-Control", "max-age=600")],
+            b"final body",
+        ));
+        out
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let (mut s, mut r) = connect(&dp);
+    s.write_all(b"GET /eh HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    // The origin sent its 103 and now holds the 200 back: the 103 arrives on its own.
+    let early = read_response(&mut r, false).unwrap();
+    assert_eq!(early.status, 103);
+    assert_eq!(
+        early.header("link"),
+        "</style.css>; rel=preload, </app.js>; rel=preload"
+    );
+    assert_eq!(
+        early.header("x-hop"),
+        "",
+        "hop-by-hop fields are not forwarded"
+    );
+    assert_eq!(early.header("connection"), "");
+    assert_eq!(o.count(), 1);
+    o.open_gate();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert_eq!(statuses(&interim), Vec::<u16>::new());
+    assert_eq!(fin.status, 200);
+    assert_eq!(fin.body, b"final body");
+    assert_eq!(fin.header("link"), "");
+    assert_eq!(metric_interim(&dp, "forward"), 1.0);
+}
+
+#[test]
+fn rfc9111_3_a_103_before_a_200_yields_a_stored_200_without_the_interim_fields() {
+    if skip_unless_root("rfc9111_3_a_103_before_a_200_yields_a_stored_200") {
         return;
     }
     let o = Scripted::start(|_, n| {
-        let mut out =
-            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n".to_vec();
-        out.extend(b"HTTP/1.1 100 Continue\r\n\r\n");
+        let mut out = HINTS.to_vec();
         out.extend(resp(
             "200 OK",
             &[("Cache-Control", "max-age=600"), ("X-N", &n.to_string())],
@@ -31,13 +122,19 @@ fn rfc9110_15_2_a_103_before_a_200_yields_a_correct_stored_200() {
     });
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
-    let r = dp.get("/eh");
-    assert_eq!(r.status, 200, "the final response, not the interim one");
-    assert_eq!(r.body, b"final body");
-    assert_eq!(r.header("x-n"), "0");
+    let (mut s, mut r) = connect(&dp);
+    s.write_all(b"GET /eh HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert_eq!(statuses(&interim), [103]);
+    assert_eq!(interim[0].header("link"), "</style.css>; rel=preload");
+    assert_eq!(fin.status, 200, "the final response, not the interim one");
+    assert_eq!(fin.body, b"final body");
+    assert_eq!(fin.header("x-n"), "0");
+    // The stored response is the final one, without the interim response or its fields.
     let r = dp.get("/eh");
     assert!(r.is_hit(), "{}", r.cache_status());
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 200, "no 1xx with a hit");
     assert_eq!(r.body, b"final body");
     assert_eq!(
         r.header("link"),
@@ -48,11 +145,69 @@ fn rfc9110_15_2_a_103_before_a_200_yields_a_correct_stored_200() {
 }
 
 #[test]
+fn rfc9110_15_2_an_http_1_0_client_gets_no_1xx() {
+    if skip_unless_root("rfc9110_15_2_an_http_1_0_client_gets_no_1xx") {
+        return;
+    }
+    let o = Scripted::start(|_, _| {
+        let mut out = HINTS.to_vec();
+        out.extend(resp(
+            "200 OK",
+            &[("Cache-Control", "max-age=600")],
+            b"for 1.0",
+        ));
+        out
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let (mut s, mut r) = connect(&dp);
+    s.write_all(b"GET /old HTTP/1.0\r\nHost: test.example\r\n\r\n")
+        .unwrap();
+    let first = read_response(&mut r, false).unwrap();
+    assert_eq!(first.status, 200, "the final response comes first");
+    assert_eq!(first.body, b"for 1.0");
+    assert_eq!(first.header("link"), "");
+    let mut rest = Vec::new();
+    let _ = r.read_to_end(&mut rest);
+    assert_eq!(String::from_utf8_lossy(&rest), "", "nothing after it");
+    assert_eq!(o.count(), 1);
+    assert_eq!(metric_interim(&dp, "drop"), 1.0);
+    assert_eq!(metric_interim(&dp, "forward"), 0.0);
+}
+
+#[test]
+fn rfc9110_15_2_a_100_continue_the_client_did_not_ask_for_is_not_forwarded() {
+    if skip_unless_root("rfc9110_15_2_a_100_continue_the_client_did_not_ask_for") {
+        return;
+    }
+    let o = Scripted::start(|_, _| {
+        let mut out = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
+        out.extend(HINTS);
+        out.extend(resp("200 OK", &[("Cache-Control", "max-age=600")], b"ok"));
+        out
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let (mut s, mut r) = connect(&dp);
+    s.write_all(b"GET /c HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert_eq!(
+        statuses(&interim),
+        [103],
+        "the 100 is dropped, the 103 is not"
+    );
+    assert_eq!(fin.status, 200);
+    assert_eq!(fin.body, b"ok");
+    assert_eq!(metric_interim(&dp, "drop"), 1.0);
+    assert_eq!(metric_interim(&dp, "forward"), 1.0);
+}
+
+#[test]
 fn rfc9110_10_1_1_expect_100_continue_from_a_client_gets_a_100_then_the_final_response() {
     if skip_unless_root("rfc9110_10_1_1_expect_100_continue") {
         return;
     }
-    use std::io::{BufRead, BufReader, Write};
     let o = Scripted::start(|req, _| {
         let mut out = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
         out.extend(resp("201 Created", &[], &req.body));
@@ -76,8 +231,131 @@ fn rfc9110_10_1_1_expect_100_continue_from_a_client_gets_a_100_then_the_final_re
     r.read_line(&mut blank).unwrap();
     assert_eq!(blank, "\r\n");
     s.write_all(b"hello").unwrap();
+    // The data plane answered the expectation itself: the origin's 100 would be a second one.
     let resp = read_response(&mut r, false).unwrap();
     assert_eq!(resp.status, 201);
     assert_eq!(resp.body, b"hello");
     assert_eq!(o.requests()[0].body, b"hello");
+}
+
+#[test]
+fn rfc9110_15_2_a_103_on_a_forwarded_post_reaches_the_client() {
+    if skip_unless_root("rfc9110_15_2_a_103_on_a_forwarded_post") {
+        return;
+    }
+    let o = Scripted::start(|req, _| {
+        let mut out = HINTS.to_vec();
+        out.extend(GATE);
+        out.extend(resp("201 Created", &[], &req.body));
+        out
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let (mut s, mut r) = connect(&dp);
+    s.write_all(
+        b"POST /form HTTP/1.1\r\nHost: test.example\r\nContent-Length: 5\r\n\
+          Connection: close\r\n\r\nhello",
+    )
+    .unwrap();
+    let early = read_response(&mut r, false).unwrap();
+    assert_eq!(early.status, 103);
+    assert_eq!(early.header("link"), "</style.css>; rel=preload");
+    o.open_gate();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert_eq!(statuses(&interim), Vec::<u16>::new());
+    assert_eq!(fin.status, 201);
+    assert_eq!(fin.body, b"hello");
+    assert_eq!(o.requests()[0].method, "POST");
+}
+
+#[test]
+fn rfc9110_15_2_on_a_kept_alive_connection_only_the_request_it_answers_gets_a_103() {
+    if skip_unless_root("rfc9110_15_2_on_a_kept_alive_connection") {
+        return;
+    }
+    let o = Scripted::start(|_, n| {
+        let mut out = HINTS.to_vec();
+        out.extend(resp(
+            "200 OK",
+            &[("Cache-Control", "max-age=600"), ("X-N", &n.to_string())],
+            b"kept alive",
+        ));
+        out
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let (mut s, mut r) = connect(&dp);
+    s.write_all(b"GET /ka HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        .unwrap();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert_eq!(statuses(&interim), [103]);
+    assert_eq!(fin.status, 200);
+    assert_eq!(fin.body, b"kept alive");
+    s.write_all(b"GET /ka HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let second = read_response(&mut r, false).unwrap();
+    assert_eq!(second.status, 200, "a hit: no 1xx first");
+    assert!(second.is_hit(), "{}", second.cache_status());
+    assert_eq!(second.body, b"kept alive");
+    let mut rest = Vec::new();
+    let _ = r.read_to_end(&mut rest);
+    assert_eq!(String::from_utf8_lossy(&rest), "", "nothing after it");
+    assert_eq!(o.count(), 1);
+    assert_eq!(metric_interim(&dp, "forward"), 1.0);
+}
+
+#[test]
+fn rfc9110_15_2_a_background_revalidations_103_is_the_proxys_own_and_not_forwarded() {
+    if skip_unless_root("rfc9110_15_2_a_background_revalidations_103") {
+        return;
+    }
+    // The first fill has no 1xx; the background revalidation gets a 103, then (after the
+    // gate) its 304.
+    let o = Scripted::start(|req, _| {
+        let cc = ("Cache-Control", "max-age=10, stale-while-revalidate=600");
+        if req.header("if-none-match").is_some() {
+            let mut out = HINTS.to_vec();
+            out.extend(GATE);
+            out.extend(resp("304 Not Modified", &[("ETag", "\"v1\""), cc], b""));
+            out
+        } else {
+            resp("200 OK", &[("ETag", "\"v1\""), cc], b"swr body")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o.url(), dir.path(), &[]);
+    let (mut s, mut r) = connect(&dp);
+    s.write_all(b"GET /swr HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        .unwrap();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert!(interim.is_empty());
+    assert_eq!(fin.body, b"swr body");
+    advance(&dp, 30);
+    // Stale: served at once, revalidated in the background, on the same connection.
+    s.write_all(b"GET /swr HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        .unwrap();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert_eq!(statuses(&interim), Vec::<u16>::new());
+    assert!(
+        fin.cache_status().contains("stale-while-revalidate"),
+        "{}",
+        fin.cache_status()
+    );
+    // The origin's 103 reached the data plane (and was dropped) while the revalidation waits.
+    wait_until("the background revalidation's 103", || {
+        metric_interim(&dp, "drop") == 1.0
+    });
+    s.write_all(b"GET /swr HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let (interim, fin) = read_until_final(&mut r, false);
+    assert_eq!(
+        statuses(&interim),
+        Vec::<u16>::new(),
+        "nor to a later request"
+    );
+    assert_eq!(fin.status, 200);
+    assert_eq!(fin.body, b"swr body");
+    o.open_gate();
+    assert_eq!(metric_interim(&dp, "forward"), 0.0);
+    assert_eq!(o.count(), 2);
 }

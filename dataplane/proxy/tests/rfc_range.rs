@@ -1,6 +1,7 @@
 //! Range requests (RFC 9110 14, RFC 9111 3.3/3.4) through the server: 206 for one range of a
 //! stored object, 416, several ranges (answered with a full 200, the policy's choice), If-Range,
-//! and a Range request on a miss (the whole object is fetched and stored; the client gets 206).
+//! and a Range request on a miss to an origin that ignores Range (the whole 200 is stored; the
+//! client gets 206). Partial content from an origin that honours Range: tests/rfc_partial.rs.
 
 #![allow(clippy::unwrap_used)]
 
@@ -128,6 +129,8 @@ fn rfc9111_3_4_a_range_request_on_a_miss_gets_a_206_and_the_whole_object_is_stor
     if skip_unless_root("rfc9111_3_4_a_range_request_on_a_miss") {
         return;
     }
+    // The Range goes to the origin (tests/rfc_partial.rs); this origin ignores it and sends the
+    // whole 200, which is stored whole while the range is cut from it for the client.
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

@@ -1,21 +1,28 @@
 //! Incomplete responses and combining partial content (RFC 9111 3.3, 3.4; RFC 9110 14.4,
 //! 15.3.7.3).
 //!
-//! [`super::store::storable`] refuses 206 responses and the proxy fills the cache with complete
-//! responses ([`super::request::strip_for_fill`]). These functions are the policy for a store that
-//! keeps partial objects:
-//! * a 206, or a 200 whose body was cut short, may be kept as partial content only with a strong
-//!   validator (3.4 combines only responses that "share the same strong validator") and a known
-//!   complete length ([`partial_storable`]);
-//! * a new 206 is combined with the held ranges only when its validator is the same strong one
-//!   and the complete lengths agree ([`combinable`]); the stored fields are then updated as 3.2
-//!   says ([`super::validate::freshen`]'s update rule applies);
+//! How the cache uses partial content:
+//! * a GET with a single byte range that nothing complete answers is sent to the origin with its
+//!   Range and If-Range ([`forwards_range`]): an edge should not pull a whole large object to
+//!   serve a few bytes of it. A 200 answer is stored whole and the range cut from it; a 206
+//!   answer is relayed as received and stored as partial content when [`stored_range`] accepts
+//!   it (one byte range, a known complete length, a Content-Length that matches the range:
+//!   anything else could make the cache serve torn bytes);
 //! * a request is answered from partial content only when the range it asks for lies wholly
 //!   within the held bytes (3.3: "unless ... the request is partial and specifies a range wholly
-//!   within the incomplete response"); otherwise it goes forward (`fwd=partial`)
-//!   ([`serve_from_partial`]).
+//!   within the incomplete response") ([`serve_from_partial`]); otherwise it goes forward
+//!   (`fwd=partial`): with its Range, or whole when it has none (the 200 then replaces the
+//!   partial content);
+//! * a new 206 is combined with the held bytes only when both carry the same strong validator
+//!   and complete length ([`combinable`], 3.4: "share the same strong validator") and the two
+//!   ranges overlap or touch ([`combine`]); the stored fields are the new response's (3.4: "the
+//!   stored response's header fields are updated as in 3.2"). When the union is the whole
+//!   representation it is stored as a complete 200 ([`combined_fields`]).
+//!
+//! Held bytes are one contiguous range per stored response: a new 206 that does not touch the
+//! held range replaces it (the newest response wins, 4.3.4's rule for stored responses).
 
-use http::header::{CONTENT_RANGE, ETAG, HeaderValue, RANGE};
+use http::header::{CONTENT_LENGTH, CONTENT_RANGE, ETAG, HeaderValue, RANGE};
 use http::{HeaderMap, Method, StatusCode};
 
 use super::range::{self, RangeOutcome};
@@ -116,44 +123,6 @@ fn strong_etag(headers: &HeaderMap) -> Option<String> {
         .map(|t| t.opaque.to_string())
 }
 
-/// May this response be kept as partial content (3.3, 3.4)? A 206 with a single byte range and a
-/// known complete length, or an incomplete 200 (`received` bytes of `content_length`), with a
-/// strong entity tag. Returns the held range and the complete length.
-pub fn partial_storable(
-    status: StatusCode,
-    headers: &HeaderMap,
-    received: u64,
-) -> Option<(ContentRange, u64)> {
-    strong_etag(headers)?;
-    match status {
-        StatusCode::PARTIAL_CONTENT => {
-            let cr = headers
-                .get(CONTENT_RANGE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(ContentRange::parse)?;
-            let len = cr.complete_length?;
-            Some((cr, len))
-        }
-        StatusCode::OK => {
-            let len: u64 = headers
-                .get(http::header::CONTENT_LENGTH)?
-                .to_str()
-                .ok()?
-                .parse()
-                .ok()?;
-            (received > 0 && received < len).then(|| {
-                let held = ContentRange {
-                    first: 0,
-                    last: received - 1,
-                    complete_length: Some(len),
-                };
-                (held, len)
-            })
-        }
-        _ => None,
-    }
-}
-
 /// May a new partial response be combined with stored partial content (3.4)? Both carry the same
 /// strong entity tag, and the new Content-Range names the same complete length.
 pub fn combinable(stored: &HeaderMap, stored_length: u64, new: &HeaderMap) -> bool {
@@ -214,4 +183,100 @@ pub fn serve_from_partial(
 /// The Content-Range value for bytes `first..=last` of `complete_length`.
 pub fn content_range(first: u64, last: u64, complete_length: u64) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!("bytes {first}-{last}/{complete_length}")).ok()
+}
+
+/// Should a GET with this Range go to the origin with its Range (instead of fetching the whole
+/// representation)? Only for exactly one byte range; several ranges are answered with the whole
+/// 200 anyway ([`super::range`]).
+pub fn forwards_range(method: &Method, request: &HeaderMap) -> bool {
+    *method == Method::GET
+        && request
+            .get(RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(range::parse)
+            .is_some_and(|specs| specs.len() == 1)
+}
+
+/// The byte range a 206 holds, when it may be stored as partial content (3.3): one
+/// `Content-Range` with a known complete length, and a Content-Length equal to the range's size
+/// (the store checks the body against the Content-Length, so a 206 that disagrees with itself is
+/// never kept). `None` for anything else, including multipart/byteranges (no Content-Range).
+pub fn stored_range(headers: &HeaderMap) -> Option<ContentRange> {
+    let mut values = headers.get_all(CONTENT_RANGE).iter();
+    let cr = values.next()?.to_str().ok().and_then(ContentRange::parse)?;
+    if values.next().is_some() {
+        return None;
+    }
+    cr.complete_length?;
+    let cl: u64 = headers
+        .get(CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (cl == cr.last - cr.first + 1).then_some(cr)
+}
+
+/// Where the bytes of a combined response come from: the new 206's body, with held bytes
+/// before and after it. Ranges are inclusive and absolute (offsets in the representation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Combined {
+    /// The range the combined response holds.
+    pub union: ContentRange,
+    /// Held bytes that come before the new ones.
+    pub before: Option<(u64, u64)>,
+    /// Held bytes that come after the new ones.
+    pub after: Option<(u64, u64)>,
+}
+
+impl Combined {
+    /// True when the union is the whole representation (3.3: the response "has been made
+    /// complete").
+    pub fn complete(&self) -> bool {
+        self.union.first == 0 && self.union.complete_length == Some(self.union.last + 1)
+    }
+}
+
+/// Combine held bytes with a new range of the same representation (3.4). `None` when the
+/// complete lengths differ or the ranges neither overlap nor touch (nothing contiguous to keep).
+pub fn combine(held: ContentRange, new: ContentRange) -> Option<Combined> {
+    if held.complete_length != new.complete_length || held.complete_length.is_none() {
+        return None;
+    }
+    let touches =
+        held.first <= new.last.saturating_add(1) && new.first <= held.last.saturating_add(1);
+    if !touches {
+        return None;
+    }
+    let union = ContentRange {
+        first: held.first.min(new.first),
+        last: held.last.max(new.last),
+        complete_length: new.complete_length,
+    };
+    Some(Combined {
+        union,
+        before: (held.first < new.first).then(|| (held.first, new.first - 1)),
+        after: (held.last > new.last).then(|| (new.last + 1, held.last)),
+    })
+}
+
+/// The status and header fields to store for a combined response: the new 206's fields with
+/// Content-Range and Content-Length describing the union, or a 200 without Content-Range when the
+/// union is complete.
+pub fn combined_fields(new: &HeaderMap, combined: &Combined) -> Option<(StatusCode, HeaderMap)> {
+    let mut h = new.clone();
+    let u = combined.union;
+    if combined.complete() {
+        h.remove(CONTENT_RANGE);
+        h.insert(CONTENT_LENGTH, HeaderValue::from(u.last + 1));
+        Some((StatusCode::OK, h))
+    } else {
+        h.insert(
+            CONTENT_RANGE,
+            content_range(u.first, u.last, u.complete_length?)?,
+        );
+        h.insert(CONTENT_LENGTH, HeaderValue::from(u.last - u.first + 1));
+        Some((StatusCode::PARTIAL_CONTENT, h))
+    }
 }

@@ -9,6 +9,7 @@ use http::{HeaderMap, Method, StatusCode, request};
 
 use super::conditional::{self, Precondition};
 use super::headers;
+use super::partial::{self, HeldRanges, PartialOutcome};
 use super::range::{self, RangeOutcome};
 use super::stored::StoredResponse;
 
@@ -97,6 +98,70 @@ pub fn from_cache(
                 headers: h,
                 body: BodyPart::Empty,
             }
+        }
+    }
+}
+
+/// Build the response to `req` from `stored`, a partial response (a stored 206 holding one
+/// byte range, [`partial::stored_range`]), at `now`; `None` when it cannot answer and the
+/// request goes forward (RFC 9111 3.3: only "a range wholly within the incomplete response").
+/// The body part is in the stored body's coordinates (its first byte is the held range's
+/// first byte).
+pub fn from_partial(
+    req: &request::Parts,
+    stored: &StoredResponse,
+    now: SystemTime,
+) -> Option<CachedResponse> {
+    let held = partial::stored_range(&stored.headers)?;
+    let complete_length = held.complete_length?;
+    if req.method != Method::GET {
+        return None;
+    }
+    // Validators describe the selected representation, whose bytes are held in part: a match
+    // is a 304 all the same (RFC 9110 13.1.2, 13.1.3).
+    if conditional::evaluate(&req.method, &req.headers, stored) == Precondition::NotModified {
+        return Some(CachedResponse {
+            status: StatusCode::NOT_MODIFIED,
+            headers: headers::not_modified(stored, now),
+            body: BodyPart::Empty,
+        });
+    }
+    let mut ranges = HeldRanges::new();
+    ranges.insert(held.first, held.last);
+    let outcome = partial::serve_from_partial(
+        &req.method,
+        &req.headers,
+        &stored.headers,
+        &ranges,
+        complete_length,
+    );
+    let mut h = headers::for_client(stored, now);
+    match outcome {
+        PartialOutcome::Forward | PartialOutcome::Serve(RangeOutcome::Full) => None,
+        PartialOutcome::Serve(RangeOutcome::Partial {
+            start,
+            end,
+            content_range,
+        }) => {
+            h.insert(CONTENT_RANGE, content_range);
+            h.insert(CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+            Some(CachedResponse {
+                status: StatusCode::PARTIAL_CONTENT,
+                headers: h,
+                body: BodyPart::Range {
+                    start: start - held.first,
+                    end: end - held.first,
+                },
+            })
+        }
+        PartialOutcome::Serve(RangeOutcome::Unsatisfiable { content_range }) => {
+            h.insert(CONTENT_RANGE, content_range);
+            h.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
+            Some(CachedResponse {
+                status: StatusCode::RANGE_NOT_SATISFIABLE,
+                headers: h,
+                body: BodyPart::Empty,
+            })
         }
     }
 }

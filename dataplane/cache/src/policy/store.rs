@@ -4,8 +4,9 @@
 //! * the request method is understood (GET; HEAD responses only update, see
 //!   [`super::validate::freshen_with_head`]),
 //! * the status code is final (never a 1xx),
-//! * for 206, 304 or `must-understand`, the cache understands the status code (this cache does
-//!   not combine partial content, so 206 is not stored),
+//! * for 206, 304 or `must-understand`, the cache understands the status code (a 206 is kept as
+//!   partial content when it holds one byte range of known complete length, see
+//!   [`super::partial::stored_range`]; a 304 only updates),
 //! * `no-store` is absent (ignored under `must-understand` with an understood status, 5.2.2.3),
 //!   in the response and in the request (5.2.1.5),
 //! * unqualified `private` is absent (5.2.2.7),
@@ -41,7 +42,8 @@ pub enum NoStoreReason {
     Interim,
     /// The request method is not GET.
     Method,
-    /// 206 Partial Content: partial responses are not stored or combined.
+    /// A 206 this cache cannot keep as partial content (several ranges, unknown complete length,
+    /// a Content-Length that does not match its Content-Range).
     PartialContent,
     /// 304 Not Modified: it updates a stored response but is not one.
     NotModified,
@@ -85,11 +87,11 @@ impl NoStoreReason {
 }
 
 /// Status codes whose semantics this cache implements for storage (RFC 9110 15): the final
-/// codes it can replay from a complete stored response.
+/// codes it can replay from a stored response (206 as partial content, 3.3).
 pub fn understood_status(status: StatusCode) -> bool {
     matches!(
         status.as_u16(),
-        200..=205 | 300..=303 | 307 | 308 | 400..=406 | 408..=417 | 421 | 422 | 426 | 451 | 500..=505
+        200..=206 | 300..=303 | 307 | 308 | 400..=406 | 408..=417 | 421 | 422 | 426 | 451 | 500..=505
     )
 }
 
@@ -117,7 +119,9 @@ pub fn storable(
     if cc.must_understand && !understood_status(status) {
         return Err(NoStoreReason::MustUnderstand);
     }
-    if status == StatusCode::PARTIAL_CONTENT {
+    if status == StatusCode::PARTIAL_CONTENT
+        && super::partial::stored_range(&resp.headers).is_none()
+    {
         return Err(NoStoreReason::PartialContent);
     }
     if status == StatusCode::NOT_MODIFIED {

@@ -4,17 +4,75 @@
 
 use super::*;
 
-/// A miss: one origin fetch per key, shared with concurrent requests for it.
-pub(super) async fn fetch_coalesced(
+/// How a request the store cannot answer goes to the origin.
+pub(super) struct Miss {
+    /// Send the client's single byte range to the origin (`policy::partial::forwards_range`)
+    /// rather than fetching the whole representation: nothing complete is stored for it.
+    range: bool,
+    /// The selected stored response when it is partial content, to combine a new 206 with.
+    pub held: Option<(ObjectRef, StoredResponse)>,
+}
+
+impl Miss {
+    /// For `parts`, given the stored response the lookup selected (if any).
+    pub fn of(parts: &request::Parts, selected: Option<(&ObjectRef, &StoredResponse)>) -> Self {
+        let held = selected
+            .filter(|(_, s)| s.status == StatusCode::PARTIAL_CONTENT)
+            .map(|(r, s)| (r.clone(), s.clone()));
+        let complete_stored = selected.is_some() && held.is_none();
+        Miss {
+            range: !complete_stored
+                && policy::partial::forwards_range(&parts.method, &parts.headers),
+            held,
+        }
+    }
+}
+
+/// Go to the origin for a request the store cannot answer: one origin fetch per key, shared
+/// with concurrent requests for it. When the origin answers a forwarded range with the whole
+/// 200, the requests waiting on it are served from it; a 206 answers only its own request (see
+/// `follow`).
+pub(super) async fn fill(
     ctx: &Rc<Ctx>,
     parts: request::Parts,
     key: CacheKey,
     peer: SocketAddr,
     fwd: Fwd,
+    miss: Miss,
 ) -> Response<Body> {
     match ctx.shared.coalescer.join(key.as_bytes()) {
+        Role::Leader(guard) if miss.range => {
+            fetch_range(ctx, parts, key, peer, miss.held, guard, fwd).await
+        }
         Role::Leader(guard) => fetch(ctx, parts, key, peer, Some(guard), fwd).await,
         Role::Waiter(flight) => follow(ctx, parts, key, peer, flight, fwd).await,
+    }
+}
+
+/// A single-range GET: the client's Range and If-Range go to the origin (its validators are
+/// the cache's to answer).
+async fn fetch_range(
+    ctx: &Rc<Ctx>,
+    parts: request::Parts,
+    key: CacheKey,
+    peer: SocketAddr,
+    held: Option<(ObjectRef, StoredResponse)>,
+    guard: LeaderGuard,
+    fwd: Fwd,
+) -> Response<Body> {
+    let request_time = ctx.shared.clock.now();
+    let mut fetch_parts = parts.clone();
+    fetch_parts.headers.remove(header::IF_NONE_MATCH);
+    fetch_parts.headers.remove(header::IF_MODIFIED_SINCE);
+    match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
+        Ok((resp, _)) => {
+            relay_origin_response(ctx, &parts, key, resp, request_time, Some(guard), fwd, held)
+                .await
+        }
+        Err(e) => {
+            drop(guard);
+            origin_failure(ctx, &e, fwd)
+        }
     }
 }
 
@@ -38,7 +96,9 @@ async fn follow(
         && !policy::store::allows_authorized(&head.stored.directives().cc);
     let origin_precondition = parts.headers.contains_key(header::IF_MATCH)
         || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
+    // A 206 the origin sent for a whole fetch answers only the leader.
     if !head.shareable
+        || head.stored.status == StatusCode::PARTIAL_CONTENT
         || !head.stored.matches(&parts.headers)
         || authorized_refused
         || origin_precondition
@@ -118,7 +178,7 @@ pub(super) async fn fetch(
     policy::request::strip_for_fill(&mut fetch_parts.headers);
     match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
         Ok((resp, _)) => {
-            relay_origin_response(ctx, &parts, key, resp, request_time, guard, fwd).await
+            relay_origin_response(ctx, &parts, key, resp, request_time, guard, fwd, None).await
         }
         Err(e) => {
             drop(guard);
@@ -127,7 +187,9 @@ pub(super) async fn fetch(
     }
 }
 
-/// Send an origin response on to the client while storing it when the policy allows.
+/// Send an origin response on to the client while storing it when the policy allows. A 206
+/// that continues `held` partial content is stored combined with it (RFC 9111 3.4).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn relay_origin_response(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
@@ -136,6 +198,7 @@ pub(super) async fn relay_origin_response(
     request_time: SystemTime,
     guard: Option<LeaderGuard>,
     fwd: Fwd,
+    held: Option<(ObjectRef, StoredResponse)>,
 ) -> Response<Body> {
     let response_time = ctx.shared.clock.now();
     let (rparts, rbody) = resp.into_parts();
@@ -150,12 +213,20 @@ pub(super) async fn relay_origin_response(
     let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
     let verdict = policy::store::storable(&as_get, &rparts, response_time, &ctx.policy);
     let mut status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
+    // What is written: the response as received, or combined with held partial content.
+    let splice = match (&verdict, held) {
+        (Ok(_), Some((r, old))) if rparts.status == StatusCode::PARTIAL_CONTENT => {
+            Splice::plan(r, &old, &as_get, &rparts, request_time, response_time)
+        }
+        _ => None,
+    };
+    let (to_store, store_len) = match &splice {
+        Some(s) => (&s.stored, Some(s.len)),
+        None => (&stored, content_length),
+    };
     let mut writer: Option<ObjectWriter> = None;
     match &verdict {
-        Ok(_)
-            if content_length
-                .is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) =>
-        {
+        Ok(_) if store_len.is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) => {
             ctx.shared.metrics.write_abort("too_large");
             status = status.detail("too-large");
         }
@@ -163,9 +234,9 @@ pub(super) async fn relay_origin_response(
             // Replacing a stored variant (RFC 9111 4.3.4 / 3.2): the new one wins at finish().
             match ctx.store.begin_write(
                 Bytes::copy_from_slice(key.as_bytes()),
-                Bytes::from(stored.vary.to_bytes()),
-                stored.encode(),
-                content_length,
+                Bytes::from(to_store.vary.to_bytes()),
+                to_store.encode(),
+                store_len,
             ) {
                 Ok(w) => {
                     writer = Some(w);
@@ -206,6 +277,7 @@ pub(super) async fn relay_origin_response(
     let pump = Pump {
         ctx: ctx.clone(),
         body: rbody,
+        splice: splice.filter(|_| writer.is_some()),
         writer,
         guard,
         to_client: client_body.is_some().then_some(tx),
@@ -326,11 +398,62 @@ impl ClientAnswer {
     }
 }
 
+/// A new 206 stored combined with held partial content (RFC 9111 3.4): the held bytes before
+/// the new ones, the new body, the held bytes after it.
+struct Splice {
+    /// The stored partial content.
+    from: ObjectRef,
+    /// Its body bytes to write before and after the new body (offsets in its body).
+    before: Option<std::ops::Range<u64>>,
+    after: Option<std::ops::Range<u64>>,
+    /// The combined response (a 206 of the union, or a complete 200) and its body length.
+    stored: StoredResponse,
+    len: u64,
+}
+
+impl Splice {
+    /// `None` when the new 206 does not continue the held bytes (another validator or length,
+    /// or a range that neither overlaps nor touches them): it is then stored on its own.
+    fn plan(
+        from: ObjectRef,
+        old: &StoredResponse,
+        req: &request::Parts,
+        new: &http::response::Parts,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Option<Splice> {
+        use policy::partial;
+        let held = partial::stored_range(&old.headers)?;
+        let length = held.complete_length?;
+        if !partial::combinable(&old.headers, length, &new.headers) {
+            return None;
+        }
+        let c = partial::combine(held, partial::stored_range(&new.headers)?)?;
+        let (status, headers) = partial::combined_fields(&new.headers, &c)?;
+        let in_held = |(a, b): (u64, u64)| (a - held.first)..(b - held.first + 1);
+        Some(Splice {
+            from,
+            before: c.before.map(in_held),
+            after: c.after.map(in_held),
+            stored: StoredResponse::from_fields(
+                &req.headers,
+                status,
+                &headers,
+                request_time,
+                response_time,
+            ),
+            len: c.union.last - c.union.first + 1,
+        })
+    }
+}
+
 /// Moves an origin body to the client, the store and the waiters; runs on its own so the store
 /// write and the waiters finish even when the client goes away.
 struct Pump {
     ctx: Rc<Ctx>,
     body: Incoming,
+    /// Held bytes to write around the body (a combined 206).
+    splice: Option<Splice>,
     writer: Option<ObjectWriter>,
     guard: Option<LeaderGuard>,
     to_client: Option<tokio::sync::mpsc::Sender<io::Result<Bytes>>>,
@@ -357,8 +480,48 @@ impl Pump {
         }
     }
 
+    /// Copy bytes of stored partial content into the writer; on any failure the writer is
+    /// dropped (nothing is published) and the client is still served.
+    async fn copy_held(&mut self, from: &ObjectRef, range: std::ops::Range<u64>) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        let failed = match self.ctx.store.open(from).await {
+            Err(e) => Some(e.to_string()),
+            Ok(obj) => {
+                let mut body = std::pin::pin!(obj.body(Some(range)));
+                let mut failed = None;
+                while let Some(chunk) = body.next().await {
+                    let res = match chunk {
+                        Ok(c) => w.write(c).await.map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    if let Err(e) = res {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                failed
+            }
+        };
+        if let Some(e) = failed {
+            debug!("partial content not combined: {e}");
+            self.ctx.shared.metrics.write_abort("combine");
+            self.writer = None;
+        }
+    }
+
     async fn run(mut self) {
         let metrics = self.ctx.shared.metrics.clone();
+        let splice = self.splice.take();
+        if let Some(Splice {
+            from,
+            before: Some(range),
+            ..
+        }) = &splice
+        {
+            self.copy_held(from, range.clone()).await;
+        }
         // While storing, the latest chunk is held back until the next one arrives, and the last
         // one until the object is published: a client that has the whole body finds it stored.
         let mut held: Option<Bytes> = None;
@@ -410,6 +573,14 @@ impl Pump {
         }
         match end {
             Ok(()) => {
+                if let Some(Splice {
+                    from,
+                    after: Some(range),
+                    ..
+                }) = &splice
+                {
+                    self.copy_held(from, range.clone()).await;
+                }
                 if let Some(w) = self.writer.take()
                     && let Err(e) = w.finish().await
                 {

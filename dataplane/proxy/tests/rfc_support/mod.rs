@@ -1,12 +1,14 @@
 //! Support for the `rfc_*` integration tests: start the data plane with a controllable clock,
 //! and a tiny scripted origin (a std `TcpListener` thread answering with raw bytes) for the
-//! cases the bench origin has no knob for (Vary, Location, 1xx, 304 with new fields, ...).
+//! cases the bench origin has no knob for (Vary, Location, 1xx, 304 with new fields, ...), which
+//! can hold part of a response back until the test lets it go ([`GATE`]).
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::common::*;
 
@@ -71,12 +73,58 @@ impl RawReq {
 
 type Script = dyn Fn(&RawReq, usize) -> Vec<u8> + Send + Sync;
 
+/// A marker a script may put in its output: the origin writes (and flushes) the bytes before
+/// it, then waits until the test calls [`Scripted::open_gate`] (at most 10 s) before writing
+/// the rest. Each marker waits for one opening.
+pub const GATE: &[u8] = b"\0edgecache-test-gate\0";
+
+/// The openings of [`GATE`]s: how many were opened and how many were passed.
+#[derive(Default)]
+struct Gate {
+    counts: Mutex<(usize, usize)>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn open(&self) {
+        self.counts.lock().unwrap().0 += 1;
+        self.opened.notify_all();
+    }
+
+    /// Wait for an opening not used yet (10 s at most).
+    fn pass(&self) {
+        let mut c = self.counts.lock().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.0 <= c.1 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            c = self.opened.wait_timeout(c, left).unwrap().0;
+        }
+        c.1 += 1;
+    }
+}
+
+/// Write `out`, stopping at each [`GATE`] until it opens.
+fn write_gated(w: &mut TcpStream, out: &[u8], gate: &Gate) -> std::io::Result<()> {
+    let mut rest = out;
+    while let Some(i) = rest.windows(GATE.len()).position(|win| win == GATE) {
+        w.write_all(&rest[..i])?;
+        w.flush()?;
+        gate.pass();
+        rest = &rest[i + GATE.len()..];
+    }
+    w.write_all(rest)
+}
+
 /// An origin that answers every request with the bytes its script returns (the script gets the
 /// request and how many requests came before it). Connections are kept alive unless the
 /// response says `Connection: close`.
 pub struct Scripted {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<RawReq>>>,
+    gate: Arc<Gate>,
 }
 
 impl Scripted {
@@ -85,15 +133,21 @@ impl Scripted {
         let addr = l.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<RawReq>>> = Arc::default();
         let script: Arc<Script> = Arc::new(script);
-        let s2 = seen.clone();
+        let gate: Arc<Gate> = Arc::default();
+        let (s2, g2) = (seen.clone(), gate.clone());
         std::thread::spawn(move || {
             for conn in l.incoming() {
                 let Ok(conn) = conn else { return };
-                let (seen, script) = (s2.clone(), script.clone());
-                std::thread::spawn(move || serve_conn(conn, &seen, &*script));
+                let (seen, script, gate) = (s2.clone(), script.clone(), g2.clone());
+                std::thread::spawn(move || serve_conn(conn, &seen, &*script, &gate));
             }
         });
-        Self { addr, seen }
+        Self { addr, seen, gate }
+    }
+
+    /// Let one waiting (or the next) [`GATE`] in a script's output pass.
+    pub fn open_gate(&self) {
+        self.gate.open();
     }
 
     pub fn url(&self) -> String {
@@ -117,7 +171,7 @@ impl Scripted {
     }
 }
 
-fn serve_conn(conn: TcpStream, seen: &Mutex<Vec<RawReq>>, script: &Script) {
+fn serve_conn(conn: TcpStream, seen: &Mutex<Vec<RawReq>>, script: &Script, gate: &Gate) {
     let mut r = BufReader::new(conn.try_clone().unwrap());
     let mut w = conn;
     loop {
@@ -165,7 +219,7 @@ fn serve_conn(conn: TcpStream, seen: &Mutex<Vec<RawReq>>, script: &Script) {
             s.len() - 1
         };
         let out = script(&req, n);
-        if w.write_all(&out).is_err() {
+        if write_gated(&mut w, &out, gate).is_err() {
             return;
         }
         let head = String::from_utf8_lossy(&out).to_ascii_lowercase();
