@@ -60,9 +60,11 @@
 //!
 //! The in-memory index costs about 650 bytes per object plus its keys and in-index meta
 //! (measured: 100,000 objects with short keys took 62 MiB). It is not bounded by the budget
-//! above: the RAM tier leaves room for it instead ([`Store::index_bytes`] is subtracted from
-//! `ram_tier_bytes`), so index and RAM tier together stay within the RAM tier's share of the
-//! memory plan (within about 10%: allocator fragmentation, see `store/ram.rs`).
+//! above: the memory plan reserves room for it ([`Store::set_index_reserve`]), and the RAM tier
+//! gives up its own bytes for whatever the index takes beyond that reserve ([`Store::index_bytes`]
+//! minus the reserve is subtracted from `ram_tier_bytes`), so index and RAM tier together stay
+//! within their shares of the memory plan (within about 10%: allocator fragmentation, see
+//! `store/ram.rs`).
 //!
 //! # CPU per hit: measurements
 //! `examples/store_bench.rs` (one worker on a `tokio_uring` runtime pinned to CPU 1, 64 tasks
@@ -271,6 +273,8 @@ pub struct Store {
     recovered: u64,
     /// The buffer budget each new [`StoreWorker`] gets.
     io_buffer_bytes: AtomicU64,
+    /// Memory set aside for the index outside the RAM tier ([`Store::set_index_reserve`]).
+    index_reserve: AtomicU64,
     /// The 4 KiB buffer of the synchronous writes (segment headers, tombstones).
     sync_block: Mutex<crate::io::AlignedBuf>,
     /// The budgets of live workers, for [`StoreStats`].
@@ -374,6 +378,7 @@ impl Store {
             counters: Counters::default(),
             recovered,
             io_buffer_bytes: AtomicU64::new(DEFAULT_IO_BUFFER_BYTES),
+            index_reserve: AtomicU64::new(0),
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
             _lock: lock,
@@ -422,6 +427,19 @@ impl Store {
     /// The budget [`StoreWorker::new`] gives a worker.
     pub fn io_buffer_bytes_per_worker(&self) -> u64 {
         self.io_buffer_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Memory the plan keeps for the index outside the RAM tier (default 0: the index's
+    /// memory all comes out of the RAM tier's share). The RAM tier shrinks only for index bytes
+    /// beyond it.
+    pub fn set_index_reserve(&self, bytes: u64) {
+        self.index_reserve.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Index bytes the RAM tier must leave room for: what the index takes beyond its reserve.
+    pub(crate) fn index_overflow(&self) -> u64 {
+        self.index_bytes()
+            .saturating_sub(self.index_reserve.load(Ordering::Relaxed))
     }
 
     /// Largest body that can be stored with the given key and meta sizes.
@@ -566,8 +584,8 @@ impl Store {
     }
 
     /// Estimated heap bytes of the in-memory index (about 600 bytes per object plus its keys
-    /// and in-index meta). The RAM tier keeps its own size within `ram_tier_bytes` minus this,
-    /// so index and RAM tier together stay within the RAM tier's share of the memory plan.
+    /// and in-index meta). The RAM tier keeps its own size within `ram_tier_bytes` minus what
+    /// of this exceeds the index reserve ([`Store::set_index_reserve`]).
     pub fn index_bytes(&self) -> u64 {
         self.lock().index_bytes
     }

@@ -22,6 +22,13 @@ mod supervisor;
 
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc malloc: the RAM tier's churn (an object copied in on a disk hit,
+/// another evicted) left glibc's free lists fragmented; `unlink_chunk`, `malloc_consolidate`
+/// and friends took about 16% of a worker's CPU at 4 KiB hits (perf, bench/BENCHMARKS.md
+/// tuning log).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

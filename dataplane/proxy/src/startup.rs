@@ -58,6 +58,9 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     // Every read and write buffer of a worker comes out of this budget, so in-flight bodies
     // cannot outgrow the memory plan however many clients there are.
     store.set_io_buffer_bytes_per_worker(plan.io_buffers_per_worker);
+    // The index has its own share of the plan; the RAM tier only yields what the index
+    // takes beyond it.
+    store.set_index_reserve(plan.index_reserve);
     let stats = store.stats();
     info!(
         engine = store.engine().as_str(),

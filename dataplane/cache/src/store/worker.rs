@@ -156,8 +156,8 @@ impl StoreWorker {
                 return Err(StoreError::Corrupt("body checksum"));
             }
             if rec_len <= RAM_MAX_RECORD && store.ram().enabled() {
-                // The index's memory comes out of the RAM tier's share of the memory plan.
-                let reserved = store.index_bytes();
+                // Index memory beyond the plan's index reserve comes out of the RAM tier.
+                let reserved = store.index_overflow();
                 store.ram().insert(
                     r.primary.clone(),
                     r.variant.clone(),
