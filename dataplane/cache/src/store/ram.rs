@@ -9,7 +9,12 @@
 //! - Admission: an object enters on a *disk hit*, never on write. A response seen once (the
 //!   miss that stored it) stays on disk only; the one-hit wonders that dominate CDN traffic
 //!   never take RAM. This is the job S3-FIFO's small probationary queue does, without a ghost
-//!   queue.
+//!   queue. Once the tier is full, a disk hit admits an object only if the same object had a
+//!   disk hit before within the current window ([`RamTier::admit`], a doorkeeper bitmap as in
+//!   TinyLFU, cleared after twice as many first hits as the tier holds objects): when most
+//!   reads are of objects that will not be read again soon (a working set much larger than the
+//!   tier, read uniformly), copying each one in and evicting another cost more CPU than the
+//!   reads it saved (bench/BENCHMARKS.md, tuning log).
 //! - Eviction: CLOCK (second chance). A hit sets a reference bit under a short lock and moves
 //!   nothing; the hand gives referenced entries a second round and evicts unreferenced ones. It
 //!   approximates LRU at O(1) per operation and, with the admission rule above, resists scans.
@@ -53,6 +58,23 @@ struct Inner {
     ring: VecDeque<(Key, u64)>,
     bytes: u64,
     next_id: u64,
+    /// The doorkeeper: one bit per hashed key seen by a disk hit in this window (allocated the
+    /// first time the tier is full).
+    door: Vec<u64>,
+    door_set: usize,
+}
+
+/// Bits in the doorkeeper (128 KiB).
+const DOOR_BITS: u64 = 1 << 20;
+
+fn door_bit(primary: &[u8], variant: &[u8]) -> (usize, u64) {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(primary);
+    h.write_u8(0xff);
+    h.write(variant);
+    let x = h.finish() % DOOR_BITS;
+    ((x / 64) as usize, 1u64 << (x % 64))
 }
 
 pub(crate) struct RamTier {
@@ -91,6 +113,34 @@ impl RamTier {
         }
         slot.referenced = true;
         Some((slot.meta.clone(), slot.body.clone()))
+    }
+
+    /// Should a record just read from disk be copied in? Yes while the tier has room for one
+    /// more of the largest records; once it is full, only on the record's second disk hit within
+    /// the doorkeeper's window. `reserved` as for [`RamTier::insert`].
+    pub fn admit(&self, primary: &[u8], variant: &[u8], reserved: u64) -> bool {
+        if !self.enabled() {
+            return false;
+        }
+        let cap = self.cap.saturating_sub(reserved);
+        let mut g = self.lock();
+        if g.bytes.saturating_add(RAM_MAX_RECORD + SLOT_OVERHEAD) <= cap {
+            return true;
+        }
+        let (word, mask) = door_bit(primary, variant);
+        if g.door.is_empty() {
+            g.door = vec![0; (DOOR_BITS / 64) as usize];
+        }
+        if g.door[word] & mask != 0 {
+            return true;
+        }
+        g.door[word] |= mask;
+        g.door_set += 1;
+        if g.door_set > 2 * g.map.len().max(1024) {
+            g.door.fill(0);
+            g.door_set = 0;
+        }
+        false
     }
 
     /// Insert an object. `reserved` bytes of the capacity are taken by something else (the
@@ -243,6 +293,32 @@ mod tests {
             900 + 4 * SLOT_OVERHEAD,
         );
         assert!(t.usage().0 <= 100, "{:?}", t.usage());
+    }
+
+    #[test]
+    fn once_full_a_record_needs_a_second_disk_hit_in_the_window() {
+        let cap = 4 * (RAM_MAX_RECORD + SLOT_OVERHEAD);
+        let t = RamTier::new(cap);
+        // Room left: admitted on the first disk hit.
+        assert!(t.admit(b"a", b"", 0));
+        for i in 0..8 {
+            let body = Bytes::from(vec![0u8; RAM_MAX_RECORD as usize]);
+            t.insert(k(&format!("f{i}")), Bytes::new(), 1, Bytes::new(), body, 0);
+        }
+        // Full: the first disk hit is only remembered, the second admits.
+        assert!(!t.admit(b"new", b"", 0));
+        assert!(t.admit(b"new", b"", 0));
+        assert!(
+            !t.admit(b"new", b"v2", 0),
+            "another variant is another record"
+        );
+        // The window closes after twice the tier's object count (at least 1024) first hits.
+        assert!(!t.admit(b"old", b"", 0));
+        for i in 0..2100 {
+            t.admit(format!("scan{i}").as_bytes(), b"", 0);
+        }
+        assert!(!t.admit(b"old", b"", 0), "forgotten after the window");
+        assert!(!RamTier::new(0).admit(b"a", b"", 0));
     }
 
     #[test]

@@ -155,9 +155,11 @@ impl StoreWorker {
                 store.drop_corrupt(&r.primary, &r.variant, loc);
                 return Err(StoreError::Corrupt("body checksum"));
             }
-            if rec_len <= RAM_MAX_RECORD && store.ram().enabled() {
-                // Index memory beyond the plan's index reserve comes out of the RAM tier.
-                let reserved = store.index_overflow();
+            // Index memory beyond the plan's index reserve comes out of the RAM tier.
+            if rec_len <= RAM_MAX_RECORD
+                && let reserved = store.index_overflow()
+                && store.ram().admit(&r.primary, &r.variant, reserved)
+            {
                 store.ram().insert(
                     r.primary.clone(),
                     r.variant.clone(),
