@@ -52,6 +52,20 @@ fn metric_interim(dp: &Dataplane, action: &str) -> f64 {
     ))
 }
 
+/// An origin that answers every request with [`HINTS`], then a cacheable 200 with `body` and
+/// an `X-N` field counting the requests before it.
+fn hints_then_200(body: &'static [u8]) -> Scripted {
+    Scripted::start(move |_, n| {
+        let mut out = HINTS.to_vec();
+        out.extend(resp(
+            "200 OK",
+            &[("Cache-Control", "max-age=600"), ("X-N", &n.to_string())],
+            body,
+        ));
+        out
+    })
+}
+
 /// Wait (10 s at most) until `f` holds.
 fn wait_until(what: &str, f: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -111,15 +125,7 @@ fn rfc9111_3_a_103_before_a_200_yields_a_stored_200_without_the_interim_fields()
     if skip_unless_root("rfc9111_3_a_103_before_a_200_yields_a_stored_200") {
         return;
     }
-    let o = Scripted::start(|_, n| {
-        let mut out = HINTS.to_vec();
-        out.extend(resp(
-            "200 OK",
-            &[("Cache-Control", "max-age=600"), ("X-N", &n.to_string())],
-            b"final body",
-        ));
-        out
-    });
+    let o = hints_then_200(b"final body");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
     let (mut s, mut r) = connect(&dp);
@@ -149,15 +155,7 @@ fn rfc9110_15_2_an_http_1_0_client_gets_no_1xx() {
     if skip_unless_root("rfc9110_15_2_an_http_1_0_client_gets_no_1xx") {
         return;
     }
-    let o = Scripted::start(|_, _| {
-        let mut out = HINTS.to_vec();
-        out.extend(resp(
-            "200 OK",
-            &[("Cache-Control", "max-age=600")],
-            b"for 1.0",
-        ));
-        out
-    });
+    let o = hints_then_200(b"for 1.0");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
     let (mut s, mut r) = connect(&dp);
@@ -215,15 +213,12 @@ fn rfc9110_10_1_1_expect_100_continue_from_a_client_gets_a_100_then_the_final_re
     });
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
-    let mut s = std::net::TcpStream::connect(dp.listen).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
+    let (mut s, mut r) = connect(&dp);
     s.write_all(
         b"POST /up HTTP/1.1\r\nHost: test.example\r\nContent-Length: 5\r\n\
           Expect: 100-continue\r\nConnection: close\r\n\r\n",
     )
     .unwrap();
-    let mut r = BufReader::new(s.try_clone().unwrap());
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     assert!(line.starts_with("HTTP/1.1 100"), "{line:?}");
@@ -273,15 +268,7 @@ fn rfc9110_15_2_on_a_kept_alive_connection_only_the_request_it_answers_gets_a_10
     if skip_unless_root("rfc9110_15_2_on_a_kept_alive_connection") {
         return;
     }
-    let o = Scripted::start(|_, n| {
-        let mut out = HINTS.to_vec();
-        out.extend(resp(
-            "200 OK",
-            &[("Cache-Control", "max-age=600"), ("X-N", &n.to_string())],
-            b"kept alive",
-        ));
-        out
-    });
+    let o = hints_then_200(b"kept alive");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
     let (mut s, mut r) = connect(&dp);
