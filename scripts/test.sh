@@ -13,8 +13,14 @@ cargo fmt --all -- --check
 log "cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
 log "cargo test"
-cargo test --workspace -- --show-output 2>&1 | tee /var/tmp/edgecache-test.log | grep -E '^(test result|running|     Running|SKIPPED|test .* FAILED|failures)' || true
-status=${PIPESTATUS[0]}
+# cargo's own exit status (not the pipeline's: with pipefail, `|| true` would hide a failure).
+rm -f /var/tmp/edgecache-test.status
+{
+    st=0
+    cargo test --workspace --no-fail-fast -- --show-output 2>&1 || st=$?
+    echo "$st" >/var/tmp/edgecache-test.status
+} | tee /var/tmp/edgecache-test.log | grep -E '^(test result|running|     Running|SKIPPED|test .* FAILED|failures)' || true
+status=$(cat /var/tmp/edgecache-test.status 2>/dev/null || echo 1)
 if [ "$status" != 0 ]; then
     grep -B2 -A40 -E '^failures:|panicked' /var/tmp/edgecache-test.log | head -200
     exit "$status"

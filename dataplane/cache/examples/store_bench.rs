@@ -117,6 +117,7 @@ fn main() {
         max_object_size: 512 << 20,
         ram_tier_bytes: a.ram,
         engine: a.engine,
+        reads_in_flight: 64,
     })
     .unwrap();
     let run = async {

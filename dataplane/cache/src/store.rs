@@ -33,18 +33,20 @@
 //! FIFO over segments was chosen over LRU because it keeps writes purely sequential (no
 //! compaction, no write amplification, no per-object free-space map), makes eviction O(objects
 //! in one segment), and is what Traffic Server's cyclone buffer and foyer's FIFO block engine do;
-//! hot objects are protected by the RAM tier (CLOCK with admission on second access, see
+//! hot objects are protected by the RAM tier (CLOCK with frequency-based admission, see
 //! `store/ram.rs`) rather than by reordering the disk.
 //!
 //! # RAM tier
-//! Small (record <= 64 KiB), verified objects enter a byte-bounded RAM tier on their first disk
-//! hit (admission on second access) and leave by CLOCK; see `store/ram.rs`. Objects below
+//! Verified objects whose record is at most 1 MiB + 64 KiB enter a byte-bounded RAM tier on a
+//! disk hit (once it is full, only when a frequency sketch says they are asked for
+//! more often than the entry they would evict: TinyLFU) and leave by CLOCK; see `store/ram.rs`. Objects below
 //! `direct_io_threshold` are also read through the page cache, which the kernel may keep.
 //!
 //! # Reads and buffer memory
 //! [`StoreWorker::open`] reads header and body with one I/O when the body is at most one chunk
-//! (256 KiB), else the header and the first 192 KiB; the rest streams in 256 KiB chunks, one
-//! read ahead when the budget has room (see `store/body.rs`). Every read and write buffer of a
+//! (256 KiB) or the RAM tier takes the object, else the header and the first 192 KiB; the rest
+//! streams in 256 KiB chunks, one read ahead when the budget and the store's read slots
+//! (`StoreConfig::reads_in_flight`) have room (see `store/body.rs`). Every read and write buffer of a
 //! worker comes from its [`IoBudget`](crate::io::IoBudget) (`crate::io::budget`): a hard bound
 //! on the bytes of aligned buffers it has allocated, in flight, held by a response body not yet
 //! written to the socket (a chunk's budget is returned when hyper drops the last `Bytes` of
@@ -122,6 +124,7 @@
 mod body;
 mod dir;
 pub mod error;
+mod frequency;
 pub mod layout;
 mod log;
 pub mod metrics;
@@ -139,6 +142,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
 use edgecache_api::dataplane::{IoEngineKind, StorageConfig};
+use tokio::sync::OwnedSemaphorePermit;
 
 pub use crate::io::{EngineKind, probe_uring};
 pub use body::{Source, StoredObject};
@@ -181,6 +185,8 @@ pub struct StoreConfig {
     pub ram_tier_bytes: u64,
     /// The I/O engine to use (`Auto` probes io_uring).
     pub engine: IoEngineKind,
+    /// Most disk reads in flight at once, all workers together (at least 1).
+    pub reads_in_flight: u32,
 }
 
 impl Default for StoreConfig {
@@ -200,6 +206,7 @@ impl StoreConfig {
             max_object_size: s.max_object_size.bytes(),
             ram_tier_bytes,
             engine: s.io_engine,
+            reads_in_flight: s.reads_in_flight,
         }
     }
 }
@@ -270,6 +277,8 @@ pub struct Store {
     seq: AtomicU64,
     ram: RamTier,
     counters: Counters,
+    /// One permit per disk read in flight (`StoreConfig::reads_in_flight`).
+    read_slots: Arc<tokio::sync::Semaphore>,
     recovered: u64,
     /// The buffer budget each new [`StoreWorker`] gets.
     io_buffer_bytes: AtomicU64,
@@ -364,6 +373,9 @@ impl Store {
             EngineKind::Threads => Some(ThreadPool::start(Arc::clone(&files), POOL_THREADS)?),
             EngineKind::Uring => None,
         };
+        let read_slots = Arc::new(tokio::sync::Semaphore::new(
+            cfg.reads_in_flight.max(1) as usize
+        ));
         let store = Store {
             ram: RamTier::new(cfg.ram_tier_bytes),
             cfg,
@@ -376,6 +388,7 @@ impl Store {
             epochs,
             seq: AtomicU64::new(max_seq + 1),
             counters: Counters::default(),
+            read_slots,
             recovered,
             io_buffer_bytes: AtomicU64::new(DEFAULT_IO_BUFFER_BYTES),
             index_reserve: AtomicU64::new(0),
@@ -641,5 +654,16 @@ impl Store {
 
     pub(crate) fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// A disk read slot, waiting for one (see [`StoreConfig::reads_in_flight`]). `None` only
+    /// if the semaphore were closed, which it never is.
+    pub(crate) async fn read_slot(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.read_slots).acquire_owned().await.ok()
+    }
+
+    /// A disk read slot if one is free now (read-ahead never waits for one).
+    pub(crate) fn try_read_slot(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.read_slots).try_acquire_owned().ok()
     }
 }

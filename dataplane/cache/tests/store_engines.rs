@@ -39,6 +39,7 @@ engine_suite!(
     direct_reads_leave_no_page_cache,
     concurrent_writers_and_threads,
     reader_racing_eviction_gets_an_error,
+    one_read_slot_serves_concurrent_streams,
 );
 
 fn tmp() -> tempfile::TempDir {
@@ -746,5 +747,48 @@ fn reader_racing_eviction_gets_an_error(engine: IoEngineKind) {
                 None => panic!("stream completed after its segment was reclaimed"),
             }
         }
+    });
+}
+
+/// `reads_in_flight: 1`: every read waits for the one slot, a read-ahead only starts when it is
+/// free, and a finished read-ahead gives it back even while its stream is not being read (a
+/// slow client must not stall everyone else's reads). Bodies stay byte-exact.
+fn one_read_slot_serves_concurrent_streams(engine: IoEngineKind) {
+    use futures_util::StreamExt;
+    let dir = tmp();
+    let mut c = cfg(dir.path(), 128 * MIB, engine);
+    c.reads_in_flight = 1;
+    let store = edgecache_cache::Store::open(c).unwrap();
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let len = 3 * MIB as usize / 2;
+        let keys: Vec<String> = (0..6).map(|i| format!("/big/{i}")).collect();
+        for k in &keys {
+            put(&w, k, "", "", &content(k, 7, len), true, 1 << 20)
+                .await
+                .unwrap();
+        }
+        // A stream stopped after its first chunk (its read-ahead was started).
+        let r = &store.lookup(b"/big/0")[0];
+        let mut stalled = std::pin::pin!(w.open(r).await.unwrap().body(None));
+        let first = stalled.next().await.unwrap().unwrap();
+        assert!(!first.is_empty());
+        // Everyone else still gets the disk, concurrently.
+        let others = keys[1..].iter().map(|k| get(&w, k));
+        let all = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            futures_util::future::join_all(others),
+        )
+        .await
+        .expect("reads stalled behind a read-ahead nobody consumes");
+        for (k, got) in keys[1..].iter().zip(all) {
+            assert!(got.unwrap().1 == content(k, 7, len), "{k} byte-exact");
+        }
+        // The stalled stream finishes intact.
+        let mut body = first.to_vec();
+        while let Some(c) = stalled.next().await {
+            body.extend_from_slice(&c.unwrap());
+        }
+        assert!(body == content("/big/0", 7, len));
     });
 }

@@ -275,19 +275,19 @@ impl Collector for StoreCollector {
         }
         // Disk read latency: cumulative buckets in seconds.
         let h = &s.disk_read_latency;
-        let mut cumulative = 0;
-        let mut buckets = Vec::with_capacity(h.counts.len());
-        for (i, n) in h.counts.iter().enumerate() {
-            cumulative += n;
-            let bound = h
-                .bounds_us
-                .get(i)
-                .map_or(f64::INFINITY, |us| *us as f64 / 1e6);
-            buckets.push((bound, cumulative));
-        }
+        // Per-bucket counts: the encoder makes them cumulative (and writes `f64::MAX` as +Inf).
+        let buckets: Vec<(f64, u64)> = h
+            .counts
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let bound = h.bounds_us.get(i).map_or(f64::MAX, |us| *us as f64 / 1e6);
+                (bound, *n)
+            })
+            .collect();
         let mut m = encoder.encode_descriptor(
             "disk_read_seconds",
-            "Latency of reads from the disk store",
+            "Latency of reads from the disk store (from the read slot to the completion)",
             None,
             prometheus_client::metrics::MetricType::Histogram,
         )?;

@@ -1,6 +1,5 @@
 //! The start-up sequence of `serve`, and the shutdown that ends it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,15 +45,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     let plan = edgecache_host::plan_memory(limit, &cfg.memory, workers);
     info!(workers, cpus = ?cpus, "memory plan: {plan}");
 
-    let store = Store::open(StoreConfig {
-        dir: PathBuf::from(&cfg.storage.dir),
-        size: cfg.storage.size.bytes(),
-        direct_io_threshold: cfg.storage.direct_io_threshold.bytes(),
-        max_object_size: cfg.storage.max_object_size.bytes(),
-        ram_tier_bytes: plan.ram_tier,
-        engine: cfg.storage.io_engine,
-    })
-    .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
+    let store = Store::open(StoreConfig::from_storage(&cfg.storage, plan.ram_tier))
+        .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
     // Every read and write buffer of a worker comes out of this budget, so in-flight bodies
     // cannot outgrow the memory plan however many clients there are.
     store.set_io_buffer_bytes_per_worker(plan.io_buffers_per_worker);

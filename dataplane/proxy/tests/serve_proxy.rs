@@ -39,6 +39,16 @@ fn miss_then_hit_from_disk_with_cache_status() {
         "{}",
         dp.metrics()
     );
+    // The latency histogram counts each read once: the +Inf bucket equals the count.
+    let m = dp.metrics();
+    assert_eq!(
+        metric_value(
+            &m,
+            r#"edgecache_dataplane_disk_read_seconds_bucket{le="+Inf"}"#
+        ),
+        metric_value(&m, "edgecache_dataplane_disk_read_seconds_count"),
+        "{m}"
+    );
     assert_eq!(
         dp.metric(r#"edgecache_dataplane_requests_total{cache="hit_disk"}"#),
         1.0,

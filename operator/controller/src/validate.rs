@@ -227,6 +227,7 @@ pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
             direct_io_threshold: spec.storage.direct_io_threshold,
             io_engine: spec.storage.io_engine,
             max_object_size: spec.cache.max_object_size,
+            ..StorageConfig::default()
         },
         memory: MemoryConfig {
             limit: Some(spec.resources.memory),

@@ -1,9 +1,10 @@
 //! An opened object and its body stream, verified block by block as it is read.
 //!
 //! Large bodies are read in chunks of [`CHUNK`] (256 KiB; O_DIRECT at or above the threshold),
-//! one chunk ahead when the worker's buffer budget has room: the read of chunk k+1 is
-//! submitted before chunk k is handed to the caller, so the disk works while the client
-//! receives. Every chunk buffer comes from the worker's [`IoBudget`] and is charged to it until
+//! one chunk ahead when the worker's buffer budget and the store's read slots have room: the
+//! read of chunk k+1 is started (as a task of the worker's `LocalSet`) before chunk k is handed
+//! to the caller, so the disk works while the client receives. Every read holds one of the
+//! store's read slots (`StoreConfig::reads_in_flight`) until it completes. Every chunk buffer comes from the worker's [`IoBudget`] and is charged to it until
 //! the caller drops the last `Bytes` of it (see [`crate::io::budget`]). Every chunk is checked
 //! against its 64 KiB block checksums, and the segment's epoch is checked after every read,
 //! before any byte is yielded.
@@ -14,11 +15,11 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::Stream;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::Store;
 use super::record::BLOCK;
@@ -87,18 +88,23 @@ pub(crate) struct DiskBody {
 
 type ReadFuture = Pin<Box<dyn Future<Output = io::Result<AlignedBuf>>>>;
 
-/// A read started ahead of need (depth 1), so the disk works while the client receives.
-pub(crate) enum Ahead {
-    Pending(ReadFuture),
-    Done(io::Result<AlignedBuf>),
-}
+/// A read started ahead of need (depth 1), so the disk works while the client receives. It runs
+/// as its own task on the worker's `LocalSet`, so it completes, gives its read slot back and is
+/// timed when the disk answers, not when the client gets round to the next chunk.
+pub(crate) type Ahead = tokio::task::JoinHandle<io::Result<AlignedBuf>>;
 
 impl DiskBody {
     fn chunk_len(&self, pos: u64) -> u64 {
         self.chunk.min(align_up(self.loc.body_len) - pos)
     }
 
-    fn chunk_read(&self, pos: u64, buf: AlignedBuf) -> ReadFuture {
+    /// The read of the chunk at `pos`; `slot` as for [`read_timed`].
+    fn chunk_read(
+        &self,
+        pos: u64,
+        buf: AlignedBuf,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> ReadFuture {
         let len = self.chunk_len(pos);
         let off = self.loc.off + u64::from(self.loc.header_len) + pos;
         let file = FileId {
@@ -107,47 +113,38 @@ impl DiskBody {
         };
         let io = Rc::clone(&self.io);
         let store = Arc::clone(&self.store);
-        Box::pin(async move { read_timed(&io, &store, file, buf, len, off).await })
+        Box::pin(async move { read_timed(&io, &store, file, buf, len, off, slot).await })
     }
 
-    /// Start reading the chunk at `pos` if the budget has spare room now (never waits): poll
-    /// the read once so it is submitted (to the ring or the pool) now; its completion wakes
-    /// this task, which awaits it on the next step.
-    async fn prefetch(&mut self, pos: u64) {
+    /// Start reading the chunk at `pos` if a read slot and the budget's spare room are free
+    /// now (never waits).
+    fn prefetch(&mut self, pos: u64) {
+        let Some(slot) = self.store.try_read_slot() else {
+            return;
+        };
         let Some(buf) = self.budget.try_alloc_spare(self.chunk as usize) else {
             return;
         };
-        let mut fut = self.chunk_read(pos, buf);
-        let done = std::future::poll_fn(|cx| {
-            Poll::Ready(match fut.as_mut().poll(cx) {
-                Poll::Ready(r) => Some(r),
-                Poll::Pending => None,
-            })
-        })
-        .await;
-        let ahead = match done {
-            Some(r) => Ahead::Done(r),
-            None => Ahead::Pending(fut),
-        };
-        self.ahead = Some((pos, ahead));
+        let read = self.chunk_read(pos, buf, Some(slot));
+        self.ahead = Some((pos, tokio::task::spawn_local(read)));
     }
 
     async fn take_chunk(&mut self, pos: u64) -> io::Result<AlignedBuf> {
         match self.ahead.take() {
-            Some((p, Ahead::Pending(fut))) if p == pos => fut.await,
-            Some((p, Ahead::Done(r))) if p == pos => r,
+            Some((p, read)) if p == pos => read.await.map_err(io::Error::other)?,
             _ => {
                 // Always a whole chunk's buffer, even for a short tail: one size class, so
                 // every returned chunk buffer can be reused as is.
                 let buf = self.budget.alloc(self.chunk as usize).await;
-                self.chunk_read(pos, buf).await
+                self.chunk_read(pos, buf, None).await
             }
         }
     }
 }
 
 /// One read of `len` bytes into `buf` (from the worker's budget) through a worker's engine,
-/// timed and counted.
+/// holding one of the store's read slots (`slot`, taken by a read-ahead; else it waits for one),
+/// counted and timed (from the slot to the completion).
 pub(crate) async fn read_timed(
     io: &WorkerIo,
     store: &Store,
@@ -155,7 +152,12 @@ pub(crate) async fn read_timed(
     buf: AlignedBuf,
     len: u64,
     off: u64,
+    slot: Option<OwnedSemaphorePermit>,
 ) -> io::Result<AlignedBuf> {
+    let _slot = match slot {
+        Some(s) => Some(s),
+        None => store.read_slot().await,
+    };
     let t = Instant::now();
     let (res, buf) = io.read_at(file, buf, off, len as usize).await;
     let n = res?;
@@ -243,7 +245,7 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
         let valid = (data.len() as u64).min(body_len - base);
         // Submit the next read first, so the disk works while this chunk is checked.
         if base + valid < st.end {
-            d.prefetch(base + valid).await;
+            d.prefetch(base + valid);
         }
         if !verify_blocks(&d.crcs, base, &data[..valid as usize]) {
             d.ahead = None;

@@ -4,17 +4,20 @@
 //!   and keeps the total within its capacity minus the disk index's estimated memory (the
 //!   index grows with the number of objects on disk, about 650 bytes each), so that index and
 //!   tier together stay within the RAM tier's share of the memory plan.
-//! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (64 KiB). Larger
-//!   objects are read with O_DIRECT anyway and cost little CPU per byte.
+//! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (1 MiB + 64 KiB). A
+//!   record the tier admits is read whole in one read (larger ones than a read chunk are
+//!   otherwise streamed in chunks) and copied in. Larger objects are streamed with O_DIRECT and
+//!   cost little CPU per byte; keeping them would hold few objects for the memory.
 //! - Admission: an object enters on a *disk hit*, never on write. A response seen once (the
 //!   miss that stored it) stays on disk only; the one-hit wonders that dominate CDN traffic
-//!   never take RAM. This is the job S3-FIFO's small probationary queue does, without a ghost
-//!   queue. Once the tier is full, a disk hit admits an object only if the same object had a
-//!   disk hit before within the current window ([`RamTier::admit`], a doorkeeper bitmap as in
-//!   TinyLFU, cleared after twice as many first hits as the tier holds objects): when most
-//!   reads are of objects that will not be read again soon (a working set much larger than the
-//!   tier, read uniformly), copying each one in and evicting another cost more CPU than the
-//!   reads it saved (bench/BENCHMARKS.md, tuning log).
+//!   never take RAM. While the tier has room every disk hit is admitted. Once it is full, the
+//!   tier keeps a frequency sketch of its lookups (RAM hits and disk hits,
+//!   [`super::frequency`], halved every ten times as many lookups as the tier holds objects)
+//!   and admits a record only if it was asked for at least twice in the window and more often
+//!   than the entry it would evict (TinyLFU). Under skewed traffic the popular objects win
+//!   their place and keep it; when reads are spread over a working set much larger than the
+//!   tier (uniform ids), the tier stays as it is instead of copying each object in and evicting
+//!   another for nothing (bench/BENCHMARKS.md, tuning log).
 //! - Eviction: CLOCK (second chance). A hit sets a reference bit under a short lock and moves
 //!   nothing; the hand gives referenced entries a second round and evicts unreferenced ones. It
 //!   approximates LRU at O(1) per operation and, with the admission rule above, resists scans.
@@ -27,8 +30,10 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-/// Largest record kept in RAM.
-pub const RAM_MAX_RECORD: u64 = 64 * 1024;
+use super::frequency::{FrequencySketch, key_hash};
+
+/// Largest record kept in RAM: a 1 MiB body with its header (and up to 60 KiB of meta).
+pub const RAM_MAX_RECORD: u64 = (1 << 20) + 64 * 1024;
 
 type Key = (Bytes, Bytes);
 
@@ -52,29 +57,41 @@ impl Slot {
     }
 }
 
-#[derive(Default)]
 struct Inner {
     map: HashMap<Key, Slot>,
     ring: VecDeque<(Key, u64)>,
     bytes: u64,
     next_id: u64,
-    /// The doorkeeper: one bit per hashed key seen by a disk hit in this window (allocated the
-    /// first time the tier is full).
-    door: Vec<u64>,
-    door_set: usize,
+    /// Lookups per key in the current window (admission once the tier is full).
+    sketch: FrequencySketch,
 }
 
-/// Bits in the doorkeeper (128 KiB).
-const DOOR_BITS: u64 = 1 << 20;
+/// Entries from the CLOCK hand examined for the admission victim.
+const VICTIM_SCAN: usize = 8;
 
-fn door_bit(primary: &[u8], variant: &[u8]) -> (usize, u64) {
-    use std::hash::Hasher;
-    let mut h = std::hash::DefaultHasher::new();
-    h.write(primary);
-    h.write_u8(0xff);
-    h.write(variant);
-    let x = h.finish() % DOOR_BITS;
-    ((x / 64) as usize, 1u64 << (x % 64))
+impl Inner {
+    /// Count a lookup of `hash`; the window is ten times the tier's object count.
+    fn seen(&mut self, hash: u64) {
+        let sample = 10 * self.map.len().max(64) as u64;
+        self.sketch.increment(hash, sample);
+    }
+
+    /// The estimated frequency of the entry the CLOCK hand would evict next: the first
+    /// unreferenced live entry among the next few, else the next live one. `None` when empty.
+    fn victim_frequency(&self) -> Option<u8> {
+        let mut first = None;
+        for (k, id) in self.ring.iter().take(4 * VICTIM_SCAN) {
+            let Some(s) = self.map.get(k).filter(|s| s.id == *id) else {
+                continue;
+            };
+            let f = self.sketch.estimate(key_hash(&k.0, &k.1));
+            if !s.referenced {
+                return Some(f);
+            }
+            first.get_or_insert(f);
+        }
+        first
+    }
 }
 
 pub(crate) struct RamTier {
@@ -83,10 +100,32 @@ pub(crate) struct RamTier {
 }
 
 impl RamTier {
+    /// A tier of `cap` bytes, its frequency sketch included.
     pub fn new(cap: u64) -> RamTier {
+        let mut t = RamTier::for_entries(cap);
+        let sketch = t.lock().sketch.bytes() as u64;
+        t.cap = cap.saturating_sub(sketch);
+        t
+    }
+
+    /// A tier whose entries may take `cap` bytes (its sketch comes on top).
+    fn for_entries(cap: u64) -> RamTier {
+        // Sized for the most records the tier could hold (small ones).
+        let items = if cap == 0 {
+            0
+        } else {
+            cap / (4096 + SLOT_OVERHEAD)
+        };
+        let sketch = FrequencySketch::for_items(items);
         RamTier {
             cap,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                map: HashMap::new(),
+                ring: VecDeque::new(),
+                bytes: 0,
+                next_id: 0,
+                sketch,
+            }),
         }
     }
 
@@ -112,35 +151,32 @@ impl RamTier {
             return None;
         }
         slot.referenced = true;
-        Some((slot.meta.clone(), slot.body.clone()))
+        let found = (slot.meta.clone(), slot.body.clone());
+        g.seen(key_hash(primary, variant));
+        Some(found)
     }
 
-    /// Should a record just read from disk be copied in? Yes while the tier has room for one
-    /// more of the largest records; once it is full, only on the record's second disk hit within
-    /// the doorkeeper's window. `reserved` as for [`RamTier::insert`].
-    pub fn admit(&self, primary: &[u8], variant: &[u8], reserved: u64) -> bool {
+    /// Should a record of `len` bytes found on disk be copied in? Counts the lookup; yes while
+    /// the tier has room for it; once it is full, only if the record was asked for at least
+    /// twice in the window and more often than the entry it would evict. `reserved` as for
+    /// [`RamTier::insert`].
+    pub fn admit(&self, primary: &[u8], variant: &[u8], len: u64, reserved: u64) -> bool {
         if !self.enabled() {
             return false;
         }
         let cap = self.cap.saturating_sub(reserved);
+        let hash = key_hash(primary, variant);
         let mut g = self.lock();
-        if g.bytes.saturating_add(RAM_MAX_RECORD + SLOT_OVERHEAD) <= cap {
+        g.seen(hash);
+        let cost = len.saturating_add(SLOT_OVERHEAD);
+        if cost > cap {
+            return false;
+        }
+        if g.bytes.saturating_add(cost) <= cap {
             return true;
         }
-        let (word, mask) = door_bit(primary, variant);
-        if g.door.is_empty() {
-            g.door = vec![0; (DOOR_BITS / 64) as usize];
-        }
-        if g.door[word] & mask != 0 {
-            return true;
-        }
-        g.door[word] |= mask;
-        g.door_set += 1;
-        if g.door_set > 2 * g.map.len().max(1024) {
-            g.door.fill(0);
-            g.door_set = 0;
-        }
-        false
+        let candidate = g.sketch.estimate(hash);
+        candidate >= 2 && g.victim_frequency().is_none_or(|v| candidate > v)
     }
 
     /// Insert an object. `reserved` bytes of the capacity are taken by something else (the
@@ -246,7 +282,7 @@ mod tests {
 
     #[test]
     fn bounded_and_second_chance() {
-        let t = RamTier::new(1000 + 5 * SLOT_OVERHEAD);
+        let t = RamTier::for_entries(1000 + 5 * SLOT_OVERHEAD);
         for i in 0..10 {
             t.insert(
                 k(&format!("{i}")),
@@ -273,7 +309,7 @@ mod tests {
 
     #[test]
     fn reserved_bytes_shrink_the_tier() {
-        let t = RamTier::new(1000 + 4 * SLOT_OVERHEAD);
+        let t = RamTier::for_entries(1000 + 4 * SLOT_OVERHEAD);
         for i in 0..4 {
             let body = Bytes::from(vec![0u8; 199]);
             t.insert(k(&format!("{i}")), Bytes::new(), 1, Bytes::new(), body, 0);
@@ -295,30 +331,73 @@ mod tests {
         assert!(t.usage().0 <= 100, "{:?}", t.usage());
     }
 
-    #[test]
-    fn once_full_a_record_needs_a_second_disk_hit_in_the_window() {
-        let cap = 4 * (RAM_MAX_RECORD + SLOT_OVERHEAD);
-        let t = RamTier::new(cap);
-        // Room left: admitted on the first disk hit.
-        assert!(t.admit(b"a", b"", 0));
-        for i in 0..8 {
+    fn fill(t: &RamTier, n: usize, prefix: &str) {
+        for i in 0..n {
             let body = Bytes::from(vec![0u8; RAM_MAX_RECORD as usize]);
-            t.insert(k(&format!("f{i}")), Bytes::new(), 1, Bytes::new(), body, 0);
+            let key = k(&format!("{prefix}{i}"));
+            t.insert(key, Bytes::new(), 1, Bytes::new(), body, 0);
         }
-        // Full: the first disk hit is only remembered, the second admits.
-        assert!(!t.admit(b"new", b"", 0));
-        assert!(t.admit(b"new", b"", 0));
+    }
+
+    #[test]
+    fn once_full_a_record_must_be_asked_for_more_than_its_victim() {
+        let cap = 4 * (RAM_MAX_RECORD + SLOT_OVERHEAD + 64);
+        let t = RamTier::for_entries(cap);
+        // Room left: admitted on the first disk hit.
+        assert!(t.admit(b"a", b"", RAM_MAX_RECORD, 0));
+        fill(&t, 4, "f");
+        // Full: a record seen once is not admitted, nor one seen as often as the victim.
+        assert!(!t.admit(b"new", b"", RAM_MAX_RECORD, 0));
+        for i in 0..4 {
+            for _ in 0..2 {
+                t.get(&k(&format!("f{i}")), &Bytes::new(), 1);
+            }
+        }
         assert!(
-            !t.admit(b"new", b"v2", 0),
+            !t.admit(b"new", b"", RAM_MAX_RECORD, 0),
+            "2 lookups against the victim's 2"
+        );
+        assert!(t.admit(b"new", b"", RAM_MAX_RECORD, 0), "3 against 2");
+        assert!(
+            !t.admit(b"new", b"v2", RAM_MAX_RECORD, 0),
             "another variant is another record"
         );
-        // The window closes after twice the tier's object count (at least 1024) first hits.
-        assert!(!t.admit(b"old", b"", 0));
-        for i in 0..2100 {
-            t.admit(format!("scan{i}").as_bytes(), b"", 0);
+        assert!(!RamTier::new(0).admit(b"a", b"", RAM_MAX_RECORD, 0));
+    }
+
+    #[test]
+    fn hot_records_replace_cold_ones_and_stay() {
+        // Skewed traffic: 4 hot records asked for all the time win their place from 4 cold
+        // ones, and a scan of one-off records never displaces them.
+        let cap = 4 * (RAM_MAX_RECORD + SLOT_OVERHEAD + 64);
+        let t = RamTier::for_entries(cap);
+        fill(&t, 4, "cold");
+        let body = || Bytes::from(vec![0u8; RAM_MAX_RECORD as usize]);
+        for _round in 0..6 {
+            for i in 0..4 {
+                let key = format!("hot{i}");
+                if t.get(&k(&key), &Bytes::new(), 1).is_none()
+                    && t.admit(key.as_bytes(), b"", RAM_MAX_RECORD, 0)
+                {
+                    t.insert(k(&key), Bytes::new(), 1, Bytes::new(), body(), 0);
+                }
+            }
         }
-        assert!(!t.admit(b"old", b"", 0), "forgotten after the window");
-        assert!(!RamTier::new(0).admit(b"a", b"", 0));
+        let hot_held = |t: &RamTier| {
+            (0..4)
+                .filter(|i| t.get(&k(&format!("hot{i}")), &Bytes::new(), 1).is_some())
+                .count()
+        };
+        assert_eq!(hot_held(&t), 4);
+        for i in 0..500 {
+            let key = format!("scan{i}");
+            for _ in 0..2 {
+                if t.admit(key.as_bytes(), b"", RAM_MAX_RECORD, 0) {
+                    t.insert(k(&key), Bytes::new(), 1, Bytes::new(), body(), 0);
+                }
+            }
+        }
+        assert_eq!(hot_held(&t), 4, "a scan displaced hot records");
     }
 
     #[test]

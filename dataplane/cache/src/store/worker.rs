@@ -106,10 +106,16 @@ impl StoreWorker {
         }
         let hl = u64::from(loc.header_len);
         let rec_len = loc.record_len();
-        // A body of at most one chunk: one read of the whole record. Larger: the header and
-        // the first `chunk - 64 KiB` of body, so that the read fits a chunk-sized buffer (one
-        // size class for every buffer of a stream) and ends on a checksum block.
-        let whole = rec_len <= hl + self.chunk;
+        // Index memory beyond the plan's index reserve comes out of the RAM tier.
+        let reserved = store.index_overflow();
+        // Counts the lookup in the tier's frequency sketch, so call it once per disk hit.
+        let to_ram = rec_len <= RAM_MAX_RECORD
+            && store.ram().admit(&r.primary, &r.variant, rec_len, reserved);
+        // A body of at most one chunk, or a record going to RAM: one read of the whole record.
+        // Larger: the header and the first `chunk - 64 KiB` of body, so that the read fits a
+        // chunk-sized buffer (one size class for every buffer of a stream) and ends on a
+        // checksum block.
+        let whole = rec_len <= hl + self.chunk || to_ram;
         let first = if whole {
             rec_len
         } else {
@@ -124,7 +130,7 @@ impl StoreWorker {
         let mut retried = false;
         let (buf, hdr) = loop {
             let buf = self.budget.alloc_first(alloc_len as usize).await;
-            let buf = read_timed(&self.io, store, file, buf, first, loc.off).await?;
+            let buf = read_timed(&self.io, store, file, buf, first, loc.off, None).await?;
             if !store.epoch_is(loc.seg, loc.epoch) {
                 return Err(StoreError::MissingOrReplaced);
             }
@@ -155,11 +161,7 @@ impl StoreWorker {
                 store.drop_corrupt(&r.primary, &r.variant, loc);
                 return Err(StoreError::Corrupt("body checksum"));
             }
-            // Index memory beyond the plan's index reserve comes out of the RAM tier.
-            if rec_len <= RAM_MAX_RECORD
-                && let reserved = store.index_overflow()
-                && store.ram().admit(&r.primary, &r.variant, reserved)
-            {
+            if to_ram {
                 store.ram().insert(
                     r.primary.clone(),
                     r.variant.clone(),
@@ -242,7 +244,7 @@ impl StoreWorker {
             direct: true,
         };
         let buf = self.budget.alloc(hl as usize).await;
-        let buf = read_timed(&self.io, store, file, buf, hl, loc.off).await?;
+        let buf = read_timed(&self.io, store, file, buf, hl, loc.off, None).await?;
         let h = record::decode(buf.as_slice(), store.nonce())
             .map_err(|_| StoreError::Corrupt("record header checksum"))?;
         if h.is_dead() || h.primary != r.primary || h.variant != r.variant || h.seq != loc.seq {

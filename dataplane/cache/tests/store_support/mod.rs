@@ -36,6 +36,7 @@ pub fn cfg(dir: &Path, size: u64, engine: IoEngineKind) -> StoreConfig {
         max_object_size: 512 * MIB,
         ram_tier_bytes: 0,
         engine,
+        reads_in_flight: 16,
     }
 }
 
