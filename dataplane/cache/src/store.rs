@@ -37,14 +37,14 @@
 //! `store/ram.rs`) rather than by reordering the disk.
 //!
 //! # RAM tier
-//! Verified objects whose record is at most 1 MiB + 64 KiB enter a byte-bounded RAM tier on a
-//! disk hit (once it is full, only when a frequency sketch says they are asked for
+//! Verified objects whose record is at most one read chunk (256 KiB) enter a byte-bounded RAM
+//! tier on a disk hit (once it is full, only when a frequency sketch says they are asked for
 //! more often than the entry they would evict: TinyLFU) and leave by CLOCK; see `store/ram.rs`. Objects below
 //! `direct_io_threshold` are also read through the page cache, which the kernel may keep.
 //!
 //! # Reads and buffer memory
 //! [`StoreWorker::open`] reads header and body with one I/O when the body is at most one chunk
-//! (256 KiB) or the RAM tier takes the object, else the header and the first 192 KiB; the rest
+//! (256 KiB), else the header and the first 192 KiB; the rest
 //! streams in 256 KiB chunks, one read ahead when the budget and the store's read slots
 //! (`StoreConfig::reads_in_flight`) have room (see `store/body.rs`). Every read and write buffer of a
 //! worker comes from its [`IoBudget`](crate::io::IoBudget) (`crate::io::budget`): a hard bound

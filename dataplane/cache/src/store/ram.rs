@@ -4,10 +4,9 @@
 //!   and keeps the total within its capacity minus the disk index's estimated memory (the
 //!   index grows with the number of objects on disk, about 650 bytes each), so that index and
 //!   tier together stay within the RAM tier's share of the memory plan.
-//! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (1 MiB + 64 KiB). A
-//!   record the tier admits is read whole in one read (larger ones than a read chunk are
-//!   otherwise streamed in chunks) and copied in. Larger objects are streamed with O_DIRECT and
-//!   cost little CPU per byte; keeping them would hold few objects for the memory.
+//! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (256 KiB, one read
+//!   chunk: read whole in one read, then copied in). Larger objects are streamed with O_DIRECT
+//!   in chunks and cost little CPU per byte; keeping them would hold few objects for the memory.
 //! - Admission: an object enters on a *disk hit*, never on write. A response seen once (the
 //!   miss that stored it) stays on disk only; the one-hit wonders that dominate CDN traffic
 //!   never take RAM. While the tier has room every disk hit is admitted. Once it is full, the
@@ -32,8 +31,10 @@ use bytes::Bytes;
 
 use super::frequency::{FrequencySketch, key_hash};
 
-/// Largest record kept in RAM: a 1 MiB body with its header (and up to 60 KiB of meta).
-pub const RAM_MAX_RECORD: u64 = (1 << 20) + 64 * 1024;
+/// Largest record kept in RAM: one read chunk (256 KiB). 1 MiB records were measured and
+/// rejected: zipf gained 40% at first, but copying 1 MiB records in and out made the worker
+/// CPU-bound and got slower over a full run (bench/BENCHMARKS.md, tuning log).
+pub const RAM_MAX_RECORD: u64 = 256 * 1024;
 
 type Key = (Bytes, Bytes);
 
