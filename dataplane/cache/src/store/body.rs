@@ -4,8 +4,9 @@
 //! one chunk ahead when the worker's buffer budget and the store's read slots have room: the
 //! read of chunk k+1 is started (as a task of the worker's `LocalSet`) before chunk k is handed
 //! to the caller, so the disk works while the client receives. Every read holds one of the
-//! store's read slots (`StoreConfig::reads_in_flight`) until it completes. Every chunk buffer comes from the worker's [`IoBudget`] and is charged to it until
-//! the caller drops the last `Bytes` of it (see [`crate::io::budget`]). Every chunk is checked
+//! store's read slots (`StoreConfig::reads_in_flight`) until it completes. Every chunk buffer
+//! comes from the worker's [`IoBudget`] and is charged to it until the caller drops the last
+//! `Bytes` of it (see [`crate::io::budget`]). Every chunk is checked
 //! against its 64 KiB block checksums, and the segment's epoch is checked after every read,
 //! before any byte is yielded.
 
