@@ -39,17 +39,18 @@
 //! # RAM tier
 //! Verified objects whose record is at most one read chunk (256 KiB) enter a byte-bounded RAM
 //! tier on a disk hit (once it is full, only when a frequency sketch says they are asked for
-//! more often than the entry they would evict: TinyLFU) and leave by CLOCK; see `store/ram.rs`. Objects below
-//! `direct_io_threshold` are also read through the page cache, which the kernel may keep.
+//! more often than the entry they would evict: TinyLFU) and leave by CLOCK; see
+//! `store/ram.rs`. Objects below `direct_io_threshold` are also read through the page cache,
+//! which the kernel may keep.
 //!
 //! # Reads and buffer memory
 //! [`StoreWorker::open`] reads header and body with one I/O when the body is at most one chunk
-//! (256 KiB), else the header and the first 192 KiB; the rest
-//! streams in 256 KiB chunks, one read ahead when the budget and the store's read slots
-//! (`StoreConfig::reads_in_flight`) have room (see `store/body.rs`). Every read and write buffer of a
-//! worker comes from its [`IoBudget`](crate::io::IoBudget) (`crate::io::budget`): a hard bound
-//! on the bytes of aligned buffers it has allocated, in flight, held by a response body not yet
-//! written to the socket (a chunk's budget is returned when hyper drops the last `Bytes` of
+//! (256 KiB), else the header and the first 192 KiB; the rest streams in 256 KiB chunks, one
+//! read ahead when the budget and the store's read slots (`StoreConfig::reads_in_flight`) have
+//! room (see `store/body.rs`). Every read and write buffer of a worker comes from its
+//! [`IoBudget`](crate::io::IoBudget) (`crate::io::budget`): a hard bound on the bytes of
+//! aligned buffers it has allocated, in flight, held by a response body not yet written to the
+//! socket (a chunk's budget is returned when hyper drops the last `Bytes` of
 //! it), or pooled for reuse. Streams wait for the budget instead of allocating: started
 //! streams first, then new ones, in arrival order. The default is [`DEFAULT_IO_BUFFER_BYTES`]
 //! (32 MiB) per worker; [`Store::set_io_buffer_bytes_per_worker`] or

@@ -41,6 +41,8 @@ type Key = (Bytes, Bytes);
 struct Slot {
     seq: u64,
     id: u64,
+    /// The key's [`key_hash`] (its frequency sketch entry), computed once at insert.
+    hash: u64,
     meta: Bytes,
     body: Bytes,
     referenced: bool,
@@ -67,8 +69,8 @@ struct Inner {
     sketch: FrequencySketch,
 }
 
-/// Entries from the CLOCK hand examined for the admission victim.
-const VICTIM_SCAN: usize = 8;
+/// Ring entries (live or stale) from the CLOCK hand examined for the admission victim.
+const VICTIM_SCAN: usize = 32;
 
 impl Inner {
     /// Count a lookup of `hash`; the window is ten times the tier's object count.
@@ -81,11 +83,11 @@ impl Inner {
     /// unreferenced live entry among the next few, else the next live one. `None` when empty.
     fn victim_frequency(&self) -> Option<u8> {
         let mut first = None;
-        for (k, id) in self.ring.iter().take(4 * VICTIM_SCAN) {
+        for (k, id) in self.ring.iter().take(VICTIM_SCAN) {
             let Some(s) = self.map.get(k).filter(|s| s.id == *id) else {
                 continue;
             };
-            let f = self.sketch.estimate(key_hash(&k.0, &k.1));
+            let f = self.sketch.estimate(s.hash);
             if !s.referenced {
                 return Some(f);
             }
@@ -152,8 +154,8 @@ impl RamTier {
             return None;
         }
         slot.referenced = true;
-        let found = (slot.meta.clone(), slot.body.clone());
-        g.seen(key_hash(primary, variant));
+        let (found, hash) = ((slot.meta.clone(), slot.body.clone()), slot.hash);
+        g.seen(hash);
         Some(found)
     }
 
@@ -196,6 +198,7 @@ impl RamTier {
             return;
         }
         let cap = self.cap.saturating_sub(reserved);
+        let hash = key_hash(&primary, &variant);
         let key = (primary, variant);
         let mut g = self.lock();
         let id = g.next_id;
@@ -203,6 +206,7 @@ impl RamTier {
         let slot = Slot {
             seq,
             id,
+            hash,
             meta,
             body,
             referenced: false,

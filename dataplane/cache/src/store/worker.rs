@@ -106,16 +106,22 @@ impl StoreWorker {
         }
         let hl = u64::from(loc.header_len);
         let rec_len = loc.record_len();
-        // Index memory beyond the plan's index reserve comes out of the RAM tier.
-        let reserved = store.index_overflow();
-        // Counts the lookup in the tier's frequency sketch, so call it once per disk hit.
-        let to_ram = rec_len <= RAM_MAX_RECORD
-            && store.ram().admit(&r.primary, &r.variant, rec_len, reserved);
-        // A body of at most one chunk, or a record going to RAM: one read of the whole record.
-        // Larger: the header and the first `chunk - 64 KiB` of body, so that the read fits a
-        // chunk-sized buffer (one size class for every buffer of a stream) and ends on a
-        // checksum block.
-        let whole = rec_len <= hl + self.chunk || to_ram;
+        // A body of at most one chunk: one read of the whole record. Larger: the header and
+        // the first `chunk - 64 KiB` of body, so that the read fits a chunk-sized buffer (one
+        // size class for every buffer of a stream) and ends on a checksum block.
+        let whole = rec_len <= hl + self.chunk;
+        // Only whole reads can be copied into RAM. `admit` counts the lookup in the tier's
+        // frequency sketch, so it runs once per disk hit of an eligible record. `Some(reserved)`:
+        // copy it in; index memory beyond the plan's index reserve comes out of the RAM tier.
+        let to_ram = if whole && rec_len <= RAM_MAX_RECORD {
+            let reserved = store.index_overflow();
+            store
+                .ram()
+                .admit(&r.primary, &r.variant, rec_len, reserved)
+                .then_some(reserved)
+        } else {
+            None
+        };
         let first = if whole {
             rec_len
         } else {
@@ -161,7 +167,7 @@ impl StoreWorker {
                 store.drop_corrupt(&r.primary, &r.variant, loc);
                 return Err(StoreError::Corrupt("body checksum"));
             }
-            if to_ram {
+            if let Some(reserved) = to_ram {
                 store.ram().insert(
                     r.primary.clone(),
                     r.variant.clone(),
