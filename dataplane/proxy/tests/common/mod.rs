@@ -77,38 +77,48 @@ impl Dataplane {
         Self::start_with(o, |_| {})
     }
 
-    /// Start with a hook to adjust the command (e.g. a pre_exec seccomp filter).
-    pub fn start_with(o: Opts<'_>, adjust: impl FnOnce(&mut Command)) -> Dataplane {
-        let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-        let mut args: Vec<String> = vec![
-            "serve".into(),
-            "--origin".into(),
-            o.origin.into(),
-            "--listen".into(),
-            listen.to_string(),
-            "--admin".into(),
-            admin.to_string(),
-            "--cache-dir".into(),
-            o.dir.display().to_string(),
-            "--cache-size".into(),
-            o.size.into(),
-            "--io-engine".into(),
-            o.engine.into(),
-            "--workers".into(),
-            o.workers.to_string(),
-        ];
-        args.extend(o.extra);
-        Self::spawn(args, listen, admin, o.dir.to_path_buf(), adjust)
+    /// Start with a hook to adjust the command (e.g. a pre_exec seccomp filter). The ports are
+    /// picked free, but another test may take one before the child binds it: the child then
+    /// exits with "Address already in use" and it is started again on new ports.
+    pub fn start_with(o: Opts<'_>, adjust: impl Fn(&mut Command)) -> Dataplane {
+        let mut attempt = 1;
+        loop {
+            let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+            let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+            let mut args: Vec<String> = vec![
+                "serve".into(),
+                "--origin".into(),
+                o.origin.into(),
+                "--listen".into(),
+                listen.to_string(),
+                "--admin".into(),
+                admin.to_string(),
+                "--cache-dir".into(),
+                o.dir.display().to_string(),
+                "--cache-size".into(),
+                o.size.into(),
+                "--io-engine".into(),
+                o.engine.into(),
+                "--workers".into(),
+                o.workers.to_string(),
+            ];
+            args.extend(o.extra.iter().cloned());
+            match Self::spawn(args, listen, admin, o.dir.to_path_buf(), &adjust) {
+                Ok(dp) => return dp,
+                Err(log) if attempt < 5 && log.contains("Address already in use") => attempt += 1,
+                Err(log) => panic!("data plane exited before it was ready; log:\n{log}"),
+            }
+        }
     }
 
+    /// Spawn and wait until ready; `Err(log)` when the process exits first.
     fn spawn(
         args: Vec<String>,
         listen: SocketAddr,
         admin: SocketAddr,
         dir: PathBuf,
         adjust: impl FnOnce(&mut Command),
-    ) -> Dataplane {
+    ) -> Result<Dataplane, String> {
         let log = std::env::temp_dir().join(format!(
             "edgecache-dp-{}-{}.log",
             std::process::id(),
@@ -123,7 +133,7 @@ impl Dataplane {
             .stderr(file);
         adjust(&mut cmd);
         let child = cmd.spawn().expect("spawn edgecache-dataplane");
-        let dp = Dataplane {
+        let mut dp = Dataplane {
             child,
             listen,
             admin,
@@ -131,8 +141,8 @@ impl Dataplane {
             log,
             args,
         };
-        dp.wait_ready();
-        dp
+        dp.wait_ready()?;
+        Ok(dp)
     }
 
     /// Start again with the same arguments (a restart on the same cache dir and ports).
@@ -141,15 +151,20 @@ impl Dataplane {
         let args = std::mem::take(&mut self.args);
         let (listen, admin, dir) = (self.listen, self.admin, self.dir.clone());
         Self::spawn(args, listen, admin, dir, |_| {})
+            .unwrap_or_else(|log| panic!("data plane exited before it was ready; log:\n{log}"))
     }
 
-    pub fn wait_ready(&self) {
+    /// Wait until `/readyz` answers 200; `Err(log)` if the process exits first.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(r) = get(self.admin, "/readyz", &[])
                 && r.status == 200
             {
-                return;
+                return Ok(());
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Err(self.log_text());
             }
             if Instant::now() > deadline {
                 panic!("data plane not ready in 30s; log:\n{}", self.log_text());
