@@ -25,6 +25,7 @@ pub use cpu::{
     worker_cpus,
 };
 pub use memory::{
-    BASE_RSS, IO_BUFFERS_PER_WORKER, LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, RamTierSource,
-    plan_memory, plan_memory_with_ram, read_mem_total, read_mem_total_at,
+    BASE_RSS, IO_BUFFERS_MAX_PER_WORKER, IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_NO_LIMIT_PER_WORKER,
+    IO_BUFFERS_SHARE_DIVISOR, LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, RamTierSource,
+    io_buffers_per_worker, plan_memory, plan_memory_with_ram, read_mem_total, read_mem_total_at,
 };

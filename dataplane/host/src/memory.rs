@@ -9,13 +9,33 @@ use edgecache_api::dataplane::MemoryConfig;
 
 /// Memory the process needs whatever it caches: code, runtimes, index, connections. 32 MiB.
 pub const BASE_RSS: u64 = 32 << 20;
-/// I/O buffers reserved per worker: O_DIRECT reads are 4096-aligned owned buffers, up to 32 in
-/// flight at 256 KiB each, plus read-ahead and the writer's staging buffer. 8 MiB: measured
-/// with `bench/run.sh --quick --caches edgecache,ats --sizes 100k` (one worker, 256 clients),
-/// req/s against Traffic Server in the same rounds was 0.96x at 4 MiB, 1.09x at 8, 0.89x at 16
-/// and 0.78x at 32 (more reads in flight cost more CPU per hit: 55, 58, 61, 77 us); 1 MiB
-/// objects stayed disk-bound at 8 MiB.
-pub const IO_BUFFERS_PER_WORKER: u64 = 8 << 20;
+/// I/O buffers: O_DIRECT reads and writes use 4096-aligned owned buffers from a per-worker
+/// budget (`dataplane/cache/src/io/budget.rs`). With a limit, all workers together get
+/// [`IO_BUFFERS_SHARE_DIVISOR`]th of it, split evenly and each clamped to
+/// [`IO_BUFFERS_MIN_PER_WORKER`]..=[`IO_BUFFERS_MAX_PER_WORKER`]; without one, each worker gets
+/// [`IO_BUFFERS_NO_LIMIT_PER_WORKER`].
+///
+/// Measured (bench/BENCHMARKS.md, tuning log, session 4): one worker, 256 clients, 100 KiB
+/// objects. At 8 MiB (64 buffers of 128 KiB) nearly every disk hit waited for a buffer, so disk
+/// hits queued behind the budget while RAM hits went by (zipf p99 46-53 ms); at 32 MiB zipf
+/// served 20% more at p99 35-36 ms, uniform and 1 MiB unchanged or better, 4 KiB unchanged.
+pub const IO_BUFFERS_SHARE_DIVISOR: u64 = 8;
+/// Smallest per-worker buffer budget the plan gives.
+pub const IO_BUFFERS_MIN_PER_WORKER: u64 = 8 << 20;
+/// Largest per-worker buffer budget the plan gives (256 reads of 256 KiB in flight).
+pub const IO_BUFFERS_MAX_PER_WORKER: u64 = 64 << 20;
+/// Per-worker buffer budget when there is no memory limit.
+pub const IO_BUFFERS_NO_LIMIT_PER_WORKER: u64 = 32 << 20;
+
+/// The per-worker I/O buffer budget for `workers` workers under `limit` (pure).
+pub fn io_buffers_per_worker(limit: Option<u64>, workers: usize) -> u64 {
+    match limit {
+        Some(l) => (l / IO_BUFFERS_SHARE_DIVISOR / workers.max(1) as u64)
+            .clamp(IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_MAX_PER_WORKER),
+        None => IO_BUFFERS_NO_LIMIT_PER_WORKER,
+    }
+}
+
 /// RAM tier when there is no limit at all: 1 GiB, or 1/8 of RAM when that is smaller.
 pub const NO_LIMIT_RAM_TIER_CAP: u64 = 1 << 30;
 
@@ -103,8 +123,8 @@ pub fn plan_memory(limit: Option<u64>, cfg: &MemoryConfig, workers: usize) -> Me
 ///
 /// - The limit is `cfg.limit` when set, else the cgroup `limit`; a cgroup limit above total RAM
 ///   (`mem_total`) is capped at it.
-/// - With a limit: headroom = `headroom_percent`% of it; then the base and the per-worker I/O
-///   buffers; of what is left, [`INDEX_SHARE_PERCENT`] is reserved for the index and connections
+/// - With a limit: headroom = `headroom_percent`% of it; then the base and the I/O buffers
+///   ([`io_buffers_per_worker`]); of what is left, [`INDEX_SHARE_PERCENT`] is reserved for the index and connections
 ///   and the RAM tier gets the rest (`cfg.ram_tier` overrides it).
 /// - Without a limit: no headroom; RAM tier = `cfg.ram_tier`, else `min(1 GiB, mem_total / 8)`.
 pub fn plan_memory_with_ram(
@@ -119,7 +139,8 @@ pub fn plan_memory_with_ram(
         (None, None) => (None, LimitSource::None),
     };
     let workers = workers.max(1);
-    let io_buffers = IO_BUFFERS_PER_WORKER.saturating_mul(workers as u64);
+    let io_buffers_per_worker = io_buffers_per_worker(limit, workers);
+    let io_buffers = io_buffers_per_worker.saturating_mul(workers as u64);
     let headroom_percent = cfg.headroom_percent.min(100);
     let fixed = BASE_RSS.saturating_add(io_buffers);
     let (headroom, index_reserve, ram_tier, source, over_budget) = match limit {
@@ -159,7 +180,7 @@ pub fn plan_memory_with_ram(
         headroom_percent,
         base: BASE_RSS,
         io_buffers,
-        io_buffers_per_worker: IO_BUFFERS_PER_WORKER,
+        io_buffers_per_worker,
         workers,
         index_reserve,
         ram_tier,
@@ -257,31 +278,31 @@ mod tests {
         }
         #[rustfmt::skip]
         let cases = [
-            // 256 MiB cgroup, 25%: 64 headroom, 32 base, 2 x 8 buffers -> 144 MiB, half of it RAM tier.
+            // 256 MiB cgroup, 25%: 64 headroom, 32 base, an eighth (2 x 16) buffers -> 128 MiB, half of it RAM tier.
             Case { name: "v1 256MiB, 2 workers", cgroup: Some(256 * MIB), total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
-                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 16 * MIB, ram: 72 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 64 * MIB, ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "4 GiB, 10%, 4 workers", cgroup: Some(4 * GIB), total: None, cfg: cfg(None, None, 10), workers: 4,
-                   limit: Some(4 * GIB), source: LimitSource::Cgroup, headroom: 4 * GIB / 10, io: 32 * MIB, ram: half_up(4 * GIB - 4 * GIB / 10 - 64 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(4 * GIB), source: LimitSource::Cgroup, headroom: 4 * GIB / 10, io: 256 * MIB, ram: half_up(4 * GIB - 4 * GIB / 10 - 288 * MIB), ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "config limit beats cgroup", cgroup: Some(8 * GIB), total: None, cfg: cfg(Some(512 * MIB), None, 0), workers: 1,
-                   limit: Some(512 * MIB), source: LimitSource::Config, headroom: 0, io: 8 * MIB, ram: 236 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(512 * MIB), source: LimitSource::Config, headroom: 0, io: 64 * MIB, ram: 208 * MIB, ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "config ram tier honoured", cgroup: Some(GIB), total: None, cfg: cfg(None, Some(100 * MIB), 25), workers: 2,
-                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 256 * MIB, io: 16 * MIB, ram: 100 * MIB, ram_source: RamTierSource::Config, over: 0 },
+                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 256 * MIB, io: 128 * MIB, ram: 100 * MIB, ram_source: RamTierSource::Config, over: 0 },
             Case { name: "config ram tier too big is flagged", cgroup: Some(256 * MIB), total: None, cfg: cfg(None, Some(256 * MIB), 25), workers: 2,
-                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 16 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Config, over: 184 * MIB },
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Config, over: 192 * MIB },
             Case { name: "tiny limit: no ram tier, over budget", cgroup: Some(32 * MIB), total: None, cfg: cfg(None, None, 25), workers: 2,
                    limit: Some(32 * MIB), source: LimitSource::Cgroup, headroom: 8 * MIB, io: 16 * MIB, ram: 0, ram_source: RamTierSource::Planned, over: 24 * MIB },
             Case { name: "cgroup limit above RAM is capped", cgroup: Some(100 * GIB), total: Some(2 * GIB), cfg: cfg(None, None, 50), workers: 1,
-                   limit: Some(2 * GIB), source: LimitSource::Cgroup, headroom: GIB, io: 8 * MIB, ram: half_up(GIB - 40 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(2 * GIB), source: LimitSource::Cgroup, headroom: GIB, io: 64 * MIB, ram: half_up(GIB - 96 * MIB), ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "no limit, 24 GiB RAM: 1 GiB cap", cgroup: None, total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
-                   limit: None, source: LimitSource::None, headroom: 0, io: 16 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
+                   limit: None, source: LimitSource::None, headroom: 0, io: 64 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
             Case { name: "no limit, 2 GiB RAM: an eighth", cgroup: None, total: Some(2 * GIB), cfg: cfg(None, None, 25), workers: 1,
-                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Capped, over: 0 },
+                   limit: None, source: LimitSource::None, headroom: 0, io: 32 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Capped, over: 0 },
             Case { name: "no limit, unknown RAM", cgroup: None, total: None, cfg: cfg(None, None, 25), workers: 1,
-                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
+                   limit: None, source: LimitSource::None, headroom: 0, io: 32 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
             Case { name: "no limit, configured ram tier", cgroup: None, total: None, cfg: cfg(None, Some(3 * GIB), 25), workers: 1,
-                   limit: None, source: LimitSource::None, headroom: 0, io: 8 * MIB, ram: 3 * GIB, ram_source: RamTierSource::Config, over: 0 },
+                   limit: None, source: LimitSource::None, headroom: 0, io: 32 * MIB, ram: 3 * GIB, ram_source: RamTierSource::Config, over: 0 },
             Case { name: "zero workers counts as one", cgroup: Some(GIB), total: None, cfg: cfg(None, None, 0), workers: 0,
-                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 0, io: 8 * MIB, ram: half_up(GIB - 40 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 0, io: 64 * MIB, ram: half_up(GIB - 96 * MIB), ram_source: RamTierSource::Planned, over: 0 },
         ];
         for c in cases {
             let p = plan_memory_with_ram(c.cgroup, c.total, &c.cfg, c.workers);
@@ -303,6 +324,29 @@ mod tests {
     }
 
     #[test]
+    fn io_buffers_are_an_eighth_of_the_limit_clamped_per_worker() {
+        assert_eq!(io_buffers_per_worker(Some(256 * MIB), 1), 32 * MIB);
+        assert_eq!(io_buffers_per_worker(Some(256 * MIB), 2), 16 * MIB);
+        assert_eq!(
+            io_buffers_per_worker(Some(32 * MIB), 2),
+            IO_BUFFERS_MIN_PER_WORKER
+        );
+        assert_eq!(
+            io_buffers_per_worker(Some(64 * GIB), 4),
+            IO_BUFFERS_MAX_PER_WORKER
+        );
+        assert_eq!(
+            io_buffers_per_worker(Some(GIB), 0),
+            64 * MIB,
+            "zero workers counts as one"
+        );
+        assert_eq!(
+            io_buffers_per_worker(None, 3),
+            IO_BUFFERS_NO_LIMIT_PER_WORKER
+        );
+    }
+
+    #[test]
     fn plan_memory_without_ram_uses_the_cap() {
         let p = plan_memory(None, &MemoryConfig::default(), 2);
         assert_eq!(p.ram_tier, NO_LIMIT_RAM_TIER_CAP);
@@ -315,7 +359,7 @@ mod tests {
         assert!(!s.contains('\n'));
         assert_eq!(
             s,
-            "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 16MiB (2 workers x 8MiB), index reserve 72MiB, ram tier 72MiB (planned)"
+            "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 32MiB (2 workers x 16MiB), index reserve 64MiB, ram tier 64MiB (planned)"
         );
         let over = plan_memory(Some(32 * MIB), &MemoryConfig::default(), 2).to_string();
         assert!(over.ends_with("OVER BUDGET by 24MiB"), "{over}");
