@@ -14,10 +14,15 @@ pub mod chart;
 pub mod cluster;
 pub mod dockerfile;
 
-/// The repository root (the workspace).
+/// The repository root (the workspace): the nearest directory holding `Cargo.lock` above the
+/// package cargo runs the test for. Cargo sets `CARGO_MANIFEST_DIR` when it runs a test, so the
+/// files read are those of the checkout under test even when the test binary was reused from a
+/// shared target directory built in another checkout; the compile-time value is the fallback.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".."))
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let start = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| built.clone(), PathBuf::from);
+    start
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").is_file())
+        .map_or_else(|| built.join(".."), PathBuf::from)
 }

@@ -8,8 +8,12 @@ use std::path::PathBuf;
 use edgecache_operator::crd::{CRD_FILE, crd_yaml};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+/// The checkout under test: cargo sets `CARGO_MANIFEST_DIR` when it runs the test (a binary
+/// reused from a shared target directory may have been built in another checkout).
 fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+        .join("../..")
 }
 
 #[test]
