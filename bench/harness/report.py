@@ -203,15 +203,20 @@ def build(recs, png_rel):
         w("### Coalescing (N simultaneous requests for one cold key on a fresh cache; the origin delays its head)"
           + (f" — from run {', '.join(src)}" if src else ""))
         w("")
+        w("Two bursts on two cold keys, one after the other: the first also pays for the freshly started "
+          "process (its last column); the second, the steady state, fills the rest of the row.")
+        w("")
         w("| cache | key size | requests | ok | origin fetches | origin alone ms | waiter first byte p99 ms | "
-          "waiter p50 ms | p99 ms | max ms | added p99 ms |")
-        w("|---|---|---|---|---|---|---|---|---|---|---|")
+          "waiter p50 ms | p99 ms | max ms | added p99 ms | first burst: fetches, added p99 ms |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(co, key=lambda r: ORDER.index(r["cache"])):
             dead = "" if r.get("survived", True) else " (OOM-killed)"
+            fb = r.get("first_burst")
+            first = f"{fb['origin_fetches']}, {fb['added_p99_ms']:.0f}" if fb else "–"
             w(f"| {LABEL[r['cache']]}{dead} | {r.get('size', '1m')} | {r['n']} | {r['ok']} | {r['origin_fetches']} | "
               f"{r['origin_ms']:.0f} | {r['ttfb']['p99_ms']:.0f} | "
               f"{r['latency']['p50_ms']:.0f} | {r['latency']['p99_ms']:.0f} | {r['latency']['max_ms']:.0f} | "
-              f"{r['added_p99_ms']:.0f} |")
+              f"{r['added_p99_ms']:.0f} | {first} |")
         w("")
 
     # Targets (issue 7) for EdgeCache.
@@ -252,9 +257,12 @@ def build(recs, png_rel):
         ce = [r for r in co if r["cache"] == "edgecache"]
         if ce:
             r = ce[0]
+            fb = r.get("first_burst")
+            one = r["origin_fetches"] == 1 and (fb is None or fb["origin_fetches"] == 1)
+            first = f"; first burst of the fresh process +{fb['added_p99_ms']:.0f} ms" if fb else ""
             w(f"- coalescing: one origin fetch, added p99 < 50 ms: "
-              f"{'met' if r['origin_fetches'] == 1 and r['added_p99_ms'] < 50 else 'NOT met'} "
-              f"({r['origin_fetches']} fetches, +{r['added_p99_ms']:.0f} ms)")
+              f"{'met' if one and r['added_p99_ms'] < 50 else 'NOT met'} "
+              f"({r['origin_fetches']} fetches, +{r['added_p99_ms']:.0f} ms{first})")
         w("")
     if png_rel:
         w(f"![req/s and p99 per cache]({png_rel})")
