@@ -193,10 +193,12 @@ pub fn spawn_worker(
 /// Submission queue size of a worker's io_uring. tokio-uring submits queued reads when the
 /// runtime parks (goes idle) or when the submission queue is full, so under full load this size
 /// is how many disk reads wait for a submission. 1024 let reads sit queued behind RAM hits until
-/// the worker went idle; at 64 a busy worker submits at least every 64 reads. Measured (lab, one
-/// worker, wrk -c256, 12 s alternating rounds; bench/BENCHMARKS.md tuning log): 4 KiB uniform
-/// 44.1-45.1k req/s against 34.8-36.4k, zipf p99 12-13 ms against 17-18.
-pub const URING_SQ_ENTRIES: u32 = 64;
+/// the worker went idle; at 16 a busy worker submits at least every 16 reads, still batching the
+/// kernel entries (one per read costs a virtio doorbell each and cut 4 KiB zipf by a third).
+/// Measured (lab, one worker, wrk -c256, 12 s alternating rounds; bench/BENCHMARKS.md tuning
+/// log): 4 KiB uniform 48.0-49.7k req/s against 34.8-36.4k at 1024, zipf p99 9 ms against 17-18
+/// (12-13 at 64 entries).
+pub const URING_SQ_ENTRIES: u32 = 16;
 /// Completion queue size: room for every read in flight (`storage.readsInFlight` is at most
 /// 4096) so completions do not overflow into the kernel's backlog.
 pub const URING_CQ_ENTRIES: u32 = 4096;
