@@ -235,9 +235,16 @@ def build(recs, png_rel):
                     w(f"- {size}: NOT met: EdgeCache did not survive a round (OOM-killed)")
                 continue
             ok = lambda b: "met" if b else "NOT met"  # noqa: E731
-            if a:
-                w(f"- {size}: req/s ≥ Traffic Server: {ok(med([r['req_per_s'] for r in e]) >= med([r['req_per_s'] for r in a]))}; "
-                  f"p99 lower: {ok(med([r['p99_ms'] for r in e]) < med([r['p99_ms'] for r in a]))}")
+            for dist in ("uniform", "zipf"):
+                ed = [r for r in rounds if r["size"] == size and r["dist"] == dist and r["cache"] == "edgecache"]
+                ad = [r for r in rounds if r["size"] == size and r["dist"] == dist and r["cache"] == "ats"]
+                if ed and ad:
+                    ep, ap = med([r["p99_ms"] for r in ed]), med([r["p99_ms"] for r in ad])
+                    w(f"- {size} {dist}: req/s ≥ Traffic Server: "
+                      f"{ok(med([r['req_per_s'] for r in ed]) >= med([r['req_per_s'] for r in ad]))}; "
+                      f"p99 lower: {ok(ep < ap)} ({ep:.1f} vs {ap:.1f} ms)")
+                elif ed and dist == "zipf":
+                    w(f"- {size} {dist}: no Traffic Server figure (it did not survive a round)")
             if size == "4k":
                 cpu = med([r["cpu_us_per_hit"] for r in e])
                 w(f"- 4k: ≤ 25 µs CPU per hit: {ok(cpu is not None and cpu <= 25)} ({f(cpu, 1)} µs)")
