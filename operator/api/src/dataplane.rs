@@ -145,6 +145,13 @@ pub struct StorageConfig {
     pub reads_in_flight: u32,
 }
 
+/// Default of `storage.readsInFlight` (data-plane config and EdgeCache spec).
+pub const READS_IN_FLIGHT_DEFAULT: u32 = 128;
+/// Largest `storage.readsInFlight` accepted (the smallest is 1).
+pub const READS_IN_FLIGHT_MAX: u32 = 4096;
+/// The rule a bad `storage.readsInFlight` breaks, as both validators say it.
+pub const READS_IN_FLIGHT_RULE: &str = "must be between 1 and 4096";
+
 impl Default for StorageConfig {
     fn default() -> Self {
         Self {
@@ -153,7 +160,7 @@ impl Default for StorageConfig {
             direct_io_threshold: ByteSize::kib(64),
             io_engine: IoEngineKind::Auto,
             max_object_size: ByteSize::gib(1),
-            reads_in_flight: 128,
+            reads_in_flight: READS_IN_FLIGHT_DEFAULT,
         }
     }
 }
@@ -455,11 +462,11 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "must be positive and at most storage.size",
         ));
     }
-    if !(1..=4096).contains(&cfg.storage.reads_in_flight) {
+    if !(1..=READS_IN_FLIGHT_MAX).contains(&cfg.storage.reads_in_flight) {
         errors.push(err(
             "storage.readsInFlight",
             Some(cfg.storage.reads_in_flight.to_string()),
-            "must be between 1 and 4096",
+            READS_IN_FLIGHT_RULE,
         ));
     }
     if let Some(l) = cfg.memory.limit

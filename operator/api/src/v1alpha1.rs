@@ -233,6 +233,12 @@ pub struct StorageSpec {
     /// Default: `auto`.
     #[serde(default)]
     pub io_engine: IoEngineKind,
+    /// Most disk reads in flight at once per pod (the device queue depth the cache asks for;
+    /// read-ahead only starts while a slot is free), 1 to 4096. Default: `128`, what an NVMe
+    /// drive needs for its bandwidth; lower it for a device that gains nothing from depth.
+    #[serde(default = "default_reads_in_flight")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub reads_in_flight: u32,
 }
 
 impl Default for StorageSpec {
@@ -242,8 +248,13 @@ impl Default for StorageSpec {
             size: default_storage_size(),
             direct_io_threshold: default_direct_io(),
             io_engine: IoEngineKind::Auto,
+            reads_in_flight: default_reads_in_flight(),
         }
     }
+}
+
+fn default_reads_in_flight() -> u32 {
+    crate::dataplane::READS_IN_FLIGHT_DEFAULT
 }
 
 fn default_host_path() -> String {

@@ -131,6 +131,16 @@ pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
             ),
         );
     }
+    if !(1..=dataplane::READS_IN_FLIGHT_MAX).contains(&spec.storage.reads_in_flight) {
+        bad(
+            "storage.readsInFlight",
+            format!(
+                "{} (got {})",
+                dataplane::READS_IN_FLIGHT_RULE,
+                spec.storage.reads_in_flight
+            ),
+        );
+    }
     if spec.cache.max_object_size.bytes() == 0 || spec.cache.max_object_size > spec.storage.size {
         bad(
             "cache.maxObjectSize",
@@ -227,7 +237,7 @@ pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
             direct_io_threshold: spec.storage.direct_io_threshold,
             io_engine: spec.storage.io_engine,
             max_object_size: spec.cache.max_object_size,
-            ..StorageConfig::default()
+            reads_in_flight: spec.storage.reads_in_flight,
         },
         memory: MemoryConfig {
             limit: Some(spec.resources.memory),
@@ -317,6 +327,7 @@ mod tests {
         assert_eq!(c.admin.to_string(), "0.0.0.0:9090");
         assert_eq!(c.storage.dir, "/var/cache/edgecache");
         assert_eq!(c.storage.size, ByteSize::gib(10));
+        assert_eq!(c.storage.reads_in_flight, 128);
         assert_eq!(c.memory.limit, Some(ByteSize::gib(2)));
         assert_eq!(c.workers.steering, SteeringMode::Off);
         assert_eq!(c.origin.host_header, HostHeader::Preserve);
@@ -325,7 +336,7 @@ mod tests {
     #[test]
     fn spec_fields_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
-            "origin:\n  url: http://o:81\n  hostHeader: rewrite\n  hostHeaderValue: www.example\n  connectTimeout: 500ms\nstorage:\n  hostPath: /mnt/nvme0/ec\n  size: 500GiB\n  directIoThreshold: 128KiB\n  ioEngine: threads\nresources:\n  memory: 8Gi\n  workers: 6\n  ramTier: 4GiB\n  headroomPercent: 20\nsteering:\n  mode: queue\n  required: true\n  queueOffset: 0\nnetwork:\n  hostNetwork: true\n  port: 80\n  adminPort: 9901\ncache:\n  defaultTtl: 5m\n  maxObjectSize: 2GiB\n  cookiePolicy: never-store\n  name: edge-1\nlog: debug\n",
+            "origin:\n  url: http://o:81\n  hostHeader: rewrite\n  hostHeaderValue: www.example\n  connectTimeout: 500ms\nstorage:\n  hostPath: /mnt/nvme0/ec\n  size: 500GiB\n  directIoThreshold: 128KiB\n  ioEngine: threads\n  readsInFlight: 32\nresources:\n  memory: 8Gi\n  workers: 6\n  ramTier: 4GiB\n  headroomPercent: 20\nsteering:\n  mode: queue\n  required: true\n  queueOffset: 0\nnetwork:\n  hostNetwork: true\n  port: 80\n  adminPort: 9901\ncache:\n  defaultTtl: 5m\n  maxObjectSize: 2GiB\n  cookiePolicy: never-store\n  name: edge-1\nlog: debug\n",
         ))
         .unwrap();
         let c = &v.dataplane;
@@ -340,6 +351,7 @@ mod tests {
         assert_eq!(c.storage.direct_io_threshold, ByteSize::kib(128));
         assert_eq!(c.storage.io_engine.as_str(), "threads");
         assert_eq!(c.storage.max_object_size, ByteSize::gib(2));
+        assert_eq!(c.storage.reads_in_flight, 32);
         assert_eq!(c.memory.limit, Some(ByteSize::gib(8)));
         assert_eq!(c.memory.ram_tier, Some(ByteSize::gib(4)));
         assert_eq!(c.memory.headroom_percent, 20);
@@ -362,7 +374,7 @@ mod tests {
     #[test]
     fn every_invalid_field_is_named() {
         let fields = errors(
-            "origin:\n  url: https://o\nstorage:\n  hostPath: /var/../etc\n  size: 1MiB\n  directIoThreshold: 1000\nresources:\n  memory: 1MiB\n  cpu: lots\nsteering:\n  mode: queue\nnetwork:\n  port: 9090\nupdateStrategy:\n  maxUnavailable: 0\n",
+            "origin:\n  url: https://o\nstorage:\n  hostPath: /var/../etc\n  size: 1MiB\n  directIoThreshold: 1000\n  readsInFlight: 0\nresources:\n  memory: 1MiB\n  cpu: lots\nsteering:\n  mode: queue\nnetwork:\n  port: 9090\nupdateStrategy:\n  maxUnavailable: 0\n",
         );
         assert_eq!(
             fields,
@@ -371,6 +383,7 @@ mod tests {
                 "spec.storage.hostPath",
                 "spec.storage.size",
                 "spec.storage.directIoThreshold",
+                "spec.storage.readsInFlight",
                 "spec.cache.maxObjectSize",
                 "spec.resources.memory",
                 "spec.resources.cpu",
