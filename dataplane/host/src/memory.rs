@@ -124,8 +124,8 @@ pub fn plan_memory(limit: Option<u64>, cfg: &MemoryConfig, workers: usize) -> Me
 /// - The limit is `cfg.limit` when set, else the cgroup `limit`; a cgroup limit above total RAM
 ///   (`mem_total`) is capped at it.
 /// - With a limit: headroom = `headroom_percent`% of it; then the base and the I/O buffers
-///   ([`io_buffers_per_worker`]); of what is left, [`INDEX_SHARE_PERCENT`] is reserved for the index and connections
-///   and the RAM tier gets the rest (`cfg.ram_tier` overrides it).
+///   ([`io_buffers_per_worker`]); of what is left, [`INDEX_SHARE_PERCENT`] is reserved for the
+///   index and connections and the RAM tier gets the rest (`cfg.ram_tier` overrides it).
 /// - Without a limit: no headroom; RAM tier = `cfg.ram_tier`, else `min(1 GiB, mem_total / 8)`.
 pub fn plan_memory_with_ram(
     limit: Option<u64>,
