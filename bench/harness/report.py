@@ -227,9 +227,7 @@ def build(recs, png_rel):
         for r in fio:
             best_fio[r["bs"]] = max(best_fio.get(r["bs"], 0), r["mb_per_s"])
         for size in SIZE_ORDER:
-            rs = [r for r in rounds if r["size"] == size and r["dist"] == "uniform"]
-            e = [r for r in rs if r["cache"] == "edgecache"]
-            a = [r for r in rs if r["cache"] == "ats"]
+            e = [r for r in rounds if r["size"] == size and r["dist"] == "uniform" and r["cache"] == "edgecache"]
             if not e:
                 if any(d["cache"] == "edgecache" and d["size"] == size for d in died_records(recs)):
                     w(f"- {size}: NOT met: EdgeCache did not survive a round (OOM-killed)")
