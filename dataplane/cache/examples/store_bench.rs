@@ -118,6 +118,7 @@ fn main() {
         ram_tier_bytes: a.ram,
         engine: a.engine,
         reads_in_flight: 64,
+        verify_every_read: false,
     })
     .unwrap();
     let run = async {

@@ -24,6 +24,19 @@
 //!   Objects below `direct_io_threshold` are read through the page cache (buffered), larger ones
 //!   with O_DIRECT.
 //!
+//! # Checksums
+//! Every read checks the record header (its crc32c, key, sequence number and epoch) and the
+//! segment's epoch. Bodies are checked against their 64 KiB block checksums until a read has
+//! passed the whole body once in this run; the index then marks the record verified and later
+//! reads of it skip the body checksums (counted as `body_checks_skipped`), unless
+//! `StoreConfig::verify_every_read` is set. What the body checksums are for is a record torn by
+//! a crash (the disk may persist a header before the body it follows): the first whole read
+//! after the start finds it. A record's body never changes while it is indexed (records are
+//! written once; a reclaim changes the epoch), so a second check in the same run only guards
+//! against the medium changing under it, which the drive's own ECC reports as a read error.
+//! Measured (bench/BENCHMARKS.md): the body checksum pass was a fifth of a worker's CPU for
+//! 100 KiB disk hits; Traffic Server checks no body by default.
+//!
 //! # Eviction: FIFO over whole segments
 //! When the active segment is full, the segment with the oldest epoch that no writer is using
 //! becomes active: all its index entries are dropped (counted as evictions), its epoch is set to
@@ -188,6 +201,9 @@ pub struct StoreConfig {
     pub engine: IoEngineKind,
     /// Most disk reads in flight at once, all workers together (at least 1).
     pub reads_in_flight: u32,
+    /// Check large bodies against their block checksums on every read; when false, only until
+    /// a record's whole body has passed once in this run (see `store/body.rs`).
+    pub verify_every_read: bool,
 }
 
 impl Default for StoreConfig {
@@ -208,6 +224,7 @@ impl StoreConfig {
             ram_tier_bytes,
             engine: s.io_engine,
             reads_in_flight: s.reads_in_flight,
+            verify_every_read: s.verify_every_read,
         }
     }
 }
@@ -223,6 +240,8 @@ pub struct ObjectRef {
     pub(crate) primary: Bytes,
     pub(crate) loc: Loc,
     pub(crate) meta_in_index: bool,
+    /// The index's `verified` flag at lookup.
+    pub(crate) verified: bool,
 }
 
 impl ObjectRef {
@@ -363,6 +382,7 @@ impl Store {
                     body_len: h.body_len,
                     seq: h.seq,
                 },
+                verified: false,
             };
             if let Some(old) = st.insert(h.primary.clone(), entry) {
                 losers.push(old);
@@ -484,6 +504,7 @@ impl Store {
                 meta: e.meta.clone().unwrap_or_default(),
                 primary: key.clone(),
                 loc: e.loc.clone(),
+                verified: e.verified,
             })
             .collect()
     }
@@ -549,6 +570,7 @@ impl Store {
             bytes_capacity: self.layout.capacity(),
             evictions: c.evictions.load(Ordering::Relaxed),
             corrupt_dropped: c.corrupt_dropped.load(Ordering::Relaxed),
+            body_checks_skipped: c.body_checks_skipped.load(Ordering::Relaxed),
             recovered_objects: self.recovered,
             write_errors: c.write_errors.load(Ordering::Relaxed),
             ram_tier_bytes: ram_bytes,

@@ -40,6 +40,8 @@ engine_suite!(
     concurrent_writers_and_threads,
     reader_racing_eviction_gets_an_error,
     one_read_slot_serves_concurrent_streams,
+    body_checks_stop_after_a_whole_read_until_restart,
+    verify_every_read_checks_every_read,
 );
 
 fn tmp() -> tempfile::TempDir {
@@ -791,4 +793,89 @@ fn one_read_slot_serves_concurrent_streams(engine: IoEngineKind) {
         }
         assert!(body == content("/big/0", 7, len));
     });
+}
+
+/// A record's body is checked against its block checksums until one read has passed it whole;
+/// later reads in the same run skip them (counted), and a restart checks every record again.
+fn body_checks_stop_after_a_whole_read_until_restart(engine: IoEngineKind) {
+    let dir = tmp();
+    let big = content("/big", 3, 3 * MIB as usize + 5);
+    let small = content("/small", 3, 10_000);
+    let store = open(dir.path(), 128 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        put_big_and_small(&w, &big, &small).await;
+        // Parts of the body (one not from the start, one not to the end) do not make it trusted.
+        for range in [MIB..2 * MIB, 0..MIB] {
+            let r = &store.lookup(b"/big")[0];
+            let got = collect(w.open(r).await.unwrap(), Some(range.clone()))
+                .await
+                .unwrap();
+            assert!(got[..] == big[range.start as usize..range.end as usize]);
+        }
+        assert_eq!(store.stats().body_checks_skipped, 0);
+        // The first whole read checks; the second trusts.
+        for round in 0..2 {
+            assert!(get(&w, "/big").await.unwrap().1 == big);
+            assert!(get(&w, "/small").await.unwrap().1 == small);
+            assert_eq!(store.stats().body_checks_skipped, 2 * round);
+        }
+        assert_eq!(store.stats().corrupt_dropped, 0);
+        flip_big_and_small(&store);
+    });
+    drop(store);
+    // After a restart nothing is trusted: both bad bodies are found and dropped.
+    let store = open(dir.path(), 128 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let r = &store.lookup(b"/big")[0];
+        let err = collect(w.open(r).await.unwrap(), None).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        let r = &store.lookup(b"/small")[0];
+        assert_eq!(w.open(r).await.unwrap_err().kind(), "corrupt");
+        let s = store.stats();
+        assert_eq!((s.corrupt_dropped, s.body_checks_skipped), (2, 0));
+        assert!(store.lookup(b"/big").is_empty() && store.lookup(b"/small").is_empty());
+    });
+}
+
+/// With `verify_every_read`, a body that went bad after it was read whole is still caught.
+fn verify_every_read_checks_every_read(engine: IoEngineKind) {
+    let dir = tmp();
+    let mut c = cfg(dir.path(), 128 * MIB, engine);
+    c.verify_every_read = true;
+    let store = edgecache_cache::Store::open(c).unwrap();
+    let big = content("/big", 4, 2 * MIB as usize);
+    let small = content("/small", 4, 10_000);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        put_big_and_small(&w, &big, &small).await;
+        for _ in 0..2 {
+            assert!(get(&w, "/big").await.unwrap().1 == big);
+            assert!(get(&w, "/small").await.unwrap().1 == small);
+        }
+        flip_big_and_small(&store);
+        assert!(get(&w, "/big").await.is_none(), "bad big body not served");
+        assert!(
+            get(&w, "/small").await.is_none(),
+            "bad small body not served"
+        );
+        let s = store.stats();
+        assert_eq!((s.corrupt_dropped, s.body_checks_skipped), (2, 0));
+    });
+}
+
+async fn put_big_and_small(w: &StoreWorker, big: &[u8], small: &[u8]) {
+    put(w, "/big", "", "", big, true, 1 << 20).await.unwrap();
+    put(w, "/small", "", "", small, true, 1 << 20)
+        .await
+        .unwrap();
+}
+
+/// Flip a byte in the first 64 KiB block of both bodies.
+fn flip_big_and_small(store: &edgecache_cache::Store) {
+    for key in [&b"/big"[..], b"/small"] {
+        let loc = store.lookup(key)[0].location();
+        flip_byte(&store.segment_path(loc.segment), loc.body_offset + 9_000);
+    }
 }

@@ -198,7 +198,7 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 7] = [
+        let counters: [(&str, &str, u64); 8] = [
             (
                 "store_evictions",
                 "Objects evicted from the disk store",
@@ -208,6 +208,11 @@ impl Collector for StoreCollector {
                 "store_corrupt_records",
                 "Torn or corrupt records dropped (at recovery or on read)",
                 s.corrupt_dropped,
+            ),
+            (
+                "store_body_checks_skipped",
+                "Disk reads that skipped the body checksums (record verified earlier in this run)",
+                s.body_checks_skipped,
             ),
             (
                 "store_write_errors",

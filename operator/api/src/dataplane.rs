@@ -143,6 +143,12 @@ pub struct StorageConfig {
     /// cache asks for; read-ahead only starts while a slot is free). Default: 128, what an NVMe
     /// drive needs for its bandwidth; lower it for a device that gains nothing from depth.
     pub reads_in_flight: u32,
+    /// Check a large body against its block checksums on every disk read. Default: `false`:
+    /// each record is checked on its first whole read after the start (which finds records torn
+    /// by a crash), and later reads of it in the same run trust the disk (whose own ECC covers
+    /// the medium), like Traffic Server, which checks nothing by default. Headers, keys and
+    /// segment epochs are checked on every read either way.
+    pub verify_every_read: bool,
 }
 
 /// Default of `storage.readsInFlight` (data-plane config and EdgeCache spec).
@@ -161,6 +167,7 @@ impl Default for StorageConfig {
             io_engine: IoEngineKind::Auto,
             max_object_size: ByteSize::gib(1),
             reads_in_flight: READS_IN_FLIGHT_DEFAULT,
+            verify_every_read: false,
         }
     }
 }

@@ -239,6 +239,12 @@ pub struct StorageSpec {
     #[serde(default = "default_reads_in_flight")]
     #[schemars(range(min = 1, max = 4096))]
     pub reads_in_flight: u32,
+    /// Check every disk read of a body against its block checksums. Default: `false`: each
+    /// record's body is checked until it has been read whole once since the pod started (that
+    /// finds records torn by a crash); later reads trust the disk. Headers, keys and segment
+    /// epochs are checked on every read either way.
+    #[serde(default)]
+    pub verify_every_read: bool,
 }
 
 impl Default for StorageSpec {
@@ -249,6 +255,7 @@ impl Default for StorageSpec {
             direct_io_threshold: default_direct_io(),
             io_engine: IoEngineKind::Auto,
             reads_in_flight: default_reads_in_flight(),
+            verify_every_read: false,
         }
     }
 }

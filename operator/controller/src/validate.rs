@@ -238,6 +238,7 @@ pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
             io_engine: spec.storage.io_engine,
             max_object_size: spec.cache.max_object_size,
             reads_in_flight: spec.storage.reads_in_flight,
+            verify_every_read: spec.storage.verify_every_read,
         },
         memory: MemoryConfig {
             limit: Some(spec.resources.memory),
@@ -328,6 +329,7 @@ mod tests {
         assert_eq!(c.storage.dir, "/var/cache/edgecache");
         assert_eq!(c.storage.size, ByteSize::gib(10));
         assert_eq!(c.storage.reads_in_flight, 128);
+        assert!(!c.storage.verify_every_read);
         assert_eq!(c.memory.limit, Some(ByteSize::gib(2)));
         assert_eq!(c.workers.steering, SteeringMode::Off);
         assert_eq!(c.origin.host_header, HostHeader::Preserve);
@@ -336,7 +338,7 @@ mod tests {
     #[test]
     fn spec_fields_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
-            "origin:\n  url: http://o:81\n  hostHeader: rewrite\n  hostHeaderValue: www.example\n  connectTimeout: 500ms\nstorage:\n  hostPath: /mnt/nvme0/ec\n  size: 500GiB\n  directIoThreshold: 128KiB\n  ioEngine: threads\n  readsInFlight: 32\nresources:\n  memory: 8Gi\n  workers: 6\n  ramTier: 4GiB\n  headroomPercent: 20\nsteering:\n  mode: queue\n  required: true\n  queueOffset: 0\nnetwork:\n  hostNetwork: true\n  port: 80\n  adminPort: 9901\ncache:\n  defaultTtl: 5m\n  maxObjectSize: 2GiB\n  cookiePolicy: never-store\n  name: edge-1\nlog: debug\n",
+            "origin:\n  url: http://o:81\n  hostHeader: rewrite\n  hostHeaderValue: www.example\n  connectTimeout: 500ms\nstorage:\n  hostPath: /mnt/nvme0/ec\n  size: 500GiB\n  directIoThreshold: 128KiB\n  ioEngine: threads\n  readsInFlight: 32\n  verifyEveryRead: true\nresources:\n  memory: 8Gi\n  workers: 6\n  ramTier: 4GiB\n  headroomPercent: 20\nsteering:\n  mode: queue\n  required: true\n  queueOffset: 0\nnetwork:\n  hostNetwork: true\n  port: 80\n  adminPort: 9901\ncache:\n  defaultTtl: 5m\n  maxObjectSize: 2GiB\n  cookiePolicy: never-store\n  name: edge-1\nlog: debug\n",
         ))
         .unwrap();
         let c = &v.dataplane;
@@ -352,6 +354,7 @@ mod tests {
         assert_eq!(c.storage.io_engine.as_str(), "threads");
         assert_eq!(c.storage.max_object_size, ByteSize::gib(2));
         assert_eq!(c.storage.reads_in_flight, 32);
+        assert!(c.storage.verify_every_read);
         assert_eq!(c.memory.limit, Some(ByteSize::gib(8)));
         assert_eq!(c.memory.ram_tier, Some(ByteSize::gib(4)));
         assert_eq!(c.memory.headroom_percent, 20);

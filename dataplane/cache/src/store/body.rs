@@ -6,9 +6,10 @@
 //! to the caller, so the disk works while the client receives. Every read holds one of the
 //! store's read slots (`StoreConfig::reads_in_flight`) until it completes. Every chunk buffer
 //! comes from the worker's [`IoBudget`] and is charged to it until the caller drops the last
-//! `Bytes` of it (see [`crate::io::budget`]). Every chunk is checked
-//! against its 64 KiB block checksums, and the segment's epoch is checked after every read,
-//! before any byte is yielded.
+//! `Bytes` of it (see [`crate::io::budget`]). The segment's epoch is checked after every read,
+//! before any byte is yielded, and every chunk is checked against its 64 KiB block checksums
+//! until the record's whole body has passed them once in this run (see "Checksums" in
+//! [`crate::store`]).
 
 use std::future::Future;
 use std::io;
@@ -80,6 +81,12 @@ pub(crate) struct DiskBody {
     pub variant: Bytes,
     pub loc: Loc,
     pub crcs: Vec<u32>,
+    /// The whole body passed its checksums earlier in this run: skip them (see
+    /// `Store::trusts_body`).
+    pub trusted: bool,
+    /// Body bytes `[0, verified_to)` passed their checksums in this stream; at `body_len` the
+    /// record is marked verified.
+    pub verified_to: u64,
     pub direct: bool,
     /// Body bytes `[0, first.len())` from the first read (whole blocks, not yet verified).
     pub first: Option<Bytes>,
@@ -248,13 +255,21 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
         if base + valid < st.end {
             d.prefetch(base + valid);
         }
-        if !verify_blocks(&d.crcs, base, &data[..valid as usize]) {
-            d.ahead = None;
-            d.store.drop_corrupt(&d.primary, &d.variant, &d.loc);
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "stored body failed its checksum",
-            ));
+        if !d.trusted {
+            if !verify_blocks(&d.crcs, base, &data[..valid as usize]) {
+                d.ahead = None;
+                d.store.drop_corrupt(&d.primary, &d.variant, &d.loc);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "stored body failed its checksum",
+                ));
+            }
+            if base == d.verified_to {
+                d.verified_to = base + valid;
+                if d.verified_to == body_len {
+                    d.store.mark_verified(&d.primary, &d.variant, d.loc.seq);
+                }
+            }
         }
         st.pos = base + valid;
         let from = st.start.max(base);

@@ -8,7 +8,7 @@ use super::layout::SEGMENT_HEADER;
 use super::metrics::Counters;
 use super::record::{self, RecordHeader};
 use super::state::{Entry, Loc, Seg};
-use super::{INDEX_META_MAX, Reservation, Store, StoreError};
+use super::{INDEX_META_MAX, ObjectRef, Reservation, Store, StoreError};
 use crate::io::AlignedBuf;
 use crate::io::file::pwrite_all;
 
@@ -133,6 +133,28 @@ impl Store {
         if pinned {
             self.tombstone_pinned(std::slice::from_ref(loc));
         }
+    }
+
+    /// Record that the whole body of (primary, variant) at `seq` passed its block checksums.
+    pub(crate) fn mark_verified(&self, primary: &[u8], variant: &[u8], seq: u64) {
+        let mut st = self.lock();
+        if let Some(list) = st.index.get_mut(primary)
+            && let Some(e) = list
+                .iter_mut()
+                .find(|e| e.variant == variant && e.loc.seq == seq)
+        {
+            e.verified = true;
+        }
+    }
+
+    /// Whether a read of `r`'s body may skip the block checksums (and count that it does):
+    /// its whole body passed them earlier in this run and `verify_every_read` is off.
+    pub(crate) fn trusts_body(&self, r: &ObjectRef) -> bool {
+        let trust = r.verified && !self.config().verify_every_read;
+        if trust {
+            Counters::inc(&self.counters.body_checks_skipped);
+        }
+        trust
     }
 
     /// Update the index's copy of the meta blob after an in-place header rewrite.

@@ -13,6 +13,7 @@ pub const LATENCY_BOUNDS_US: [u64; 12] = [
 pub(crate) struct Counters {
     pub evictions: AtomicU64,
     pub corrupt_dropped: AtomicU64,
+    pub body_checks_skipped: AtomicU64,
     pub write_errors: AtomicU64,
     pub disk_reads: AtomicU64,
     pub disk_read_bytes: AtomicU64,
@@ -79,6 +80,9 @@ pub struct StoreStats {
     /// Records dropped because a checksum failed: torn or corrupt headers found by recovery and
     /// body or header checksum failures at read time.
     pub corrupt_dropped: u64,
+    /// Disk reads of a body that skipped its block checksums because the record had passed
+    /// them whole earlier in this run (never with `verify_every_read`).
+    pub body_checks_skipped: u64,
     /// Objects indexed by the recovery scan at open.
     pub recovered_objects: u64,
     /// Failed disk writes (ENOSPC, EIO, ...).

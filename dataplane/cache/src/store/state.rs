@@ -32,6 +32,9 @@ pub(crate) struct Entry {
     pub loc: Loc,
     /// The meta blob when it is small enough to keep in RAM.
     pub meta: Option<Bytes>,
+    /// The whole body passed its block checksums on a read in this run (see
+    /// `StoreConfig::verify_every_read`).
+    pub verified: bool,
 }
 
 #[derive(Debug, Default)]
@@ -183,6 +186,7 @@ mod tests {
                 seq,
             },
             meta: None,
+            verified: false,
         }
     }
 

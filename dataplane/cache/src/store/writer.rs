@@ -290,6 +290,7 @@ impl ObjectWriter {
                 body_len: self.len,
                 seq,
             },
+            verified: false,
         };
         // Published: from here on, Drop must not tombstone our record.
         self.res = None;

@@ -37,6 +37,7 @@ pub fn cfg(dir: &Path, size: u64, engine: IoEngineKind) -> StoreConfig {
         ram_tier_bytes: 0,
         engine,
         reads_in_flight: 16,
+        verify_every_read: false,
     }
 }
 
