@@ -1,0 +1,10 @@
+// TODO see about removing or just commenting out.
+#[allow(unused_macros)]
+macro_rules! ready {
+    ($e:expr $(,)?) => {
+        match $e {
+            std::task::Poll::Ready(t) => t,
+            std::task::Poll::Pending => return std::task::Poll::Pending,
+        }
+    };
+}

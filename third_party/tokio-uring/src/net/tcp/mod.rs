@@ -1,0 +1,5 @@
+mod listener;
+pub use listener::TcpListener;
+
+mod stream;
+pub use stream::TcpStream;

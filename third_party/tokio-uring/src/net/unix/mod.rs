@@ -1,0 +1,5 @@
+mod listener;
+pub use listener::UnixListener;
+
+mod stream;
+pub use stream::UnixStream;
