@@ -75,12 +75,13 @@ fn serve_with_a_bad_config_starts_nothing() {
         "origin:\n  url: http://127.0.0.1:1\nstorage:\n  size: 12 parsecs\n",
     )
     .unwrap();
-    let port = free_port();
     let cache = dir.path().join("cache");
+    // Port 0: a port picked here could be taken by another test before the child binds it
+    // (and a process that has exited listens nowhere anyway): the log shows it never got ready.
     let out = Command::new(BIN)
         .args(["serve", "--config"])
         .arg(&cfg)
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir"])
+        .args(["--listen", "127.0.0.1:0", "--cache-dir"])
         .arg(&cache)
         .output()
         .unwrap();
@@ -91,8 +92,5 @@ fn serve_with_a_bad_config_starts_nothing() {
         "{err}"
     );
     assert!(!cache.exists(), "no store was opened");
-    assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
-        "nothing listens"
-    );
+    assert!(!err.contains("data plane ready"), "it never served: {err}");
 }

@@ -950,8 +950,9 @@ fn without_cap_bpf_required_steering_refuses_to_start() {
     std::fs::write(&cfg, "workers:\n  steeringRequired: true\n").unwrap();
     let mut cmd = Command::new(common::BIN);
     cmd.args(["serve", "--origin", &origin.url()])
-        .args(["--listen", &format!("127.0.0.1:{}", common::free_port())])
-        .args(["--admin", &format!("127.0.0.1:{}", common::free_port())])
+        // Port 0 (two loopback addresses): it must refuse for the capability, not for a port
+        // another test took.
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.2:0"])
         .arg("--cache-dir")
         .arg(dir.path().join("cache"))
         .args([
