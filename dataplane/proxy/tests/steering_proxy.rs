@@ -27,13 +27,13 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use edgecache_testnet::{VethPair, enter_netns};
 
 use common::{Dataplane, Opts, check_body, metric_value, read_response};
 
@@ -82,16 +82,6 @@ impl Conn {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no field {k} in {:?}", self.fields))
     }
-}
-
-/// Move the calling thread into network namespace `name`.
-#[allow(unsafe_code)]
-fn enter_netns(name: &str) {
-    let f = File::open(format!("/run/netns/{name}")).unwrap();
-    // SAFETY: setns only reads the fd, which `f` keeps open for the call; CLONE_NEWNET changes
-    // only this thread's network namespace.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
 }
 
 /// Run `f` on a new thread, inside `ns` when given and pinned to `cpu` when given.
@@ -620,88 +610,6 @@ fn off_mode_uses_the_kernel_hash() {
 // ---------------------------------------------------------------------------------------------
 // queue mode over a 4-queue veth between two network namespaces
 
-/// Two namespaces and the veth pair between them; removed on drop.
-struct Netns {
-    srv: String,
-    cli: String,
-    vsrv: String,
-}
-
-const SERVER_IP: &str = "10.251.9.1";
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("run ip (package iproute2)");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Netns {
-    fn new() -> Self {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let id = format!(
-            "{}y{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let ns = Self {
-            srv: format!("ecpsrv-{id}"),
-            cli: format!("ecpcli-{id}"),
-            vsrv: format!("eps{id}"),
-        };
-        let vcli = format!("epc{id}");
-        assert!(ns.vsrv.len() <= 15 && vcli.len() <= 15);
-        ip(&["netns", "add", &ns.srv]);
-        ip(&["netns", "add", &ns.cli]);
-        ip(&[
-            "link",
-            "add",
-            &ns.vsrv,
-            "numtxqueues",
-            "4",
-            "numrxqueues",
-            "4",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &vcli,
-            "numtxqueues",
-            "4",
-            "numrxqueues",
-            "4",
-        ]);
-        ip(&["link", "set", &ns.vsrv, "netns", &ns.srv]);
-        ip(&["link", "set", &vcli, "netns", &ns.cli]);
-        let srv_addr = format!("{SERVER_IP}/24");
-        ip(&["-n", &ns.srv, "addr", "add", &srv_addr, "dev", &ns.vsrv]);
-        ip(&["-n", &ns.cli, "addr", "add", "10.251.9.2/24", "dev", &vcli]);
-        ip(&["-n", &ns.srv, "link", "set", "lo", "up"]);
-        ip(&["-n", &ns.cli, "link", "set", "lo", "up"]);
-        ip(&["-n", &ns.srv, "link", "set", &ns.vsrv, "up"]);
-        ip(&["-n", &ns.cli, "link", "set", &vcli, "up"]);
-        ns
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for args in [
-            vec!["netns", "del", self.srv.as_str()],
-            vec!["netns", "del", self.cli.as_str()],
-            vec!["link", "del", self.vsrv.as_str()],
-        ] {
-            let _ = Command::new("ip").args(&args).output();
-        }
-    }
-}
-
 /// A server process; killed on drop.
 struct Proc(Child);
 
@@ -718,7 +626,7 @@ fn queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired() {
     if skip("queue") {
         return;
     }
-    let ns = Netns::new();
+    let ns = VethPair::new('y', 9);
     // The origin lives in the server's namespace (its socket is created there).
     let origin = on_thread(Some(ns.srv.clone()), None, common::origin);
     let dir = tempfile::tempdir().unwrap();
@@ -731,8 +639,8 @@ fn queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired() {
     let cache = dir.path().join("cache");
     let log = dir.path().join("server.log");
     let fault_file = dir.path().join("fault");
-    let listen: SocketAddr = format!("{SERVER_IP}:8080").parse().unwrap();
-    let admin: SocketAddr = format!("{SERVER_IP}:9090").parse().unwrap();
+    let listen: SocketAddr = format!("{}:8080", ns.server_ip).parse().unwrap();
+    let admin: SocketAddr = format!("{}:9090", ns.server_ip).parse().unwrap();
     let out = File::create(&log).unwrap();
     let child = Command::new("ip")
         .args(["netns", "exec", &ns.srv, common::BIN, "serve"])

@@ -8,11 +8,9 @@
 
 mod common;
 
-use std::fs::File;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
+
+use edgecache_testnet::{VethPair, enter_netns};
 
 use common::{Client, accept_all, connect_from, histogram, is_root, serial};
 use edgecache_steering::{
@@ -21,107 +19,6 @@ use edgecache_steering::{
 
 const WORKERS: usize = 4;
 const CONNS: usize = 48; // 2 threads x 24
-
-/// Two namespaces and the veth pair between them; removed on drop.
-struct Netns {
-    srv: String,
-    cli: String,
-    vsrv: String,
-    server_ip: &'static str,
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("run ip (package iproute2)");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Netns {
-    fn new() -> Self {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let id = format!(
-            "{}x{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let ns = Self {
-            srv: format!("ecsrv-{id}"),
-            cli: format!("eccli-{id}"),
-            vsrv: format!("ecs{id}"),
-            server_ip: "10.251.7.1",
-        };
-        let vcli = format!("ecc{id}");
-        assert!(ns.vsrv.len() <= 15 && vcli.len() <= 15);
-        ip(&["netns", "add", &ns.srv]);
-        ip(&["netns", "add", &ns.cli]);
-        ip(&[
-            "link",
-            "add",
-            &ns.vsrv,
-            "numtxqueues",
-            "4",
-            "numrxqueues",
-            "4",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &vcli,
-            "numtxqueues",
-            "4",
-            "numrxqueues",
-            "4",
-        ]);
-        ip(&["link", "set", &ns.vsrv, "netns", &ns.srv]);
-        ip(&["link", "set", &vcli, "netns", &ns.cli]);
-        ip(&[
-            "-n",
-            &ns.srv,
-            "addr",
-            "add",
-            "10.251.7.1/24",
-            "dev",
-            &ns.vsrv,
-        ]);
-        ip(&["-n", &ns.cli, "addr", "add", "10.251.7.2/24", "dev", &vcli]);
-        ip(&["-n", &ns.srv, "link", "set", "lo", "up"]);
-        ip(&["-n", &ns.cli, "link", "set", "lo", "up"]);
-        ip(&["-n", &ns.srv, "link", "set", &ns.vsrv, "up"]);
-        ip(&["-n", &ns.cli, "link", "set", &vcli, "up"]);
-        ns
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Deleting the namespaces destroys the veth pair; the link delete covers a failure
-        // before the ends were moved.
-        for args in [
-            vec!["netns", "del", self.srv.as_str()],
-            vec!["netns", "del", self.cli.as_str()],
-            vec!["link", "del", self.vsrv.as_str()],
-        ] {
-            let _ = Command::new("ip").args(&args).output();
-        }
-    }
-}
-
-/// Move the calling thread into network namespace `name` (sockets it creates live there).
-#[allow(unsafe_code)]
-fn enter_netns(name: &str) {
-    let f = File::open(format!("/run/netns/{name}")).unwrap();
-    // SAFETY: setns only reads the fd, which `f` keeps open for the call; CLONE_NEWNET changes
-    // only this thread's network namespace.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
-}
 
 /// Run `f` on a thread inside namespace `ns`.
 fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -134,7 +31,7 @@ fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static)
     .unwrap()
 }
 
-fn clients(ns: &Netns, addr: SocketAddr, per_thread: usize) -> Vec<Client> {
+fn clients(ns: &VethPair, addr: SocketAddr, per_thread: usize) -> Vec<Client> {
     let cli = ns.cli.clone();
     connect_from(addr, &[None, None], per_thread, move || enter_netns(&cli))
 }
@@ -212,8 +109,8 @@ fn queue_mode_over_a_4_queue_veth() {
         println!("SKIPPED: not root (needs network namespaces and CAP_BPF)");
         return;
     }
-    let ns = Netns::new();
-    let ip = ns.server_ip;
+    let ns = VethPair::new('x', 7);
+    let ip = ns.server_ip.clone();
     let mut ls = in_netns(&ns.srv, move || {
         bind_group(format!("{ip}:0").parse().unwrap(), WORKERS, 1024).unwrap()
     });
@@ -301,8 +198,8 @@ fn queue_offset_1_as_on_a_nic_driver() {
     }
     // veth records the raw queue; with offset 1 (what NIC drivers need), queue_mapping 0 reads
     // as "not recorded" (kernel hash) and queue k goes to worker (k - 1) % 4.
-    let ns = Netns::new();
-    let ip = ns.server_ip;
+    let ns = VethPair::new('x', 7);
+    let ip = ns.server_ip.clone();
     let ls = in_netns(&ns.srv, move || {
         bind_group(format!("{ip}:0").parse().unwrap(), WORKERS, 1024).unwrap()
     });
