@@ -222,6 +222,10 @@ def build(recs, png_rel):
     # Targets (issue 7) for EdgeCache.
     if "edgecache" in caches and rounds:
         w("### Issue 7 targets (EdgeCache)")
+        if meta.get("quick"):
+            w("")
+            w("Quick mode: the sets mostly fit in memory and rounds last 5 s, so these checks are "
+              "indicative only; the targets are defined for the full sets (`bench/run.sh`).")
         w("")
         best_fio = {}
         for r in fio:
