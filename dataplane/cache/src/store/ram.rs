@@ -12,7 +12,8 @@
 //!   never take RAM. While the tier has room every disk hit is admitted. Once it is full, the
 //!   tier keeps a frequency sketch of its lookups (RAM hits and disk hits,
 //!   [`super::frequency`], halved every ten times as many lookups as the tier holds objects)
-//!   and admits a record only if it was asked for at least twice in the window and more often
+//!   and admits a record only if it was asked for at least [`ADMIT_MIN_LOOKUPS`] times in the
+//!   window and more often
 //!   than the entry it would evict (TinyLFU). Under skewed traffic the popular objects win
 //!   their place and keep it; when reads are spread over a working set much larger than the
 //!   tier (uniform ids), the tier stays as it is instead of copying each object in and evicting
@@ -68,6 +69,14 @@ struct Inner {
     /// Lookups per key in the current window (admission once the tier is full).
     sketch: FrequencySketch,
 }
+
+/// Lookups within the sketch's window a record needs before it may replace another in a full
+/// tier (TinyLFU admission). With 2, uniform traffic over a working set ten times the tier
+/// still copied in a record whenever chance (and the count-min sketch's overestimate) gave it
+/// a second lookup, about one disk hit in eight, evicting another for nothing. With 3 (lab,
+/// alternating 12 s rounds, bench/BENCHMARKS.md tuning log): 4 KiB uniform 26 µs per hit against
+/// 27-28, zipf 47.7-50.8k req/s against 45.9-48.1k; 100 KiB zipf 26.8-28.3k against 25.4-25.5k.
+pub const ADMIT_MIN_LOOKUPS: u8 = 3;
 
 /// Ring entries (live or stale) from the CLOCK hand examined for the admission victim.
 const VICTIM_SCAN: usize = 32;
@@ -161,7 +170,7 @@ impl RamTier {
 
     /// Should a record of `len` bytes found on disk be copied in? Counts the lookup; yes while
     /// the tier has room for it; once it is full, only if the record was asked for at least
-    /// twice in the window and more often than the entry it would evict. `reserved` as for
+    /// [`ADMIT_MIN_LOOKUPS`] times in the window and more often than the entry it would evict. `reserved` as for
     /// [`RamTier::insert`].
     pub fn admit(&self, primary: &[u8], variant: &[u8], len: u64, reserved: u64) -> bool {
         if !self.enabled() {
@@ -179,7 +188,7 @@ impl RamTier {
             return true;
         }
         let candidate = g.sketch.estimate(hash);
-        candidate >= 2 && g.victim_frequency().is_none_or(|v| candidate > v)
+        candidate >= ADMIT_MIN_LOOKUPS && g.victim_frequency().is_none_or(|v| candidate > v)
     }
 
     /// Insert an object. `reserved` bytes of the capacity are taken by something else (the
@@ -368,6 +377,21 @@ mod tests {
             "another variant is another record"
         );
         assert!(!RamTier::new(0).admit(b"a", b"", RAM_MAX_RECORD, 0));
+    }
+
+    #[test]
+    fn once_full_a_record_needs_the_minimum_lookups_even_against_an_unasked_victim() {
+        let cap = 4 * (RAM_MAX_RECORD + SLOT_OVERHEAD + 64);
+        let t = RamTier::for_entries(cap);
+        fill(&t, 4, "f");
+        // The victims were never looked up; each admit call counts one lookup of "new".
+        for n in 1..ADMIT_MIN_LOOKUPS {
+            assert!(
+                !t.admit(b"new", b"", RAM_MAX_RECORD, 0),
+                "{n} lookups are not enough"
+            );
+        }
+        assert!(t.admit(b"new", b"", RAM_MAX_RECORD, 0));
     }
 
     #[test]
