@@ -639,6 +639,28 @@ def measure_round(args, cache, size, count, dist, rnd):
     }
 
 
+def object_count(args, size):
+    _, full, quick = SIZES[size]
+    return args.count or (quick if args.quick else full)
+
+
+def storage_bytes(args, size):
+    """Disk storage each cache gets for `size`: twice the objects' bytes plus slack, >= 1 GiB."""
+    return max(2 * SIZES[size][0] * object_count(args, size) + (256 << 20), 1 << 30)
+
+
+def check_disk_space(args, work, sizes, ncaches):
+    """Stop before anything starts when `work` cannot hold what the run writes there at once:
+    every cache's storage for the largest size (or fio's file, removed before the caches start),
+    plus 1 GiB. A cache that cannot allocate its storage would otherwise drop out of the rounds."""
+    need = max([storage_bytes(args, s) * ncaches for s in sizes] + [0 if args.skip_fio else 2 << 30])
+    free = shutil.disk_usage(work).free
+    if free < need + (1 << 30):
+        sys.exit(f"bench: {work} has {free / 2**30:.1f} GiB free; this run needs about "
+                 f"{(need + (1 << 30)) / 2**30:.1f} GiB there (caches' storage, fio's file): "
+                 f"free some space or pass --work on a larger disk")
+
+
 def warm(args, cache, size, count, emit):
     """Passes over every id until a pass makes no origin fetch. The first pass is
     the miss path (cold cache)."""
@@ -931,6 +953,7 @@ def main():
         else:
             log(f"SKIPPED {n}: {c.skip_reason or 'not installed'}")
             emit({"kind": "skipped", "cache": n, "reason": c.skip_reason or "not installed"})
+    check_disk_space(args, work, sizes, len(caches))
     meta = machine_info(caches)
     meta.update({"args": vars(args)})
     emit(meta)
@@ -972,9 +995,8 @@ def main():
         ceiling_runs(args, work, sizes, emit)
 
     for size in sizes:
-        nbytes, full, quick = SIZES[size]
-        count = args.count or (quick if args.quick else full)
-        disk = max(2 * nbytes * count + (256 << 20), 1 << 30)
+        count = object_count(args, size)
+        disk = storage_bytes(args, size)
         log(f"== {size} x {count} (cache storage {disk >> 20} MiB each)")
         live = []
         for c in caches:
