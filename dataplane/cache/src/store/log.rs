@@ -137,12 +137,7 @@ impl Store {
 
     /// Record that the whole body of (primary, variant) at `seq` passed its block checksums.
     pub(crate) fn mark_verified(&self, primary: &[u8], variant: &[u8], seq: u64) {
-        let mut st = self.lock();
-        if let Some(list) = st.index.get_mut(primary)
-            && let Some(e) = list
-                .iter_mut()
-                .find(|e| e.variant == variant && e.loc.seq == seq)
-        {
+        if let Some(e) = self.lock().get_mut_at(primary, variant, seq) {
             e.verified = true;
         }
     }
@@ -159,12 +154,7 @@ impl Store {
 
     /// Update the index's copy of the meta blob after an in-place header rewrite.
     pub(crate) fn set_meta(&self, primary: &[u8], variant: &[u8], seq: u64, meta: Bytes) {
-        let mut st = self.lock();
-        if let Some(list) = st.index.get_mut(primary)
-            && let Some(e) = list
-                .iter_mut()
-                .find(|e| e.variant == variant && e.loc.seq == seq)
-        {
+        if let Some(e) = self.lock().get_mut_at(primary, variant, seq) {
             e.meta = (meta.len() <= INDEX_META_MAX).then_some(meta);
         }
         self.ram.remove(

@@ -13,11 +13,10 @@
 //!   tier keeps a frequency sketch of its lookups (RAM hits and disk hits,
 //!   [`super::frequency`], halved every ten times as many lookups as the tier holds objects)
 //!   and admits a record only if it was asked for at least [`ADMIT_MIN_LOOKUPS`] times in the
-//!   window and more often
-//!   than the entry it would evict (TinyLFU). Under skewed traffic the popular objects win
-//!   their place and keep it; when reads are spread over a working set much larger than the
-//!   tier (uniform ids), the tier stays as it is instead of copying each object in and evicting
-//!   another for nothing (bench/BENCHMARKS.md, tuning log).
+//!   window and more often than the entry it would evict (TinyLFU). Under skewed traffic the
+//!   popular objects win their place and keep it; when reads are spread over a working set
+//!   much larger than the tier (uniform ids), the tier stays as it is instead of copying each
+//!   object in and evicting another for nothing (bench/BENCHMARKS.md, tuning log).
 //! - Eviction: CLOCK (second chance). A hit sets a reference bit under a short lock and moves
 //!   nothing; the hand gives referenced entries a second round and evicts unreferenced ones. It
 //!   approximates LRU at O(1) per operation and, with the admission rule above, resists scans.
@@ -170,8 +169,8 @@ impl RamTier {
 
     /// Should a record of `len` bytes found on disk be copied in? Counts the lookup; yes while
     /// the tier has room for it; once it is full, only if the record was asked for at least
-    /// [`ADMIT_MIN_LOOKUPS`] times in the window and more often than the entry it would evict. `reserved` as for
-    /// [`RamTier::insert`].
+    /// [`ADMIT_MIN_LOOKUPS`] times in the window and more often than the entry it would evict.
+    /// `reserved` as for [`RamTier::insert`].
     pub fn admit(&self, primary: &[u8], variant: &[u8], len: u64, reserved: u64) -> bool {
         if !self.enabled() {
             return false;

@@ -83,6 +83,14 @@ impl State {
             .find(|e| e.variant == variant)
     }
 
+    /// The entry for (primary, variant) if it is still the record with sequence `seq`.
+    pub fn get_mut_at(&mut self, primary: &[u8], variant: &[u8], seq: u64) -> Option<&mut Entry> {
+        self.index
+            .get_mut(primary)?
+            .iter_mut()
+            .find(|e| e.variant == variant && e.loc.seq == seq)
+    }
+
     /// Insert or replace; returns the replaced location.
     pub fn insert(&mut self, primary: Bytes, e: Entry) -> Option<Loc> {
         self.objects += 1;
