@@ -230,16 +230,18 @@ def build(recs, png_rel):
         best_fio = {}
         for r in fio:
             best_fio[r["bs"]] = max(best_fio.get(r["bs"], 0), r["mb_per_s"])
+        def of(size, dist, cache):
+            return [r for r in rounds if r["size"] == size and r["dist"] == dist and r["cache"] == cache]
+
         for size in SIZE_ORDER:
-            e = [r for r in rounds if r["size"] == size and r["dist"] == "uniform" and r["cache"] == "edgecache"]
+            e = of(size, "uniform", "edgecache")
             if not e:
                 if any(d["cache"] == "edgecache" and d["size"] == size for d in died_records(recs)):
                     w(f"- {size}: NOT met: EdgeCache did not survive a round (OOM-killed)")
                 continue
             ok = lambda b: "met" if b else "NOT met"  # noqa: E731
             for dist in ("uniform", "zipf"):
-                ed = [r for r in rounds if r["size"] == size and r["dist"] == dist and r["cache"] == "edgecache"]
-                ad = [r for r in rounds if r["size"] == size and r["dist"] == dist and r["cache"] == "ats"]
+                ed, ad = of(size, dist, "edgecache"), of(size, dist, "ats")
                 if ed and ad:
                     ep, ap = med([r["p99_ms"] for r in ed]), med([r["p99_ms"] for r in ad])
                     w(f"- {size} {dist}: req/s ≥ Traffic Server: "
