@@ -1,10 +1,18 @@
 //! The admin endpoint: `/healthz`, `/readyz`, `/metrics` (Prometheus text), and `PURGE` of a
 //! URL (`curl -X PURGE -H 'Host: www.example' http://ADMIN/path?query` removes every stored
 //! variant of `http://www.example/path?query`).
+//!
+//! Mutating calls need the bearer token of `adminAccess.tokenFile` (src/admin/access.rs). The
+//! listener has the client listener's header timeout, a cap on open connections, and backs
+//! off when accept fails (EMFILE) instead of spinning.
+
+mod access;
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use edgecache_cache::store::Store;
@@ -13,10 +21,14 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tracing::warn;
+
+pub use access::{Expected, TokenSource};
+use access::{Need, Verdict};
 
 use crate::clock::Clock;
 use crate::key;
@@ -27,7 +39,15 @@ pub struct Admin {
     pub store: Arc<Store>,
     pub ready: Arc<AtomicBool>,
     pub clock: Arc<Clock>,
+    pub token: TokenSource,
+    /// `/metrics` without the token.
+    pub metrics_public: bool,
+    /// Time allowed for a request head (and for an idle keep-alive connection).
+    pub header_timeout: Duration,
 }
+
+/// Open admin connections at most; more are refused at accept.
+const MAX_ADMIN_CONNECTIONS: usize = 64;
 
 type Resp = Response<Full<Bytes>>;
 
@@ -42,7 +62,29 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
 }
 
 impl Admin {
-    fn handle(&self, req: &Request<Incoming>) -> Resp {
+    /// What a call needs.
+    fn need(&self, req: &Request<Incoming>) -> Need {
+        match (req.method().as_str(), req.uri().path()) {
+            ("GET" | "HEAD", "/metrics") if !self.metrics_public => Need::Token,
+            ("GET" | "HEAD", _) => Need::Open,
+            // PURGE, the debug hooks and anything else that is not a read.
+            _ => Need::Token,
+        }
+    }
+
+    fn handle(&self, req: &Request<Incoming>, peer: SocketAddr) -> Resp {
+        let need = self.need(req);
+        let verdict = access::decide(need, &self.token.expected(), peer.ip(), req.headers());
+        if verdict != Verdict::Allow {
+            warn!(
+                %peer,
+                method = %req.method(),
+                path = req.uri().path(),
+                verdict = verdict.as_str(),
+                "admin call refused"
+            );
+            return refused(verdict);
+        }
         match (req.method().as_str(), req.uri().path()) {
             ("GET", "/healthz") => text(StatusCode::OK, "ok\n"),
             ("GET", "/readyz") => {
@@ -122,6 +164,23 @@ impl Admin {
     }
 }
 
+fn refused(verdict: Verdict) -> Resp {
+    let body = match verdict {
+        Verdict::LoopbackOnly => {
+            "unauthorized: no admin token is configured (adminAccess.tokenFile), so this call is \
+             accepted from loopback only\n"
+        }
+        Verdict::TokenUnavailable => "unauthorized: the admin token file cannot be read\n",
+        _ => "unauthorized: this call needs `Authorization: Bearer <admin token>`\n",
+    };
+    let mut r = text(StatusCode::UNAUTHORIZED, body);
+    r.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer realm=\"edgecache-admin\""),
+    );
+    r
+}
+
 fn clone_head(req: &Request<Incoming>) -> Request<()> {
     let mut r = Request::new(());
     *r.method_mut() = req.method().clone();
@@ -132,17 +191,40 @@ fn clone_head(req: &Request<Incoming>) -> Request<()> {
 
 /// Serve the admin endpoint until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, admin: Arc<Admin>, mut shutdown: watch::Receiver<bool>) {
+    let open = Arc::new(());
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // EMFILE, ENFILE, ENOBUFS: the error repeats until something closes;
+                        // back off instead of spinning on it.
+                        warn!("admin accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                // Each connection holds a clone; the count is the number open.
+                if Arc::strong_count(&open) > MAX_ADMIN_CONNECTIONS {
+                    warn!(%peer, "admin connection refused: {MAX_ADMIN_CONNECTIONS} already open");
+                    drop(stream);
+                    continue;
+                }
+                let held = open.clone();
                 let admin = admin.clone();
                 tokio::spawn(async move {
+                    let timeout = admin.header_timeout;
                     let svc = service_fn(move |req| {
-                        let resp = admin.handle(&req);
+                        let resp = admin.handle(&req, peer);
                         async move { Ok::<_, Infallible>(resp) }
                     });
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                    let _ = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(timeout)
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                    drop(held);
                 });
             }
             _ = shutdown.changed() => return,

@@ -23,6 +23,9 @@ pub struct ServeFlags {
     /// Admin address (/healthz, /readyz, /metrics, PURGE).
     #[arg(long)]
     pub admin: Option<SocketAddr>,
+    /// File holding the bearer token that PURGE and the other mutating admin calls need.
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
     /// Directory of the disk store.
     #[arg(long)]
     pub cache_dir: Option<String>,
@@ -120,6 +123,9 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     }
     if let Some(v) = f.admin {
         cfg.admin = v;
+    }
+    if let Some(v) = &f.admin_token_file {
+        cfg.admin_access.token_file = Some(absolute(&v.display().to_string()));
     }
     if let Some(v) = &f.cache_dir {
         cfg.storage.dir = absolute(v);

@@ -129,6 +129,15 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let token = admin::TokenSource::new(cfg.admin_access.token_file.as_deref());
+    if let Some(file) = token.file()
+        && token.expected() == admin::Expected::Unavailable
+    {
+        bail!(
+            "adminAccess.tokenFile: cannot read an admin token from {} (missing or empty)",
+            file.display()
+        );
+    }
     let admin_listener = rt
         .block_on(tokio::net::TcpListener::bind(cfg.admin))
         .with_context(|| format!("cannot listen on the admin address {}", cfg.admin))?;
@@ -149,6 +158,9 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         store,
         ready,
         clock,
+        token,
+        metrics_public: cfg.admin_access.metrics_public,
+        header_timeout: cfg.clients.header_timeout.get(),
     });
     info!(listen = %cfg.listen, admin = %cfg.admin, origin = %cfg.origin.url, "edgecache data plane ready");
 

@@ -25,6 +25,10 @@ pub struct DataplaneConfig {
     pub listen: SocketAddr,
     /// Admin endpoint (`/healthz`, `/readyz`, `/metrics`, PURGE). Default: `0.0.0.0:9090`.
     pub admin: SocketAddr,
+    /// Who may call the admin endpoint's mutating calls (PURGE, debug hooks).
+    pub admin_access: AdminAccessConfig,
+    /// Limits that keep one client from hurting another: timeouts and connection caps.
+    pub clients: ClientLimitsConfig,
     /// The origin this cache fronts.
     pub origin: OriginConfig,
     /// The disk store on the node's NVMe.
@@ -47,6 +51,8 @@ impl Default for DataplaneConfig {
             version: CONFIG_VERSION,
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             admin: SocketAddr::from(([0, 0, 0, 0], 9090)),
+            admin_access: AdminAccessConfig::default(),
+            clients: ClientLimitsConfig::default(),
             origin: OriginConfig::default(),
             storage: StorageConfig::default(),
             memory: MemoryConfig::default(),
@@ -54,6 +60,58 @@ impl Default for DataplaneConfig {
             cache: CachePolicyConfig::default(),
             shutdown_grace: Duration::secs(30),
             log: "info".into(),
+        }
+    }
+}
+
+/// Access to the admin endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AdminAccessConfig {
+    /// A file holding the bearer token that PURGE and every other mutating admin call need
+    /// (`Authorization: Bearer TOKEN`); surrounding whitespace is trimmed and the file is read
+    /// again on every such call, so a rotated Secret takes effect at once. Default: unset, and
+    /// then mutating calls are accepted from loopback peers only.
+    pub token_file: Option<String>,
+    /// `/metrics` readable without the token. Default: true.
+    pub metrics_public: bool,
+}
+
+impl Default for AdminAccessConfig {
+    fn default() -> Self {
+        Self {
+            token_file: None,
+            metrics_public: true,
+        }
+    }
+}
+
+/// Per-client timeouts and connection caps, on the client listener and the admin listener.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClientLimitsConfig {
+    /// Time allowed for a whole request head, from its first byte. Default: `10s`.
+    pub header_timeout: Duration,
+    /// How long an idle keep-alive connection is kept open. Default: `60s`.
+    pub idle_timeout: Duration,
+    /// Longest time a response may make no progress into a client's socket before the
+    /// connection is dropped. Default: `30s`.
+    pub write_timeout: Duration,
+    /// Open connections per client IP address, all workers together; more are refused.
+    /// Default: 256.
+    pub max_connections_per_ip: u32,
+    /// Open connections per worker; more are refused. Default: 0, derived from the memory plan.
+    pub max_connections_per_worker: u32,
+}
+
+impl Default for ClientLimitsConfig {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::secs(10),
+            idle_timeout: Duration::secs(60),
+            write_timeout: Duration::secs(30),
+            max_connections_per_ip: 256,
+            max_connections_per_worker: 0,
         }
     }
 }
@@ -428,10 +486,35 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
         ("origin.connectTimeout", cfg.origin.connect_timeout),
         ("origin.firstByteTimeout", cfg.origin.first_byte_timeout),
         ("origin.idleTimeout", cfg.origin.idle_timeout),
+        ("clients.headerTimeout", cfg.clients.header_timeout),
+        ("clients.idleTimeout", cfg.clients.idle_timeout),
+        ("clients.writeTimeout", cfg.clients.write_timeout),
     ] {
         if d.get().is_zero() {
             errors.push(err(path, Some(d.to_string()), "must be greater than zero"));
         }
+    }
+    if cfg.clients.max_connections_per_ip == 0 {
+        errors.push(err(
+            "clients.maxConnectionsPerIp",
+            Some("0".into()),
+            "must be at least 1",
+        ));
+    }
+    if cfg
+        .admin_access
+        .token_file
+        .as_deref()
+        .is_some_and(|f| !f.starts_with('/'))
+    {
+        errors.push(err(
+            "adminAccess.tokenFile",
+            cfg.admin_access
+                .token_file
+                .as_ref()
+                .map(|f| format!("{f:?}")),
+            "must be an absolute path",
+        ));
     }
     if cfg.listen == cfg.admin {
         errors.push(err(
