@@ -14,6 +14,7 @@
 //!   after N body bytes.
 //! - `slow_ms=N`: pause between 64 KiB body chunks.
 //! - `hdr=Name:Value`: add a response header (repeatable, percent-encoded).
+//! - `echo_host=1`: answer with `x-origin-host`, the Host header(s) the request carried.
 //!
 //! Conditional requests (`If-None-Match`, `If-Modified-Since`) get 304.
 //! Every request except `/__*` is counted, per request target (path and

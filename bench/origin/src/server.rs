@@ -381,6 +381,8 @@ struct Query {
     cut: Option<u64>,
     slow_ms: u64,
     headers: Vec<(String, String)>,
+    /// Answer with `x-origin-host`: the Host header this request carried.
+    echo_host: bool,
 }
 
 fn percent_decode(s: &str) -> String {
@@ -436,6 +438,7 @@ fn parse_query(q: Option<&str>) -> Result<Query, String> {
             }
             "cut" => out.cut = Some(parse_size(&v).ok_or_else(|| format!("bad cut {v:?}"))?),
             "slow_ms" => out.slow_ms = num(&v)?,
+            "echo_host" => out.echo_host = v != "0" && v != "false",
             "hdr" => {
                 let (n, val) = v
                     .split_once(':')
@@ -622,6 +625,12 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
     }
     if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(SystemTime::now())) {
         h.insert("date", v);
+    }
+    if q.echo_host {
+        let host = req.headers().get_all("host").iter().cloned();
+        for v in host {
+            h.append("x-origin-host", v);
+        }
     }
     for (n, v) in &q.headers {
         if let (Ok(n), Ok(v)) = (

@@ -100,6 +100,24 @@ fn policy_primary_key_rfc9111_2_rfc9110_4_2_3() {
             Err(KeyError::BadHost),
         ),
         (
+            "two Host fields (RFC 9112 3.2)",
+            "/",
+            &[("host", "victim.example"), ("host", "attacker.example")],
+            Err(KeyError::BadHost),
+        ),
+        (
+            "two Host fields, absolute-form target",
+            "http://victim.example/",
+            &[("host", "victim.example"), ("host", "victim.example")],
+            Err(KeyError::BadHost),
+        ),
+        (
+            "absolute-form authority wins over Host (RFC 9112 3.2.2)",
+            "http://Victim.example:80/x",
+            &[("host", "attacker.example")],
+            Ok("http://victim.example/x"),
+        ),
+        (
             "asterisk-form",
             "*",
             &[("host", "h")],

@@ -103,7 +103,7 @@ pub async fn handle(
 
 async fn route(
     ctx: &Rc<Ctx>,
-    parts: request::Parts,
+    mut parts: request::Parts,
     body: Incoming,
     peer: SocketAddr,
 ) -> Response<Body> {
@@ -111,6 +111,7 @@ async fn route(
         Ok(k) => k,
         Err(e) => return bad_request(ctx, &format!("bad request: {e}\n")),
     };
+    crate::key::one_authority(&mut parts);
     match policy::request::classify(&parts, &ctx.policy) {
         policy::request::RequestClass::Cacheable if has_body(&parts) => {
             // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1) and is a classic request

@@ -51,6 +51,10 @@ impl CacheKey {
     /// else from Host (RFC 9112 3.2.2: an absolute-form target's authority wins).
     pub fn from_parts(req: &request::Parts, default_scheme: &str) -> Result<Self, KeyError> {
         let uri = &req.uri;
+        // RFC 9112 3.2: more than one Host field is a 400 (two parsers could each pick another).
+        if req.headers.get_all(HOST).iter().nth(1).is_some() {
+            return Err(KeyError::BadHost);
+        }
         let scheme = uri.scheme_str().unwrap_or(default_scheme);
         let authority = match uri.authority() {
             Some(a) => a.as_str().to_string(),
