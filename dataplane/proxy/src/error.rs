@@ -69,12 +69,11 @@ impl ProxyError {
         Self::new(Kind::OriginTimeout, Blame::Upstream, m)
     }
 
-    /// Classify an error of the pooled client.
+    /// Classify an error of the pooled client by what its source chain holds, not by its text.
     pub fn from_client(e: &hyper_util::client::legacy::Error) -> Self {
         let text = error_chain(e);
         if e.is_connect() {
-            let timed_out = text.contains("timed out") || text.contains("timeout");
-            let kind = if timed_out {
+            let kind = if has_io_kind(e, std::io::ErrorKind::TimedOut) {
                 Kind::OriginTimeout
             } else {
                 Kind::OriginConnect
@@ -93,6 +92,18 @@ impl ProxyError {
         }
     }
 
+    /// The short fixed text a client gets: never the error chain, which names internal
+    /// addresses and library details (those go to the log).
+    pub fn public_text(&self) -> &'static str {
+        match self.kind {
+            Kind::OriginConnect => "the origin cannot be reached",
+            Kind::OriginTimeout => "the origin did not answer in time",
+            Kind::OriginProtocol => "the origin sent a broken response",
+            Kind::BadRequest => "the request cannot be forwarded",
+            Kind::Config => "internal error",
+        }
+    }
+
     /// The status code the client sees.
     pub fn status(&self) -> http::StatusCode {
         match self.kind {
@@ -102,6 +113,20 @@ impl ProxyError {
             Kind::Config => http::StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
+}
+
+/// Whether an `io::Error` of `kind` is somewhere in the source chain of `e`.
+fn has_io_kind(e: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == kind)
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 /// An error and its sources on one line.
@@ -132,5 +157,36 @@ mod tests {
             ProxyError::new(Kind::OriginConnect, Blame::Upstream, "x").status(),
             502
         );
+    }
+
+    #[derive(Debug)]
+    struct Wrap(std::io::Error);
+    impl fmt::Display for Wrap {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("tcp connect error")
+        }
+    }
+    impl std::error::Error for Wrap {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn io_kinds_are_found_in_the_chain_whatever_the_text() {
+        let timed_out = Wrap(std::io::Error::new(std::io::ErrorKind::TimedOut, "zzz"));
+        assert!(has_io_kind(&timed_out, std::io::ErrorKind::TimedOut));
+        // The words alone do not make a timeout.
+        let refused = Wrap(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "timed out, says the text",
+        ));
+        assert!(!has_io_kind(&refused, std::io::ErrorKind::TimedOut));
+    }
+
+    #[test]
+    fn public_texts_never_carry_the_message() {
+        let e = ProxyError::origin_timeout("connect to 10.0.0.7:8080: secret detail");
+        assert!(!e.public_text().contains("10.0.0.7"));
     }
 }

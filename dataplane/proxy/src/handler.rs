@@ -55,7 +55,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tracing::debug;
+use tracing::{debug, info};
 
 use crate::body::{self, Body};
 use crate::coalesce::{End, Flight, Head, LeaderGuard, Role, TAIL_LIMIT};
@@ -531,7 +531,9 @@ fn origin_failure(ctx: &Ctx, e: &ProxyError, fwd: Fwd) -> Response<Body> {
 fn origin_failure_as(ctx: &Ctx, e: &ProxyError, fwd: Fwd, status: StatusCode) -> Response<Body> {
     ctx.shared.metrics.origin_error(e.kind.as_str());
     ctx.shared.metrics.request(Outcome::OriginError);
-    debug!(blame = ?e.blame, "origin failure: {e}");
+    // The chain (addresses, library errors) goes to the log; the client gets a fixed text and
+    // the Cache-Status detail.
+    info!(blame = ?e.blame, kind = e.kind.as_str(), "origin failure: {e}");
     let cs = CacheStatus::forward(&ctx.policy.name, fwd).detail(e.kind.as_str());
     synthetic(
         status,
@@ -539,7 +541,7 @@ fn origin_failure_as(ctx: &Ctx, e: &ProxyError, fwd: Fwd, status: StatusCode) ->
             "{} {}: {}\n",
             status.as_u16(),
             status.canonical_reason().unwrap_or(""),
-            e.message
+            e.public_text()
         ),
         cs,
     )
