@@ -503,3 +503,34 @@ fn policy_interim_responses_rfc9110_15_2() {
         assert_eq!(got, *want, "{status} {version:?} expect={expects}");
     }
 }
+
+#[test]
+fn policy_close_delimited_bodies_are_not_stored_by_default_rfc9112_6_3() {
+    use edgecache_cache::policy::store::storable_as_received;
+    let cc = ("cache-control", "max-age=60");
+    let cases: &[(u16, &[(&str, &str)], bool)] = &[
+        (200, &[cc, ("content-length", "10")], true),
+        (200, &[cc, ("transfer-encoding", "chunked")], true),
+        (200, &[cc], false),
+        (404, &[("cache-control", "max-age=60")], false),
+        (204, &[cc], true),
+    ];
+    for (status, fields, want) in cases {
+        let got = storable_as_received(
+            &get(&[]),
+            &resp(*status, fields),
+            at(0),
+            &PolicyConfig::default(),
+        );
+        assert_eq!(got.is_ok(), *want, "{status} {fields:?}: {got:?}");
+        if !want {
+            assert_eq!(got.unwrap_err(), NoStoreReason::CloseDelimited);
+        }
+        let allowed = PolicyConfig {
+            store_close_delimited: true,
+            ..PolicyConfig::default()
+        };
+        let got = storable_as_received(&get(&[]), &resp(*status, fields), at(0), &allowed);
+        assert!(got.is_ok(), "configured to store: {status} {fields:?}");
+    }
+}

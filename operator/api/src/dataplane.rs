@@ -363,6 +363,10 @@ pub struct CachePolicyConfig {
     pub heuristic_freshness: bool,
     /// Name of this cache in Via and Cache-Status. Default: `edgecache`.
     pub name: String,
+    /// Store responses with neither Content-Length nor chunked framing, whose end is the
+    /// origin closing the connection (a dropped connection looks the same). Default: false:
+    /// they are forwarded as they come and not stored.
+    pub store_close_delimited: bool,
 }
 
 impl Default for CachePolicyConfig {
@@ -373,6 +377,7 @@ impl Default for CachePolicyConfig {
             cookie_policy: CookiePolicy::NoStoreUnlessPublic,
             heuristic_freshness: true,
             name: "edgecache".into(),
+            store_close_delimited: false,
         }
     }
 }

@@ -25,6 +25,9 @@ pub struct PolicyConfig {
     pub heuristic_max: Duration,
     /// This cache's name in Cache-Status (RFC 9211). Default: `edgecache`.
     pub name: String,
+    /// Store responses whose body ends when the origin closes the connection (no
+    /// Content-Length, not chunked). Default: false: such a body cannot be told from a cut one.
+    pub store_close_delimited: bool,
 }
 
 impl Default for PolicyConfig {
@@ -43,6 +46,7 @@ impl From<&CachePolicyConfig> for PolicyConfig {
             heuristic_percent: 10,
             heuristic_max: Duration::from_secs(24 * 60 * 60),
             name: c.name.clone(),
+            store_close_delimited: c.store_close_delimited,
         }
     }
 }

@@ -64,6 +64,10 @@ pub enum NoStoreReason {
     /// No explicit freshness, not `public`, and a status code that is not heuristically
     /// cacheable.
     NotCacheable,
+    /// Neither Content-Length nor chunked framing: the body ends when the origin closes, so a
+    /// dropped connection would look complete (RFC 9112 6.3, item 8). Stored only when
+    /// configured.
+    CloseDelimited,
 }
 
 impl NoStoreReason {
@@ -82,6 +86,7 @@ impl NoStoreReason {
             NoStoreReason::SetCookie => "set-cookie",
             NoStoreReason::VaryAny => "vary-star",
             NoStoreReason::NotCacheable => "not-cacheable",
+            NoStoreReason::CloseDelimited => "close-delimited",
         }
     }
 }
@@ -154,6 +159,31 @@ pub fn storable(
     }
     let lifetime = freshness::lifetime(status, &resp.headers, &directives, now, cfg);
     Ok(Storable { lifetime })
+}
+
+/// [`storable`] for a response as it arrived on the wire, where its framing is known: one whose
+/// end is the origin closing the connection is refused unless configured.
+pub fn storable_as_received(
+    req: &request::Parts,
+    resp: &response::Parts,
+    now: SystemTime,
+    cfg: &PolicyConfig,
+) -> Result<Storable, NoStoreReason> {
+    let verdict = storable(req, resp, now, cfg)?;
+    if !cfg.store_close_delimited && close_delimited(resp.status, &resp.headers) {
+        return Err(NoStoreReason::CloseDelimited);
+    }
+    Ok(verdict)
+}
+
+/// Whether a response to a GET is framed by the connection's close alone (RFC 9112 6.3): it has
+/// a body (not 204 or 304), no Transfer-Encoding and no Content-Length.
+pub fn close_delimited(status: StatusCode, headers: &http::HeaderMap) -> bool {
+    status != StatusCode::NO_CONTENT
+        && status != StatusCode::NOT_MODIFIED
+        && !status.is_informational()
+        && !headers.contains_key(http::header::TRANSFER_ENCODING)
+        && !headers.contains_key(http::header::CONTENT_LENGTH)
 }
 
 /// The cookie policy. A Set-Cookie that a qualified `private` or `no-cache` keeps out of storage

@@ -211,7 +211,7 @@ pub(super) async fn relay_origin_response(
     let mut as_get = parts.clone();
     as_get.method = Method::GET;
     let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
-    let verdict = policy::store::storable(&as_get, &rparts, response_time, &ctx.policy);
+    let verdict = policy::store::storable_as_received(&as_get, &rparts, response_time, &ctx.policy);
     let mut status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
     // What is written: the response as received, or combined with held partial content.
     let splice = match (&verdict, held) {

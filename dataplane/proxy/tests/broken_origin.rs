@@ -1,0 +1,92 @@
+//! Origins that frame their bodies badly: a response with neither Content-Length nor chunked
+//! framing ends when the origin closes, so a dropped connection looks complete. Such responses
+//! are forwarded as they come and not stored, unless `cache.storeCloseDelimited: true`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::*;
+
+/// An origin that answers every request with a close-delimited 200 of `body` (or, with
+/// `cut`, only its first half before closing: to the cache the two look the same).
+struct RawOrigin {
+    url: String,
+    requests: Arc<AtomicU64>,
+}
+
+fn raw_origin(body: &'static [u8], cut: bool) -> RawOrigin {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let requests = Arc::new(AtomicU64::new(0));
+    let count = requests.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nCache-Control: public, max-age=600\r\n\
+                  Content-Type: text/plain\r\nConnection: close\r\n\r\n",
+            );
+            let n = if cut { body.len() / 2 } else { body.len() };
+            let _ = s.write_all(&body[..n]);
+            // Dropping the stream closes it: the end of the body.
+        }
+    });
+    RawOrigin { url, requests }
+}
+
+const BODY: &[u8] = b"a close-delimited body of some length, ending when the origin closes\n";
+
+#[test]
+fn close_delimited_responses_are_forwarded_whole_and_not_stored() {
+    for cut in [false, true] {
+        let o = raw_origin(BODY, cut);
+        let dir = tempfile::tempdir().unwrap();
+        let dp = Dataplane::start(Opts::new(&o.url, dir.path()));
+        let want = if cut { &BODY[..BODY.len() / 2] } else { BODY };
+        for _ in 0..2 {
+            let r = dp.get("/cd");
+            assert_eq!(r.status, 200);
+            assert_eq!(r.body, want, "forwarded as it came (cut: {cut})");
+            assert!(!r.is_hit(), "{}", r.cache_status());
+            assert!(
+                r.cache_status().contains("detail=close-delimited"),
+                "{}",
+                r.cache_status()
+            );
+        }
+        assert_eq!(
+            o.requests.load(Ordering::SeqCst),
+            2,
+            "never stored (cut: {cut})"
+        );
+    }
+}
+
+#[test]
+fn store_close_delimited_true_stores_them() {
+    let o = raw_origin(BODY, false);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("dp.yaml");
+    std::fs::write(&cfg, "cache:\n  storeCloseDelimited: true\n").unwrap();
+    let cache = dir.path().join("cache");
+    let mut opts = Opts::new(&o.url, &cache);
+    opts.extra = vec!["--config".into(), cfg.display().to_string()];
+    let dp = Dataplane::start(opts);
+    assert!(!dp.get("/cd").is_hit());
+    let r = dp.get("/cd");
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert_eq!(r.body, BODY);
+    assert_eq!(o.requests.load(Ordering::SeqCst), 1);
+}
