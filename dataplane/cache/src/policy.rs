@@ -1,7 +1,9 @@
 //! HTTP caching policy: pure functions of (request, stored response, `now`, config).
 //!
 //! Nothing here does I/O, reads a clock or awaits: every function that depends on time takes
-//! `now: SystemTime`, so the proxy passes its clock and tests pass a fixed one. Each module
+//! `now: SystemTime`, so the proxy passes its clock and tests pass a fixed one. (One exception:
+//! an obsolete rfc850-date's two-digit year is placed against the system clock's year, see
+//! [`syntax::http_date`].) Each module
 //! implements one part of RFC 9111 (with RFC 5861, RFC 9213, RFC 9211 and RFC 9110 where they
 //! apply) and cites the sections it follows; outcomes are enums with `as_str()` for logs,
 //! metrics and Cache-Status `detail`.

@@ -250,6 +250,48 @@ fn policy_freshness_lifetime_rfc9111_4_2_1_and_4_2_2() {
 }
 
 #[test]
+fn policy_freshness_dates_in_every_format_and_case_rfc9110_5_6_7() {
+    // T0 is Tue, 14 Nov 2023 22:13:20 GMT; each Expires is T0 + 100 s.
+    let imf_date = date(0);
+    let cases: &[(&str, &str)] = &[
+        ("Tue, 14 Nov 2023 22:15:00 GMT", &imf_date),
+        ("tue, 14 nov 2023 22:15:00 gmt", &imf_date),
+        ("TUE, 14 NOV 2023 22:15:00 GMT", &imf_date),
+        ("Tuesday, 14-Nov-23 22:15:00 GMT", &imf_date),
+        ("tuesday, 14-nov-23 22:15:00 gmt", &imf_date),
+        ("Tue Nov 14 22:15:00 2023", &imf_date),
+        ("tue nov 14 22:15:00 2023", &imf_date),
+        // The Date field in the obsolete formats too.
+        (
+            "Tue, 14 Nov 2023 22:15:00 GMT",
+            "Tuesday, 14-Nov-23 22:13:20 GMT",
+        ),
+        ("Tue, 14 Nov 2023 22:15:00 GMT", "tue nov 14 22:13:20 2023"),
+    ];
+    let cfg = PolicyConfig::default();
+    for (expires, date) in cases {
+        let s = stored(&[("expires", expires), ("date", date)]);
+        let f = s.freshness(at(0), &cfg);
+        assert_eq!(
+            (f.lifetime.secs, f.lifetime.source),
+            (100, LifetimeSource::Expires),
+            "Expires {expires:?}, Date {date:?}"
+        );
+        assert!(f.is_fresh(), "Expires {expires:?}, Date {date:?}");
+    }
+    // Last-Modified in lower case feeds the heuristic (4.2.2): 10% of 1000 s.
+    let s = stored(&[
+        ("date", &imf_date),
+        ("last-modified", "tue, 14 nov 2023 21:56:40 gmt"),
+    ]);
+    let f = s.freshness(at(0), &cfg);
+    assert_eq!(
+        (f.lifetime.secs, f.lifetime.source),
+        (100, LifetimeSource::Heuristic)
+    );
+}
+
+#[test]
 fn policy_default_ttl_and_heuristic_switches_config() {
     let d0 = date(0);
     let lm = date(-1000);

@@ -534,3 +534,43 @@ fn policy_close_delimited_bodies_are_not_stored_by_default_rfc9112_6_3() {
         assert!(got.is_ok(), "configured to store: {status} {fields:?}");
     }
 }
+
+#[test]
+fn policy_targeted_field_of_the_wrong_type_falls_back_to_cache_control_rfc9213_2_1() {
+    // Every targeted value here has no directive of the right type, so the field is absent
+    // and `Cache-Control: no-store` applies.
+    let cases: &[(&str, &str)] = &[
+        ("cdn-cache-control", "max-age=\"10000\""),
+        ("cdn-cache-control", "max-age=abc"),
+        ("cdn-cache-control", "max-age=1.5"),
+        ("cdn-cache-control", "s-maxage=-1"),
+        ("cdn-cache-control", "public=\"1\", max-age=abc"),
+        ("edgecache-cache-control", "max-age=\"10000\""),
+        ("edgecache-cache-control", "s-maxage=-1"),
+    ];
+    let cfg = PolicyConfig::default();
+    for (field, value) in cases {
+        let got = storable(
+            &get(&[]),
+            &resp(200, &[("cache-control", "no-store"), (field, value)]),
+            at(0),
+            &cfg,
+        )
+        .map(|_| ());
+        assert_eq!(got, Err(NoStoreReason::NoStore), "{field}: {value}");
+    }
+    // A valid directive next to an invalid one keeps the field.
+    let got = storable(
+        &get(&[]),
+        &resp(
+            200,
+            &[
+                ("cache-control", "no-store"),
+                ("cdn-cache-control", "max-age=\"1\", s-maxage=60"),
+            ],
+        ),
+        at(0),
+        &cfg,
+    );
+    assert!(got.is_ok(), "{got:?}");
+}

@@ -243,6 +243,24 @@ fn policy_client_conditionals_rfc9111_4_3_2() {
             &[("if-modified-since", "Tuesday, 14-Nov-23 19:26:40 GMT")],
             Precondition::NotModified,
         ),
+        (
+            "If-Modified-Since asctime",
+            "GET",
+            &[("if-modified-since", "Tue Nov 14 19:26:40 2023")],
+            Precondition::NotModified,
+        ),
+        (
+            "If-Modified-Since in lower case",
+            "GET",
+            &[("if-modified-since", "tue, 14 nov 2023 19:26:40 gmt")],
+            Precondition::NotModified,
+        ),
+        (
+            "If-Modified-Since rfc850 in upper case, earlier",
+            "GET",
+            &[("if-modified-since", "TUESDAY, 14-NOV-23 19:26:39 GMT")],
+            Precondition::Serve,
+        ),
         ("no precondition", "GET", &[], Precondition::Serve),
     ];
     let s = base();

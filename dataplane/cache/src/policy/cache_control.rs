@@ -11,11 +11,17 @@
 //!   [`Delta::Invalid`]: as a freshness directive it makes the response stale (4.2.1: "consider
 //!   responses that have invalid freshness information ... to be stale"). Values beyond 2^31
 //!   clamp to 2^31 (1.2.2).
+//! * A targeted field is a Structured Fields Dictionary (RFC 9213 2.1, RFC 8941 3.2), parsed by
+//!   [`CacheControl::parse_targeted`]: a directive of the wrong type is ignored, and a field that
+//!   does not parse, or has no valid directive left, is treated as absent.
 
 use http::HeaderMap;
 use http::header::{CACHE_CONTROL, HeaderName, PRAGMA};
 
 use super::syntax::{self, DELTA_SECONDS_MAX};
+
+mod sf;
+use sf::Item;
 
 /// `CDN-Cache-Control` (RFC 9213): targeted at every CDN cache.
 pub const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
@@ -61,8 +67,15 @@ pub enum Scope {
 
 impl Scope {
     fn parse(arg: Option<&str>) -> Self {
-        let Some(arg) = arg else { return Scope::All };
-        let names = syntax::field_names(&syntax::unquote(arg));
+        match arg {
+            Some(arg) => Self::of_list(&syntax::unquote(arg)),
+            None => Scope::All,
+        }
+    }
+
+    /// The scope a field-name list names.
+    fn of_list(list: &str) -> Self {
+        let names = syntax::field_names(list);
         // `no-cache=""` names nothing usable: treat it as unqualified, the restrictive reading.
         if names.is_empty() {
             Scope::All
@@ -157,47 +170,115 @@ impl CacheControl {
     }
 
     fn apply(&mut self, name: &str, arg: Option<&str>) {
-        fn first(slot: &mut Option<Delta>, arg: Option<&str>) {
+        if let Some(slot) = self.delta_slot(name) {
             if slot.is_none() {
                 *slot = Some(Delta::parse(arg));
             }
+            return;
+        }
+        if let Some(slot) = self.scope_slot(name) {
+            let scope = Scope::parse(arg);
+            *slot = Some(match slot.take() {
+                Some(prev) => prev.merge(scope),
+                None => scope,
+            });
+            return;
         }
         match name {
-            "max-age" => first(&mut self.max_age, arg),
-            "s-maxage" => first(&mut self.s_maxage, arg),
-            "min-fresh" => first(&mut self.min_fresh, arg),
-            "stale-while-revalidate" => first(&mut self.stale_while_revalidate, arg),
-            "stale-if-error" => first(&mut self.stale_if_error, arg),
+            "min-fresh" if self.min_fresh.is_none() => self.min_fresh = Some(Delta::parse(arg)),
             "max-stale" if self.max_stale.is_none() => {
                 self.max_stale = match arg {
                     None => Some(MaxStale::Any),
                     Some(a) => syntax::delta_seconds(&syntax::unquote(a)).map(MaxStale::Seconds),
                 };
             }
-            "no-cache" => {
-                let scope = Scope::parse(arg);
-                self.no_cache = Some(match self.no_cache.take() {
-                    Some(prev) => prev.merge(scope),
-                    None => scope,
-                });
-            }
-            "private" => {
-                let scope = Scope::parse(arg);
-                self.private = Some(match self.private.take() {
-                    Some(prev) => prev.merge(scope),
-                    None => scope,
-                });
-            }
-            "no-store" => self.no_store = true,
-            "no-transform" => self.no_transform = true,
             "only-if-cached" => self.only_if_cached = true,
-            "must-revalidate" => self.must_revalidate = true,
-            "must-understand" => self.must_understand = true,
-            "proxy-revalidate" => self.proxy_revalidate = true,
-            "public" => self.public = true,
-            "immutable" => self.immutable = true,
-            _ => {}
+            _ => {
+                if let Some(flag) = self.response_flag(name) {
+                    *flag = true;
+                }
+            }
         }
+    }
+
+    /// Parse a targeted field value (RFC 9213 2.1): a Structured Fields Dictionary whose members
+    /// are response directives of the type RFC 9213 2.1 maps them to. A member of another type
+    /// (`max-age="60"`, `max-age=1.5`, `s-maxage=-1`, `no-store=?0`, `private=set-cookie`), an
+    /// unknown directive or a request directive is ignored. `None` when the value does not parse
+    /// as a Dictionary or no valid directive is left: the field is then treated as absent.
+    pub fn parse_targeted(value: &str) -> Option<Self> {
+        let mut cc = CacheControl::default();
+        let mut valid = 0;
+        for (name, item) in sf::parse_dictionary(value)? {
+            if cc.apply_typed(&name, item) {
+                valid += 1;
+            }
+        }
+        (valid > 0).then_some(cc)
+    }
+
+    /// Apply one Dictionary member; false when it is not a response directive of the right type.
+    /// RFC 9213 2.1 maps delta-seconds directives to Integers (here non-negative), directives
+    /// without an argument to Booleans (`true`), and `no-cache` and `private` to Booleans or
+    /// Strings. Dictionary keys are unique, so each directive is set at most once.
+    fn apply_typed(&mut self, name: &str, item: Item) -> bool {
+        if let Some(slot) = self.delta_slot(name) {
+            let Item::Integer(n) = item else { return false };
+            let Ok(secs) = u64::try_from(n) else {
+                return false;
+            };
+            *slot = Some(Delta::Seconds(clamp(secs)));
+            return true;
+        }
+        if let Some(slot) = self.scope_slot(name) {
+            *slot = Some(match item {
+                Item::Boolean(true) => Scope::All,
+                Item::String(list) => Scope::of_list(&list),
+                _ => return false,
+            });
+            return true;
+        }
+        match self.response_flag(name) {
+            Some(flag) if item == Item::Boolean(true) => {
+                *flag = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The delta-seconds response directives (RFC 9111 5.2.2.1, 5.2.2.10; RFC 5861).
+    fn delta_slot(&mut self, name: &str) -> Option<&mut Option<Delta>> {
+        Some(match name {
+            "max-age" => &mut self.max_age,
+            "s-maxage" => &mut self.s_maxage,
+            "stale-while-revalidate" => &mut self.stale_while_revalidate,
+            "stale-if-error" => &mut self.stale_if_error,
+            _ => return None,
+        })
+    }
+
+    /// The directives with an optional field list (RFC 9111 5.2.2.4, 5.2.2.7).
+    fn scope_slot(&mut self, name: &str) -> Option<&mut Option<Scope>> {
+        Some(match name {
+            "no-cache" => &mut self.no_cache,
+            "private" => &mut self.private,
+            _ => return None,
+        })
+    }
+
+    /// The boolean response directives (RFC 9111 5.2.2, RFC 8246).
+    fn response_flag(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "no-store" => &mut self.no_store,
+            "no-transform" => &mut self.no_transform,
+            "must-revalidate" => &mut self.must_revalidate,
+            "must-understand" => &mut self.must_understand,
+            "proxy-revalidate" => &mut self.proxy_revalidate,
+            "public" => &mut self.public,
+            "immutable" => &mut self.immutable,
+            _ => return None,
+        })
     }
 
     /// Parse every field line of `name`, or `None` when the field is absent.
@@ -246,7 +327,8 @@ impl Source {
 }
 
 /// The response directives that apply to this cache (RFC 9213 2.2): the first targeted field in
-/// [`TARGET_LIST`] order with a valid value; otherwise Cache-Control.
+/// [`TARGET_LIST`] order with a valid directive ([`CacheControl::parse_targeted`]); otherwise
+/// Cache-Control.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseDirectives {
     /// The directives.
@@ -259,13 +341,10 @@ impl ResponseDirectives {
     /// Select and parse the directives of a response.
     pub fn of(headers: &HeaderMap) -> Self {
         for (name, source) in TARGET_LIST.iter().zip([Source::EdgeCache, Source::Cdn]) {
-            if let Some(value) = syntax::combined(headers, name)
-                && is_valid_targeted_value(&value)
+            if let Some(cc) =
+                syntax::combined(headers, name).and_then(|v| CacheControl::parse_targeted(&v))
             {
-                return Self {
-                    cc: CacheControl::parse(&value),
-                    source,
-                };
+                return Self { cc, source };
             }
         }
         match CacheControl::from_field(headers, &CACHE_CONTROL) {
@@ -299,83 +378,6 @@ pub fn request_directives(headers: &HeaderMap) -> CacheControl {
         cc.no_cache = Some(Scope::All);
     }
     cc
-}
-
-/// A targeted field's value is a structured-field Dictionary (RFC 9213 2.1, RFC 8941 3.2); one
-/// that does not parse as one is ignored, and the next field in the target list applies.
-pub fn is_valid_targeted_value(value: &str) -> bool {
-    let mut members = 0;
-    for member in value.split(',') {
-        let member = member.trim_matches([' ', '\t']);
-        if member.is_empty() || !is_sf_member(member) {
-            return false;
-        }
-        members += 1;
-    }
-    members > 0
-}
-
-fn is_sf_key(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && (b[0].is_ascii_lowercase() || b[0] == b'*')
-        && b.iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"_-.*".contains(&c))
-}
-
-fn is_sf_bare_item(s: &str) -> bool {
-    let b = s.as_bytes();
-    match b.first() {
-        None => false,
-        Some(b'"') => {
-            s.len() >= 2
-                && s.ends_with('"')
-                && b[1..b.len() - 1].iter().all(|&c| (0x20..0x7f).contains(&c))
-        }
-        Some(b'?') => s == "?0" || s == "?1",
-        Some(b':') => s.len() >= 2 && s.ends_with(':'),
-        Some(c) if c.is_ascii_digit() || *c == b'-' => {
-            let digits = s.strip_prefix('-').unwrap_or(s);
-            !digits.is_empty()
-                && digits.len() <= 16
-                && digits.bytes().all(|c| c.is_ascii_digit() || c == b'.')
-                && digits.bytes().filter(|&c| c == b'.').count() <= 1
-        }
-        Some(c) if c.is_ascii_alphabetic() || *c == b'*' => s
-            .bytes()
-            .all(|c| syntax::is_tchar(c) || c == b':' || c == b'/'),
-        Some(_) => false,
-    }
-}
-
-fn is_sf_member(member: &str) -> bool {
-    // A quoted string may contain `;`; parameters are rare in cache directives, so split only
-    // outside quotes.
-    let mut parts = Vec::new();
-    let mut start = 0;
-    let mut in_quotes = false;
-    for (i, c) in member.char_indices() {
-        match c {
-            '"' => in_quotes = !in_quotes,
-            ';' if !in_quotes => {
-                parts.push(&member[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&member[start..]);
-    parts.iter().enumerate().all(|(i, part)| {
-        let part = if i == 0 {
-            *part
-        } else {
-            part.trim_start_matches(' ')
-        };
-        match part.split_once('=') {
-            Some((k, v)) => is_sf_key(k) && is_sf_bare_item(v),
-            None => is_sf_key(part),
-        }
-    })
 }
 
 /// Clamp helper for callers adding deltas (RFC 9111 1.2.2: overflow means 2^31).

@@ -2,7 +2,7 @@
 //! delta-seconds (RFC 9111 1.2.2), HTTP-dates (RFC 9110 5.6.7) and entity tags (RFC 9110 8.8.3).
 
 use std::borrow::Cow;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
 use http::header::{AsHeaderName, HeaderName};
@@ -140,10 +140,172 @@ pub fn field_names(list: &str) -> Vec<HeaderName> {
     names
 }
 
-/// `HTTP-date` in any of the three formats a recipient must accept (RFC 9110 5.6.7): IMF-fixdate,
-/// rfc850-date and asctime-date. `None` for anything else.
+/// `HTTP-date` (RFC 9110 5.6.7) in any of the three formats a recipient MUST accept:
+/// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), rfc850-date (`Sunday, 06-Nov-94 08:49:37 GMT`)
+/// and asctime-date (`Sun Nov  6 08:49:37 1994`). `None` for anything else. Every date the policy
+/// reads (Date, Expires, Last-Modified, If-Modified-Since, If-Range) goes through here.
+///
+/// Day and month names and `GMT` are matched without regard to case, runs of whitespace count as
+/// one space, and the day of the week is checked to be a day name but not against the date. An
+/// rfc850-date's two-digit year is placed by [`http_date_at`] against the system clock: this is
+/// the one place the policy reads a clock, and its answer only changes once a year.
 pub fn http_date(s: &str) -> Option<SystemTime> {
-    httpdate::parse_http_date(s.trim()).ok()
+    http_date_at(s, SystemTime::now())
+}
+
+/// [`http_date`] with the clock passed in: a two-digit year that would put the date more than 50
+/// years after `now`'s year is in the previous century (RFC 9110 5.6.7).
+pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
+    let (year, month, day, time) = match s.split_once(',') {
+        Some((weekday, rest)) => {
+            weekday_index(weekday.trim_matches([' ', '\t']))?;
+            let parts: Vec<&str> = rest.split_ascii_whitespace().collect();
+            match parts[..] {
+                // IMF-fixdate: `06 Nov 1994 08:49:37 GMT`.
+                [day, month, year, time, gmt] if gmt.eq_ignore_ascii_case("GMT") => {
+                    (four_digits(year)?, month, day, time)
+                }
+                // rfc850-date: `06-Nov-94 08:49:37 GMT`.
+                [date, time, gmt] if gmt.eq_ignore_ascii_case("GMT") => {
+                    let mut fields = date.split('-');
+                    let (Some(day), Some(month), Some(year), None) =
+                        (fields.next(), fields.next(), fields.next(), fields.next())
+                    else {
+                        return None;
+                    };
+                    let year = match year.len() {
+                        2 => century_of(digits(year)?, now),
+                        _ => four_digits(year)?,
+                    };
+                    (year, month, day, time)
+                }
+                _ => return None,
+            }
+        }
+        // asctime-date: `Sun Nov  6 08:49:37 1994`.
+        None => match s.split_ascii_whitespace().collect::<Vec<_>>()[..] {
+            [weekday, month, day, time, year] => {
+                weekday_index(weekday)?;
+                (four_digits(year)?, month, day, time)
+            }
+            _ => return None,
+        },
+    };
+    let month = month_index(month)?;
+    let day = (1..=2)
+        .contains(&day.len())
+        .then(|| digits(day))
+        .flatten()?;
+    if day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    let seconds = time_of_day(time)?;
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + i64::from(seconds);
+    match u64::try_from(secs) {
+        Ok(after) => UNIX_EPOCH.checked_add(Duration::from_secs(after)),
+        Err(_) => UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs())),
+    }
+}
+
+/// 1 to 7 for a short (`Sun`) or long (`Sunday`) day name, in any letter case.
+fn weekday_index(name: &str) -> Option<usize> {
+    const DAYS: [&str; 7] = [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
+    DAYS.iter()
+        .position(|d| name.eq_ignore_ascii_case(d) || name.eq_ignore_ascii_case(&d[..3]))
+}
+
+/// 1 to 12 for a month name (`Nov`), in any letter case.
+fn month_index(name: &str) -> Option<u32> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let i = MONTHS.iter().position(|m| name.eq_ignore_ascii_case(m))?;
+    u32::try_from(i + 1).ok()
+}
+
+/// A run of ASCII digits (at most 4) as a number.
+fn digits(s: &str) -> Option<u32> {
+    if s.is_empty() || s.len() > 4 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn four_digits(s: &str) -> Option<i64> {
+    (s.len() == 4).then(|| digits(s)).flatten().map(i64::from)
+}
+
+/// `hour ":" minute ":" second`, two digits each; 60 seconds is a leap second (RFC 9110 5.6.7).
+fn time_of_day(s: &str) -> Option<u32> {
+    let mut fields = s.split(':');
+    let mut next = |max: u32| {
+        fields
+            .next()
+            .filter(|f| f.len() == 2)
+            .and_then(digits)
+            .filter(|&v| v <= max)
+    };
+    let (h, m, sec) = (next(23)?, next(59)?, next(60)?);
+    fields.next().is_none().then_some(h * 3600 + m * 60 + sec)
+}
+
+/// The year ending in `yy` that is at most 50 years after `now`'s year (RFC 9110 5.6.7).
+fn century_of(yy: u32, now: SystemTime) -> i64 {
+    let latest = year_of_day(unix_secs(now).div_euclid(86_400)) + 50;
+    latest - (latest - i64::from(yy)).rem_euclid(100)
+}
+
+/// Seconds since the epoch, negative before it.
+fn unix_secs(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The year of a day counted from 1970-01-01 (H. Hinnant's `civil_from_days`).
+fn year_of_day(days: i64) -> i64 {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let year = yoe + era * 400;
+    if mp >= 10 { year + 1 } else { year }
 }
 
 /// Format an IMF-fixdate for a Date field; `None` outside 1970..=9999, which httpdate cannot
@@ -256,13 +418,85 @@ mod tests {
     }
 
     #[test]
-    fn http_date_three_formats_rfc9110_5_6_7() {
-        let want = http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
-        assert_eq!(http_date("Sunday, 06-Nov-94 08:49:37 GMT"), Some(want));
-        assert_eq!(http_date("Sun Nov  6 08:49:37 1994"), Some(want));
-        assert_eq!(http_date("  Sun, 06 Nov 1994 08:49:37 GMT "), Some(want));
-        for bad in ["0", "", "-1", "yesterday", "Sun, 32 Nov 1994 08:49:37 GMT"] {
-            assert_eq!(http_date(bad), None, "{bad:?}");
+    fn http_date_three_formats_any_case_rfc9110_5_6_7() {
+        // 1994-11-06T08:49:37Z.
+        let t = |secs: u64| Some(UNIX_EPOCH + Duration::from_secs(secs));
+        let sunday = t(784_111_777);
+        let cases: &[(&str, Option<SystemTime>)] = &[
+            ("Sun, 06 Nov 1994 08:49:37 GMT", sunday),
+            ("Sunday, 06-Nov-94 08:49:37 GMT", sunday),
+            ("Sun Nov  6 08:49:37 1994", sunday),
+            ("Sun Nov 06 08:49:37 1994", sunday),
+            ("  Sun, 06 Nov 1994 08:49:37 GMT ", sunday),
+            // Letter case (names are case-insensitive, RFC 9110 5.6.7).
+            ("sun, 06 nov 1994 08:49:37 gmt", sunday),
+            ("SUN, 06 NOV 1994 08:49:37 GMT", sunday),
+            ("sunday, 06-nov-94 08:49:37 Gmt", sunday),
+            ("SUN NOV  6 08:49:37 1994", sunday),
+            ("Sun, 6 Nov 1994 08:49:37 GMT", sunday),
+            ("Sun, 06-Nov-1994 08:49:37 GMT", sunday),
+            // The day name is not checked against the date.
+            ("Mon, 06 Nov 1994 08:49:37 GMT", sunday),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", t(0)),
+            (
+                "Wed, 31 Dec 1969 23:59:59 GMT",
+                UNIX_EPOCH.checked_sub(Duration::from_secs(1)),
+            ),
+            ("Tue, 29 Feb 2000 00:00:00 GMT", t(951_782_400)),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", t(253_402_300_799)),
+            ("Sat, 31 Dec 2016 23:59:60 GMT", t(1_483_228_800)),
+            ("0", None),
+            ("", None),
+            ("-1", None),
+            ("yesterday", None),
+            ("Sun, 32 Nov 1994 08:49:37 GMT", None),
+            ("Sun, 00 Nov 1994 08:49:37 GMT", None),
+            ("Thu, 29 Feb 2001 00:00:00 GMT", None),
+            ("Sun, 06 Nov 1994 24:00:00 GMT", None),
+            ("Sun, 06 Nov 1994 08:60:00 GMT", None),
+            ("Sun, 06 Nov 1994 08:49:61 GMT", None),
+            ("Sun, 06 Nov 1994 8:49:37 GMT", None),
+            ("Sun, 06 Nov 1994 08:49 GMT", None),
+            ("Sun, 06 Nov 1994 08:49:37 UTC", None),
+            ("Sun, 06 Nov 1994 08:49:37", None),
+            ("Sun, 06 Nov 94 08:49:37 GMT", None),
+            ("Sun, 06 Nov 1994 08:49:37 GMT x", None),
+            ("Sun, 06 Noe 1994 08:49:37 GMT", None),
+            ("Sunny, 06 Nov 1994 08:49:37 GMT", None),
+            ("Sunday, 06-Nov-94-1 08:49:37 GMT", None),
+            ("Sunday, 06-Nov-9 08:49:37 GMT", None),
+            ("Sun Nov  6 08:49:37 94", None),
+            ("Sun Nov  6 08:49:37 1994 GMT", None),
+            ("Sun, +6 Nov 1994 08:49:37 GMT", None),
+            ("Sun, 06 Nov 1994 08:49:37 GMT\u{e9}", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(http_date(input), *want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn rfc850_two_digit_years_at_most_50_years_ahead_rfc9110_5_6_7() {
+        let year = |date: &str, now_year: i64| {
+            let now =
+                UNIX_EPOCH + Duration::from_secs(days_from_civil(now_year, 6, 1) as u64 * 86_400);
+            http_date_at(date, now).map(|t| year_of_day(unix_secs(t).div_euclid(86_400)))
+        };
+        let cases: &[(&str, i64, i64)] = &[
+            ("Sunday, 06-Nov-94 08:49:37 GMT", 2026, 1994),
+            ("Thursday, 01-Jan-70 00:00:00 GMT", 2026, 2070),
+            ("Thursday, 01-Jan-76 00:00:00 GMT", 2026, 2076),
+            ("Thursday, 01-Jan-77 00:00:00 GMT", 2026, 1977),
+            ("Thursday, 01-Jan-00 00:00:00 GMT", 2026, 2000),
+            ("Thursday, 01-Jan-26 00:00:00 GMT", 2026, 2026),
+            ("Thursday, 01-Jan-69 00:00:00 GMT", 1990, 1969),
+            ("Thursday, 01-Jan-40 00:00:00 GMT", 1990, 2040),
+            ("Thursday, 01-Jan-41 00:00:00 GMT", 1990, 1941),
+            ("Thursday, 01-Jan-49 00:00:00 GMT", 2099, 2149),
+            ("Thursday, 01-Jan-50 00:00:00 GMT", 2099, 2050),
+        ];
+        for (date, now_year, want) in cases {
+            assert_eq!(year(date, *now_year), Some(*want), "{date} in {now_year}");
         }
     }
 

@@ -219,27 +219,138 @@ fn targeted_fields_take_precedence_rfc9213_2_2() {
 }
 
 #[test]
-fn sf_dictionary_validity_rfc8941_3_2() {
-    for ok in [
-        "max-age=60",
-        "no-store",
-        "private, max-age=0",
-        "no-cache=\"set-cookie\"",
-        "s-maxage=5;x=1",
-        "foo=?1",
-    ] {
-        assert!(is_valid_targeted_value(ok), "{ok}");
+fn targeted_directives_of_the_wrong_type_are_ignored_rfc9213_2_1() {
+    // (targeted value, parsed directives or None when the field counts as absent)
+    let seconds = |n| CacheControl {
+        max_age: Some(Delta::Seconds(n)),
+        ..CacheControl::default()
+    };
+    let no_store = CacheControl {
+        no_store: true,
+        ..CacheControl::default()
+    };
+    let cases: &[(&str, Option<CacheControl>)] = &[
+        ("max-age=60", Some(seconds(60))),
+        ("max-age=60;foo=bar", Some(seconds(60))),
+        ("max-age=0", Some(seconds(0))),
+        ("max-age=999999999999999", Some(seconds(DELTA_SECONDS_MAX))),
+        // Wrong types: String, Token, Decimal, negative Integer, Boolean, inner list.
+        ("max-age=\"10000\"", None),
+        ("max-age=abc", None),
+        ("max-age=1.5", None),
+        ("s-maxage=-1", None),
+        ("max-age", None),
+        ("max-age=(1 2)", None),
+        ("no-store=?0", None),
+        ("no-store=1", None),
+        ("public=\"yes\"", None),
+        ("private=set-cookie", None),
+        ("no-cache=:AAAA:", None),
+        // Not parseable as a Dictionary: the whole field is ignored.
+        ("Max-Age=30", None),
+        ("max-age=5 6", None),
+        ("max-age=1000000000000000", None),
+        ("no-store, max-age=@@", None),
+        ("", None),
+        ("a,,b", None),
+        // Unknown and request-only directives are ignored too.
+        ("foo, x=1", None),
+        ("min-fresh=5, only-if-cached, max-stale", None),
+        // A valid directive survives its invalid neighbours.
+        ("max-age=\"10000\", no-store", Some(no_store.clone())),
+        ("no-store, max-age=1.5", Some(no_store.clone())),
+        ("no-store=?1", Some(no_store)),
+        // A repeated key keeps its last value (RFC 8941 4.2.2).
+        ("max-age=10, max-age=20", Some(seconds(20))),
+        ("max-age=10, max-age=\"20\"", None),
+        (
+            "private=\"set-cookie\", no-cache",
+            Some(CacheControl {
+                private: Some(Scope::Fields(vec![http::header::SET_COOKIE])),
+                no_cache: Some(Scope::All),
+                ..CacheControl::default()
+            }),
+        ),
+        (
+            "s-maxage=5, stale-while-revalidate=7, stale-if-error=9, must-revalidate, \
+             proxy-revalidate, must-understand, no-transform, immutable",
+            Some(CacheControl {
+                s_maxage: Some(Delta::Seconds(5)),
+                stale_while_revalidate: Some(Delta::Seconds(7)),
+                stale_if_error: Some(Delta::Seconds(9)),
+                must_revalidate: true,
+                proxy_revalidate: true,
+                must_understand: true,
+                no_transform: true,
+                immutable: true,
+                ..CacheControl::default()
+            }),
+        ),
+    ];
+    for (value, want) in cases {
+        assert_eq!(CacheControl::parse_targeted(value), *want, "{value:?}");
     }
-    for bad in [
-        "",
-        " ",
-        "Max-Age=5",
-        "max-age=",
-        "a,,b",
-        "max-age=5 6",
-        "1abc",
-    ] {
-        assert!(!is_valid_targeted_value(bad), "{bad}");
+}
+
+#[test]
+fn a_targeted_field_without_valid_directives_is_absent_rfc9213_2_1() {
+    type Case<'a> = (&'a [(&'a str, &'a str)], Source, CacheControl);
+    let cc = |v| CacheControl::parse(v);
+    let cases: &[Case] = &[
+        (
+            &[
+                ("cache-control", "no-store"),
+                ("cdn-cache-control", "max-age=\"10000\""),
+            ],
+            Source::CacheControl,
+            cc("no-store"),
+        ),
+        (
+            &[
+                ("cache-control", "no-store"),
+                ("edgecache-cache-control", "max-age=abc"),
+            ],
+            Source::CacheControl,
+            cc("no-store"),
+        ),
+        (
+            &[
+                ("cache-control", "no-store"),
+                ("edgecache-cache-control", "s-maxage=-1"),
+                ("cdn-cache-control", "max-age=1.5"),
+            ],
+            Source::CacheControl,
+            cc("no-store"),
+        ),
+        // The first targeted field with a valid directive wins.
+        (
+            &[
+                ("cache-control", "no-store"),
+                ("edgecache-cache-control", "max-age=\"1\""),
+                ("cdn-cache-control", "max-age=20"),
+            ],
+            Source::Cdn,
+            cc("max-age=20"),
+        ),
+        // Field lines combine before parsing (RFC 8941 4.2): one bad line fails the field.
+        (
+            &[
+                ("cache-control", "no-store"),
+                ("cdn-cache-control", "max-age=20"),
+                ("cdn-cache-control", "max-age=20 x"),
+            ],
+            Source::CacheControl,
+            cc("no-store"),
+        ),
+        (
+            &[("cdn-cache-control", "max-age=\"10000\"")],
+            Source::None,
+            CacheControl::default(),
+        ),
+    ];
+    for (fields, source, want) in cases {
+        let d = ResponseDirectives::of(&headers(fields));
+        assert_eq!((d.source, &d.cc), (*source, want), "{fields:?}");
     }
 }
 
