@@ -25,7 +25,9 @@ pub use cpu::{
     worker_cpus,
 };
 pub use memory::{
-    BASE_RSS, IO_BUFFERS_MAX_PER_WORKER, IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_NO_LIMIT_PER_WORKER,
+    BASE_RSS, CONNECTION_BYTES, CONNECTIONS_PER_WORKER_MAX, CONNECTIONS_PER_WORKER_MIN,
+    IO_BUFFERS_MAX_PER_WORKER, IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_NO_LIMIT_PER_WORKER,
     IO_BUFFERS_SHARE_DIVISOR, LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, RamTierSource,
-    io_buffers_per_worker, plan_memory, plan_memory_with_ram, read_mem_total, read_mem_total_at,
+    connections_per_worker, io_buffers_per_worker, plan_memory, plan_memory_with_ram,
+    read_mem_total, read_mem_total_at,
 };

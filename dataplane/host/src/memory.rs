@@ -114,6 +114,27 @@ pub struct MemoryPlan {
 /// index, which a RAM tier taking everything left pushed over a 256 MiB limit (OOM).
 pub const INDEX_SHARE_PERCENT: u64 = 50;
 
+/// What one client connection may hold at most in the plan: hyper's read buffer grows to 64 KiB
+/// for a large head, its write buffer and the connection's state take a few KiB more.
+pub const CONNECTION_BYTES: u64 = 72 * 1024;
+
+/// Bounds of the per-worker connection cap derived from the plan.
+pub const CONNECTIONS_PER_WORKER_MIN: u64 = 256;
+pub const CONNECTIONS_PER_WORKER_MAX: u64 = 65_536;
+
+/// The default cap on open connections per worker: a quarter of the index-and-connections
+/// reserve, at [`CONNECTION_BYTES`] each, shared by the workers, within
+/// [`CONNECTIONS_PER_WORKER_MIN`]..=[`CONNECTIONS_PER_WORKER_MAX`]. Without a limit, the
+/// maximum.
+pub fn connections_per_worker(plan: &MemoryPlan) -> u64 {
+    if plan.limit.is_none() {
+        return CONNECTIONS_PER_WORKER_MAX;
+    }
+    let share = plan.index_reserve / 4;
+    (share / CONNECTION_BYTES / plan.workers.max(1) as u64)
+        .clamp(CONNECTIONS_PER_WORKER_MIN, CONNECTIONS_PER_WORKER_MAX)
+}
+
 /// Plan memory with no knowledge of total RAM (see [`plan_memory_with_ram`]).
 pub fn plan_memory(limit: Option<u64>, cfg: &MemoryConfig, workers: usize) -> MemoryPlan {
     plan_memory_with_ram(limit, None, cfg, workers)
@@ -258,6 +279,27 @@ mod tests {
             ram_tier: ram.map(ByteSize),
             headroom_percent: headroom,
         }
+    }
+
+    #[test]
+    fn connections_per_worker_follows_the_plan_within_bounds() {
+        let plan = |limit: Option<u64>, workers| plan_memory(limit, &cfg(None, None, 10), workers);
+        assert_eq!(
+            connections_per_worker(&plan(None, 4)),
+            CONNECTIONS_PER_WORKER_MAX
+        );
+        // A small pod still takes a few hundred connections per worker.
+        assert_eq!(
+            connections_per_worker(&plan(Some(64 * MIB), 1)),
+            CONNECTIONS_PER_WORKER_MIN
+        );
+        // An 8 GiB pod: a quarter of its reserve at 72 KiB a connection, over 4 workers.
+        let p = plan(Some(8 * GIB), 4);
+        let want = p.index_reserve / 4 / CONNECTION_BYTES / 4;
+        assert!(want > CONNECTIONS_PER_WORKER_MIN, "{want}");
+        assert_eq!(connections_per_worker(&p), want);
+        // More workers, fewer each: the total stays in the plan.
+        assert!(connections_per_worker(&plan(Some(8 * GIB), 8)) < want);
     }
 
     #[test]

@@ -21,6 +21,40 @@ pub fn full(b: impl Into<Bytes>) -> Body {
     Box::pin(Full::new(b.into()).map_err(|never| match never {}))
 }
 
+/// `inner`, holding `guard` until the body is done or dropped (hyper drops a response body
+/// once it has written it, or when the connection goes).
+pub fn guarded<G: Unpin + 'static>(inner: Body, guard: G) -> Body {
+    Box::pin(Guarded {
+        inner,
+        _guard: guard,
+    })
+}
+
+struct Guarded<G> {
+    inner: Body,
+    _guard: G,
+}
+
+impl<G: Unpin> http_body::Body for Guarded<G> {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        self.get_mut().inner.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// A body from a stream of chunks; an `Err` aborts the response (the client sees a truncated
 /// body, never a complete-looking one).
 pub fn stream<S>(s: S) -> Body

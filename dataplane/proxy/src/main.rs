@@ -7,9 +7,11 @@
 
 mod admin;
 mod body;
+mod client_caps;
 mod clock;
 mod coalesce;
 mod config;
+mod conn_timer;
 mod error;
 mod handler;
 mod interim;

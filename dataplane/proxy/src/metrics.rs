@@ -67,6 +67,8 @@ pub struct Metrics {
     pub steering_fallbacks: Counter,
     pub ready: Gauge,
     pub interim_responses: Family<Label, Counter>,
+    pub connections_closed: Family<Label, Counter>,
+    pub connections_refused: Family<Label, Counter>,
 }
 
 impl Metrics {
@@ -84,6 +86,8 @@ impl Metrics {
             steering_fallbacks: Counter::default(),
             ready: Gauge::default(),
             interim_responses: Family::default(),
+            connections_closed: Family::default(),
+            connections_refused: Family::default(),
         };
         let r = registry;
         r.register(
@@ -141,7 +145,30 @@ impl Metrics {
             "1xx interim responses from the origin, forwarded to the client or dropped (label action)",
             m.interim_responses.clone(),
         );
+        r.register(
+            "connections_closed",
+            "Client connections the cache closed for a timeout (label reason: header_timeout, \
+             idle_timeout, write_timeout)",
+            m.connections_closed.clone(),
+        );
+        r.register(
+            "connections_refused",
+            "Client connections refused at accept for a cap (label reason: per_ip, per_worker)",
+            m.connections_refused.clone(),
+        );
         Arc::new(m)
+    }
+
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.connections_closed
+            .get_or_create(&[("reason", reason.to_string())])
+            .inc();
+    }
+
+    pub fn connection_refused(&self, reason: &'static str) {
+        self.connections_refused
+            .get_or_create(&[("reason", reason.to_string())])
+            .inc();
     }
 
     pub fn request(&self, outcome: Outcome) {

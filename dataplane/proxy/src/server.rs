@@ -27,8 +27,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
 
+use crate::body;
+use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
+use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimIo, InterimSlot};
 use crate::metrics::Metrics;
@@ -43,6 +46,10 @@ pub struct Shared {
     pub coalescer: Arc<Coalescer>,
     pub clock: Arc<Clock>,
     pub shutdown: watch::Receiver<bool>,
+    /// Open connections per client address, all workers together.
+    pub per_ip: Arc<PerIpCaps>,
+    /// Open connections per worker at most.
+    pub max_connections_per_worker: usize,
 }
 
 /// How a worker ended, sent to the supervisor from the worker's thread after its runtime, its
@@ -260,6 +267,16 @@ async fn run_worker(
                 Ok((stream, peer)) => {
                     accepted.inc();
                     log_accept(&env, peer);
+                    // Over a cap: refuse the new connection (closed at once), never slow the
+                    // ones being served.
+                    if open.count.get() >= shared.max_connections_per_worker {
+                        shared.metrics.connection_refused("per_worker");
+                        continue;
+                    }
+                    let Some(ip_guard) = shared.per_ip.try_enter(peer.ip()) else {
+                        shared.metrics.connection_refused("per_ip");
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let ctx = ctx.clone();
                     let guard = open.enter(&shared.metrics);
@@ -267,6 +284,7 @@ async fn run_worker(
                     tokio::task::spawn_local(async move {
                         reaping(serve_connection(ctx, stream, peer, shutdown)).await;
                         drop(guard);
+                        drop(ip_guard);
                     });
                 }
                 Err(e) => {
@@ -337,12 +355,25 @@ async fn serve_connection(
     mut shutdown: watch::Receiver<bool>,
 ) {
     // 1xx from the origin reach the client through the connection's IO (hyper's server has no
-    // API for them): see src/interim.rs.
+    // API for them): see src/interim.rs. Under it, the socket reports reads and blocked writes
+    // to the connection's clock, whose watchdog enforces the client timeouts.
+    let limits = &ctx.shared.cfg.clients;
+    let timeouts = Timeouts {
+        header: limits.header_timeout.get(),
+        idle: limits.idle_timeout.get(),
+        write: limits.write_timeout.get(),
+    };
+    let clock = ConnClock::new();
     let slot = InterimSlot::new(ctx.shared.metrics.clone());
-    let io = InterimIo::new(TokioIo::new(stream), slot.clone());
+    let io = InterimIo::new(
+        TimedIo::new(TokioIo::new(stream), clock.clone()),
+        slot.clone(),
+    );
     let svc_ctx = ctx.clone();
+    let svc_clock = clock.clone();
     let svc = service_fn(move |mut req: Request<Incoming>| {
         let ctx = svc_ctx.clone();
+        let busy = svc_clock.begin_request();
         let interim = slot.begin(
             req.version(),
             interim::client_awaits_continue(req.version(), req.headers()),
@@ -352,21 +383,37 @@ async fn serve_connection(
             let resp = handler::handle(ctx, req, peer).await;
             // No 1xx after this; those queued go out before the final response's head.
             interim.end().await;
-            resp
+            // The connection is busy until the body is written (or dropped).
+            resp.map(|r| r.map(|b| body::guarded(b, busy)))
         }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .keep_alive(true)
-        .header_read_timeout(Duration::from_secs(30))
+        // The connection clock times heads from their first byte; hyper's own timer would
+        // also run while a keep-alive connection is idle.
+        .header_read_timeout(None)
         .max_buf_size(64 * 1024)
         .serve_connection(io, svc);
     tokio::pin!(conn);
+    let watchdog = conn_timer::watch(clock, timeouts);
+    tokio::pin!(watchdog);
     let res = tokio::select! {
         res = conn.as_mut() => res,
+        expiry = watchdog.as_mut() => {
+            debug!(%peer, reason = expiry.as_str(), "closing the connection");
+            ctx.shared.metrics.connection_closed(expiry.as_str());
+            return;
+        }
         _ = shutdown.changed() => {
             conn.as_mut().graceful_shutdown();
-            conn.await
+            tokio::select! {
+                res = conn.as_mut() => res,
+                expiry = watchdog => {
+                    ctx.shared.metrics.connection_closed(expiry.as_str());
+                    return;
+                }
+            }
         }
     };
     if let Err(e) = res {

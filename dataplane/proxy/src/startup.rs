@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::admin::{self, Admin};
+use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, Metrics, StoreCollector};
@@ -44,6 +45,15 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     };
     let plan = edgecache_host::plan_memory(limit, &cfg.memory, workers);
     info!(workers, cpus = ?cpus, "memory plan: {plan}");
+    let max_connections_per_worker = match cfg.clients.max_connections_per_worker {
+        0 => usize::try_from(edgecache_host::connections_per_worker(&plan)).unwrap_or(usize::MAX),
+        n => n as usize,
+    };
+    info!(
+        max_connections_per_worker,
+        max_connections_per_ip = cfg.clients.max_connections_per_ip,
+        "connection caps"
+    );
 
     let store = Store::open(StoreConfig::from_storage(&cfg.storage, plan.ram_tier))
         .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
@@ -149,6 +159,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         coalescer: Arc::new(Coalescer::default()),
         clock: clock.clone(),
         shutdown: shutdown_rx.clone(),
+        per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),
+        max_connections_per_worker,
     });
     let sup = Supervisor::start(listeners, &cpus, steering, shared.clone(), sup_metrics)?;
     metrics.ready.set(1);

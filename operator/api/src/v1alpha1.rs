@@ -90,6 +90,9 @@ pub struct EdgeCacheSpec {
     /// Ports, host networking and the Service in front of the pods.
     #[serde(default)]
     pub network: NetworkSpec,
+    /// Limits that keep one client from hurting another: timeouts and connection caps.
+    #[serde(default)]
+    pub clients: ClientsSpec,
     /// Privileges of the cache container.
     #[serde(default)]
     pub security: SecuritySpec,
@@ -377,6 +380,10 @@ pub struct CacheSpec {
     #[serde(default = "default_cache_name")]
     #[schemars(regex(pattern = r"^[A-Za-z0-9._-]+$"))]
     pub name: String,
+    /// Store responses with neither Content-Length nor chunked framing (their end is the
+    /// origin closing, which a dropped connection fakes). Default: false: forwarded, not stored.
+    #[serde(default)]
+    pub store_close_delimited: bool,
 }
 
 impl Default for CacheSpec {
@@ -388,6 +395,7 @@ impl Default for CacheSpec {
             ignore_client_no_cache: false,
             heuristic_freshness: true,
             name: default_cache_name(),
+            store_close_delimited: false,
         }
     }
 }
@@ -397,6 +405,55 @@ fn default_max_object() -> ByteSize {
 }
 fn default_cache_name() -> String {
     "edgecache".into()
+}
+
+/// Per-client timeouts and connection caps of the data plane.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientsSpec {
+    /// Time allowed for a whole request head, from its first byte. Default: `10s`.
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout: Duration,
+    /// How long an idle keep-alive connection stays open. Default: `60s`.
+    #[serde(default = "default_client_idle_timeout")]
+    pub idle_timeout: Duration,
+    /// A response the client takes no byte of for this long is dropped. Default: `30s`.
+    #[serde(default = "default_write_timeout")]
+    pub write_timeout: Duration,
+    /// Open connections per client address; more are refused. Default: 256.
+    #[serde(default = "default_per_ip")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_connections_per_ip: u32,
+    /// Open connections per worker; more are refused. 0: derived from the memory limit.
+    /// Default: 0.
+    #[serde(default)]
+    #[schemars(range(max = 1000000))]
+    pub max_connections_per_worker: u32,
+}
+
+impl Default for ClientsSpec {
+    fn default() -> Self {
+        Self {
+            header_timeout: default_header_timeout(),
+            idle_timeout: default_client_idle_timeout(),
+            write_timeout: default_write_timeout(),
+            max_connections_per_ip: default_per_ip(),
+            max_connections_per_worker: 0,
+        }
+    }
+}
+
+fn default_header_timeout() -> Duration {
+    Duration::secs(10)
+}
+fn default_client_idle_timeout() -> Duration {
+    Duration::secs(60)
+}
+fn default_write_timeout() -> Duration {
+    Duration::secs(30)
+}
+fn default_per_ip() -> u32 {
+    256
 }
 
 /// Ports and networking.

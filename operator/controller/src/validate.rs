@@ -9,8 +9,8 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use edgecache_api::dataplane::{
-    self, CachePolicyConfig, DataplaneConfig, HostHeader, MemoryConfig, OriginConfig,
-    StorageConfig, WorkersConfig,
+    self, CachePolicyConfig, ClientLimitsConfig, DataplaneConfig, HostHeader, MemoryConfig,
+    OriginConfig, StorageConfig, WorkersConfig,
 };
 use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheSpec, HostHeaderMode, SecurityMode};
 use edgecache_api::{ByteSize, SteeringMode};
@@ -257,6 +257,14 @@ pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
             cookie_policy: spec.cache.cookie_policy,
             heuristic_freshness: spec.cache.heuristic_freshness,
             name: spec.cache.name.clone(),
+            store_close_delimited: spec.cache.store_close_delimited,
+        },
+        clients: ClientLimitsConfig {
+            header_timeout: spec.clients.header_timeout,
+            idle_timeout: spec.clients.idle_timeout,
+            write_timeout: spec.clients.write_timeout,
+            max_connections_per_ip: spec.clients.max_connections_per_ip,
+            max_connections_per_worker: spec.clients.max_connections_per_worker,
         },
         log: spec.log.clone(),
         ..DataplaneConfig::default()
@@ -333,6 +341,30 @@ mod tests {
         assert_eq!(c.memory.limit, Some(ByteSize::gib(2)));
         assert_eq!(c.workers.steering, SteeringMode::Off);
         assert_eq!(c.origin.host_header, HostHeader::Preserve);
+        assert!(!c.cache.store_close_delimited);
+        assert_eq!(c.clients.header_timeout.to_string(), "10s");
+        assert_eq!(c.clients.idle_timeout.to_string(), "1m");
+        assert_eq!(c.clients.write_timeout.to_string(), "30s");
+        assert_eq!(c.clients.max_connections_per_ip, 256);
+        assert_eq!(c.clients.max_connections_per_worker, 0);
+    }
+
+    #[test]
+    fn client_limits_and_close_delimited_storage_reach_the_dataplane_config() {
+        let v = validate(&minimal_edgecache(
+            "cache:\n  storeCloseDelimited: true\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
+        ))
+        .unwrap();
+        let c = &v.dataplane;
+        assert!(c.cache.store_close_delimited);
+        assert_eq!(c.clients.header_timeout.to_string(), "5s");
+        assert_eq!(c.clients.idle_timeout.to_string(), "2m");
+        assert_eq!(c.clients.write_timeout.to_string(), "15s");
+        assert_eq!(c.clients.max_connections_per_ip, 64);
+        assert_eq!(c.clients.max_connections_per_worker, 5000);
+        // The data plane's own rules apply: a zero timeout is refused, by its spec name.
+        let e = validate(&minimal_edgecache("clients:\n  headerTimeout: 0s\n")).unwrap_err();
+        assert!(e.to_string().contains("clients.headerTimeout"), "{e}");
     }
 
     #[test]

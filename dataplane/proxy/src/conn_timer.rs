@@ -1,0 +1,314 @@
+//! Per-connection timeouts, so a slow or silent client holds nothing for long:
+//!
+//! * header: a request head must arrive whole within `header` of its first byte (slowloris);
+//! * idle: a keep-alive connection with no request in flight is closed after `idle`;
+//! * write progress: a response whose bytes the client stops taking for `write` is dropped.
+//!
+//! [`TimedIo`] wraps the connection's socket and records reads and blocked writes in a
+//! [`ConnClock`]; the service marks requests in flight ([`ConnClock::begin_request`], and a
+//! [`RequestGuard`] carried by the response body); [`watch`] sleeps until the next deadline the
+//! clock allows and says which one expired. The rule itself, [`check`], is pure.
+
+use std::cell::Cell;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::rt::{Read, ReadBufCursor, Write};
+use tokio::time::Instant;
+
+/// The three limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub header: Duration,
+    pub idle: Duration,
+    pub write: Duration,
+}
+
+/// Where a connection is between requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// No request in flight and no byte of the next one, since this instant.
+    Idle(Instant),
+    /// The first byte of a request head arrived at this instant; the head is not complete.
+    Head(Instant),
+    /// A request is being answered.
+    Busy,
+}
+
+/// Which limit a connection ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    Header,
+    Idle,
+    Write,
+}
+
+impl Expiry {
+    /// For logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Expiry::Header => "header_timeout",
+            Expiry::Idle => "idle_timeout",
+            Expiry::Write => "write_timeout",
+        }
+    }
+}
+
+/// What has expired at `now`, or the next instant something could. A blocked write counts in
+/// every phase (a pipelined client may stop reading while its next head is being parsed).
+pub fn check(
+    phase: Phase,
+    write_blocked_since: Option<Instant>,
+    t: &Timeouts,
+    now: Instant,
+) -> Result<Instant, Expiry> {
+    let mut next = now + t.write;
+    if let Some(since) = write_blocked_since {
+        let at = since + t.write;
+        if now >= at {
+            return Err(Expiry::Write);
+        }
+        next = next.min(at);
+    }
+    let (at, expiry) = match phase {
+        Phase::Idle(since) => (since + t.idle, Expiry::Idle),
+        Phase::Head(since) => (since + t.header, Expiry::Header),
+        Phase::Busy => return Ok(next),
+    };
+    if now >= at {
+        return Err(expiry);
+    }
+    Ok(next.min(at))
+}
+
+/// One connection's activity, shared by its socket wrapper, its service and its watchdog (all
+/// on the worker's thread).
+#[derive(Debug)]
+pub struct ConnClock {
+    phase: Cell<Phase>,
+    in_flight: Cell<u32>,
+    write_blocked_since: Cell<Option<Instant>>,
+    /// Wakes the watchdog when the phase changes (its next deadline may be earlier).
+    changed: tokio::sync::Notify,
+}
+
+impl ConnClock {
+    pub fn new() -> Rc<Self> {
+        Rc::new(Self {
+            phase: Cell::new(Phase::Idle(Instant::now())),
+            in_flight: Cell::new(0),
+            write_blocked_since: Cell::new(None),
+            changed: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// A request head is complete: the connection is busy until its response is done.
+    pub fn begin_request(self: &Rc<Self>) -> RequestGuard {
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.set_phase(Phase::Busy);
+        RequestGuard(self.clone())
+    }
+
+    fn read_bytes(&self) {
+        if let Phase::Idle(_) = self.phase.get() {
+            self.set_phase(Phase::Head(Instant::now()));
+        }
+    }
+
+    fn write_result(&self, progressed: bool) {
+        if progressed {
+            self.write_blocked_since.set(None);
+        } else if self.write_blocked_since.get().is_none() {
+            self.write_blocked_since.set(Some(Instant::now()));
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.phase.set(phase);
+        self.changed.notify_one();
+    }
+
+    fn state(&self) -> (Phase, Option<Instant>) {
+        (self.phase.get(), self.write_blocked_since.get())
+    }
+}
+
+/// Held by a response (its body) until it is done; the last one makes the connection idle.
+#[derive(Debug)]
+pub struct RequestGuard(Rc<ConnClock>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let n = self.0.in_flight.get().saturating_sub(1);
+        self.0.in_flight.set(n);
+        if n == 0 {
+            self.0.set_phase(Phase::Idle(Instant::now()));
+        }
+    }
+}
+
+/// Resolve when a limit expires (the connection is then to be dropped).
+pub async fn watch(clock: Rc<ConnClock>, t: Timeouts) -> Expiry {
+    loop {
+        let (phase, blocked) = clock.state();
+        match check(phase, blocked, &t, Instant::now()) {
+            Err(e) => return e,
+            Ok(next) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next) => {}
+                    _ = clock.changed.notified() => {}
+                }
+            }
+        }
+    }
+}
+
+/// A socket that reports to a [`ConnClock`].
+pub struct TimedIo<T> {
+    inner: T,
+    clock: Rc<ConnClock>,
+}
+
+impl<T> TimedIo<T> {
+    pub fn new(inner: T, clock: Rc<ConnClock>) -> Self {
+        Self { inner, clock }
+    }
+}
+
+impl<T: Read + Unpin> Read for TimedIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        // A ready read is bytes or the end of the stream; at the end hyper closes the
+        // connection itself, so counting it as the start of a head is harmless.
+        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &res {
+            this.clock.read_bytes();
+        }
+        res
+    }
+}
+
+impl<T: Write + Unpin> Write for TimedIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.clock.write_result(!matches!(res, Poll::Pending));
+        res
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.clock.write_result(!matches!(res, Poll::Pending));
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_flush(cx);
+        this.clock.write_result(!matches!(res, Poll::Pending));
+        res
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Timeouts = Timeouts {
+        header: Duration::from_secs(10),
+        idle: Duration::from_secs(60),
+        write: Duration::from_secs(30),
+    };
+
+    fn s(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn each_phase_has_its_limit() {
+        let t0 = Instant::now();
+        // Idle: closed after `idle`, and not before.
+        assert_eq!(check(Phase::Idle(t0), None, &T, t0 + s(59)), Ok(t0 + s(60)));
+        assert_eq!(
+            check(Phase::Idle(t0), None, &T, t0 + s(60)),
+            Err(Expiry::Idle)
+        );
+        // A head must be whole `header` after its first byte, however slowly it trickles.
+        assert_eq!(check(Phase::Head(t0), None, &T, t0 + s(9)), Ok(t0 + s(10)));
+        assert_eq!(
+            check(Phase::Head(t0), None, &T, t0 + s(10)),
+            Err(Expiry::Header)
+        );
+        // Busy: no phase limit, only write progress; the watchdog looks again later.
+        assert_eq!(check(Phase::Busy, None, &T, t0 + s(500)), Ok(t0 + s(530)));
+    }
+
+    #[test]
+    fn a_blocked_write_expires_in_any_phase() {
+        let t0 = Instant::now();
+        for phase in [Phase::Busy, Phase::Idle(t0), Phase::Head(t0)] {
+            assert_eq!(
+                check(phase, Some(t0), &T, t0 + s(30)),
+                Err(Expiry::Write),
+                "{phase:?}"
+            );
+        }
+        assert_eq!(check(Phase::Busy, Some(t0), &T, t0 + s(29)), Ok(t0 + s(30)));
+        // The earlier of two deadlines wins.
+        assert_eq!(
+            check(Phase::Head(t0), Some(t0), &T, t0 + s(1)),
+            Ok(t0 + s(10))
+        );
+    }
+
+    #[test]
+    fn the_last_response_done_makes_the_connection_idle() {
+        let clock = ConnClock::new();
+        clock.read_bytes();
+        assert!(matches!(clock.state().0, Phase::Head(_)));
+        let a = clock.begin_request();
+        let b = clock.begin_request();
+        assert_eq!(clock.state().0, Phase::Busy);
+        // Bytes of a pipelined head while busy do not start a head timer.
+        clock.read_bytes();
+        drop(a);
+        assert_eq!(clock.state().0, Phase::Busy);
+        drop(b);
+        assert!(matches!(clock.state().0, Phase::Idle(_)));
+        clock.write_result(false);
+        let blocked = clock.state().1;
+        assert!(blocked.is_some());
+        clock.write_result(false);
+        assert_eq!(
+            clock.state().1,
+            blocked,
+            "blocked since the first pending write"
+        );
+        clock.write_result(true);
+        assert_eq!(clock.state().1, None);
+    }
+}

@@ -1,0 +1,227 @@
+//! Slow and hostile clients against the real server: a head trickled byte by byte (slowloris)
+//! is cut at the header timeout, an idle keep-alive connection at the idle timeout, a client
+//! that stops reading a large response at the write-progress timeout; connections over the
+//! per-address cap are refused at once. Meanwhile a fresh client from another address keeps its
+//! hits.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn start(o: &OriginHandle, dir: &std::path::Path, yaml: &str) -> Dataplane {
+    let cfg = dir.join("dp.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let cache = dir.join("cache");
+    let url = o.url();
+    let mut opts = Opts::new(&url, &cache);
+    opts.workers = 1;
+    opts.extra = vec!["--config".into(), cfg.display().to_string()];
+    Dataplane::start(opts)
+}
+
+/// A connection from `from` (another loopback address: a different client for the caps).
+fn connect_from(from: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    let local: SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&local.into())?;
+    s.connect(&to.into())?;
+    Ok(s.into())
+}
+
+/// Whether the server closed `s` within `within` (EOF or reset), reading and dropping any bytes.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let mut buf = [0u8; 65536];
+    while Instant::now() < deadline {
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// One keep-alive GET on `s`, the response read whole.
+fn get_on(s: &mut TcpStream, path: &str) -> Resp {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
+    read_response(&mut BufReader::new(s.try_clone().unwrap()), false).unwrap()
+}
+
+#[test]
+fn a_head_trickled_byte_by_byte_is_cut_at_the_header_timeout() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(
+        &o,
+        dir.path(),
+        "clients:\n  headerTimeout: 1s\n  idleTimeout: 30s\n",
+    );
+    let mut s = TcpStream::connect(dp.listen).unwrap();
+    let t0 = Instant::now();
+    s.write_all(b"GET /obj/4k/slow HTTP/1.1\r\nHost: test.example\r\n")
+        .unwrap();
+    // One byte of a header every 200 ms: each keeps the socket busy, none completes the head.
+    let mut cut = false;
+    for _ in 0..40 {
+        if s.write_all(b"X").is_err() {
+            cut = true;
+            break;
+        }
+        if closed_within(&mut s, Duration::from_millis(200)) {
+            cut = true;
+            break;
+        }
+    }
+    let took = t0.elapsed();
+    assert!(cut, "the trickling connection was never closed");
+    assert!(took < Duration::from_secs(4), "closed after {took:?}");
+    assert_eq!(
+        dp.metric(r#"edgecache_dataplane_connections_closed_total{reason="header_timeout"}"#),
+        1.0
+    );
+    assert_eq!(o.requests(), 0);
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout_and_not_before() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(
+        &o,
+        dir.path(),
+        "clients:\n  headerTimeout: 5s\n  idleTimeout: 1500ms\n",
+    );
+    let mut s = TcpStream::connect(dp.listen).unwrap();
+    assert_eq!(get_on(&mut s, "/obj/4k/idle").status, 200);
+    // Idle for less than the timeout: still usable, and that request restarts the clock.
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(get_on(&mut s, "/obj/4k/idle").is_hit());
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(get_on(&mut s, "/obj/4k/idle").is_hit());
+    // Then idle past it: closed by the server.
+    assert!(closed_within(&mut s, Duration::from_secs(4)));
+    assert_eq!(
+        dp.metric(r#"edgecache_dataplane_connections_closed_total{reason="idle_timeout"}"#),
+        1.0
+    );
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_at_the_write_timeout() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path(), "clients:\n  writeTimeout: 1s\n");
+    // Stored first, so the stalled reads are hits from the store.
+    let r = dp.get("/obj/8m/stall");
+    assert_eq!(r.body.len(), 8 << 20);
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let mut s = TcpStream::connect(dp.listen).unwrap();
+        // A small receive buffer, never read: the server's writes block.
+        socket2::SockRef::from(&s)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        write!(
+            s,
+            "GET /obj/8m/stall HTTP/1.1\r\nHost: test.example\r\n\r\n"
+        )
+        .unwrap();
+        stalled.push(s);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metric = r#"edgecache_dataplane_connections_closed_total{reason="write_timeout"}"#;
+    while dp.metric(metric) < 8.0 {
+        assert!(
+            Instant::now() < deadline,
+            "stalled readers still open: {}",
+            dp.metrics()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(dp.metric("edgecache_dataplane_active_connections"), 0.0);
+    // A reader that keeps taking bytes, however slowly, is not dropped: the whole object.
+    let r = dp.get("/obj/8m/stall");
+    assert_eq!(r.body.len(), 8 << 20);
+    assert!(!r.truncated);
+}
+
+#[test]
+fn connections_over_the_per_address_cap_are_refused_and_others_are_served() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path(), "clients:\n  maxConnectionsPerIp: 4\n");
+    let mut held: Vec<TcpStream> = (0..4)
+        .map(|_| connect_from("127.0.0.1", dp.listen).unwrap())
+        .collect();
+    for s in &mut held {
+        assert_eq!(get_on(s, "/obj/4k/cap").status, 200);
+    }
+    let mut fifth = connect_from("127.0.0.1", dp.listen).unwrap();
+    assert!(closed_within(&mut fifth, Duration::from_secs(3)), "refused");
+    assert_eq!(
+        dp.metric(r#"edgecache_dataplane_connections_refused_total{reason="per_ip"}"#),
+        1.0
+    );
+    // The four keep being served, and another address has its own cap.
+    for s in &mut held {
+        assert!(get_on(s, "/obj/4k/cap").is_hit());
+    }
+    let mut other = connect_from("127.0.0.2", dp.listen).unwrap();
+    assert!(get_on(&mut other, "/obj/4k/cap").is_hit());
+    // Closing one frees a place.
+    held.pop();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut again = connect_from("127.0.0.1", dp.listen).unwrap();
+    assert!(get_on(&mut again, "/obj/4k/cap").is_hit());
+}
+
+#[test]
+fn a_thousand_slowloris_connections_do_not_cost_a_fresh_client_its_hits() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path(), "clients:\n  headerTimeout: 10s\n");
+    // 50 small objects stored on disk, and kept warm.
+    let paths: Vec<String> = (0..50).map(|i| format!("/obj/4k/fresh{i}")).collect();
+    for p in &paths {
+        assert_eq!(dp.get(p).status, 200);
+    }
+    // 1,000 connections from the test, each with a head begun and never finished.
+    let mut loris = Vec::new();
+    for _ in 0..1000 {
+        if let Ok(mut s) = connect_from("127.0.0.1", dp.listen) {
+            let _ = s.write_all(b"GET /obj/4k/loris HTTP/1.1\r\nHost: test.example\r\nX-a: ");
+            loris.push(s);
+        }
+    }
+    // Keep trickling while the fresh client asks.
+    let mut worst = Duration::ZERO;
+    for p in &paths {
+        for s in loris.iter_mut().take(300) {
+            let _ = s.write_all(b"a");
+        }
+        let t = Instant::now();
+        let mut c = connect_from("127.0.0.2", dp.listen).unwrap();
+        let r = get_on(&mut c, p);
+        worst = worst.max(t.elapsed());
+        assert!(r.is_hit(), "{p}: {}", r.cache_status());
+        check_body(4096, p.rsplit('/').next().unwrap(), &r.body).unwrap();
+    }
+    println!("slowloris x1000: the fresh client's slowest of 50 hits took {worst:?}");
+    // The address cap (default 256) refused the rest of them at accept.
+    let refused = dp.metric(r#"edgecache_dataplane_connections_refused_total{reason="per_ip"}"#);
+    assert!(refused >= 700.0, "refused {refused}");
+    assert!(dp.metric("edgecache_dataplane_active_connections") <= 256.0 + 1.0);
+    assert_eq!(o.requests_for("/obj/4k/loris"), 0);
+}
