@@ -535,6 +535,47 @@ fn defaults_render_the_documented_objects_only() {
     assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
 }
 
+/// The operator container's args.
+fn operator_args(r: &Rendered) -> Vec<String> {
+    r.deployments[0]
+        .spec
+        .clone()
+        .template
+        .spec
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap_or_default()
+}
+
+#[test]
+fn allowed_host_paths_reach_the_operator() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("default-values.yaml")], &[]);
+    let flags: Vec<String> = operator_args(&r)
+        .into_iter()
+        .filter(|a| a.starts_with("--allowed-host-path="))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            "--allowed-host-path=/var/cache/edgecache",
+            "--allowed-host-path=/mnt"
+        ]
+    );
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["dataplane.allowedHostPaths={/data/edgecache}"],
+    );
+    let flags: Vec<String> = operator_args(&r)
+        .into_iter()
+        .filter(|a| a.starts_with("--allowed-host-path"))
+        .collect();
+    assert_eq!(flags, ["--allowed-host-path=/data/edgecache"]);
+}
+
 #[test]
 fn full_values_render_the_optional_objects() {
     let Some(helm) = helm_or_skip() else { return };

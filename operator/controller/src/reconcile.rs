@@ -84,7 +84,7 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
 
-    let validated = match validate(&ec) {
+    let validated = match validate(&ec, &ctx.policy) {
         Ok(v) => v,
         Err(e) => {
             let message = e.to_string();

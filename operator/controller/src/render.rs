@@ -4,7 +4,7 @@ use edgecache_api::v1alpha1::EdgeCache;
 
 use crate::build::build;
 use crate::crd::to_yaml;
-use crate::validate::{self, validate};
+use crate::validate::{self, Policy, validate};
 
 /// Why a manifest cannot be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -22,7 +22,7 @@ pub enum Error {
 /// Render every object the operator would apply for `manifest` (one or more EdgeCaches in a
 /// YAML stream), as a YAML multi-document stream in apply order. A manifest without a namespace
 /// renders into `default`. Offline there is no uid, so the objects carry no owner reference.
-pub fn render(manifest: &str) -> Result<String, Error> {
+pub fn render(manifest: &str, policy: &Policy) -> Result<String, Error> {
     use serde::Deserialize as _;
     let mut out = String::new();
     for doc in serde_yaml::Deserializer::from_str(manifest) {
@@ -30,7 +30,7 @@ pub fn render(manifest: &str) -> Result<String, Error> {
         if value.is_null() {
             continue;
         }
-        out.push_str(&render_one(value)?);
+        out.push_str(&render_one(value, policy)?);
     }
     if out.is_empty() {
         return Err(Error::WrongKind("an empty manifest".into()));
@@ -38,7 +38,7 @@ pub fn render(manifest: &str) -> Result<String, Error> {
     Ok(out)
 }
 
-fn render_one(value: serde_yaml::Value) -> Result<String, Error> {
+fn render_one(value: serde_yaml::Value, policy: &Policy) -> Result<String, Error> {
     let api_version = value
         .get("apiVersion")
         .and_then(|v| v.as_str())
@@ -51,7 +51,7 @@ fn render_one(value: serde_yaml::Value) -> Result<String, Error> {
     if ec.metadata.namespace.is_none() {
         ec.metadata.namespace = Some("default".into());
     }
-    let desired = build(&validate(&ec)?);
+    let desired = build(&validate(&ec, policy)?);
     let mut out = String::new();
     for obj in desired.objects()? {
         out.push_str("---\n");

@@ -13,7 +13,7 @@ use edgecache_operator::context::Context;
 use edgecache_operator::controller::{Config, run};
 use edgecache_operator::metrics::ReasonLabels;
 use edgecache_operator::test_support::minimal_edgecache;
-use edgecache_operator::validate::validate;
+use edgecache_operator::validate::{Policy, validate};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -230,7 +230,7 @@ async fn create_converges_to_ready_with_the_right_children() {
     // The children are exactly what `build` makes.
     let mut stored_ec: EdgeCache = serde_json::from_value(ec_value(&fake).unwrap()).unwrap();
     stored_ec.status = None;
-    let want = build(&validate(&stored_ec).unwrap());
+    let want = build(&validate(&stored_ec, &Policy::default()).unwrap());
     let stored_ds: DaemonSet = serde_json::from_value(ds(&fake).unwrap()).unwrap();
     assert_eq!(stored_ds.spec, want.daemon_set.spec);
     let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
@@ -754,5 +754,33 @@ async fn recovers_from_dropped_watches_and_expired_resource_versions() {
         daemonset_lists >= 2,
         "the 410 made the watcher relist ({daemonset_lists} lists)"
     );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_path_outside_the_allow_list_is_degraded_and_gets_no_daemon_set() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("storage:\n  hostPath: /var/lib/kubelet\n")).await;
+    eventually("Degraded", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert!(
+        message.contains("/var/lib/kubelet") && message.contains("[/var/cache/edgecache, /mnt]"),
+        "the message names the path and the allow-list: {message}"
+    );
+    assert!(ds(&fake).is_none(), "no DaemonSet for a refused hostPath");
+    eventually("a Warning event naming the path", || {
+        fake.list(keys::EVENTS).iter().any(|e| {
+            e["type"] == "Warning"
+                && e["note"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("/var/lib/kubelet") && n.contains("/mnt"))
+        })
+    })
+    .await;
     op.stop().await;
 }

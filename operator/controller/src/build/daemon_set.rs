@@ -70,7 +70,7 @@ pub(super) fn daemon_set(ec: &ValidatedEdgeCache, config_hash: &str) -> DaemonSe
             Volume {
                 name: "cache".into(),
                 host_path: Some(HostPathVolumeSource {
-                    path: spec.storage.host_path.clone(),
+                    path: ec.host_path.clone(),
                     type_: Some("DirectoryOrCreate".into()),
                 }),
                 ..Volume::default()

@@ -6,10 +6,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
 use crate::test_support::minimal_edgecache;
-use crate::validate::validate;
+use crate::validate::{Policy, validate};
 
 fn desired(spec_yaml: &str) -> Desired<Prepared> {
-    build(&validate(&minimal_edgecache(spec_yaml)).unwrap())
+    build(&validate(&minimal_edgecache(spec_yaml), &Policy::default()).unwrap())
 }
 
 fn pod(d: &Desired<Prepared>) -> &PodSpec {
