@@ -160,6 +160,8 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     add("", "configmaps", &owned);
     add("", "services", &owned);
     add("", "serviceaccounts", &["get", "create", "patch"]);
+    // The admin token Secret: read, and created once when missing; never listed or changed.
+    add("", "secrets", &["get", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
     want
 }

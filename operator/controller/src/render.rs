@@ -52,7 +52,17 @@ fn render_one(value: serde_yaml::Value, policy: &Policy) -> Result<String, Error
         ec.metadata.namespace = Some("default".into());
     }
     let desired = build(&validate(&ec, policy)?);
-    let mut out = String::new();
+    let secret = desired
+        .admin_secret
+        .metadata
+        .name
+        .as_deref()
+        .unwrap_or_default();
+    let mut out = format!(
+        "# Secret {secret} (type Opaque, key {}: the admin token) is created by the operator \
+         once, with 32 random bytes hex-encoded, when it does not exist; it is never printed.\n",
+        crate::build::ADMIN_TOKEN_KEY
+    );
     for obj in desired.objects()? {
         out.push_str("---\n");
         out.push_str(&to_yaml(&obj)?);

@@ -254,7 +254,7 @@ async fn create_converges_to_ready_with_the_right_children() {
     let reasons = event_reasons(&fake);
     assert_eq!(
         reasons.iter().filter(|r| *r == "Created").count(),
-        4,
+        5,
         "{reasons:?}"
     );
     // Children are applied with the one field manager, forced.
@@ -782,5 +782,55 @@ async fn a_host_path_outside_the_allow_list_is_degraded_and_gets_no_daemon_set()
         })
     })
     .await;
+    op.stop().await;
+}
+
+fn admin_token(fake: &FakeApiServer) -> Option<String> {
+    let s = fake.get("/v1/secrets", Some(NS), "web-admin-token")?;
+    s["data"]["token"].as_str().map(String::from)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_token_secret_is_created_once_and_never_rotated() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    let ec = create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let secret = fake
+        .get("/v1/secrets", Some(NS), "web-admin-token")
+        .expect("the admin token Secret");
+    assert_eq!(secret["type"], "Opaque");
+    assert_eq!(
+        secret["metadata"]["ownerReferences"][0]["uid"],
+        ec.metadata.uid.clone().unwrap().as_str()
+    );
+    let token = admin_token(&fake).unwrap();
+    let bytes: Vec<u8> = serde_json::from_value::<k8s_openapi::ByteString>(json!(token))
+        .unwrap()
+        .0;
+    assert_eq!(bytes.len(), 64, "32 random bytes, hex-encoded");
+    assert!(bytes.iter().all(|b| b.is_ascii_hexdigit()));
+
+    // Later reconciles (a spec change, a resync) keep the token.
+    patch_spec(&fake, json!({"storage": {"size": "20GiB"}})).await;
+    eventually("observedGeneration 2", || {
+        observed_generation(&fake) == Some(2)
+    })
+    .await;
+    eventually("Ready again", || is_ready(&fake)).await;
+    assert_eq!(admin_token(&fake).unwrap(), token);
+    let secret_writes = fake
+        .changes()
+        .iter()
+        .filter(|c| c.resource == "/v1/secrets")
+        .count();
+    assert_eq!(secret_writes, 1, "created once, never rewritten");
+
+    // Deleted by hand: the next reconcile makes a new one.
+    fake.delete("/v1/secrets", Some(NS), "web-admin-token");
+    patch_spec(&fake, json!({"storage": {"size": "30GiB"}})).await;
+    eventually("a new Secret", || admin_token(&fake).is_some()).await;
+    assert_ne!(admin_token(&fake).unwrap(), token);
     op.stop().await;
 }

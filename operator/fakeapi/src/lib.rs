@@ -15,6 +15,7 @@
 //!   tracked (and shown in `metadata.managedFields`), fields a manager stops applying are
 //!   pruned unless another manager owns them, conflicting values owned by another manager are
 //!   a 409 unless `force=true`, and update operations take ownership of what they change;
+//! - Secrets: `stringData` folded into `data`, and `data` that is not base64 refused (400);
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
 //! - finalizers (delete sets `deletionTimestamp`; the object goes when the last finalizer is
@@ -36,6 +37,7 @@
 //! over time (a DaemonSet's pods are updated at once), and watch bookmarks other than the
 //! initial-events-end one.
 
+mod admission;
 mod fields;
 mod resources;
 mod sim;
@@ -70,6 +72,7 @@ pub mod keys {
     pub const CONFIGMAPS: &str = "/v1/configmaps";
     pub const SERVICES: &str = "/v1/services";
     pub const SERVICEACCOUNTS: &str = "/v1/serviceaccounts";
+    pub const SECRETS: &str = super::admission::SECRETS;
     pub const DAEMONSETS: &str = "apps/v1/daemonsets";
     pub const EVENTS: &str = "events.k8s.io/v1/events";
     pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
@@ -1116,6 +1119,7 @@ impl State {
         if new["metadata"].is_null() {
             new["metadata"] = json!({});
         }
+        admission::admit(&k.0, &mut new)?;
         let info = self.resources.get(&k.0).cloned();
         if let Some(info) = &info {
             new["apiVersion"] = json!(info.api_version());

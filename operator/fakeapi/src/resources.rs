@@ -57,6 +57,7 @@ pub fn defaults() -> BTreeMap<String, ResourceInfo> {
         ResourceInfo::new("", "v1", "configmaps", "ConfigMap", true, false),
         ResourceInfo::new("", "v1", "services", "Service", true, true),
         ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount", true, false),
+        ResourceInfo::new("", "v1", "secrets", "Secret", true, false),
         ResourceInfo::new("", "v1", "pods", "Pod", true, true),
         ResourceInfo::new("", "v1", "events", "Event", true, false),
         ResourceInfo::new("", "v1", "nodes", "Node", false, true),

@@ -554,3 +554,49 @@ async fn dropped_watches_end_and_resume_or_expire() {
         e => panic!("{e:?}"),
     }
 }
+
+#[tokio::test]
+async fn secrets_are_served_like_a_real_api_server() {
+    use k8s_openapi::api::core::v1::Secret;
+    let fake = FakeApiServer::new();
+    let api: Api<Secret> = Api::namespaced(fake.client(), "ns");
+    assert!(
+        api.get_opt("s").await.unwrap().is_none(),
+        "404 when missing"
+    );
+    let s: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": "Opaque",
+        "data": {"token": "c2VjcmV0"}, "stringData": {"other": "plain"},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &s).await.unwrap();
+    let data = created.data.unwrap();
+    assert_eq!(data["token"].0, b"secret");
+    assert_eq!(data["other"].0, b"plain", "stringData is folded into data");
+    let stored = fake.get("/v1/secrets", Some("ns"), "s").unwrap();
+    assert!(stored.get("stringData").is_none(), "{stored}");
+    let err = api.create(&PostParams::default(), &s).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref e) if e.code == 409 && e.reason == "AlreadyExists"),
+        "{err}"
+    );
+    // Data that is not base64 is refused, as a real API server refuses it.
+    let bad = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad"},
+                     "data": {"token": "not base64!"}});
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        fake.client(),
+        "ns",
+        &kube::api::ApiResource::erase::<Secret>(&()),
+    );
+    let err = raw
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bad).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref e) if e.code == 400),
+        "{err}"
+    );
+}
