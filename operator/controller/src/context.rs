@@ -17,6 +17,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// What the operator was installed to allow (e.g. the host paths).
     pub policy: Policy,
+    /// The one namespace watched, or all when `None` (where other EdgeCaches are listed).
+    pub watch_namespace: Option<String>,
     /// Consecutive transient failures per object (`namespace/name`), for the requeue backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// Requeue delay after the first transient failure; doubles up to `max_backoff`.
@@ -35,6 +37,7 @@ impl Context {
             client,
             metrics: Metrics::default(),
             policy: Policy::default(),
+            watch_namespace: None,
             failures: Mutex::new(HashMap::new()),
             base_backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),

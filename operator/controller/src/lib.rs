@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod apply;
 pub mod build;
+pub mod conflict;
 pub mod context;
 pub mod controller;
 pub mod crd;

@@ -122,6 +122,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             .context("no Kubernetes client configuration (kubeconfig or in-cluster)")?;
         let mut ctx = edgecache_operator::context::Context::new(client);
         ctx.policy = policy;
+        ctx.watch_namespace = args.namespace.clone();
         let ctx = Arc::new(ctx);
         let ready = Arc::new(AtomicBool::new(false));
         let listener = edgecache_operator::admin::bind(args.admin_addr)

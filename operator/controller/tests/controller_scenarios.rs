@@ -129,7 +129,11 @@ fn ec_value(fake: &FakeApiServer) -> Option<Value> {
 }
 
 fn condition(fake: &FakeApiServer, type_: &str) -> Option<(String, String, String)> {
-    let ec = ec_value(fake)?;
+    condition_of(fake, "web", type_)
+}
+
+fn condition_of(fake: &FakeApiServer, name: &str, type_: &str) -> Option<(String, String, String)> {
+    let ec = fake.get(keys::EDGECACHES, Some(NS), name)?;
     let c = ec["status"]["conditions"]
         .as_array()?
         .iter()
@@ -832,5 +836,97 @@ async fn the_admin_token_secret_is_created_once_and_never_rotated() {
     patch_spec(&fake, json!({"storage": {"size": "30GiB"}})).await;
     eventually("a new Secret", || admin_token(&fake).is_some()).await;
     assert_ne!(admin_token(&fake).unwrap(), token);
+    op.stop().await;
+}
+
+fn named_ec(name: &str, spec_yaml: &str) -> EdgeCache {
+    let mut ec = new_ec(spec_yaml);
+    ec.metadata.name = Some(name.into());
+    ec
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_edgecache_sharing_the_cache_path_waits_for_the_earlier_one() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("storage:\n  hostPath: /mnt/nvme0/ec\n")).await;
+    eventually("web Ready", || is_ready(&fake)).await;
+    // Same cache directory, different ports: the later one must not start pods.
+    tokio::time::sleep(Duration::from_millis(1100)).await; // a later creationTimestamp
+    create(
+        &fake,
+        &named_ec(
+            "api",
+            "storage:\n  hostPath: /mnt/nvme0/ec/\nnetwork:\n  port: 8081\n  adminPort: 9091\n",
+        ),
+    )
+    .await;
+    eventually("api Degraded", || {
+        condition_of(&fake, "api", "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "Conflict")
+    })
+    .await;
+    let (_, _, message) = condition_of(&fake, "api", "Degraded").unwrap();
+    assert!(
+        message.contains("edge/web") && message.contains("/mnt/nvme0/ec"),
+        "names the other EdgeCache and the path: {message}"
+    );
+    assert!(fake.get(keys::DAEMONSETS, Some(NS), "api").is_none());
+    assert!(is_ready(&fake), "the earlier one is untouched");
+    eventually("a Conflict event", || {
+        event_reasons(&fake).contains(&"Conflict".to_string())
+    })
+    .await;
+
+    // The earlier one's deletion lets the later one proceed.
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("api gets its DaemonSet and is Ready", || {
+        fake.get(keys::DAEMONSETS, Some(NS), "api").is_some()
+            && condition_of(&fake, "api", "Ready").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_edgecache_on_the_same_host_port_is_refused() {
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("network:\n  hostNetwork: true\n")).await;
+    eventually("web Ready", || is_ready(&fake)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Its client port is web's admin port, on the host network of the same nodes.
+    create(
+        &fake,
+        &named_ec(
+            "api",
+            "storage:\n  hostPath: /mnt/api\nnetwork:\n  hostNetwork: true\n  port: 9090\n  adminPort: 9091\n",
+        ),
+    )
+    .await;
+    eventually("api Degraded", || {
+        condition_of(&fake, "api", "Degraded").is_some_and(|c| {
+            c.0 == "True" && c.1 == "Conflict" && c.2.contains("9090") && c.2.contains("edge/web")
+        })
+    })
+    .await;
+    assert!(fake.get(keys::DAEMONSETS, Some(NS), "api").is_none());
+    // Moving it off the host network resolves the conflict.
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"network": {"hostNetwork": false}}})),
+        )
+        .await
+        .unwrap();
+    eventually("api Ready", || {
+        condition_of(&fake, "api", "Ready").is_some_and(|c| c.0 == "True")
+    })
+    .await;
     op.stop().await;
 }
