@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod reconcile;
 pub mod render;
 pub mod status;
+pub mod strict;
 #[doc(hidden)]
 pub mod test_support;
 pub mod validate;

@@ -96,3 +96,50 @@ fn several_edgecaches_in_one_stream() {
     assert!(text.contains("name: api-config"));
     assert!(render("", &Policy::default()).is_err());
 }
+
+#[test]
+fn every_mistake_is_reported_once_in_the_users_words() {
+    let bad = SAMPLE
+        .replace(
+            "hostPath: /mnt/nvme0/edgecache",
+            "hostpath: /mnt/nvme0/edgecache",
+        )
+        .replace("memory: 8Gi", "memroy: 8Gi")
+        .replace("size: 200GiB", "size: 1MiB")
+        .replace("mode: cpu", "mode: fast")
+        .replace("maxUnavailable: 10%", "maxUnavailable: [1]")
+        .replace("port: 8080", "port: eighty");
+    let bad = format!("{bad}  extra: 1\n");
+    let err = render(&bad, &Policy::default()).unwrap_err().to_string();
+    for (path, words) in [
+        ("spec.storage.hostpath", "unknown field"),
+        ("spec.resources.memroy", "unknown field"),
+        ("spec.extra", "unknown field"),
+        ("spec.storage.size", "must be at least 64MiB (got 1MiB)"),
+        ("spec.steering.mode", "must be one of"),
+        (
+            "spec.updateStrategy.maxUnavailable",
+            "must be an integer or a string",
+        ),
+        ("spec.network.port", "must be an integer (got \"eighty\")"),
+    ] {
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.trim_start().starts_with(&format!("{path}:")))
+            .collect();
+        assert_eq!(lines.len(), 1, "{path} reported once in:\n{err}");
+        assert!(lines[0].contains(words), "{path}: {words:?} in:\n{err}");
+    }
+    assert!(!err.contains("did not match any variant"), "{err}");
+    assert!(!err.contains("untagged"), "{err}");
+}
+
+#[test]
+fn an_unknown_field_alone_fails_the_render() {
+    let bad = SAMPLE.replace("directIoThreshold: 64KiB", "directIOThreshold: 64KiB");
+    let err = render(&bad, &Policy::default()).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.storage.directIOThreshold: unknown field"),
+        "{err}"
+    );
+}
