@@ -89,6 +89,14 @@ async fn eventually_within(timeout: Duration, what: &str, mut f: impl FnMut() ->
     }
 }
 
+/// A fake API server serving EdgeCaches with the CRD's schema (unknown fields pruned).
+fn fake() -> FakeApiServer {
+    use kube::CustomResourceExt as _;
+    let fake = FakeApiServer::new();
+    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
+    fake
+}
+
 fn nodes(fake: &FakeApiServer) {
     fake.add_node(
         "nvme-1",
@@ -201,7 +209,7 @@ async fn patch_spec(fake: &FakeApiServer, spec: Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_converges_to_ready_with_the_right_children() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     let ec = create(&fake, &new_ec("resources:\n  memory: 4GiB\n")).await;
@@ -286,7 +294,7 @@ async fn create_converges_to_ready_with_the_right_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_change_rolls_the_pods_and_bumps_observed_generation() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -348,7 +356,7 @@ async fn spec_change_rolls_the_pods_and_bumps_observed_generation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_deleted_or_edited_by_hand_come_back() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -387,7 +395,7 @@ async fn children_deleted_or_edited_by_hand_come_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_spec_goes_degraded_and_touches_nothing() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("storage:\n  size: 1MiB\n")).await;
@@ -433,7 +441,7 @@ async fn invalid_spec_goes_degraded_and_touches_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_matching_node_is_degraded_until_one_is_labelled() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     fake.add_node("hdd-1", &[("kubernetes.io/os", "linux")]);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -454,7 +462,7 @@ async fn no_matching_node_is_degraded_until_one_is_labelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_not_ready_is_progressing() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     fake.set_pods_ready(false);
     let op = Operator::start(&fake);
@@ -477,7 +485,7 @@ async fn pods_not_ready_is_progressing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_removes_the_children() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -494,7 +502,7 @@ async fn delete_removes_the_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciling_twice_writes_nothing_the_second_time() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -545,7 +553,7 @@ async fn operator_restart_mid_way_reaches_the_same_end_state() {
     op.stop().await;
 
     // Interrupted: the DaemonSet apply keeps failing, the operator stops half way.
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     fake.inject_fault(Fault {
         method: Some(http::Method::PATCH),
@@ -603,7 +611,7 @@ async fn operator_restart_mid_way_reaches_the_same_end_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_changes_nothing() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -631,7 +639,7 @@ async fn paused_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_object_is_reported_and_does_not_wedge_the_others() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     // Stored under some older schema: `storage.size` is not a byte size.
     fake.put_object(
@@ -667,7 +675,7 @@ async fn an_unreadable_object_is_reported_and_does_not_wedge_the_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_change_rolls_node_by_node() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     fake.set_manual_rollouts(true);
     let op = Operator::start(&fake);
@@ -697,7 +705,7 @@ async fn a_spec_change_rolls_node_by_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_only_changes_cause_no_reconcile() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -727,7 +735,7 @@ async fn status_only_changes_cause_no_reconcile() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovers_from_dropped_watches_and_expired_resource_versions() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -763,7 +771,7 @@ async fn recovers_from_dropped_watches_and_expired_resource_versions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_path_outside_the_allow_list_is_degraded_and_gets_no_daemon_set() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("storage:\n  hostPath: /var/lib/kubelet\n")).await;
@@ -796,7 +804,7 @@ fn admin_token(fake: &FakeApiServer) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_token_secret_is_created_once_and_never_rotated() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     let ec = create(&fake, &new_ec("")).await;
@@ -847,7 +855,7 @@ fn named_ec(name: &str, spec_yaml: &str) -> EdgeCache {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_edgecache_sharing_the_cache_path_waits_for_the_earlier_one() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("storage:\n  hostPath: /mnt/nvme0/ec\n")).await;
@@ -893,7 +901,7 @@ async fn a_later_edgecache_sharing_the_cache_path_waits_for_the_earlier_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_edgecache_on_the_same_host_port_is_refused() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("network:\n  hostNetwork: true\n")).await;
@@ -928,5 +936,48 @@ async fn a_later_edgecache_on_the_same_host_port_is_refused() {
         condition_of(&fake, "api", "Ready").is_some_and(|c| c.0 == "True")
     })
     .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_spec_field_is_dropped_by_the_api_server_not_used() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // `hostpath` misspelt: the API server drops it (and strict kubectl refuses it), so the
+    // default path is what the pods get.
+    let raw = json!({"apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCache",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"origin": {"url": "http://origin.edge.svc:8080"},
+                 "storage": {"hostpath": "/etc"}}});
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        fake.client(),
+        NS,
+        &kube::api::ApiResource::erase::<EdgeCache>(&()),
+    );
+    let strict = PatchParams::apply("kubectl").validation_strict();
+    let obj: kube::api::DynamicObject = serde_json::from_value(raw.clone()).unwrap();
+    let err = api
+        .patch("web", &strict, &Patch::Apply(&obj))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("spec.storage.hostpath"), "{err}");
+    api.patch("web", &PatchParams::apply("kubectl"), &Patch::Apply(&obj))
+        .await
+        .unwrap();
+    assert!(
+        ec_value(&fake).unwrap()["spec"]["storage"]
+            .get("hostpath")
+            .is_none()
+    );
+    eventually("Ready", || is_ready(&fake)).await;
+    let path = ds(&fake).unwrap()["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "cache")
+        .unwrap()["hostPath"]["path"]
+        .clone();
+    assert_eq!(path, "/var/cache/edgecache");
     op.stop().await;
 }
