@@ -10,6 +10,8 @@
 #     `docker run` (e2e/container-tier/pod_to_docker.py): same image, command, args, env, config
 #     file from the ConfigMap, hostPath cache directory, memory limit, capabilities and seccomp,
 #     on the host network with loopback ports.
+#     The admin token Secret's volume is a file with a fresh random token, and $(POD_IP) in the
+#     args is 127.0.0.1 (host network, loopback).
 #  3. Assert: MISS then HIT; the cgroup's memory limit is the pod's; the eBPF steering program
 #     attached (steering mode from the metrics); io_uring in use; a container restart keeps the
 #     hits; under a seccomp profile that denies io_uring (what containerd 2.0 and Docker 25 ship)
@@ -157,8 +159,9 @@ render() { # MODE -> $WORK/rendered-MODE.yaml
     sed -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|; s|@PORT@|$PORT|; s|@ADMIN_PORT@|$ADMIN_PORT|" \
         -e "s|@CACHE_DIR@|$WORK/cache|; s|@SECURITY_MODE@|$mode|; s|@IMAGE@|edgecache-dataplane:dev|" \
         "$HERE/edgecache.yaml" >"$WORK/edgecache-$mode.yaml"
+    # The cache directory is a temporary one, outside the default allowed host paths.
     "$DOCKER" run --rm -i --network none --read-only --cap-drop ALL edgecache-operator:dev \
-        render -f - <"$WORK/edgecache-$mode.yaml" >"$WORK/rendered-$mode.yaml"
+        render -f - --allowed-host-path "$WORK" <"$WORK/edgecache-$mode.yaml" >"$WORK/rendered-$mode.yaml"
 }
 render capabilities || die "edgecache-operator render (in the operator image) failed"
 pass "edgecache-operator render in the operator image: $(grep -c '^kind:' "$WORK/rendered-capabilities.yaml") objects"
@@ -301,6 +304,21 @@ if start "$C2" --seccomp-profile "$ROOT/e2e/fixtures/seccomp/deny-io-uring.json"
     else
         fail "seccomp denying io_uring: engine '$engine', log lines about io_uring being unavailable: $said, '$after'"
         "$DOCKER" logs "$C2" 2>&1 | tail -10
+    fi
+    # The admin port wants the token for a PURGE (the token file the pod's Secret volume holds).
+    token=$(cat "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin_token_file"])' "$WORK/pod.json")")
+    purge() { # [TOKEN] -> HTTP status
+        curl -s -o /dev/null -w '%{http_code}' -X PURGE -H "Host: 127.0.0.1:$PORT" \
+            ${1:+-H "Authorization: Bearer $1"} "http://127.0.0.1:$ADMIN_PORT$OBJ"
+    }
+    without=$(purge)
+    wrong=$(purge "not-the-token")
+    with=$(purge "$token")
+    refetched=$(cache_status "$OBJ")
+    if [[ "$without" =~ ^40[13]$ && "$wrong" =~ ^40[13]$ && "$with" == 200 && "$refetched" == *fwd=* ]]; then
+        pass "PURGE needs the admin token: without $without, wrong token $wrong, with it $with (then '$refetched')"
+    else
+        fail "PURGE and the admin token: without $without, wrong token $wrong, with it $with, then '$refetched'"
     fi
 else
     fail "the data plane did not start under a seccomp profile denying io_uring"

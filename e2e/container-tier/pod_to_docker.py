@@ -2,8 +2,12 @@
 """Turn the DaemonSet that `edgecache-operator render` prints into a `docker run` of its pod's
 container, the way a kubelet would run it on one node:
 
-  image, command (entrypoint) and args; env (fieldRefs resolved as on a node named NODE);
-  the ConfigMap's files written to WORKDIR/config and mounted read-only at the mount path;
+  image, command (entrypoint) and args, with $(VAR) references to the container's env expanded
+  as the kubelet does; env (fieldRefs resolved as on a node named NODE, status.podIP as
+  127.0.0.1: the host network on loopback); the ConfigMap's files written to WORKDIR/config and
+  mounted read-only at the mount path; a Secret volume (the admin token Secret, which the
+  operator creates with a random token) as WORKDIR/secret-NAME/token holding a fresh random
+  token, mounted read-only;
   the hostPath mounted at its mount path; emptyDirs as WORKDIR/empty-NAME; the memory limit
   (--memory, the cgroup limit the data plane sizes its RAM tier from); capabilities (--cap-drop /
   --cap-add); seccomp (Unconfined -> seccomp=unconfined, Localhost/RuntimeDefault -> the profile
@@ -19,6 +23,7 @@ WORKDIR/pod.json with what it extracted (for the assertions).
 import json
 import os
 import re
+import secrets
 import sys
 
 import yaml
@@ -45,6 +50,16 @@ def quantity_bytes(q):
     if not m:
         sys.exit(f"pod_to_docker: unsupported memory quantity {q!r}")
     return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def expand(arg, env):
+    """The kubelet's $(VAR) expansion of command and args: a defined VAR is replaced, $$ is a
+    literal $, anything else is left as written."""
+    def one(m):
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, arg)
 
 
 def main():
@@ -113,17 +128,21 @@ def main():
         cpu = str(limits["cpu"])
         out += ["--cpus", str(int(cpu[:-1]) / 1000) if cpu.endswith("m") else cpu]
 
+    # status.podIP: on the host network (this machine's rule) the pod's IP is loopback.
     env_values = {"spec.nodeName": os.uname().nodename, "metadata.name": name,
-                  "metadata.namespace": ns}
+                  "metadata.namespace": ns, "status.podIP": "127.0.0.1"}
+    env = {}
     for e in c.get("env", []):
         if "value" in e:
-            out += ["--env", f"{e['name']}={e['value']}"]
+            env[e["name"]] = e["value"]
         else:
-            out += ["--env", f"{e['name']}={env_values[e['valueFrom']['fieldRef']['fieldPath']]}"]
+            env[e["name"]] = env_values[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        out += ["--env", f"{e['name']}={env[e['name']]}"]
 
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     host_path = None
     config_text = None
+    admin_token_file = None
     for m in c.get("volumeMounts", []):
         v = volumes[m["name"]]
         ro = ",readonly" if m.get("readOnly") else ""
@@ -144,6 +163,16 @@ def main():
             if v["hostPath"].get("type") == "DirectoryOrCreate":
                 os.makedirs(host_path, exist_ok=True)
             out += ["--mount", f"type=bind,source={host_path},target={m['mountPath']}{ro}"]
+        elif "secret" in v:
+            # The operator creates this Secret (key `token`, 32 random bytes hex-encoded) before
+            # the pods; here the kubelet's projection is a directory with a fresh token.
+            d = os.path.join(workdir, "secret-" + m["name"])
+            os.makedirs(d, exist_ok=True)
+            admin_token_file = os.path.join(d, "token")
+            with open(admin_token_file, "w") as f:
+                f.write(secrets.token_hex(32))
+            os.chmod(admin_token_file, 0o400)
+            out += ["--mount", f"type=bind,source={d},target={m['mountPath']}{ro}"]
         elif "emptyDir" in v:
             out += ["--tmpfs", m["mountPath"]] if v["emptyDir"].get("medium") == "Memory" else [
                 "--mount", f"type=bind,source={os.path.join(workdir, 'empty-' + m['name'])},"
@@ -156,12 +185,12 @@ def main():
     if command:
         out += ["--entrypoint", command[0]]
     out += [c["image"]]
-    out += command[1:] + c.get("args", [])
+    out += command[1:] + [expand(a, env) for a in c.get("args", [])]
 
     info = {"image": c["image"], "command": command, "args": c.get("args", []),
             "memory_limit": memory, "host_path": host_path, "capabilities": caps,
             "caps_via_runtime": via_runtime, "caps_unavailable": unavailable,
-            "seccomp": seccomp, "config": config_text,
+            "seccomp": seccomp, "config": config_text, "admin_token_file": admin_token_file,
             "ports": {p["name"]: p["containerPort"] for p in c.get("ports", [])}}
     with open(os.path.join(workdir, "pod.json"), "w") as f:
         json.dump(info, f, indent=2)

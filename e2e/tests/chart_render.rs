@@ -160,6 +160,8 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     add("", "configmaps", &owned);
     add("", "services", &owned);
     add("", "serviceaccounts", &["get", "create", "patch"]);
+    // The admin token Secret: read, and created once when missing; never listed or changed.
+    add("", "secrets", &["get", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
     want
 }
@@ -533,6 +535,47 @@ fn defaults_render_the_documented_objects_only() {
         Some("ghcr.io/edgecache/edgecache-operator:0.1.0")
     );
     assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
+}
+
+/// The operator container's args.
+fn operator_args(r: &Rendered) -> Vec<String> {
+    r.deployments[0]
+        .spec
+        .clone()
+        .template
+        .spec
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap_or_default()
+}
+
+#[test]
+fn allowed_host_paths_reach_the_operator() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("default-values.yaml")], &[]);
+    let flags: Vec<String> = operator_args(&r)
+        .into_iter()
+        .filter(|a| a.starts_with("--allowed-host-path="))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            "--allowed-host-path=/var/cache/edgecache",
+            "--allowed-host-path=/mnt"
+        ]
+    );
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["dataplane.allowedHostPaths={/data/edgecache}"],
+    );
+    let flags: Vec<String> = operator_args(&r)
+        .into_iter()
+        .filter(|a| a.starts_with("--allowed-host-path"))
+        .collect();
+    assert_eq!(flags, ["--allowed-host-path=/data/edgecache"]);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::marker::PhantomData;
 use edgecache_api::ByteSize;
 use edgecache_api::v1alpha1::EdgeCache;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 
@@ -28,6 +28,11 @@ pub const CONFIG_KEY: &str = "config.yaml";
 pub const CONFIG_DIR: &str = "/etc/edgecache";
 /// Name of the data-plane container.
 pub const CONTAINER: &str = "dataplane";
+/// Where the admin token Secret is mounted in the container (not below [`CONFIG_DIR`]: a mount
+/// point inside a read-only ConfigMap volume cannot be created).
+pub const ADMIN_TOKEN_DIR: &str = "/etc/edgecache-admin";
+/// Key of the token in the admin token Secret (and its file name in [`ADMIN_TOKEN_DIR`]).
+pub const ADMIN_TOKEN_KEY: &str = "token";
 
 /// Marker: built, not yet sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +48,9 @@ pub struct Desired<S> {
     pub config_map: ConfigMap,
     pub service: Service,
     pub daemon_set: DaemonSet,
+    /// The Secret holding the data plane's admin token: built without data; `apply` creates it
+    /// with a random token only when it does not exist, and never rewrites it.
+    pub admin_secret: Secret,
     /// sha256 (hex) of the ConfigMap's `config.yaml`.
     pub config_hash: String,
     pub state: PhantomData<S>,
@@ -68,6 +76,7 @@ pub fn build(ec: &ValidatedEdgeCache) -> Desired<Prepared> {
         service_account: service::service_account(ec),
         service: service::service(ec),
         daemon_set: daemon_set::daemon_set(ec, &config_hash),
+        admin_secret: admin_secret(ec),
         config_map,
         config_hash,
         state: PhantomData,
@@ -96,6 +105,19 @@ pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
 /// Names of the children.
 pub fn config_map_name(name: &str) -> String {
     format!("{name}-config")
+}
+
+/// Name of the admin token Secret.
+pub fn admin_secret_name(name: &str) -> String {
+    format!("{name}-admin-token")
+}
+
+fn admin_secret(ec: &ValidatedEdgeCache) -> Secret {
+    Secret {
+        metadata: child_meta(ec, admin_secret_name(&ec.name)),
+        type_: Some("Opaque".into()),
+        ..Secret::default()
+    }
 }
 
 /// Metadata of a child: name, namespace, labels and (when the owner has a uid) the controller

@@ -8,12 +8,17 @@ use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
 use crate::metrics::Metrics;
+use crate::validate::Policy;
 
 /// Shared state of the reconcilers.
 pub struct Context {
     pub client: Client,
     pub recorder: Recorder,
     pub metrics: Metrics,
+    /// What the operator was installed to allow (e.g. the host paths).
+    pub policy: Policy,
+    /// The one namespace watched, or all when `None` (where other EdgeCaches are listed).
+    pub watch_namespace: Option<String>,
     /// Consecutive transient failures per object (`namespace/name`), for the requeue backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// Requeue delay after the first transient failure; doubles up to `max_backoff`.
@@ -31,6 +36,8 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             metrics: Metrics::default(),
+            policy: Policy::default(),
+            watch_namespace: None,
             failures: Mutex::new(HashMap::new()),
             base_backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),

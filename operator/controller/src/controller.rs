@@ -1,5 +1,7 @@
 //! The controller: watches EdgeCaches (generation changes only) and the children it owns, and
-//! runs the reconcile pipeline with bounded concurrency until shutdown.
+//! runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
+//! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
+//! port with it, so a conflict clears when the earlier EdgeCache goes.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,10 +14,12 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::core::error_boundary::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Api, Client};
 use tracing::{debug, info};
 
+use crate::conflict;
 use crate::context::Context;
 use crate::reconcile::{error_policy_guarded, reconcile_guarded};
 
@@ -74,6 +78,23 @@ pub async fn run(
     .predicate_filter(predicates::generation, Default::default());
     let children =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=edgecache-operator");
+    // Another EdgeCache changing or going away may lift (or cause) a conflict on a cache
+    // directory or host port: reconcile the EdgeCaches that share one with it.
+    let peers = reader.clone();
+    let sharing = move |changed: DeserializeGuard<EdgeCache>| {
+        let Ok(changed) = changed.0 else {
+            return Vec::new();
+        };
+        peers
+            .state()
+            .iter()
+            .filter(|g| {
+                g.0.as_ref()
+                    .is_ok_and(|ec| conflict::shares_resources(ec, &changed))
+            })
+            .map(|g| ObjectRef::from_obj(&**g))
+            .collect::<Vec<_>>()
+    };
     let store = reader.clone();
     tokio::spawn(async move {
         if store.wait_until_ready().await.is_ok() {
@@ -89,6 +110,11 @@ pub async fn run(
         .owns(api::<DaemonSet>(&client, ns), children.clone())
         .owns(api::<ConfigMap>(&client, ns), children.clone())
         .owns(api::<Service>(&client, ns), children)
+        .watches(
+            api::<DeserializeGuard<EdgeCache>>(&client, ns),
+            watcher::Config::default(),
+            sharing,
+        )
         .with_config(
             controller::Config::default()
                 .concurrency(cfg.concurrency)

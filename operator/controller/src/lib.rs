@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod apply;
 pub mod build;
+pub mod conflict;
 pub mod context;
 pub mod controller;
 pub mod crd;
@@ -14,6 +15,7 @@ pub mod metrics;
 pub mod reconcile;
 pub mod render;
 pub mod status;
+pub mod strict;
 #[doc(hidden)]
 pub mod test_support;
 pub mod validate;

@@ -22,7 +22,28 @@ enum Command {
         /// The EdgeCache manifest (`-` for standard input).
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
+        #[command(flatten)]
+        policy: PolicyArgs,
     },
+}
+
+/// What the operator allows every EdgeCache (set at install; `render` takes the same flags).
+#[derive(clap::Args)]
+struct PolicyArgs {
+    /// A node directory a storage.hostPath may be equal to or below (repeat for several).
+    #[arg(long = "allowed-host-path", value_name = "DIR",
+          default_values_t = edgecache_operator::validate::host_path::DEFAULT_ALLOWED_HOST_PATHS.map(String::from))]
+    allowed_host_paths: Vec<String>,
+}
+
+impl PolicyArgs {
+    fn policy(&self) -> anyhow::Result<edgecache_operator::validate::Policy> {
+        let allowed = edgecache_operator::validate::AllowedHostPaths::new(&self.allowed_host_paths)
+            .map_err(|why| anyhow::anyhow!("--allowed-host-path: {why}"))?;
+        Ok(edgecache_operator::validate::Policy {
+            allowed_host_paths: allowed,
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -39,6 +60,8 @@ struct RunArgs {
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
 }
 
 fn main() -> ExitCode {
@@ -46,8 +69,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args).map(|()| String::new()),
         Command::Crd => edgecache_operator::crd::crd_yaml().map_err(anyhow::Error::from),
-        Command::Render { file } => read(&file).and_then(|text| {
-            edgecache_operator::render::render(&text).map_err(anyhow::Error::from)
+        Command::Render { file, policy } => policy.policy().and_then(|policy| {
+            let text = read(&file)?;
+            edgecache_operator::render::render(&text, &policy).map_err(anyhow::Error::from)
         }),
     };
     match result {
@@ -84,6 +108,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
 
+    let policy = args.policy.policy()?;
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).context("--log")?)
         .init();
@@ -95,7 +120,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_default()
             .await
             .context("no Kubernetes client configuration (kubeconfig or in-cluster)")?;
-        let ctx = Arc::new(edgecache_operator::context::Context::new(client));
+        let mut ctx = edgecache_operator::context::Context::new(client);
+        ctx.policy = policy;
+        ctx.watch_namespace = args.namespace.clone();
+        let ctx = Arc::new(ctx);
         let ready = Arc::new(AtomicBool::new(false));
         let listener = edgecache_operator::admin::bind(args.admin_addr)
             .await

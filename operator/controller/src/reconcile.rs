@@ -8,7 +8,7 @@ use edgecache_api::v1alpha1::{EdgeCache, condition};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::core::error_boundary::{DeserializeGuard, InvalidObject};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
@@ -17,6 +17,7 @@ use tracing::{info, instrument, warn};
 
 use crate::apply::{self, Change};
 use crate::build::build;
+use crate::conflict;
 use crate::context::Context;
 use crate::status::{self, Outcome};
 use crate::validate::{self, validate};
@@ -36,6 +37,13 @@ pub enum Error {
     /// Writing the status failed (transient).
     #[error("writing the status failed: {0}")]
     Status(#[source] kube::Error),
+    /// Listing the other EdgeCaches (for conflicts) failed (transient).
+    #[error("listing the EdgeCaches failed: {0}")]
+    List(#[source] kube::Error),
+    /// Another, earlier EdgeCache holds a cache directory or host port this one needs; it waits
+    /// (rechecked when that one changes or goes, and at every resync).
+    #[error("{0}")]
+    Conflict(conflict::Conflict),
     /// The stored object does not parse as an EdgeCache (e.g. written under an older CRD).
     #[error("the EdgeCache cannot be read: {0}")]
     InvalidObject(String),
@@ -48,13 +56,18 @@ impl Error {
             Self::InvalidSpec(_) => "invalid_spec",
             Self::Apply(_) => "apply",
             Self::Status(_) => "status",
+            Self::List(_) => "list",
+            Self::Conflict(_) => "conflict",
             Self::InvalidObject(_) => "invalid_object",
         }
     }
 
     /// Whether trying again later may succeed without a spec change.
     pub fn is_transient(&self) -> bool {
-        !matches!(self, Self::InvalidSpec(_) | Self::InvalidObject(_))
+        !matches!(
+            self,
+            Self::InvalidSpec(_) | Self::InvalidObject(_) | Self::Conflict(_)
+        )
     }
 }
 
@@ -84,32 +97,18 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
 
-    let validated = match validate(&ec) {
+    let validated = match validate(&ec, &ctx.policy) {
         Ok(v) => v,
         Err(e) => {
-            let message = e.to_string();
-            let was_degraded = ec
-                .status
-                .as_ref()
-                .and_then(|s| s.condition(condition::DEGRADED))
-                .is_some_and(|c| c.reason == "InvalidSpec" && c.message == message);
-            let st = status::compute(&ec, Outcome::Invalid(&message), &now());
-            status::write(&api, &ec, &st).await.map_err(Error::Status)?;
-            if !was_degraded {
-                publish(
-                    &ctx,
-                    &ec,
-                    EventType::Warning,
-                    "InvalidSpec",
-                    "Validate",
-                    message,
-                    None,
-                )
-                .await;
-            }
+            refuse(&ctx, &api, &ec, "InvalidSpec", "Validate", e.to_string()).await?;
             return Err(Error::InvalidSpec(e));
         }
     };
+    let others = list_edgecaches(&ctx).await?;
+    if let Some(c) = conflict::find(&ec, &others, &ctx.policy) {
+        refuse(&ctx, &api, &ec, "Conflict", "CheckConflicts", c.to_string()).await?;
+        return Err(Error::Conflict(c));
+    }
 
     let desired = build(&validated);
     let (applied, changes) = match apply::apply(&ctx.client, &namespace, desired).await {
@@ -173,13 +172,59 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
     Ok(Action::requeue(RESYNC))
 }
 
-/// Invalid specs wait for a change; transient failures requeue with exponential backoff.
+/// Degraded (with `reason`) and, unless the same Degraded condition is already there, one
+/// Warning event; nothing is applied.
+async fn refuse(
+    ctx: &Context,
+    api: &Api<EdgeCache>,
+    ec: &EdgeCache,
+    reason: &str,
+    action: &str,
+    message: String,
+) -> Result<(), Error> {
+    let was_degraded = ec
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::DEGRADED))
+        .is_some_and(|c| c.reason == reason && c.message == message);
+    let outcome = Outcome::Refused {
+        reason,
+        message: &message,
+    };
+    let st = status::compute(ec, outcome, &now());
+    status::write(api, ec, &st).await.map_err(Error::Status)?;
+    if !was_degraded {
+        publish(ctx, ec, EventType::Warning, reason, action, message, None).await;
+    }
+    Ok(())
+}
+
+/// Every EdgeCache the operator watches (objects that do not parse are left out: they get no
+/// DaemonSet).
+async fn list_edgecaches(ctx: &Context) -> Result<Vec<EdgeCache>, Error> {
+    let api: Api<DeserializeGuard<EdgeCache>> = match &ctx.watch_namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::List)?;
+    Ok(list.items.into_iter().filter_map(|g| g.0.ok()).collect())
+}
+
+/// Invalid specs wait for a change; conflicts are looked at again at the resync (and when the
+/// other EdgeCache changes); transient failures requeue with exponential backoff.
 pub fn error_policy(ec: Arc<EdgeCache>, err: &Error, ctx: Arc<Context>) -> Action {
     policy(&key(&ec), err, &ctx)
 }
 
 fn policy(key: &str, err: &Error, ctx: &Context) -> Action {
     ctx.metrics.failure(err.category());
+    if let Error::Conflict(c) = err {
+        warn!(edgecache = %key, conflict = %c, "waiting for a conflicting EdgeCache");
+        return Action::requeue(RESYNC);
+    }
     if err.is_transient() {
         let delay = ctx.backoff(key);
         warn!(edgecache = %key, error = %err, category = err.category(), ?delay, "reconcile failed; requeued");

@@ -13,8 +13,8 @@ use crate::build::MANAGER;
 /// What the earlier steps found.
 #[derive(Debug, Clone, Copy)]
 pub enum Outcome<'a> {
-    /// Validation failed with this message.
-    Invalid(&'a str),
+    /// Nothing is applied, for this reason (`InvalidSpec`, `Conflict`) and message.
+    Refused { reason: &'a str, message: &'a str },
     /// `spec.paused`: nothing was applied.
     Paused,
     /// The children were applied; this is the DaemonSet the API server returned.
@@ -45,24 +45,19 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
         );
     };
     match outcome {
-        Outcome::Invalid(message) => {
-            set(
-                condition::DEGRADED,
-                true,
-                "InvalidSpec",
-                message.to_string(),
-            );
+        Outcome::Refused { reason, message } => {
+            set(condition::DEGRADED, true, reason, message.to_string());
             set(
                 condition::READY,
                 false,
-                "InvalidSpec",
-                "the spec is invalid; see the Degraded condition".into(),
+                reason,
+                "nothing is applied; see the Degraded condition".into(),
             );
             set(
                 condition::PROGRESSING,
                 false,
-                "InvalidSpec",
-                "nothing is rolled out until the spec is fixed".into(),
+                reason,
+                "nothing is rolled out until the Degraded condition clears".into(),
             );
         }
         Outcome::Paused => {
@@ -382,7 +377,10 @@ mod tests {
         ec.metadata.generation = Some(2);
         let st = compute(
             &ec,
-            Outcome::Invalid("invalid spec: spec.storage.size: too small"),
+            Outcome::Refused {
+                reason: "InvalidSpec",
+                message: "invalid spec: spec.storage.size: too small",
+            },
             &t(10),
         );
         let deg = cond(&st, "Degraded");

@@ -16,6 +16,10 @@ use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheSpec, HostHeaderMode, Security
 use edgecache_api::{ByteSize, SteeringMode};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+pub mod host_path;
+
+pub use host_path::AllowedHostPaths;
+
 /// Where the cache directory is mounted inside the container (the data plane's `storage.dir`).
 pub const CONTAINER_CACHE_DIR: &str = "/var/cache/edgecache";
 
@@ -45,6 +49,13 @@ pub enum Error {
     InvalidSpec(Vec<FieldError>),
 }
 
+/// What the operator was installed to allow (the same for every EdgeCache).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Node directories a `storage.hostPath` may be equal to or below.
+    pub allowed_host_paths: AllowedHostPaths,
+}
+
 /// An `EdgeCache` that passed validation, with the data-plane config derived from it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidatedEdgeCache {
@@ -54,12 +65,14 @@ pub struct ValidatedEdgeCache {
     pub uid: Option<String>,
     pub generation: Option<i64>,
     pub spec: EdgeCacheSpec,
+    /// `spec.storage.hostPath`, normalized (see [`host_path::normalize`]).
+    pub host_path: String,
     /// The config the data plane reads, as the ConfigMap will carry it.
     pub dataplane: DataplaneConfig,
 }
 
-/// Check `ec` and derive its data-plane config.
-pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
+/// Check `ec` against its own rules and the operator's `policy`, and derive its data-plane config.
+pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, Error> {
     let name = ec
         .metadata
         .name
@@ -102,19 +115,24 @@ pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
         (HostHeaderMode::Origin, None) => HostHeader::Origin,
     };
 
-    let host_path = &spec.storage.host_path;
-    if !host_path.starts_with('/')
-        || host_path == "/"
-        || host_path.split('/').any(|s| s == "..")
-        || host_path.contains('\0')
-    {
-        bad(
-            "storage.hostPath",
-            format!(
-                "must be an absolute directory path other than / without `..` (got {host_path:?})"
-            ),
-        );
-    }
+    let host_path = match host_path::normalize(&spec.storage.host_path) {
+        Ok(p) if policy.allowed_host_paths.allows(&p) => p,
+        Ok(p) => {
+            bad(
+                "storage.hostPath",
+                format!(
+                    "{p} is outside the host paths this operator allows, {} (set at install: \
+                     chart value dataplane.allowedHostPaths)",
+                    policy.allowed_host_paths
+                ),
+            );
+            p
+        }
+        Err(why) => {
+            bad("storage.hostPath", why);
+            spec.storage.host_path.clone()
+        }
+    };
     if spec.storage.size < ByteSize::mib(64) {
         bad(
             "storage.size",
@@ -290,6 +308,7 @@ pub fn validate(ec: &EdgeCache) -> Result<ValidatedEdgeCache, Error> {
         uid: ec.metadata.uid.clone(),
         generation: ec.metadata.generation,
         spec: spec.clone(),
+        host_path,
         dataplane: cfg,
     })
 }
@@ -319,7 +338,7 @@ mod tests {
     use crate::test_support::minimal_edgecache;
 
     fn errors(yaml: &str) -> Vec<String> {
-        match validate(&minimal_edgecache(yaml)) {
+        match validate(&minimal_edgecache(yaml), &Policy::default()) {
             Err(Error::InvalidSpec(e)) => e.into_iter().map(|e| e.field).collect(),
             other => panic!("expected InvalidSpec, got {other:?}"),
         }
@@ -327,7 +346,7 @@ mod tests {
 
     #[test]
     fn minimal_spec_gets_the_documented_defaults() {
-        let v = validate(&minimal_edgecache("")).unwrap();
+        let v = validate(&minimal_edgecache(""), &Policy::default()).unwrap();
         assert_eq!(v.name, "web");
         assert_eq!(v.namespace, "edge");
         let c = &v.dataplane;
@@ -371,7 +390,7 @@ mod tests {
     fn spec_fields_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
             "origin:\n  url: http://o:81\n  hostHeader: rewrite\n  hostHeaderValue: www.example\n  connectTimeout: 500ms\nstorage:\n  hostPath: /mnt/nvme0/ec\n  size: 500GiB\n  directIoThreshold: 128KiB\n  ioEngine: threads\n  readsInFlight: 32\n  verifyEveryRead: true\nresources:\n  memory: 8Gi\n  workers: 6\n  ramTier: 4GiB\n  headroomPercent: 20\nsteering:\n  mode: queue\n  required: true\n  queueOffset: 0\nnetwork:\n  hostNetwork: true\n  port: 80\n  adminPort: 9901\ncache:\n  defaultTtl: 5m\n  maxObjectSize: 2GiB\n  cookiePolicy: never-store\n  name: edge-1\nlog: debug\n",
-        ))
+        ), &Policy::default())
         .unwrap();
         let c = &v.dataplane;
         assert_eq!(
@@ -431,7 +450,11 @@ mod tests {
 
     #[test]
     fn the_message_names_field_and_value() {
-        let err = validate(&minimal_edgecache("storage:\n  size: 1MiB\n")).unwrap_err();
+        let err = validate(
+            &minimal_edgecache("storage:\n  size: 1MiB\n"),
+            &Policy::default(),
+        )
+        .unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("spec.storage.size: must be at least 64MiB (got 1MiB)"),
@@ -461,6 +484,50 @@ mod tests {
             errors("updateStrategy:\n  maxUnavailable: 150%\n"),
             ["spec.updateStrategy.maxUnavailable"]
         );
+    }
+
+    #[test]
+    fn host_paths_outside_the_allow_list_are_refused() {
+        for refused in [
+            "/etc",
+            "/var/lib/kubelet",
+            "/",
+            "/mntx",
+            "/mnt/../etc",
+            "mnt/x",
+        ] {
+            let yaml = format!("storage:\n  hostPath: {refused:?}\n");
+            assert_eq!(errors(&yaml), ["spec.storage.hostPath"], "{refused}");
+        }
+        let err = validate(
+            &minimal_edgecache("storage:\n  hostPath: /etc\n"),
+            &Policy::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "spec.storage.hostPath: /etc is outside the host paths this operator allows, \
+                 [/var/cache/edgecache, /mnt]"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn allowed_host_paths_are_normalized_and_configurable() {
+        let v = validate(
+            &minimal_edgecache("storage:\n  hostPath: /mnt//nvme0/./ec/\n"),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert_eq!(v.host_path, "/mnt/nvme0/ec");
+        let policy = Policy {
+            allowed_host_paths: AllowedHostPaths::new(&["/data"]).unwrap(),
+        };
+        let ec = minimal_edgecache("storage:\n  hostPath: /data/cache\n");
+        assert_eq!(validate(&ec, &policy).unwrap().host_path, "/data/cache");
+        // The default path is refused by an allow-list without it.
+        assert!(validate(&minimal_edgecache(""), &policy).is_err());
     }
 
     #[test]

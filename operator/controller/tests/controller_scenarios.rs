@@ -13,7 +13,7 @@ use edgecache_operator::context::Context;
 use edgecache_operator::controller::{Config, run};
 use edgecache_operator::metrics::ReasonLabels;
 use edgecache_operator::test_support::minimal_edgecache;
-use edgecache_operator::validate::validate;
+use edgecache_operator::validate::{Policy, validate};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -89,6 +89,14 @@ async fn eventually_within(timeout: Duration, what: &str, mut f: impl FnMut() ->
     }
 }
 
+/// A fake API server serving EdgeCaches with the CRD's schema (unknown fields pruned).
+fn fake() -> FakeApiServer {
+    use kube::CustomResourceExt as _;
+    let fake = FakeApiServer::new();
+    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
+    fake
+}
+
 fn nodes(fake: &FakeApiServer) {
     fake.add_node(
         "nvme-1",
@@ -129,7 +137,11 @@ fn ec_value(fake: &FakeApiServer) -> Option<Value> {
 }
 
 fn condition(fake: &FakeApiServer, type_: &str) -> Option<(String, String, String)> {
-    let ec = ec_value(fake)?;
+    condition_of(fake, "web", type_)
+}
+
+fn condition_of(fake: &FakeApiServer, name: &str, type_: &str) -> Option<(String, String, String)> {
+    let ec = fake.get(keys::EDGECACHES, Some(NS), name)?;
     let c = ec["status"]["conditions"]
         .as_array()?
         .iter()
@@ -197,7 +209,7 @@ async fn patch_spec(fake: &FakeApiServer, spec: Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_converges_to_ready_with_the_right_children() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     let ec = create(&fake, &new_ec("resources:\n  memory: 4GiB\n")).await;
@@ -230,7 +242,7 @@ async fn create_converges_to_ready_with_the_right_children() {
     // The children are exactly what `build` makes.
     let mut stored_ec: EdgeCache = serde_json::from_value(ec_value(&fake).unwrap()).unwrap();
     stored_ec.status = None;
-    let want = build(&validate(&stored_ec).unwrap());
+    let want = build(&validate(&stored_ec, &Policy::default()).unwrap());
     let stored_ds: DaemonSet = serde_json::from_value(ds(&fake).unwrap()).unwrap();
     assert_eq!(stored_ds.spec, want.daemon_set.spec);
     let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
@@ -254,7 +266,7 @@ async fn create_converges_to_ready_with_the_right_children() {
     let reasons = event_reasons(&fake);
     assert_eq!(
         reasons.iter().filter(|r| *r == "Created").count(),
-        4,
+        5,
         "{reasons:?}"
     );
     // Children are applied with the one field manager, forced.
@@ -282,7 +294,7 @@ async fn create_converges_to_ready_with_the_right_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_change_rolls_the_pods_and_bumps_observed_generation() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -344,7 +356,7 @@ async fn spec_change_rolls_the_pods_and_bumps_observed_generation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_deleted_or_edited_by_hand_come_back() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -383,7 +395,7 @@ async fn children_deleted_or_edited_by_hand_come_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_spec_goes_degraded_and_touches_nothing() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("storage:\n  size: 1MiB\n")).await;
@@ -429,7 +441,7 @@ async fn invalid_spec_goes_degraded_and_touches_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_matching_node_is_degraded_until_one_is_labelled() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     fake.add_node("hdd-1", &[("kubernetes.io/os", "linux")]);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -450,7 +462,7 @@ async fn no_matching_node_is_degraded_until_one_is_labelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_not_ready_is_progressing() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     fake.set_pods_ready(false);
     let op = Operator::start(&fake);
@@ -473,7 +485,7 @@ async fn pods_not_ready_is_progressing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_removes_the_children() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -490,7 +502,7 @@ async fn delete_removes_the_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciling_twice_writes_nothing_the_second_time() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -541,7 +553,7 @@ async fn operator_restart_mid_way_reaches_the_same_end_state() {
     op.stop().await;
 
     // Interrupted: the DaemonSet apply keeps failing, the operator stops half way.
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     fake.inject_fault(Fault {
         method: Some(http::Method::PATCH),
@@ -599,7 +611,7 @@ async fn operator_restart_mid_way_reaches_the_same_end_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_changes_nothing() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -627,7 +639,7 @@ async fn paused_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_object_is_reported_and_does_not_wedge_the_others() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     // Stored under some older schema: `storage.size` is not a byte size.
     fake.put_object(
@@ -663,7 +675,7 @@ async fn an_unreadable_object_is_reported_and_does_not_wedge_the_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_change_rolls_node_by_node() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     fake.set_manual_rollouts(true);
     let op = Operator::start(&fake);
@@ -693,7 +705,7 @@ async fn a_spec_change_rolls_node_by_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_only_changes_cause_no_reconcile() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -723,7 +735,7 @@ async fn status_only_changes_cause_no_reconcile() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovers_from_dropped_watches_and_expired_resource_versions() {
-    let fake = FakeApiServer::new();
+    let fake = fake();
     nodes(&fake);
     let op = Operator::start(&fake);
     create(&fake, &new_ec("")).await;
@@ -754,5 +766,218 @@ async fn recovers_from_dropped_watches_and_expired_resource_versions() {
         daemonset_lists >= 2,
         "the 410 made the watcher relist ({daemonset_lists} lists)"
     );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_path_outside_the_allow_list_is_degraded_and_gets_no_daemon_set() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("storage:\n  hostPath: /var/lib/kubelet\n")).await;
+    eventually("Degraded", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert!(
+        message.contains("/var/lib/kubelet") && message.contains("[/var/cache/edgecache, /mnt]"),
+        "the message names the path and the allow-list: {message}"
+    );
+    assert!(ds(&fake).is_none(), "no DaemonSet for a refused hostPath");
+    eventually("a Warning event naming the path", || {
+        fake.list(keys::EVENTS).iter().any(|e| {
+            e["type"] == "Warning"
+                && e["note"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("/var/lib/kubelet") && n.contains("/mnt"))
+        })
+    })
+    .await;
+    op.stop().await;
+}
+
+fn admin_token(fake: &FakeApiServer) -> Option<String> {
+    let s = fake.get("/v1/secrets", Some(NS), "web-admin-token")?;
+    s["data"]["token"].as_str().map(String::from)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_token_secret_is_created_once_and_never_rotated() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    let ec = create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let secret = fake
+        .get("/v1/secrets", Some(NS), "web-admin-token")
+        .expect("the admin token Secret");
+    assert_eq!(secret["type"], "Opaque");
+    assert_eq!(
+        secret["metadata"]["ownerReferences"][0]["uid"],
+        ec.metadata.uid.clone().unwrap().as_str()
+    );
+    let token = admin_token(&fake).unwrap();
+    let bytes: Vec<u8> = serde_json::from_value::<k8s_openapi::ByteString>(json!(token))
+        .unwrap()
+        .0;
+    assert_eq!(bytes.len(), 64, "32 random bytes, hex-encoded");
+    assert!(bytes.iter().all(|b| b.is_ascii_hexdigit()));
+
+    // Later reconciles (a spec change, a resync) keep the token.
+    patch_spec(&fake, json!({"storage": {"size": "20GiB"}})).await;
+    eventually("observedGeneration 2", || {
+        observed_generation(&fake) == Some(2)
+    })
+    .await;
+    eventually("Ready again", || is_ready(&fake)).await;
+    assert_eq!(admin_token(&fake).unwrap(), token);
+    let secret_writes = fake
+        .changes()
+        .iter()
+        .filter(|c| c.resource == "/v1/secrets")
+        .count();
+    assert_eq!(secret_writes, 1, "created once, never rewritten");
+
+    // Deleted by hand: the next reconcile makes a new one.
+    fake.delete("/v1/secrets", Some(NS), "web-admin-token");
+    patch_spec(&fake, json!({"storage": {"size": "30GiB"}})).await;
+    eventually("a new Secret", || admin_token(&fake).is_some()).await;
+    assert_ne!(admin_token(&fake).unwrap(), token);
+    op.stop().await;
+}
+
+fn named_ec(name: &str, spec_yaml: &str) -> EdgeCache {
+    let mut ec = new_ec(spec_yaml);
+    ec.metadata.name = Some(name.into());
+    ec
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_edgecache_sharing_the_cache_path_waits_for_the_earlier_one() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("storage:\n  hostPath: /mnt/nvme0/ec\n")).await;
+    eventually("web Ready", || is_ready(&fake)).await;
+    // Same cache directory, different ports: the later one must not start pods.
+    tokio::time::sleep(Duration::from_millis(1100)).await; // a later creationTimestamp
+    create(
+        &fake,
+        &named_ec(
+            "api",
+            "storage:\n  hostPath: /mnt/nvme0/ec/\nnetwork:\n  port: 8081\n  adminPort: 9091\n",
+        ),
+    )
+    .await;
+    eventually("api Degraded", || {
+        condition_of(&fake, "api", "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "Conflict")
+    })
+    .await;
+    let (_, _, message) = condition_of(&fake, "api", "Degraded").unwrap();
+    assert!(
+        message.contains("edge/web") && message.contains("/mnt/nvme0/ec"),
+        "names the other EdgeCache and the path: {message}"
+    );
+    assert!(fake.get(keys::DAEMONSETS, Some(NS), "api").is_none());
+    assert!(is_ready(&fake), "the earlier one is untouched");
+    eventually("a Conflict event", || {
+        event_reasons(&fake).contains(&"Conflict".to_string())
+    })
+    .await;
+
+    // The earlier one's deletion lets the later one proceed.
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("api gets its DaemonSet and is Ready", || {
+        fake.get(keys::DAEMONSETS, Some(NS), "api").is_some()
+            && condition_of(&fake, "api", "Ready").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_edgecache_on_the_same_host_port_is_refused() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("network:\n  hostNetwork: true\n")).await;
+    eventually("web Ready", || is_ready(&fake)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Its client port is web's admin port, on the host network of the same nodes.
+    create(
+        &fake,
+        &named_ec(
+            "api",
+            "storage:\n  hostPath: /mnt/api\nnetwork:\n  hostNetwork: true\n  port: 9090\n  adminPort: 9091\n",
+        ),
+    )
+    .await;
+    eventually("api Degraded", || {
+        condition_of(&fake, "api", "Degraded").is_some_and(|c| {
+            c.0 == "True" && c.1 == "Conflict" && c.2.contains("9090") && c.2.contains("edge/web")
+        })
+    })
+    .await;
+    assert!(fake.get(keys::DAEMONSETS, Some(NS), "api").is_none());
+    // Moving it off the host network resolves the conflict.
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"network": {"hostNetwork": false}}})),
+        )
+        .await
+        .unwrap();
+    eventually("api Ready", || {
+        condition_of(&fake, "api", "Ready").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_spec_field_is_dropped_by_the_api_server_not_used() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // `hostpath` misspelt: the API server drops it (and strict kubectl refuses it), so the
+    // default path is what the pods get.
+    let raw = json!({"apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCache",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"origin": {"url": "http://origin.edge.svc:8080"},
+                 "storage": {"hostpath": "/etc"}}});
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        fake.client(),
+        NS,
+        &kube::api::ApiResource::erase::<EdgeCache>(&()),
+    );
+    let strict = PatchParams::apply("kubectl").validation_strict();
+    let obj: kube::api::DynamicObject = serde_json::from_value(raw.clone()).unwrap();
+    let err = api
+        .patch("web", &strict, &Patch::Apply(&obj))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("spec.storage.hostpath"), "{err}");
+    api.patch("web", &PatchParams::apply("kubectl"), &Patch::Apply(&obj))
+        .await
+        .unwrap();
+    assert!(
+        ec_value(&fake).unwrap()["spec"]["storage"]
+            .get("hostpath")
+            .is_none()
+    );
+    eventually("Ready", || is_ready(&fake)).await;
+    let path = ds(&fake).unwrap()["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "cache")
+        .unwrap()["hostPath"]["path"]
+        .clone();
+    assert_eq!(path, "/var/cache/edgecache");
     op.stop().await;
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
 use edgecache_operator::render::render;
+use edgecache_operator::validate::Policy;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use serde::Deserialize;
@@ -10,7 +11,7 @@ use serde::Deserialize;
 const SAMPLE: &str = include_str!("../examples/edgecache.yaml");
 
 fn docs() -> Vec<serde_yaml::Value> {
-    let text = render(SAMPLE).unwrap();
+    let text = render(SAMPLE, &Policy::default()).unwrap();
     serde_yaml::Deserializer::from_str(&text)
         .map(|d| serde_yaml::Value::deserialize(d).unwrap())
         .collect()
@@ -63,14 +64,18 @@ fn sample_renders_four_objects_in_apply_order() {
 
 #[test]
 fn render_refuses_other_kinds_and_invalid_specs() {
-    let err = render("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n").unwrap_err();
+    let err = render(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+        &Policy::default(),
+    )
+    .unwrap_err();
     assert!(
         err.to_string()
             .contains("not an edgecache.dev/v1alpha1 EdgeCache"),
         "{err}"
     );
     let bad = SAMPLE.replace("size: 200GiB", "size: 1MiB");
-    let err = render(&bad).unwrap_err();
+    let err = render(&bad, &Policy::default()).unwrap_err();
     assert!(err.to_string().contains("spec.storage.size"), "{err}");
 }
 
@@ -86,8 +91,55 @@ fn several_edgecaches_in_one_stream() {
         "{SAMPLE}\n---\n{}",
         SAMPLE.replace("name: web", "name: api")
     );
-    let text = render(&two).unwrap();
+    let text = render(&two, &Policy::default()).unwrap();
     assert_eq!(text.matches("kind: DaemonSet").count(), 2);
     assert!(text.contains("name: api-config"));
-    assert!(render("").is_err());
+    assert!(render("", &Policy::default()).is_err());
+}
+
+#[test]
+fn every_mistake_is_reported_once_in_the_users_words() {
+    let bad = SAMPLE
+        .replace(
+            "hostPath: /mnt/nvme0/edgecache",
+            "hostpath: /mnt/nvme0/edgecache",
+        )
+        .replace("memory: 8Gi", "memroy: 8Gi")
+        .replace("size: 200GiB", "size: 1MiB")
+        .replace("mode: cpu", "mode: fast")
+        .replace("maxUnavailable: 10%", "maxUnavailable: [1]")
+        .replace("port: 8080", "port: eighty");
+    let bad = format!("{bad}  extra: 1\n");
+    let err = render(&bad, &Policy::default()).unwrap_err().to_string();
+    for (path, words) in [
+        ("spec.storage.hostpath", "unknown field"),
+        ("spec.resources.memroy", "unknown field"),
+        ("spec.extra", "unknown field"),
+        ("spec.storage.size", "must be at least 64MiB (got 1MiB)"),
+        ("spec.steering.mode", "must be one of"),
+        (
+            "spec.updateStrategy.maxUnavailable",
+            "must be an integer or a string",
+        ),
+        ("spec.network.port", "must be an integer (got \"eighty\")"),
+    ] {
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.trim_start().starts_with(&format!("{path}:")))
+            .collect();
+        assert_eq!(lines.len(), 1, "{path} reported once in:\n{err}");
+        assert!(lines[0].contains(words), "{path}: {words:?} in:\n{err}");
+    }
+    assert!(!err.contains("did not match any variant"), "{err}");
+    assert!(!err.contains("untagged"), "{err}");
+}
+
+#[test]
+fn an_unknown_field_alone_fails_the_render() {
+    let bad = SAMPLE.replace("directIoThreshold: 64KiB", "directIOThreshold: 64KiB");
+    let err = render(&bad, &Policy::default()).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.storage.directIOThreshold: unknown field"),
+        "{err}"
+    );
 }

@@ -15,6 +15,9 @@
 //!   tracked (and shown in `metadata.managedFields`), fields a manager stops applying are
 //!   pruned unless another manager owns them, conflicting values owned by another manager are
 //!   a 409 unless `force=true`, and update operations take ownership of what they change;
+//! - CRD-defined kinds ([`FakeApiServer::install_crd`]): fields the schema does not declare are
+//!   pruned on every write, and refused (422, every one named) with `fieldValidation=Strict`;
+//! - Secrets: `stringData` folded into `data`, and `data` that is not base64 refused (400);
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
 //! - finalizers (delete sets `deletionTimestamp`; the object goes when the last finalizer is
@@ -28,7 +31,8 @@
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
 //!
-//! What it does not model: OpenAPI schema validation, defaulting and CEL rules (use kube's
+//! What it does not model: OpenAPI schema validation other than unknown fields, defaulting and
+//! CEL rules (use kube's
 //! `cel` feature for those), admission, RBAC, namespaces' lifecycle, list pagination (`limit`
 //! is ignored and everything comes in one page), list-map merge keys in apply (every list is
 //! atomic, so two managers cannot share one list), strategic-merge-patch directives, YAML
@@ -36,6 +40,7 @@
 //! over time (a DaemonSet's pods are updated at once), and watch bookmarks other than the
 //! initial-events-end one.
 
+mod admission;
 mod fields;
 mod resources;
 mod sim;
@@ -70,6 +75,7 @@ pub mod keys {
     pub const CONFIGMAPS: &str = "/v1/configmaps";
     pub const SERVICES: &str = "/v1/services";
     pub const SERVICEACCOUNTS: &str = "/v1/serviceaccounts";
+    pub const SECRETS: &str = super::admission::SECRETS;
     pub const DAEMONSETS: &str = "apps/v1/daemonsets";
     pub const EVENTS: &str = "events.k8s.io/v1/events";
     pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
@@ -248,6 +254,19 @@ impl FakeApiServer {
     /// Serve another resource kind.
     pub fn register(&self, info: ResourceInfo) {
         self.lock().resources.insert(info.key(), info);
+    }
+
+    /// Serve the kind a CustomResourceDefinition (as JSON) defines, with its schema: unknown
+    /// fields are pruned on writes, or refused when the request asks `fieldValidation=Strict`
+    /// (what `kubectl apply` does by default). Returns false for a malformed CRD.
+    pub fn install_crd(&self, crd: &Value) -> bool {
+        match ResourceInfo::from_crd(crd) {
+            Some(info) => {
+                self.register(info);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Add (or relabel) a Node.
@@ -736,9 +755,14 @@ impl State {
             .get("fieldManager")
             .cloned()
             .unwrap_or_else(|| "unknown".into());
+        let strict = query.get("fieldValidation").map(String::as_str) == Some("Strict");
         let parse = || -> Result<Value, ApiError> {
-            serde_json::from_slice(body)
-                .map_err(|e| ApiError::new(400, "BadRequest", format!("body is not JSON: {e}")))
+            let v: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::new(400, "BadRequest", format!("body is not JSON: {e}")))?;
+            if strict {
+                admission::strict(&info, &v)?;
+            }
+            Ok(v)
         };
         match (method, &target.name) {
             (&Method::GET, None) => Ok((200, self.list_objects(&info, target, query)?)),
@@ -1117,6 +1141,7 @@ impl State {
             new["metadata"] = json!({});
         }
         let info = self.resources.get(&k.0).cloned();
+        admission::admit(&k.0, info.as_ref(), &mut new)?;
         if let Some(info) = &info {
             new["apiVersion"] = json!(info.api_version());
             new["kind"] = json!(info.kind);

@@ -15,6 +15,9 @@ pub struct ResourceInfo {
     /// Whether `/status` is a separate subresource: then writes to the main resource keep the
     /// stored status, and writes to `/status` change nothing but the status.
     pub status_subresource: bool,
+    /// The structural schema (`openAPIV3Schema`) of a kind installed from a CRD: unknown fields
+    /// are pruned on every write, or refused with `fieldValidation=Strict`.
+    pub schema: Option<serde_json::Value>,
 }
 
 impl ResourceInfo {
@@ -33,7 +36,24 @@ impl ResourceInfo {
             kind: kind.into(),
             namespaced,
             status_subresource,
+            schema: None,
         }
+    }
+
+    /// The served version of a CustomResourceDefinition (its first version), with its schema.
+    pub fn from_crd(crd: &serde_json::Value) -> Option<Self> {
+        let spec = &crd["spec"];
+        let version = spec["versions"].get(0)?;
+        let mut info = Self::new(
+            spec["group"].as_str()?,
+            version["name"].as_str()?,
+            spec["names"]["plural"].as_str()?,
+            spec["names"]["kind"].as_str()?,
+            spec["scope"] == "Namespaced",
+            version["subresources"].get("status").is_some(),
+        );
+        info.schema = version["schema"].get("openAPIV3Schema").cloned();
+        Some(info)
     }
 
     /// `group/version/plural`, the store's resource key.
@@ -57,6 +77,7 @@ pub fn defaults() -> BTreeMap<String, ResourceInfo> {
         ResourceInfo::new("", "v1", "configmaps", "ConfigMap", true, false),
         ResourceInfo::new("", "v1", "services", "Service", true, true),
         ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount", true, false),
+        ResourceInfo::new("", "v1", "secrets", "Secret", true, false),
         ResourceInfo::new("", "v1", "pods", "Pod", true, true),
         ResourceInfo::new("", "v1", "events", "Event", true, false),
         ResourceInfo::new("", "v1", "nodes", "Node", false, true),

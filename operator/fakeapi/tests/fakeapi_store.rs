@@ -554,3 +554,120 @@ async fn dropped_watches_end_and_resume_or_expire() {
         e => panic!("{e:?}"),
     }
 }
+
+#[tokio::test]
+async fn secrets_are_served_like_a_real_api_server() {
+    use k8s_openapi::api::core::v1::Secret;
+    let fake = FakeApiServer::new();
+    let api: Api<Secret> = Api::namespaced(fake.client(), "ns");
+    assert!(
+        api.get_opt("s").await.unwrap().is_none(),
+        "404 when missing"
+    );
+    let s: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": "Opaque",
+        "data": {"token": "c2VjcmV0"}, "stringData": {"other": "plain"},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &s).await.unwrap();
+    let data = created.data.unwrap();
+    assert_eq!(data["token"].0, b"secret");
+    assert_eq!(data["other"].0, b"plain", "stringData is folded into data");
+    let stored = fake.get("/v1/secrets", Some("ns"), "s").unwrap();
+    assert!(stored.get("stringData").is_none(), "{stored}");
+    let err = api.create(&PostParams::default(), &s).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref e) if e.code == 409 && e.reason == "AlreadyExists"),
+        "{err}"
+    );
+    // Data that is not base64 is refused, as a real API server refuses it.
+    let bad = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad"},
+                     "data": {"token": "not base64!"}});
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        fake.client(),
+        "ns",
+        &kube::api::ApiResource::erase::<Secret>(&()),
+    );
+    let err = raw
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bad).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref e) if e.code == 400),
+        "{err}"
+    );
+}
+
+fn widget_crd() -> serde_json::Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.dev"},
+    "spec": {"group": "example.dev", "scope": "Namespaced",
+        "names": {"plural": "widgets", "kind": "Widget"},
+        "versions": [{"name": "v1", "served": true, "storage": true,
+            "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {
+                    "size": {"type": "string"},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }},
+                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+            }}}}]}})
+}
+
+#[tokio::test]
+async fn unknown_fields_of_a_crd_kind_are_pruned_or_refused_when_strict() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let fake = FakeApiServer::new();
+    assert!(fake.install_crd(&widget_crd()));
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.dev", "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(fake.client(), "ns", &ar);
+    let obj = |name: &str| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.dev/v1", "kind": "Widget",
+            "metadata": {"name": name},
+            "spec": {"size": "1", "sise": "typo", "labels": {"a": "b"}, "free": {"any": 1}},
+            "extra": true}))
+        .unwrap()
+    };
+    // Default (Warn/Ignore): dropped, as the API server prunes them.
+    let created = api.create(&PostParams::default(), &obj("a")).await.unwrap();
+    assert_eq!(
+        created.data,
+        json!({"spec": {"size": "1", "labels": {"a": "b"}, "free": {"any": 1}}})
+    );
+    // Strict (kubectl's default): refused, naming every unknown field.
+    let err = api
+        .patch(
+            "b",
+            &PatchParams::apply("me").validation_strict(),
+            &Patch::Apply(obj("b")),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(e) => {
+            assert_eq!(e.code, 422, "{e:?}");
+            assert!(
+                e.message.contains("unknown field \"spec.sise\""),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.message.contains("unknown field \"extra\""),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        fake.get("example.dev/v1/widgets", Some("ns"), "b")
+            .is_none()
+    );
+}

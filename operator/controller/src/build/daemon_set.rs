@@ -12,15 +12,15 @@ use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, HTTPGetAction, HostPathVolumeSource, Lifecycle, LifecycleHandler,
     ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecurityContext, SleepAction, Volume, VolumeMount,
+    SecretVolumeSource, SecurityContext, SleepAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
-    CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_KEY, CONTAINER, child_meta, config_map_name, labels,
-    placement, quantity, selector_labels,
+    ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_KEY, CONTAINER,
+    admin_secret_name, child_meta, config_map_name, labels, placement, quantity, selector_labels,
 };
 use crate::validate::{CONTAINER_CACHE_DIR, ValidatedEdgeCache};
 
@@ -70,7 +70,7 @@ pub(super) fn daemon_set(ec: &ValidatedEdgeCache, config_hash: &str) -> DaemonSe
             Volume {
                 name: "cache".into(),
                 host_path: Some(HostPathVolumeSource {
-                    path: spec.storage.host_path.clone(),
+                    path: ec.host_path.clone(),
                     type_: Some("DirectoryOrCreate".into()),
                 }),
                 ..Volume::default()
@@ -78,6 +78,15 @@ pub(super) fn daemon_set(ec: &ValidatedEdgeCache, config_hash: &str) -> DaemonSe
             Volume {
                 name: "tmp".into(),
                 empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Volume::default()
+            },
+            Volume {
+                name: "admin-token".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(admin_secret_name(&ec.name)),
+                    default_mode: Some(0o400),
+                    ..SecretVolumeSource::default()
+                }),
                 ..Volume::default()
             },
         ]),
@@ -152,10 +161,17 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
         image: Some(spec.image.clone()),
         image_pull_policy: Some(spec.image_pull_policy.as_str().into()),
         command: Some(vec!["edgecache-dataplane".into()]),
+        // The admin listener binds the pod IP, not 0.0.0.0 (the flag overrides the config
+        // file's `admin`; Kubernetes expands $(POD_IP) from the env below), and mutating admin
+        // calls need the token from the Secret (re-read by the data plane when it changes).
         args: Some(vec![
             "serve".into(),
             "--config".into(),
             format!("{CONFIG_DIR}/{CONFIG_KEY}"),
+            "--admin".into(),
+            format!("$(POD_IP):{}", spec.network.admin_port),
+            "--admin-token-file".into(),
+            format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
         ]),
         ports: Some(vec![
             ContainerPort {
@@ -175,6 +191,7 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
             field_env("NODE_NAME", "spec.nodeName"),
             field_env("POD_NAME", "metadata.name"),
             field_env("POD_NAMESPACE", "metadata.namespace"),
+            field_env("POD_IP", "status.podIP"),
         ]),
         // Requests equal limits: with whole CPUs the pod is Guaranteed, so the static CPU
         // manager gives it exclusive cores for its pinned workers; the memory limit is the
@@ -199,6 +216,12 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
             VolumeMount {
                 name: "tmp".into(),
                 mount_path: "/tmp".into(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "admin-token".into(),
+                mount_path: ADMIN_TOKEN_DIR.into(),
+                read_only: Some(true),
                 ..VolumeMount::default()
             },
         ]),

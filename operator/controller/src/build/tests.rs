@@ -6,10 +6,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
 use crate::test_support::minimal_edgecache;
-use crate::validate::validate;
+use crate::validate::{Policy, validate};
 
 fn desired(spec_yaml: &str) -> Desired<Prepared> {
-    build(&validate(&minimal_edgecache(spec_yaml)).unwrap())
+    build(&validate(&minimal_edgecache(spec_yaml), &Policy::default()).unwrap())
 }
 
 fn pod(d: &Desired<Prepared>) -> &PodSpec {
@@ -337,7 +337,15 @@ fn dataplane_container_runs_serve_with_the_mounted_config() {
     assert_eq!(c.command.as_deref().unwrap(), ["edgecache-dataplane"]);
     assert_eq!(
         c.args.as_deref().unwrap(),
-        ["serve", "--config", "/etc/edgecache/config.yaml"]
+        [
+            "serve",
+            "--config",
+            "/etc/edgecache/config.yaml",
+            "--admin",
+            "$(POD_IP):9090",
+            "--admin-token-file",
+            "/etc/edgecache-admin/token"
+        ]
     );
     let mounts = c.volume_mounts.as_ref().unwrap();
     let config_mount = mounts.iter().find(|m| m.name == "config").unwrap();
@@ -447,4 +455,59 @@ fn quantities() {
     assert_eq!(quantity(ByteSize::mib(1536)), "1536Mi");
     assert_eq!(quantity(ByteSize(1 << 40)), "1Ti");
     assert_eq!(quantity(ByteSize(1000)), "1000");
+}
+
+#[test]
+fn admin_listener_on_the_pod_ip_with_a_token_from_the_secret() {
+    let d = desired("network:\n  adminPort: 9901\n");
+    let c = container(&d);
+    let args = c.args.as_deref().unwrap();
+    let after = |flag: &str| {
+        let i = args.iter().position(|a| a == flag).unwrap();
+        args[i + 1].as_str()
+    };
+    // Kubernetes expands $(POD_IP) from the container's env; the flag overrides the file.
+    assert_eq!(after("--admin"), "$(POD_IP):9901");
+    assert_eq!(after("--admin-token-file"), "/etc/edgecache-admin/token");
+    let env = c.env.as_ref().unwrap();
+    let pod_ip = env.iter().find(|e| e.name == "POD_IP").unwrap();
+    let field = pod_ip
+        .value_from
+        .as_ref()
+        .unwrap()
+        .field_ref
+        .as_ref()
+        .unwrap();
+    assert_eq!(field.field_path, "status.podIP");
+
+    let mount = c
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.name == "admin-token")
+        .unwrap();
+    assert_eq!(mount.mount_path, "/etc/edgecache-admin");
+    assert_eq!(mount.read_only, Some(true));
+    let volume = pod(&d)
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == "admin-token")
+        .unwrap();
+    let secret = volume.secret.as_ref().unwrap();
+    assert_eq!(secret.secret_name.as_deref(), Some("web-admin-token"));
+    assert_eq!(secret.default_mode, Some(0o400));
+    // The Secret itself: name, type, owner; its token is made once at apply, never in build.
+    let s = &d.admin_secret;
+    assert_eq!(s.metadata.name.as_deref(), Some("web-admin-token"));
+    assert_eq!(s.type_.as_deref(), Some("Opaque"));
+    assert_eq!(
+        s.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "EdgeCache"
+    );
+    assert!(s.data.is_none() && s.string_data.is_none());
+    // The probes stay on the admin port (the kubelet probes the pod IP): see
+    // dataplane_container_runs_serve_with_the_mounted_config.
 }
