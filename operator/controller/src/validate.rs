@@ -372,7 +372,7 @@ mod tests {
     fn client_limits_and_close_delimited_storage_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
             "cache:\n  storeCloseDelimited: true\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
-        ))
+        ), &Policy::default())
         .unwrap();
         let c = &v.dataplane;
         assert!(c.cache.store_close_delimited);
@@ -382,7 +382,11 @@ mod tests {
         assert_eq!(c.clients.max_connections_per_ip, 64);
         assert_eq!(c.clients.max_connections_per_worker, 5000);
         // The data plane's own rules apply: a zero timeout is refused, by its spec name.
-        let e = validate(&minimal_edgecache("clients:\n  headerTimeout: 0s\n")).unwrap_err();
+        let e = validate(
+            &minimal_edgecache("clients:\n  headerTimeout: 0s\n"),
+            &Policy::default(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("clients.headerTimeout"), "{e}");
     }
 
