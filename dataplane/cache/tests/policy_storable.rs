@@ -574,3 +574,57 @@ fn policy_targeted_field_of_the_wrong_type_falls_back_to_cache_control_rfc9213_2
     );
     assert!(got.is_ok(), "{got:?}");
 }
+
+#[test]
+fn policy_hit_for_pass_durations() {
+    use edgecache_cache::policy::store::{PASS_MAX, pass_for};
+    use std::time::Duration;
+    let ten = Duration::from_secs(10);
+    let cases: &[(NoStoreReason, &[(&str, &str)], Option<u64>)] = &[
+        (
+            NoStoreReason::NoStore,
+            &[("cache-control", "no-store")],
+            Some(10),
+        ),
+        (
+            NoStoreReason::NoStore,
+            &[("cache-control", "no-store, max-age=3")],
+            Some(3),
+        ),
+        (
+            NoStoreReason::Private,
+            &[("cache-control", "private, max-age=120")],
+            Some(120),
+        ),
+        (
+            NoStoreReason::Private,
+            &[("cache-control", "private, max-age=999999999")],
+            Some(PASS_MAX.as_secs()),
+        ),
+        // Only private / no-store answers set their own pass time.
+        (
+            NoStoreReason::SetCookie,
+            &[("cache-control", "max-age=120")],
+            Some(10),
+        ),
+        (NoStoreReason::NotCacheable, &[], Some(10)),
+        (NoStoreReason::CloseDelimited, &[], Some(10)),
+        // Reasons from the request say nothing of the next one.
+        (NoStoreReason::RequestNoStore, &[], None),
+        (
+            NoStoreReason::Authorization,
+            &[("cache-control", "no-store")],
+            None,
+        ),
+        (NoStoreReason::Method, &[], None),
+    ];
+    for (reason, fields, want) in cases {
+        let got = pass_for(*reason, &resp(200, fields), ten).map(|d| d.as_secs());
+        assert_eq!(got, *want, "{reason:?} {fields:?}");
+    }
+    assert_eq!(
+        pass_for(NoStoreReason::NoStore, &resp(200, &[]), Duration::ZERO),
+        None,
+        "zero: off"
+    );
+}

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use bytes::Bytes;
 use edgecache_cache::policy::StoredResponse;
@@ -149,11 +150,16 @@ pub enum Role {
     Waiter(Arc<Flight>),
 }
 
-/// The table of fetches in progress, shared by all workers.
+/// The table of fetches in progress, shared by all workers, and the keys in hit-for-pass.
 #[derive(Debug, Default)]
 pub struct Coalescer {
     flights: Mutex<HashMap<Vec<u8>, Arc<Flight>>>,
+    passes: Mutex<HashMap<Vec<u8>, Instant>>,
 }
+
+/// Keys remembered for hit-for-pass at most; past it, expired entries go, and new ones are not
+/// remembered until there is room (the cost of forgetting one is one coalesced wait).
+pub const PASS_ENTRIES_MAX: usize = 65_536;
 
 impl Coalescer {
     pub fn join(self: &Arc<Self>, key: &[u8]) -> Role {
@@ -170,6 +176,32 @@ impl Coalescer {
         })
     }
 
+    /// Requests for `key` go to the origin on their own until `until` (hit-for-pass).
+    pub fn pass_until(&self, key: &[u8], until: Instant) {
+        let mut passes = self.passes.lock().unwrap_or_else(|p| p.into_inner());
+        if passes.len() >= PASS_ENTRIES_MAX && !passes.contains_key(key) {
+            let now = Instant::now();
+            passes.retain(|_, t| *t > now);
+            if passes.len() >= PASS_ENTRIES_MAX {
+                return;
+            }
+        }
+        passes.insert(key.to_vec(), until);
+    }
+
+    /// Whether `key` is in hit-for-pass now (an expired entry is dropped).
+    pub fn passes(&self, key: &[u8]) -> bool {
+        let mut passes = self.passes.lock().unwrap_or_else(|p| p.into_inner());
+        match passes.get(key) {
+            Some(t) if *t > Instant::now() => true,
+            Some(_) => {
+                passes.remove(key);
+                false
+            }
+            None => false,
+        }
+    }
+
     /// A successful unsafe request changed the resource at `key`: a fetch in progress for it
     /// must not be stored (it may carry the old state), and new requests must not join it.
     pub fn invalidate(&self, key: &[u8]) {
@@ -181,6 +213,11 @@ impl Coalescer {
         if let Some(f) = flight {
             f.lock().invalidated = true;
         }
+        // What the origin says of it next is new: no pass either.
+        self.passes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 
     #[cfg(test)]

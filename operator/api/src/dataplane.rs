@@ -367,6 +367,11 @@ pub struct CachePolicyConfig {
     /// origin closing the connection (a dropped connection looks the same). Default: false:
     /// they are forwarded as they come and not stored.
     pub store_close_delimited: bool,
+    /// How long later requests for a key whose response could not be stored (no-store,
+    /// private, not cacheable...) go straight to the origin instead of waiting on one another's
+    /// fetch; a `private` or `no-store` response's own max-age takes precedence. `0s`: off.
+    /// Default: `10s`.
+    pub hit_for_pass: Duration,
 }
 
 impl Default for CachePolicyConfig {
@@ -378,6 +383,7 @@ impl Default for CachePolicyConfig {
             heuristic_freshness: true,
             name: "edgecache".into(),
             store_close_delimited: false,
+            hit_for_pass: Duration::secs(10),
         }
     }
 }

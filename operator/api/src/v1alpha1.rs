@@ -384,6 +384,10 @@ pub struct CacheSpec {
     /// origin closing, which a dropped connection fakes). Default: false: forwarded, not stored.
     #[serde(default)]
     pub store_close_delimited: bool,
+    /// How long requests for a key whose response could not be stored go straight to the
+    /// origin, without waiting on one another (hit-for-pass); `0s` turns it off. Default: `10s`.
+    #[serde(default = "default_hit_for_pass")]
+    pub hit_for_pass: Duration,
 }
 
 impl Default for CacheSpec {
@@ -396,12 +400,16 @@ impl Default for CacheSpec {
             heuristic_freshness: true,
             name: default_cache_name(),
             store_close_delimited: false,
+            hit_for_pass: default_hit_for_pass(),
         }
     }
 }
 
 fn default_max_object() -> ByteSize {
     ByteSize::gib(1)
+}
+fn default_hit_for_pass() -> Duration {
+    Duration::secs(10)
 }
 fn default_cache_name() -> String {
     "edgecache".into()

@@ -276,6 +276,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             heuristic_freshness: spec.cache.heuristic_freshness,
             name: spec.cache.name.clone(),
             store_close_delimited: spec.cache.store_close_delimited,
+            hit_for_pass: spec.cache.hit_for_pass,
         },
         clients: ClientLimitsConfig {
             header_timeout: spec.clients.header_timeout,
@@ -361,6 +362,7 @@ mod tests {
         assert_eq!(c.workers.steering, SteeringMode::Off);
         assert_eq!(c.origin.host_header, HostHeader::Preserve);
         assert!(!c.cache.store_close_delimited);
+        assert_eq!(c.cache.hit_for_pass.to_string(), "10s");
         assert_eq!(c.clients.header_timeout.to_string(), "10s");
         assert_eq!(c.clients.idle_timeout.to_string(), "1m");
         assert_eq!(c.clients.write_timeout.to_string(), "30s");
@@ -371,11 +373,12 @@ mod tests {
     #[test]
     fn client_limits_and_close_delimited_storage_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
-            "cache:\n  storeCloseDelimited: true\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
+            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
         ), &Policy::default())
         .unwrap();
         let c = &v.dataplane;
         assert!(c.cache.store_close_delimited);
+        assert!(c.cache.hit_for_pass.get().is_zero());
         assert_eq!(c.clients.header_timeout.to_string(), "5s");
         assert_eq!(c.clients.idle_timeout.to_string(), "2m");
         assert_eq!(c.clients.write_timeout.to_string(), "15s");

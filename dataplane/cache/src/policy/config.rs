@@ -28,6 +28,10 @@ pub struct PolicyConfig {
     /// Store responses whose body ends when the origin closes the connection (no
     /// Content-Length, not chunked). Default: false: such a body cannot be told from a cut one.
     pub store_close_delimited: bool,
+    /// How long later requests for a key whose response could not be stored go straight to the
+    /// origin, without coalescing (hit-for-pass, [`super::store::pass_for`]). Zero: off.
+    /// Default: 10 s.
+    pub hit_for_pass: Duration,
 }
 
 impl Default for PolicyConfig {
@@ -47,6 +51,7 @@ impl From<&CachePolicyConfig> for PolicyConfig {
             heuristic_max: Duration::from_secs(24 * 60 * 60),
             name: c.name.clone(),
             store_close_delimited: c.store_close_delimited,
+            hit_for_pass: c.hit_for_pass.get(),
         }
     }
 }

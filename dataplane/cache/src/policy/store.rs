@@ -18,7 +18,7 @@
 //! On top of the RFC: `Vary: *` is not stored (it can never be selected, 4.1), and the
 //! operator's cookie policy applies to responses with Set-Cookie.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::header::{AUTHORIZATION, SET_COOKIE};
 use http::{Method, StatusCode, request, response};
@@ -159,6 +159,46 @@ pub fn storable(
     }
     let lifetime = freshness::lifetime(status, &resp.headers, &directives, now, cfg);
     Ok(Storable { lifetime })
+}
+
+/// Longest hit-for-pass a response's own max-age can ask for.
+pub const PASS_MAX: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Hit-for-pass: how long to remember that the response for a key cannot be stored, so later
+/// requests for it go straight to the origin instead of queueing behind a fetch whose result
+/// they cannot share. `None` when the reason says nothing of later responses (it came from the
+/// request: its method, no-store, Authorization) or hit-for-pass is off (`default` zero). The
+/// time is `default`, or the response's max-age when it is `private` or `no-store` (it tells
+/// how long that answer holds), at most [`PASS_MAX`].
+pub fn pass_for(
+    reason: NoStoreReason,
+    resp: &response::Parts,
+    default: Duration,
+) -> Option<Duration> {
+    use NoStoreReason as R;
+    if default.is_zero() {
+        return None;
+    }
+    match reason {
+        R::NoStore
+        | R::Private
+        | R::SetCookie
+        | R::VaryAny
+        | R::NotCacheable
+        | R::MustUnderstand
+        | R::CloseDelimited => {}
+        R::Interim
+        | R::Method
+        | R::PartialContent
+        | R::NotModified
+        | R::RequestNoStore
+        | R::Authorization => return None,
+    }
+    let cc = ResponseDirectives::of(&resp.headers).cc;
+    let own = (cc.no_store || cc.private.is_some())
+        .then(|| cc.max_age.and_then(|d| d.seconds()))
+        .flatten();
+    Some(own.map_or(default, |s| Duration::from_secs(s).min(PASS_MAX)))
 }
 
 /// [`storable`] for a response as it arrived on the wire, where its framing is known: one whose

@@ -40,6 +40,11 @@ pub(super) async fn fill(
     fwd: Fwd,
     miss: Miss,
 ) -> Response<Body> {
+    // Hit-for-pass: the last response for this key could not be stored; nothing is gained by
+    // waiting on another request's fetch.
+    if ctx.shared.coalescer.passes(key.as_bytes()) {
+        return fetch(ctx, parts, key, peer, None, Fwd::Bypass).await;
+    }
     match ctx.shared.coalescer.join(key.as_bytes()) {
         Role::Leader(guard) if miss.range => {
             fetch_range(ctx, parts, key, peer, miss.held, guard, fwd).await
@@ -251,6 +256,11 @@ pub(super) async fn relay_origin_response(
         }
         Err(reason) => {
             status = status.detail(reason.as_str());
+            if let Some(d) = policy::store::pass_for(*reason, &rparts, ctx.policy.hit_for_pass) {
+                ctx.shared
+                    .coalescer
+                    .pass_until(key.as_bytes(), std::time::Instant::now() + d);
+            }
         }
     }
     let shareable = verdict.is_ok();
