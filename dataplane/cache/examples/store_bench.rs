@@ -119,6 +119,7 @@ fn main() {
         engine: a.engine,
         reads_in_flight: 64,
         verify_every_read: false,
+        max_variants_per_key: 32,
     })
     .unwrap();
     let run = async {

@@ -204,6 +204,8 @@ pub struct StoreConfig {
     /// Check large bodies against their block checksums on every read; when false, only until
     /// a record's whole body has passed once in this run (see `store/body.rs`).
     pub verify_every_read: bool,
+    /// Variants kept per primary key; one more drops the oldest (0: no cap).
+    pub max_variants_per_key: usize,
 }
 
 impl Default for StoreConfig {
@@ -225,6 +227,7 @@ impl StoreConfig {
             engine: s.io_engine,
             reads_in_flight: s.reads_in_flight,
             verify_every_read: s.verify_every_read,
+            max_variants_per_key: s.max_variants_per_key as usize,
         }
     }
 }
@@ -350,6 +353,7 @@ impl Store {
 
         let mut st = State {
             segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
+            max_variants: cfg.max_variants_per_key,
             ..State::default()
         };
         let mut corrupt = 0;
@@ -388,6 +392,8 @@ impl Store {
                 losers.push(old);
             }
         }
+        // Variants over the cap were not in RAM: nothing to drop there.
+        st.trimmed.clear();
         let recovered = st.objects;
         let epochs = st.segs.iter().map(|s| AtomicU64::new(s.epoch)).collect();
         let pool = match engine {
@@ -557,9 +563,9 @@ impl Store {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> StoreStats {
-        let (objects, bytes_used) = {
+        let (objects, bytes_used, variants_trimmed) = {
             let st = self.lock();
-            (st.objects, st.bytes_used)
+            (st.objects, st.bytes_used, st.variants_trimmed)
         };
         let (ram_bytes, ram_objects) = self.ram.usage();
         let io = self.io_buffer_usage();
@@ -569,6 +575,7 @@ impl Store {
             bytes_used,
             bytes_capacity: self.layout.capacity(),
             evictions: c.evictions.load(Ordering::Relaxed),
+            variants_trimmed,
             corrupt_dropped: c.corrupt_dropped.load(Ordering::Relaxed),
             body_checks_skipped: c.body_checks_skipped.load(Ordering::Relaxed),
             recovered_objects: self.recovered,

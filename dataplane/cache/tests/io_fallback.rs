@@ -62,6 +62,7 @@ fn deny_io_uring() {
 }
 
 #[test]
+#[ignore = "a child process of its parent test, which runs it with --ignored"]
 fn seccomp_child() {
     let Ok(dir) = std::env::var("EC_SECCOMP_DIR") else {
         return;
@@ -96,6 +97,7 @@ fn auto_falls_back_to_threads_when_io_uring_is_denied() {
         .args([
             "--exact",
             "seccomp_child",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -29,6 +29,7 @@ fn engine_from(s: &str) -> IoEngineKind {
 
 /// The child side: only does something when started by `crash_rounds`.
 #[test]
+#[ignore = "a child process of its parent test, which runs it with --ignored"]
 fn crash_child_helper() {
     let (Ok(dir), Ok(engine)) = (
         std::env::var("EC_CRASH_DIR"),
@@ -90,6 +91,7 @@ fn crash_rounds(engine: IoEngineKind) {
             .args([
                 "--exact",
                 "crash_child_helper",
+                "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ])

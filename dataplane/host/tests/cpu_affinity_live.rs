@@ -9,6 +9,7 @@ const CHILD_ENV: &str = "EDGECACHE_HOST_AFFINITY_CHILD";
 
 /// Runs in the child only.
 #[test]
+#[ignore = "a child process of its parent test, which runs it with --ignored"]
 fn child_prints_worker_cpus() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
@@ -28,6 +29,7 @@ fn taskset_restricts_the_workers() {
         .args([
             "--exact",
             "child_prints_worker_cpus",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -225,11 +225,16 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 8] = [
+        let counters: [(&str, &str, u64); 9] = [
             (
                 "store_evictions",
                 "Objects evicted from the disk store",
                 s.evictions,
+            ),
+            (
+                "store_variants_trimmed",
+                "Variants dropped because their key had storage.maxVariantsPerKey newer ones",
+                s.variants_trimmed,
             ),
             (
                 "store_corrupt_records",

@@ -312,17 +312,27 @@ fn sigkill_in_the_middle_of_writes_never_leads_to_a_wrong_object() {
     let mut opts = Opts::new(&url, dir.path());
     opts.size = "128MiB";
     let mut dp = Dataplane::start(opts);
-    let sizes = [4096u64, 100 * 1024, 1 << 20, 3 << 20];
+    const SIZES: [u64; 4] = [4096, 100 * 1024, 256 * 1024, 1 << 20];
+    let path = move |round: usize, t: usize, j: usize| {
+        let sizes = SIZES;
+        let size = sizes[(t + j) % sizes.len()];
+        (
+            size,
+            format!("/obj/{size}/k{round}-{t}-{j}?slow_ms=5"),
+            format!("k{round}-{t}-{j}"),
+        )
+    };
     let mut checked = 0;
+    let mut kept = 0;
     for round in 0..20 {
-        // Writers in flight...
+        // Writers in flight, each round on new keys...
         let listen = dp.listen;
         let writers: Vec<_> = (0..8)
             .map(|t| {
                 std::thread::spawn(move || {
                     for j in 0..6 {
-                        let size = sizes[(t + j) % sizes.len()];
-                        let _ = get(listen, &format!("/obj/{size}/k{}-{}?slow_ms=5", t, j), &[]);
+                        let (_, p, _) = path(round, t, j);
+                        let _ = get(listen, &p, &[]);
                     }
                 })
             })
@@ -334,21 +344,42 @@ fn sigkill_in_the_middle_of_writes_never_leads_to_a_wrong_object() {
             let _ = w.join();
         }
         dp = dp.restart();
+        // What the last round stored whole before this crash is still there: hits.
+        if round > 0 {
+            for t in 0..8 {
+                for j in 0..6 {
+                    let (size, p, id) = path(round - 1, t, j);
+                    let r = dp.get(&p);
+                    assert!(r.is_hit(), "round {round} {p}: {}", r.cache_status());
+                    check_body(size, id, &r.body)
+                        .unwrap_or_else(|e| panic!("round {round} {p}: {e}"));
+                    kept += 1;
+                }
+            }
+        }
         // Every object the store serves after the crash is byte-exact.
         for t in 0..8 {
             for j in 0..6 {
-                let size = sizes[(t + j) % sizes.len()];
-                let path = format!("/obj/{size}/k{t}-{j}?slow_ms=5");
-                let r = dp.get(&path);
-                assert_eq!(r.status, 200, "round {round} {path}");
-                assert!(!r.truncated, "round {round} {path}: truncated");
-                check_body(size, format!("k{t}-{j}"), &r.body)
-                    .unwrap_or_else(|e| panic!("round {round} {path}: {e}"));
+                let (size, p, id) = path(round, t, j);
+                let r = dp.get(&p);
+                assert_eq!(r.status, 200, "round {round} {p}");
+                assert!(!r.truncated, "round {round} {p}: truncated");
+                check_body(size, &id, &r.body).unwrap_or_else(|e| panic!("round {round} {p}: {e}"));
                 checked += 1;
+                // Stored whole before the next crash: served as a hit once published.
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while !dp.get(&p).is_hit() {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "round {round} {p} never stored"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
         }
     }
     assert_eq!(checked, 20 * 48);
+    assert_eq!(kept, 19 * 48);
 }
 
 /// Install a seccomp filter that makes io_uring_setup/enter/register fail with EPERM, as the

@@ -207,6 +207,9 @@ pub struct StorageConfig {
     /// the medium), like Traffic Server, which checks nothing by default. Headers, keys and
     /// segment epochs are checked on every read either way.
     pub verify_every_read: bool,
+    /// Variants (responses selected by Vary) kept per URL, 1 to 1024; one more drops the
+    /// oldest. Default: 32.
+    pub max_variants_per_key: u32,
 }
 
 /// Default of `storage.readsInFlight` (data-plane config and EdgeCache spec).
@@ -226,6 +229,7 @@ impl Default for StorageConfig {
             max_object_size: ByteSize::gib(1),
             reads_in_flight: READS_IN_FLIGHT_DEFAULT,
             verify_every_read: false,
+            max_variants_per_key: 32,
         }
     }
 }
@@ -568,6 +572,13 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "storage.readsInFlight",
             Some(cfg.storage.reads_in_flight.to_string()),
             READS_IN_FLIGHT_RULE,
+        ));
+    }
+    if !(1..=1024).contains(&cfg.storage.max_variants_per_key) {
+        errors.push(err(
+            "storage.maxVariantsPerKey",
+            Some(cfg.storage.max_variants_per_key.to_string()),
+            "must be 1 to 1024",
         ));
     }
     if let Some(l) = cfg.memory.limit

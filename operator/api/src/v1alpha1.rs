@@ -384,6 +384,11 @@ pub struct CacheSpec {
     /// origin closing, which a dropped connection fakes). Default: false: forwarded, not stored.
     #[serde(default)]
     pub store_close_delimited: bool,
+    /// Variants (responses selected by Vary) kept per URL; one more drops the oldest, so
+    /// `Vary: User-Agent` cannot grow a key without bound. Default: 32.
+    #[serde(default = "default_max_variants")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_variants_per_key: u32,
     /// How long requests for a key whose response could not be stored go straight to the
     /// origin, without waiting on one another (hit-for-pass); `0s` turns it off. Default: `10s`.
     #[serde(default = "default_hit_for_pass")]
@@ -400,6 +405,7 @@ impl Default for CacheSpec {
             heuristic_freshness: true,
             name: default_cache_name(),
             store_close_delimited: false,
+            max_variants_per_key: default_max_variants(),
             hit_for_pass: default_hit_for_pass(),
         }
     }
@@ -407,6 +413,9 @@ impl Default for CacheSpec {
 
 fn default_max_object() -> ByteSize {
     ByteSize::gib(1)
+}
+fn default_max_variants() -> u32 {
+    32
 }
 fn default_hit_for_pass() -> Duration {
     Duration::secs(10)

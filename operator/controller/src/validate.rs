@@ -257,6 +257,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             max_object_size: spec.cache.max_object_size,
             reads_in_flight: spec.storage.reads_in_flight,
             verify_every_read: spec.storage.verify_every_read,
+            max_variants_per_key: spec.cache.max_variants_per_key,
         },
         memory: MemoryConfig {
             limit: Some(spec.resources.memory),
@@ -363,6 +364,7 @@ mod tests {
         assert_eq!(c.origin.host_header, HostHeader::Preserve);
         assert!(!c.cache.store_close_delimited);
         assert_eq!(c.cache.hit_for_pass.to_string(), "10s");
+        assert_eq!(c.storage.max_variants_per_key, 32);
         assert_eq!(c.clients.header_timeout.to_string(), "10s");
         assert_eq!(c.clients.idle_timeout.to_string(), "1m");
         assert_eq!(c.clients.write_timeout.to_string(), "30s");
@@ -373,12 +375,13 @@ mod tests {
     #[test]
     fn client_limits_and_close_delimited_storage_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
-            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
+            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\n  maxVariantsPerKey: 8\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
         ), &Policy::default())
         .unwrap();
         let c = &v.dataplane;
         assert!(c.cache.store_close_delimited);
         assert!(c.cache.hit_for_pass.get().is_zero());
+        assert_eq!(c.storage.max_variants_per_key, 8);
         assert_eq!(c.clients.header_timeout.to_string(), "5s");
         assert_eq!(c.clients.idle_timeout.to_string(), "2m");
         assert_eq!(c.clients.write_timeout.to_string(), "15s");

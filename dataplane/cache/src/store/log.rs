@@ -113,7 +113,11 @@ impl Store {
         }
         st.unpin(entry.loc.seg);
         self.ram.remove(&primary, &entry.variant);
-        let old = st.insert(primary, entry)?;
+        let old = st.insert(primary, entry);
+        for (p, v) in std::mem::take(&mut st.trimmed) {
+            self.ram.remove(&p, &v);
+        }
+        let old = old?;
         st.pin(old.seg, old.epoch).then_some(old)
     }
 

@@ -77,6 +77,8 @@ pub struct StoreStats {
     pub bytes_capacity: u64,
     /// Objects dropped by segment reclaim (FIFO eviction).
     pub evictions: u64,
+    /// Variants dropped for the per-key cap.
+    pub variants_trimmed: u64,
     /// Records dropped because a checksum failed: torn or corrupt headers found by recovery and
     /// body or header checksum failures at read time.
     pub corrupt_dropped: u64,

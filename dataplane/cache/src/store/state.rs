@@ -58,6 +58,12 @@ pub(crate) struct State {
     pub bytes_used: u64,
     /// Estimated heap bytes of the index (see [`entry_cost`]).
     pub index_bytes: u64,
+    /// Variants kept per primary key at most (0: no cap); inserting one more drops the oldest.
+    pub max_variants: usize,
+    /// Variants [`State::insert`] dropped for the cap since the caller last drained this.
+    pub trimmed: Vec<(Bytes, Bytes)>,
+    /// Variants dropped for the cap, all told.
+    pub variants_trimmed: u64,
 }
 
 /// Estimated heap bytes of one index entry beyond its key, variant and meta bytes: hash map
@@ -100,6 +106,7 @@ impl State {
             s.keys.push((primary.clone(), e.variant.clone()));
         }
         let plen = primary.len() as u64;
+        let key = primary.clone();
         let list = self.index.entry(primary).or_default();
         if let Some(slot) = list.iter_mut().find(|x| x.variant == e.variant) {
             let old = std::mem::replace(slot, e);
@@ -110,6 +117,28 @@ impl State {
             return Some(old.loc);
         }
         list.push(e);
+        // Over the cap: the oldest variants (lowest sequence) go, so a key cannot grow without
+        // bound (`Vary: User-Agent` and random agents) and a lookup reads a bounded list.
+        let mut dropped = Vec::new();
+        while self.max_variants > 0 && list.len() > self.max_variants {
+            let Some(i) = list
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, x)| x.loc.seq)
+                .map(|(i, _)| i)
+            else {
+                break;
+            };
+            dropped.push(list.swap_remove(i));
+        }
+        for old in dropped {
+            self.objects -= 1;
+            self.bytes_used -= old.loc.record_len();
+            let cost = entry_cost(&[], &old) + plen;
+            self.index_bytes = self.index_bytes.saturating_sub(cost);
+            self.variants_trimmed += 1;
+            self.trimmed.push((key.clone(), old.variant));
+        }
         None
     }
 
@@ -222,6 +251,43 @@ mod tests {
         assert!(s.remove(b"k", b"a", Some(99)).is_none());
         assert!(s.remove(b"k", b"a", Some(3)).is_some());
         assert!(s.index.is_empty());
+        assert_eq!((s.objects, s.bytes_used, s.index_bytes), (0, 0, 0));
+    }
+
+    #[test]
+    fn the_oldest_variant_goes_past_the_cap() {
+        let mut s = State {
+            segs: vec![Seg {
+                epoch: 1,
+                ..Seg::default()
+            }],
+            max_variants: 3,
+            ..State::default()
+        };
+        let p = Bytes::from_static(b"k");
+        let names: [&'static [u8]; 5] = [b"a", b"b", b"c", b"d", b"e"];
+        for (i, v) in names.iter().enumerate() {
+            s.insert(p.clone(), entry(v, 0, i as u64 + 1));
+        }
+        assert_eq!(s.index[&p].len(), 3);
+        assert!(s.get(b"k", b"a").is_none() && s.get(b"k", b"b").is_none());
+        assert!(s.get(b"k", b"e").is_some());
+        assert_eq!(s.objects, 3);
+        assert_eq!(s.bytes_used, 3 * 8192);
+        assert_eq!(s.variants_trimmed, 2);
+        let trimmed: Vec<_> = s.trimmed.iter().map(|(_, v)| v.clone()).collect();
+        assert_eq!(
+            trimmed,
+            [Bytes::from_static(b"a"), Bytes::from_static(b"b")]
+        );
+        // Replacing a variant is not a new one: nothing more goes.
+        s.insert(p.clone(), entry(b"d", 0, 9));
+        assert_eq!(s.index[&p].len(), 3);
+        assert_eq!(s.variants_trimmed, 2);
+        // Removing all leaves the counts at zero.
+        for v in [b"c", b"d", b"e"] {
+            assert!(s.remove(b"k", v, None).is_some());
+        }
         assert_eq!((s.objects, s.bytes_used, s.index_bytes), (0, 0, 0));
     }
 }

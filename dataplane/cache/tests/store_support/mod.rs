@@ -38,6 +38,7 @@ pub fn cfg(dir: &Path, size: u64, engine: IoEngineKind) -> StoreConfig {
         engine,
         reads_in_flight: 16,
         verify_every_read: false,
+        max_variants_per_key: 32,
     }
 }
 
