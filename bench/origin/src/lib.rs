@@ -16,6 +16,8 @@
 //! - `hdr=Name:Value`: add a response header (repeatable, percent-encoded).
 //! - `echo_host=1`: answer with `x-origin-host`, the Host header(s) the request carried.
 //!
+//! POST, PUT and DELETE on `/obj/...` answer `200 accepted` (an unsafe method that succeeds).
+//!
 //! Conditional requests (`If-None-Match`, `If-Modified-Since`) get 304.
 //! Every request except `/__*` is counted, per request target (path and
 //! query as received). `GET /__stats` returns JSON counters

@@ -541,6 +541,11 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
     let head_only = match *req.method() {
         Method::GET => false,
         Method::HEAD => true,
+        // An unsafe method succeeds (and changes nothing): caches invalidate the URI on it.
+        Method::POST | Method::PUT | Method::DELETE => {
+            drop(guard);
+            return text(StatusCode::OK, "accepted\n");
+        }
         _ => return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n"),
     };
 

@@ -354,6 +354,7 @@ impl Store {
         let mut st = State {
             segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
             max_variants: cfg.max_variants_per_key,
+            invalidations: vec![0; state::INVALIDATION_SLOTS],
             ..State::default()
         };
         let mut corrupt = 0;
@@ -521,6 +522,8 @@ impl Store {
     pub fn remove(&self, primary: &[u8]) -> usize {
         let locs = {
             let mut st = self.lock();
+            // A fill of this key in flight must not publish what it fetched before this.
+            st.invalidate(primary);
             let variants: Vec<Bytes> = st
                 .index
                 .get(primary)
@@ -540,6 +543,13 @@ impl Store {
         let n = locs.len();
         self.tombstone_pinned(&locs);
         n
+    }
+
+    /// The key's invalidation mark now: take it before the origin request of a fill and give it
+    /// to the writer ([`ObjectWriter::publish_only_if_unchanged`]), so an invalidation that lands
+    /// while the fetch runs cannot be undone by its publish.
+    pub fn invalidation_mark(&self, primary: &[u8]) -> u64 {
+        self.lock().invalidation(primary)
     }
 
     /// Purge one variant.
@@ -580,6 +590,7 @@ impl Store {
             body_checks_skipped: c.body_checks_skipped.load(Ordering::Relaxed),
             recovered_objects: self.recovered,
             write_errors: c.write_errors.load(Ordering::Relaxed),
+            publishes_invalidated: c.publishes_invalidated.load(Ordering::Relaxed),
             ram_tier_bytes: ram_bytes,
             ram_tier_objects: ram_objects,
             disk_reads: c.disk_reads.load(Ordering::Relaxed),

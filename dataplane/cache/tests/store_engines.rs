@@ -42,6 +42,7 @@ engine_suite!(
     one_read_slot_serves_concurrent_streams,
     body_checks_stop_after_a_whole_read_until_restart,
     verify_every_read_checks_every_read,
+    an_invalidation_during_a_write_is_not_undone_by_its_publish,
 );
 
 fn tmp() -> tempfile::TempDir {
@@ -878,4 +879,53 @@ fn flip_big_and_small(store: &edgecache_cache::Store) {
         let loc = store.lookup(key)[0].location();
         flip_byte(&store.segment_path(loc.segment), loc.body_offset + 9_000);
     }
+}
+
+/// A purge (or an unsafe method's invalidation) that lands while a write runs, however late,
+/// wins: the write is not published, even when it finishes afterwards; a write that began after
+/// the invalidation publishes as usual.
+fn an_invalidation_during_a_write_is_not_undone_by_its_publish(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    let body = content("/inv", 1, 300_000);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        put(&w, "/inv", "", "old", &body, true, 65536)
+            .await
+            .unwrap();
+        let begin = |mark| {
+            let mut wr = w
+                .begin_write(
+                    Bytes::from_static(b"/inv"),
+                    Bytes::new(),
+                    Bytes::from_static(b"new"),
+                    Some(body.len() as u64),
+                )
+                .unwrap();
+            wr.publish_only_if_unchanged(mark);
+            wr
+        };
+        // The mark is taken when the origin request goes out, before the write begins.
+        let mark = store.invalidation_mark(b"/inv");
+        let mut wr = begin(mark);
+        wr.write(Bytes::copy_from_slice(&body)).await.unwrap();
+        // The invalidation lands after the last byte, just before finish() publishes.
+        assert_eq!(store.remove(b"/inv"), 1);
+        wr.finish().await.unwrap();
+        assert!(store.lookup(b"/inv").is_empty(), "the purge stays");
+        assert_eq!(store.stats().publishes_invalidated, 1);
+        // A fill that starts after the invalidation is stored.
+        let mut wr = begin(store.invalidation_mark(b"/inv"));
+        wr.write(Bytes::copy_from_slice(&body)).await.unwrap();
+        wr.finish().await.unwrap();
+        let (meta, got) = get(&w, "/inv").await.unwrap();
+        assert_eq!((&meta[..], got == body), (&b"new"[..], true));
+        // Another key's invalidation does not stop this one (unless they share a slot).
+        let mark = store.invalidation_mark(b"/inv");
+        let mut wr = begin(mark);
+        wr.write(Bytes::copy_from_slice(&body)).await.unwrap();
+        store.remove(b"/other");
+        wr.finish().await.unwrap();
+        assert_eq!(store.lookup(b"/inv").len(), 1);
+    });
 }

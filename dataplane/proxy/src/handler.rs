@@ -383,7 +383,8 @@ async fn revalidate(
     may_serve_stale_on_error: bool,
     fwd: Fwd,
 ) -> Response<Body> {
-    let request_time = ctx.shared.clock.now();
+    let sent_at = Sent::now(ctx, &key);
+    let request_time = sent_at.time;
     let mut fetch_parts = parts.clone();
     fetch_parts.method = Method::GET;
     policy::request::strip_for_fill(&mut fetch_parts.headers);
@@ -414,7 +415,7 @@ async fn revalidate(
                 // The 304 does not match what is stored, or the body vanished: fetch it whole.
                 return fetch(ctx, parts, key, peer, None, fwd).await;
             }
-            relay_origin_response(ctx, &parts, key, resp, request_time, None, fwd, None).await
+            relay_origin_response(ctx, &parts, key, resp, sent_at, None, fwd, None).await
         }
         other => {
             let now = ctx.shared.clock.now();
@@ -428,8 +429,7 @@ async fn revalidate(
             }
             match other {
                 Ok((resp, _)) => {
-                    relay_origin_response(ctx, &parts, key, resp, request_time, None, fwd, None)
-                        .await
+                    relay_origin_response(ctx, &parts, key, resp, sent_at, None, fwd, None).await
                 }
                 // A stored response exists but may not be served stale (must-revalidate and
                 // the like): "the generated status code SHOULD be 504" (RFC 9111 5.2.2.2).
@@ -463,7 +463,8 @@ fn background_revalidate(
     parts.method = Method::GET;
     policy::request::strip_for_fill(&mut parts.headers);
     tokio::task::spawn_local(async move {
-        let request_time = ctx.shared.clock.now();
+        let sent = Sent::now(&ctx, &key);
+        let request_time = sent.time;
         match send(&ctx, &parts, peer, &conditional).await {
             Ok((resp, _)) if resp.status() == StatusCode::NOT_MODIFIED => {
                 let (rparts, _) = resp.into_parts();
@@ -476,22 +477,31 @@ fn background_revalidate(
             }
             Ok((resp, _)) => {
                 // A new response replaces the stored one; nobody waits for its body.
-                let _ = relay_origin_response(
-                    &ctx,
-                    &parts,
-                    key,
-                    resp,
-                    request_time,
-                    None,
-                    Fwd::Stale,
-                    None,
-                )
-                .await;
+                let _ =
+                    relay_origin_response(&ctx, &parts, key, resp, sent, None, Fwd::Stale, None)
+                        .await;
             }
             Err(e) => debug!("background revalidation failed: {e}"),
         }
         drop(guard);
     });
+}
+
+/// When a request went to the origin: its time (RFC 9111's request_time) and the key's
+/// invalidation mark, so what it fetches is stored only if nothing invalidated the key since.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sent {
+    pub time: SystemTime,
+    pub mark: u64,
+}
+
+impl Sent {
+    pub(super) fn now(ctx: &Ctx, key: &CacheKey) -> Self {
+        Self {
+            time: ctx.shared.clock.now(),
+            mark: ctx.shared.store.invalidation_mark(key.as_bytes()),
+        }
+    }
 }
 
 /// Send a GET/HEAD-derived request to the origin and wait for its head.

@@ -225,7 +225,12 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 9] = [
+        let counters: [(&str, &str, u64); 10] = [
+            (
+                "store_publishes_invalidated",
+                "Fills not stored because their URL was invalidated (unsafe method, PURGE) while they ran",
+                s.publishes_invalidated,
+            ),
             (
                 "store_evictions",
                 "Objects evicted from the disk store",

@@ -101,10 +101,16 @@ impl Store {
 
     /// Publish a record whose header is on disk. Returns the location to tombstone: the
     /// replaced record (pinned), or this very record when a newer one won meanwhile.
-    pub(crate) fn publish(&self, primary: Bytes, entry: Entry) -> Option<Loc> {
+    /// With `mark`, a key invalidated since then is not published either (this record is
+    /// returned to tombstone): the response predates the invalidation.
+    pub(crate) fn publish(&self, primary: Bytes, entry: Entry, mark: Option<u64>) -> Option<Loc> {
         let mut st = self.lock();
         if !st.pin(entry.loc.seg, entry.loc.epoch) {
             return None;
+        }
+        if mark.is_some_and(|m| m != st.invalidation(&primary)) {
+            Counters::inc(&self.counters().publishes_invalidated);
+            return Some(entry.loc);
         }
         if let Some(cur) = st.get(&primary, &entry.variant)
             && cur.loc.seq > entry.loc.seq

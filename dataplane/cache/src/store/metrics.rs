@@ -15,6 +15,7 @@ pub(crate) struct Counters {
     pub corrupt_dropped: AtomicU64,
     pub body_checks_skipped: AtomicU64,
     pub write_errors: AtomicU64,
+    pub publishes_invalidated: AtomicU64,
     pub disk_reads: AtomicU64,
     pub disk_read_bytes: AtomicU64,
     pub lat_buckets: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
@@ -89,6 +90,8 @@ pub struct StoreStats {
     pub recovered_objects: u64,
     /// Failed disk writes (ENOSPC, EIO, ...).
     pub write_errors: u64,
+    /// Fills not published because their key was invalidated while they ran.
+    pub publishes_invalidated: u64,
     pub ram_tier_bytes: u64,
     pub ram_tier_objects: u64,
     /// Disk read operations and their bytes.

@@ -45,6 +45,8 @@ pub struct ObjectWriter {
     flushed: u64,
     stage: Option<AlignedBuf>,
     failed: bool,
+    /// Publish only if the key's invalidation mark still has this value.
+    mark: Option<u64>,
 }
 
 impl std::fmt::Debug for ObjectWriter {
@@ -101,6 +103,7 @@ impl ObjectWriter {
             flushed: 0,
             stage: None,
             failed: false,
+            mark: None,
         };
         if let Some(cl) = content_length {
             w.reserve(cl)?;
@@ -220,6 +223,13 @@ impl ObjectWriter {
 
     /// Write what is left and the header, then publish. Fails (and publishes nothing) when the
     /// body length differs from the announced Content-Length or a write fails.
+    /// Publish at [`finish`](Self::finish) only if nothing invalidated the key since `mark`
+    /// ([`Store::invalidation_mark`], taken before the origin request went out). The check
+    /// and the publish are one step under the index lock.
+    pub fn publish_only_if_unchanged(&mut self, mark: u64) {
+        self.mark = Some(mark);
+    }
+
     pub async fn finish(mut self) -> Result<(), StoreError> {
         if self.failed {
             return Err(StoreError::NotStorable("writer already failed"));
@@ -294,7 +304,7 @@ impl ObjectWriter {
         };
         // Published: from here on, Drop must not tombstone our record.
         self.res = None;
-        let stale = self.store.publish(self.primary.clone(), entry);
+        let stale = self.store.publish(self.primary.clone(), entry, self.mark);
         self.store.unpin(res.seg);
         if let Some(old) = stale {
             let mut block = self.budget.alloc(4096).await;

@@ -65,14 +65,13 @@ async fn fetch_range(
     guard: LeaderGuard,
     fwd: Fwd,
 ) -> Response<Body> {
-    let request_time = ctx.shared.clock.now();
+    let sent = Sent::now(ctx, &key);
     let mut fetch_parts = parts.clone();
     fetch_parts.headers.remove(header::IF_NONE_MATCH);
     fetch_parts.headers.remove(header::IF_MODIFIED_SINCE);
     match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
         Ok((resp, _)) => {
-            relay_origin_response(ctx, &parts, key, resp, request_time, Some(guard), fwd, held)
-                .await
+            relay_origin_response(ctx, &parts, key, resp, sent, Some(guard), fwd, held).await
         }
         Err(e) => {
             drop(guard);
@@ -172,7 +171,7 @@ pub(super) async fn fetch(
     guard: Option<LeaderGuard>,
     fwd: Fwd,
 ) -> Response<Body> {
-    let request_time = ctx.shared.clock.now();
+    let sent = Sent::now(ctx, &key);
     // A HEAD miss is fetched as a GET so the object can be stored (HEAD is then served from it).
     // The whole object is fetched so it can be stored: the client's Range and validators are
     // the cache's to answer, not the origin's.
@@ -183,7 +182,7 @@ pub(super) async fn fetch(
     policy::request::strip_for_fill(&mut fetch_parts.headers);
     match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
         Ok((resp, _)) => {
-            relay_origin_response(ctx, &parts, key, resp, request_time, guard, fwd, None).await
+            relay_origin_response(ctx, &parts, key, resp, sent, guard, fwd, None).await
         }
         Err(e) => {
             drop(guard);
@@ -200,11 +199,12 @@ pub(super) async fn relay_origin_response(
     parts: &request::Parts,
     key: CacheKey,
     resp: Response<Incoming>,
-    request_time: SystemTime,
+    sent: Sent,
     guard: Option<LeaderGuard>,
     fwd: Fwd,
     held: Option<(ObjectRef, StoredResponse)>,
 ) -> Response<Body> {
+    let request_time = sent.time;
     let response_time = ctx.shared.clock.now();
     let (rparts, rbody) = resp.into_parts();
     let content_length = rparts
@@ -243,7 +243,10 @@ pub(super) async fn relay_origin_response(
                 to_store.encode(),
                 store_len,
             ) {
-                Ok(w) => {
+                Ok(mut w) => {
+                    // Not published if the key is invalidated before the write ends (RFC 9111
+                    // 4.4): checked with the publish, in one step.
+                    w.publish_only_if_unchanged(sent.mark);
                     writer = Some(w);
                     status = status.stored(true);
                 }
