@@ -225,3 +225,51 @@ fn a_thousand_slowloris_connections_do_not_cost_a_fresh_client_its_hits() {
     assert!(dp.metric("edgecache_dataplane_active_connections") <= 256.0 + 1.0);
     assert_eq!(o.requests_for("/obj/4k/loris"), 0);
 }
+
+#[test]
+fn stalled_readers_of_a_large_hit_do_not_freeze_other_clients_disk_hits() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    // One worker, no RAM tier: every hit is a disk read through the worker's I/O budget.
+    let dp = start(
+        &o,
+        dir.path(),
+        "memory:\n  ramTier: 0B\nclients:\n  maxConnectionsPerIp: 1000\n",
+    );
+    let big = "/obj/8m/big";
+    assert_eq!(dp.get(big).body.len(), 8 << 20);
+    let small: Vec<String> = (0..50).map(|i| format!("/obj/16k/s{i}")).collect();
+    for p in &small {
+        dp.get(p);
+    }
+    // 256 connections ask for the 8 MiB hit and never read a byte of it.
+    let mut stalled = Vec::new();
+    for _ in 0..256 {
+        let mut s = TcpStream::connect(dp.listen).unwrap();
+        socket2::SockRef::from(&s)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        write!(s, "GET {big} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
+        stalled.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // A fresh client's small hits from disk still come, each well within its 5 s timeout.
+    let mut worst = Duration::ZERO;
+    for p in &small {
+        let t = Instant::now();
+        let mut c = connect_from("127.0.0.2", dp.listen).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            c,
+            "GET {p} HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let r = read_response(&mut BufReader::new(c), false)
+            .unwrap_or_else(|e| panic!("{p}: {e} (stalled readers froze the worker)"));
+        worst = worst.max(t.elapsed());
+        assert!(r.is_hit(), "{p}: {}", r.cache_status());
+        check_body(16 * 1024, p.rsplit('/').next().unwrap(), &r.body).unwrap();
+    }
+    println!("256 stalled 8 MiB readers: slowest of 50 fresh disk hits took {worst:?}");
+    drop(stalled);
+}

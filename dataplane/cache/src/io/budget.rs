@@ -11,8 +11,11 @@
 //!
 //! Waiting: requests queue in arrival order, the next chunk of a started stream
 //! ([`IoBudget::alloc`]) ahead of the first read of a new one ([`IoBudget::alloc_first`]), so
-//! started streams finish first instead of the budget being shared by ever more streams. Only
-//! the waiter whose turn it is gets woken when a buffer comes back.
+//! started streams finish first instead of the budget being shared by ever more streams. A
+//! quarter of the budget is reserved for first reads: started streams hold their chunks until
+//! the client's socket takes them, so clients that stop reading could otherwise hold the whole
+//! budget and freeze every other hit on the worker until they time out. Only the waiters whose
+//! turn it may be (the oldest of each kind) are woken when a buffer comes back.
 //!
 //! Recycling: a returned buffer is kept in a per-size-class free list (its charge stays taken)
 //! and handed out again without a new allocation, page faults or zeroing: a 1 MiB
@@ -80,23 +83,46 @@ struct Waiter {
     id: u64,
     /// The first read of a stream (lower priority than the next chunk of a started stream).
     first: bool,
+    /// The class capacity it asks for.
+    cap: usize,
     waker: Option<Waker>,
 }
 
 impl Pool {
-    /// The waiter whose turn it is: the oldest continuation, else the oldest first read.
-    fn turn(&self) -> Option<u64> {
-        self.waiters
-            .iter()
-            .find(|w| !w.first)
-            .or(self.waiters.front())
-            .map(|w| w.id)
+    fn oldest(&self, first: bool) -> Option<&Waiter> {
+        self.waiters.iter().find(|w| w.first == first)
     }
 
-    /// The waker of the waiter whose turn it is (wake it after unlocking).
-    fn turn_waker(&mut self) -> Option<Waker> {
-        let id = self.turn()?;
-        self.waiters.iter_mut().find(|w| w.id == id)?.waker.take()
+    /// Whether the waiter `id` (a first read when `first`) may take memory now: the oldest
+    /// continuation when it fits outside the reserve; the oldest first read when no
+    /// continuation can go ahead of it (none waits, or the oldest does not fit outside the
+    /// reserve: stalled streams then hold the rest of the budget, and first reads use the
+    /// reserve they cannot touch).
+    fn turn(&self, s: &Shared, id: u64, first: bool) -> bool {
+        let cont = self.oldest(false);
+        if !first {
+            return cont.is_some_and(|w| w.id == id);
+        }
+        self.oldest(true).is_some_and(|w| w.id == id)
+            && cont.is_none_or(|c| !s.fits_outside_reserve(c.cap))
+    }
+
+    /// The wakers of the two waiters that may be next: the oldest continuation and the oldest
+    /// first read (wake them after unlocking; the one that cannot go waits again).
+    fn turn_wakers(&mut self) -> [Option<Waker>; 2] {
+        let mut out = [None, None];
+        for (slot, first) in out.iter_mut().zip([false, true]) {
+            if let Some(w) = self.waiters.iter_mut().find(|w| w.first == first) {
+                *slot = w.waker.take();
+            }
+        }
+        out
+    }
+}
+
+fn wake_all(wakers: [Option<Waker>; 2]) {
+    for w in wakers.into_iter().flatten() {
+        w.wake();
     }
 }
 
@@ -132,6 +158,28 @@ impl Shared {
 
     fn charge_of(&self, cap: usize) -> usize {
         cap.min(self.capacity)
+    }
+
+    /// The part of the budget that the next chunk of a started stream (and writes) may not
+    /// use: first reads only. So streams whose clients stopped reading, which hold their chunks
+    /// until the socket takes them, can never take the memory a new request's first read needs.
+    fn reserve(&self) -> usize {
+        self.capacity / 4
+    }
+
+    /// Whether a continuation of class `cap` fits in the budget outside the reserve (a request
+    /// too large for that area may use the whole budget, so nothing waits forever).
+    fn fits_outside_reserve(&self, cap: usize) -> bool {
+        let limit = self.capacity - self.reserve();
+        let charge = self.charge_of(cap);
+        if charge > limit {
+            return true;
+        }
+        let in_use = self
+            .charged
+            .load(Relaxed)
+            .saturating_sub(self.pooled.load(Relaxed));
+        in_use + charge <= limit
     }
 
     fn lock(&self) -> MutexGuard<'_, Pool> {
@@ -187,11 +235,9 @@ impl Shared {
                 self.release(self.charge_of(cap));
             }
         }
-        let w = p.turn_waker();
+        let w = p.turn_wakers();
         drop(p);
-        if let Some(w) = w {
-            w.wake();
-        }
+        wake_all(w);
     }
 }
 
@@ -330,12 +376,14 @@ impl IoBudget {
         let cap = class_cap(len);
         let id = {
             let mut p = s.lock();
-            let queue_ahead = if first {
-                !p.waiters.is_empty()
+            let may_go = if first {
+                p.oldest(true).is_none()
+                    && p.oldest(false)
+                        .is_none_or(|c| !s.fits_outside_reserve(c.cap))
             } else {
-                p.waiters.iter().any(|w| !w.first)
+                p.oldest(false).is_none() && s.fits_outside_reserve(cap)
             };
-            if !queue_ahead && let Some(t) = s.take(&mut p, cap) {
+            if may_go && let Some(t) = s.take(&mut p, cap) {
                 drop(p);
                 return self.finish(t, cap);
             }
@@ -344,6 +392,7 @@ impl IoBudget {
             p.waiters.push_back(Waiter {
                 id,
                 first,
+                cap,
                 waker: None,
             });
             id
@@ -352,16 +401,15 @@ impl IoBudget {
         let mut queued = Queued { s, id, done: false };
         let taken = std::future::poll_fn(|cx| {
             let mut p = s.lock();
-            if p.turn() == Some(id)
+            if p.turn(s, id, first)
+                && (first || s.fits_outside_reserve(cap))
                 && let Some(t) = s.take(&mut p, cap)
             {
                 p.waiters.retain(|w| w.id != id);
-                // There may be room for the next one too.
-                let w = p.turn_waker();
+                // There may be room for the next ones too.
+                let w = p.turn_wakers();
                 drop(p);
-                if let Some(w) = w {
-                    w.wake();
-                }
+                wake_all(w);
                 return Poll::Ready(t);
             }
             if let Some(w) = p.waiters.iter_mut().find(|w| w.id == id) {
@@ -387,11 +435,9 @@ impl Drop for Queued<'_> {
         if !self.done {
             let mut p = self.s.lock();
             p.waiters.retain(|w| w.id != self.id);
-            let w = p.turn_waker();
+            let w = p.turn_wakers();
             drop(p);
-            if let Some(w) = w {
-                w.wake();
-            }
+            wake_all(w);
         }
     }
 }
@@ -423,7 +469,8 @@ mod tests {
         rt.block_on(async {
             let b = IoBudget::new(1 << 20);
             let x = b.alloc(300 * 1024).await; // 320 KiB
-            let y = b.alloc(512 * 1024).await;
+            // A first read may use the reserve a continuation may not.
+            let y = b.alloc_first(512 * 1024).await;
             assert_eq!(b.usage().charged, 832 * 1024);
             assert!(b.try_alloc(256 * 1024).is_none(), "over budget");
             drop(x);
@@ -439,7 +486,7 @@ mod tests {
             assert_eq!(b.usage().allocs, 3);
             // A waiter gets memory when `y` is dropped on another thread.
             let t = std::thread::spawn(move || drop(y));
-            let w = b.alloc(700 * 1024).await;
+            let w = b.alloc_first(700 * 1024).await;
             t.join().expect("join");
             assert!(b.usage().peak <= 1 << 20);
             drop((w, again));
@@ -447,6 +494,31 @@ mod tests {
             let big = b.alloc(3 << 20).await;
             assert_eq!(b.usage().charged, 1 << 20);
             drop(big);
+        });
+    }
+
+    #[test]
+    fn started_streams_cannot_take_the_reserve_of_first_reads() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            use futures_util::FutureExt;
+            let b = IoBudget::new(1 << 20);
+            // Stalled streams: their chunks fill the budget outside the reserve (768 KiB).
+            let held: Vec<_> =
+                futures_util::future::join_all((0..3).map(|_| b.alloc(256 * 1024))).await;
+            // The next chunk of a started stream waits...
+            let mut next = Box::pin(b.alloc(256 * 1024));
+            assert!((&mut next).now_or_never().is_none(), "a continuation waits");
+            // ...and a new stream's first read, behind it in the queue, does not.
+            let first = b.alloc_first(64 * 1024).now_or_never();
+            assert!(first.is_some(), "a first read uses the reserve");
+            assert!(b.usage().peak <= 1 << 20);
+            drop(first);
+            // When a stalled chunk comes back, the continuation goes.
+            drop(held);
+            assert!(next.now_or_never().is_some());
         });
     }
 }
