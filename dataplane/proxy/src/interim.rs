@@ -200,7 +200,17 @@ impl InterimForwarder {
             if st.seq != self.seq || !st.open {
                 return (InterimAction::Drop, "the final response was sent");
             }
+            let before = st.pending.len();
             encode(status, headers, &mut st.pending);
+            if st.pending.len() > PENDING_MAX {
+                // A client that does not read, and an origin that keeps sending 1xx: keep what
+                // is queued within its bound and drop this one.
+                st.pending.truncate(before);
+                return (
+                    InterimAction::Drop,
+                    "the client has not taken the earlier ones",
+                );
+            }
             st.io_waker.clone()
         };
         wake(waker);
@@ -237,6 +247,10 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
 
 /// `HTTP/1.1 <code> <reason>` and the fields fit to go downstream: no hop-by-hop fields, no
 /// fields targeted at this cache, no Content-Length (RFC 9110 8.6: never in a 1xx).
+/// Bytes of interim responses queued per connection at most (counted in the memory plan's
+/// per-connection share); more are dropped until the client takes what is queued.
+pub const PENDING_MAX: usize = 16 * 1024;
+
 fn encode(status: StatusCode, headers: &HeaderMap, out: &mut Vec<u8>) {
     let mut fields = headers.clone();
     origin::strip_hop_by_hop(&mut fields);
@@ -493,6 +507,27 @@ mod tests {
         ));
         want.extend_from_slice(b"HTTP/1.1 200 OK");
         assert_eq!(io.inner.out, want);
+    }
+
+    #[test]
+    fn interim_responses_a_client_does_not_take_are_bounded() {
+        let slot = slot();
+        let mut io = io(&slot, 0);
+        let f = slot.begin(Version::HTTP_11, false);
+        let mut forwarded = 0;
+        for _ in 0..10_000 {
+            if f.push(StatusCode::EARLY_HINTS, &hints()) == InterimAction::Forward {
+                forwarded += 1;
+            }
+        }
+        assert_eq!(forwarded, PENDING_MAX / HINTS.len(), "then dropped");
+        assert!(slot.lock().pending.len() <= PENDING_MAX);
+        assert!(flush(&mut io).is_pending(), "nothing taken");
+        // Once the client reads, what was queued goes out whole, in order.
+        io.inner.budget = usize::MAX;
+        assert!(flush(&mut io).is_ready());
+        assert_eq!(io.inner.out.len(), forwarded * HINTS.len());
+        assert!(io.inner.out.starts_with(HINTS));
     }
 
     #[test]
