@@ -87,18 +87,13 @@ fn metrics_can_be_made_private() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "t0k").unwrap();
-    let cfg = dir.path().join("dp.yaml");
-    std::fs::write(&cfg, "adminAccess:\n  metricsPublic: false\n").unwrap();
-    let cache = dir.path().join("cache");
-    let url = o.url();
-    let mut opts = Opts::new(&url, &cache);
-    opts.extra = vec![
-        "--config".into(),
-        cfg.display().to_string(),
-        "--admin-token-file".into(),
-        token.display().to_string(),
-    ];
-    let dp = Dataplane::start(opts);
+    let dp = Dataplane::start_with_yaml(
+        &o.url(),
+        dir.path(),
+        "adminAccess:\n  metricsPublic: false\n",
+        2,
+        &["--admin-token-file".into(), token.display().to_string()],
+    );
     assert_eq!(get(dp.admin, "/metrics", &[]).unwrap().status, 401);
     let r = get(dp.admin, "/metrics", &[("Authorization", "Bearer t0k")]).unwrap();
     assert_eq!(r.status, 200);

@@ -78,12 +78,8 @@ fn close_delimited_responses_are_forwarded_whole_and_not_stored() {
 fn store_close_delimited_true_stores_them() {
     let o = raw_origin(BODY, false);
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("dp.yaml");
-    std::fs::write(&cfg, "cache:\n  storeCloseDelimited: true\n").unwrap();
-    let cache = dir.path().join("cache");
-    let mut opts = Opts::new(&o.url, &cache);
-    opts.extra = vec!["--config".into(), cfg.display().to_string()];
-    let dp = Dataplane::start(opts);
+    let yaml = "cache:\n  storeCloseDelimited: true\n";
+    let dp = Dataplane::start_with_yaml(&o.url, dir.path(), yaml, 2, &[]);
     assert!(!dp.get("/cd").is_hit());
     let r = dp.get("/cd");
     assert!(r.is_hit(), "{}", r.cache_status());

@@ -12,13 +12,7 @@ use std::time::Duration;
 use common::*;
 
 fn start(o: &OriginHandle, dir: &std::path::Path, yaml: &str) -> Dataplane {
-    let cfg = dir.join("dp.yaml");
-    std::fs::write(&cfg, yaml).unwrap();
-    let cache = dir.join("cache");
-    let url = o.url();
-    let mut opts = Opts::new(&url, &cache);
-    opts.extra = vec!["--config".into(), cfg.display().to_string()];
-    Dataplane::start(opts)
+    Dataplane::start_with_yaml(&o.url(), dir, yaml, 2, &[])
 }
 
 #[test]

@@ -14,15 +14,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// One worker, so every client of a test shares it.
 fn start(o: &OriginHandle, dir: &std::path::Path, yaml: &str) -> Dataplane {
-    let cfg = dir.join("dp.yaml");
-    std::fs::write(&cfg, yaml).unwrap();
-    let cache = dir.join("cache");
-    let url = o.url();
-    let mut opts = Opts::new(&url, &cache);
-    opts.workers = 1;
-    opts.extra = vec!["--config".into(), cfg.display().to_string()];
-    Dataplane::start(opts)
+    Dataplane::start_with_yaml(&o.url(), dir, yaml, 1, &[])
 }
 
 /// A connection from `from` (another loopback address: a different client for the caps).

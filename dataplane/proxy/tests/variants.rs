@@ -12,13 +12,8 @@ use common::*;
 fn the_oldest_variant_goes_past_the_cap_and_the_cap_survives_a_restart() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("dp.yaml");
-    std::fs::write(&cfg, "storage:\n  maxVariantsPerKey: 4\n").unwrap();
-    let cache = dir.path().join("cache");
-    let url = o.url();
-    let mut opts = Opts::new(&url, &cache);
-    opts.extra = vec!["--config".into(), cfg.display().to_string()];
-    let dp = Dataplane::start(opts);
+    let yaml = "storage:\n  maxVariantsPerKey: 4\n";
+    let dp = Dataplane::start_with_yaml(&o.url(), dir.path(), yaml, 2, &[]);
     let p = "/obj/4k/vary?hdr=Vary:User-Agent";
     for i in 0..10 {
         let ua = format!("agent-{i}");

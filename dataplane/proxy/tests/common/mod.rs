@@ -73,6 +73,25 @@ impl<'a> Opts<'a> {
 }
 
 impl Dataplane {
+    /// Start with the YAML config `yaml` (written to `dir/dp.yaml`), the cache in `dir/cache`,
+    /// `workers` workers and `extra` flags.
+    pub fn start_with_yaml(
+        origin_url: &str,
+        dir: &Path,
+        yaml: &str,
+        workers: u32,
+        extra: &[String],
+    ) -> Dataplane {
+        let cfg = dir.join("dp.yaml");
+        std::fs::write(&cfg, yaml).expect("write the config");
+        let cache = dir.join("cache");
+        let mut opts = Opts::new(origin_url, &cache);
+        opts.workers = workers;
+        opts.extra = vec!["--config".into(), cfg.display().to_string()];
+        opts.extra.extend(extra.iter().cloned());
+        Dataplane::start(opts)
+    }
+
     pub fn start(o: Opts<'_>) -> Dataplane {
         Self::start_with(o, |_| {})
     }
