@@ -109,6 +109,10 @@ impl Stats {
         self.body_bytes.load(Ordering::Relaxed)
     }
 
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn max_in_flight(&self) -> u64 {
         self.max_in_flight.load(Ordering::Relaxed)
     }
@@ -280,6 +284,11 @@ impl OriginHandle {
     /// Body bytes of all counted responses (full object sizes, also for HEAD/cut).
     pub fn body_bytes(&self) -> u64 {
         self.stats.body_bytes()
+    }
+
+    /// Requests in progress now (a response whose body is not yet finished or dropped).
+    pub fn in_flight(&self) -> u64 {
+        self.stats.in_flight()
     }
 
     /// Highest number of requests in progress at the same time since the last reset.

@@ -86,3 +86,43 @@ fn store_close_delimited_true_stores_them() {
     assert_eq!(r.body, BODY);
     assert_eq!(o.requests.load(Ordering::SeqCst), 1);
 }
+
+/// Wait until the origin has no body in progress; false after `within`.
+fn origin_idle_within(o: &OriginHandle, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if o.in_flight() == 0 {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn nobody_wanting_the_bytes_stops_the_origin_read() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    // 64 MiB at 64 KiB per 20 ms: 20 s to read whole.
+    let big = "/obj/64m/pass?cc=no-store&slow_ms=20";
+    let r = dp.request("HEAD", big, &[]);
+    assert_eq!(r.status, 200);
+    assert!(
+        origin_idle_within(&o, std::time::Duration::from_secs(3)),
+        "a HEAD of an uncacheable object stopped reading its body"
+    );
+    // A GET whose client goes away after the head.
+    {
+        use std::io::{BufRead, BufReader, Write};
+        let mut s = std::net::TcpStream::connect(dp.listen).unwrap();
+        write!(s, "GET {big} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
+        let mut line = String::new();
+        BufReader::new(&s).read_line(&mut line).unwrap();
+        assert!(line.contains("200"), "{line}");
+    }
+    assert!(
+        origin_idle_within(&o, std::time::Duration::from_secs(3)),
+        "an aborted GET of an uncacheable object stopped reading its body"
+    );
+}

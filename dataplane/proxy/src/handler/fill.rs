@@ -274,6 +274,12 @@ pub(super) async fn relay_origin_response(
             tail: shareable && content_length.is_some_and(|n| n <= TAIL_LIMIT),
         });
     }
+    // Waiters do not share a response that cannot be stored (they fetch on their own): the
+    // flight has nothing more to give them, and the body is read only for the client.
+    let mut guard = guard;
+    if !shareable {
+        guard = None;
+    }
     ctx.shared.metrics.request(if shareable {
         Outcome::Miss
     } else {
