@@ -168,7 +168,7 @@ pub use writer::ObjectWriter;
 
 use crate::io::file::{SegFile, open_segment};
 use crate::io::threads::{POOL_THREADS, ThreadPool};
-use dir::{LOCK_FILE, load_or_init_superblock, remove_temp_files, seg_path};
+use dir::{LOCK_FILE, claim, load_or_init_superblock, remove_temp_files, seg_path};
 use metrics::Counters;
 use ram::RamTier;
 use state::{Entry, Loc, Seg, State};
@@ -331,6 +331,8 @@ impl Store {
         let engine = crate::io::resolve(cfg.engine)
             .map_err(|e| StoreError::Engine(format!("io_uring requested but unavailable: {e}")))?;
         fs::create_dir_all(&cfg.dir)?;
+        // Before anything is created or deleted in it.
+        claim(&cfg.dir)?;
         let lock = fs::OpenOptions::new()
             .create(true)
             .truncate(false)

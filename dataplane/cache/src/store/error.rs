@@ -32,6 +32,17 @@ pub enum StoreError {
     /// Another process has this cache directory open.
     #[error("cache directory {0} is in use by another process")]
     Locked(std::path::PathBuf),
+    /// The directory holds files the store did not create, and it was never claimed: the
+    /// store refuses to use (and so to delete anything in) a directory that may be someone
+    /// else's.
+    #[error(
+        "refusing to use {dir} as the cache directory: it holds files EdgeCache did not create \
+         ({names}); point storage.dir at an empty directory or one EdgeCache created"
+    )]
+    NotOurs {
+        dir: std::path::PathBuf,
+        names: String,
+    },
     /// A disk error (ENOSPC, EIO, ...).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -50,6 +61,7 @@ impl StoreError {
             StoreError::MetaTooLarge { .. } => "meta_too_large",
             StoreError::Engine(_) => "engine",
             StoreError::Locked(_) => "locked",
+            StoreError::NotOurs { .. } => "not_ours",
             StoreError::Io(_) => "io",
         }
     }
