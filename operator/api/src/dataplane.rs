@@ -830,6 +830,10 @@ mod tests {
                 "origin:\n  hostHeader: !bogus a",
                 "origin.hostHeader: must be one of preserve, origin, rewrite (got !bogus a)",
             ),
+            (
+                "workers:\n  steering: !queue 1",
+                "workers.steering.queue: must be the name alone, with no value (got 1)",
+            ),
         ] {
             let e = parse(&format!("{yaml}\n")).unwrap_err();
             let lines: Vec<String> = e.0.iter().map(ToString::to_string).collect();

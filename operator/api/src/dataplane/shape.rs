@@ -175,6 +175,8 @@ fn expected_in_users_words(expected: &str) -> &str {
         "a boolean" => "true or false",
         "a string" => "text",
         "socket address" => ADDRESS,
+        // A `!name value` where the name takes no value (`steering: !queue 1`).
+        "unit" | "unit variant" => "the name alone, with no value",
         e if e.starts_with("struct ") => "a mapping of its fields",
         e => e,
     }
