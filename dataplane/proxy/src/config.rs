@@ -92,26 +92,33 @@ pub fn check_file(path: &Path) -> Result<DataplaneConfig, LoadError> {
     })
 }
 
-/// The file (if any) with the flags applied on top, validated as a whole.
+/// The file (if any) with the flags applied on top, validated as a whole. The file's unknown
+/// fields and fields of the wrong type are reported with every invalid value, in one go.
 pub fn load(flags: &ServeFlags) -> Result<DataplaneConfig, LoadError> {
-    let mut cfg = match &flags.config {
+    let (mut cfg, shape) = match &flags.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
                 path: path.clone(),
                 source,
             })?;
-            // A file must be valid on its own shape-wise; values are checked after the overlay,
-            // so a flag may fix a value the file leaves out (e.g. the origin URL).
             dataplane::parse_shape(&text).map_err(|errors| LoadError::Invalid {
                 path: path.clone(),
                 errors,
             })?
         }
-        None => DataplaneConfig::default(),
+        None => (DataplaneConfig::default(), Vec::new()),
     };
+    // Values are checked after the overlay, so a flag may supply a value the file leaves out
+    // (e.g. the origin URL).
     apply_flags(&mut cfg, flags);
-    dataplane::validate(&cfg).map_err(LoadError::InvalidFlags)?;
-    Ok(cfg)
+    let file_is_wrong = !shape.is_empty();
+    dataplane::check(cfg, shape).map_err(|errors| match &flags.config {
+        Some(path) if file_is_wrong => LoadError::Invalid {
+            path: path.clone(),
+            errors,
+        },
+        _ => LoadError::InvalidFlags(errors),
+    })
 }
 
 fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::quantity::{ByteSize, Duration};
 
+mod shape;
+
 /// The version of this config format. Bumped only on incompatible changes.
 pub const CONFIG_VERSION: u32 = 1;
 
@@ -412,7 +414,8 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Every problem found in a config, in document order.
+/// Every problem found in a config: unknown fields and fields of the wrong type in document
+/// order, then invalid values in field order.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
@@ -435,38 +438,40 @@ fn err(path: &str, value: Option<String>, reason: impl Into<String>) -> ConfigEr
     }
 }
 
-/// Parse and validate a YAML config. Reports every unknown field, the first type error (serde
-/// cannot go on past one), and, when the document has the right shape, every invalid value.
+/// Parse and validate a YAML config, reporting every unknown field, every field of the wrong
+/// type and every invalid value in one go.
 pub fn parse(yaml: &str) -> Result<DataplaneConfig, ConfigErrors> {
-    let cfg = parse_shape(yaml)?;
-    validate(&cfg)?;
-    Ok(cfg)
+    let (cfg, shape) = parse_shape(yaml)?;
+    check(cfg, shape)
 }
 
-/// Parse a YAML config, checking its shape (unknown fields, types) but not its values: for a
-/// caller that overlays more settings (command-line flags) before [`validate`].
-pub fn parse_shape(yaml: &str) -> Result<DataplaneConfig, ConfigErrors> {
-    let mut errors = Vec::new();
-    let de = serde_yaml::Deserializer::from_str(yaml);
-    let mut track = serde_path_to_error::Track::new();
-    let tracked = serde_path_to_error::Deserializer::new(de, &mut track);
-    let parsed = serde_ignored::deserialize(tracked, |path| {
-        errors.push(err(&path.to_string(), None, "unknown field"));
-    });
-    match parsed {
-        Ok(cfg) if errors.is_empty() => return Ok(cfg),
-        Ok(_) => {}
-        Err(e) => {
-            let path = track.path().to_string();
-            let path = if path == "." {
-                "(document)".to_string()
-            } else {
-                path
-            };
-            errors.push(err(&path, None, e.to_string()));
-        }
+/// Read a YAML config as far as its shape allows, for a caller that overlays more settings
+/// (command-line flags) before [`check`]: the config built from its fields of the right type
+/// (the others keep their defaults), and a problem for every unknown field and every field of
+/// the wrong type, in document order. Values are not judged. An error when the document as a
+/// whole cannot be read (not YAML, or not a mapping).
+pub fn parse_shape(yaml: &str) -> Result<(DataplaneConfig, Vec<ConfigError>), ConfigErrors> {
+    shape::read(yaml)
+}
+
+/// [`validate`] `cfg`, reporting its invalid values after the `shape` problems from
+/// [`parse_shape`], except for a field those already report.
+pub fn check(
+    cfg: DataplaneConfig,
+    shape: Vec<ConfigError>,
+) -> Result<DataplaneConfig, ConfigErrors> {
+    let mut errors = shape;
+    if let Err(values) = validate(&cfg) {
+        let fresh: Vec<ConfigError> = (values.0.into_iter())
+            .filter(|v| !errors.iter().any(|s| shape::related(&v.path, &s.path)))
+            .collect();
+        errors.extend(fresh);
     }
-    Err(ConfigErrors(errors))
+    if errors.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(ConfigErrors(errors))
+    }
 }
 
 /// Check the values of a config that has the right shape; every problem is reported.
@@ -731,9 +736,143 @@ mod tests {
     #[test]
     fn type_error_names_path_and_value() {
         let e = parse("origin:\n  url: http://o\nstorage:\n  size: lots\n").unwrap_err();
-        assert_eq!(e.0.len(), 1);
-        assert_eq!(e.0[0].path, "storage.size");
-        assert!(e.0[0].reason.contains("`lots`"), "{}", e.0[0].reason);
+        assert_eq!(e.0.len(), 1, "{e}");
+        assert_eq!(
+            e.0[0].to_string(),
+            "storage.size: must be a size like 10GiB or 500MiB (got lots)"
+        );
+    }
+
+    #[test]
+    fn every_kind_of_mistake_is_reported_in_one_run_each_once() {
+        // An unknown field, a wrong type inside a known section, a bad variant, a negative
+        // size and a bad value (the CLI test has the issue's own example).
+        let yaml = "origin:\n  url: http://o:80\nstorage:\n  sizee: 1GiB\n  ioEngine: fast\nclients:\n  maxConnectionsPerIp: many\nmemory:\n  limit: -1\nworkers:\n  queueOffset: 7\n";
+        let e = parse(yaml).unwrap_err();
+        let lines: Vec<String> = e.0.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "storage.sizee: unknown field",
+                "storage.ioEngine: must be one of auto, uring, threads (got fast)",
+                "clients.maxConnectionsPerIp: must be a whole number (got many)",
+                "memory.limit: must be a size like 10GiB or 500MiB (got -1)",
+                "workers.queueOffset: must be 0 (veth, loopback) or 1 (NIC drivers) (got 7)",
+            ],
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn type_errors_are_in_the_users_words() {
+        for (yaml, want) in [
+            (
+                "memory:\n  limit: -5",
+                "memory.limit: must be a size like 10GiB or 500MiB (got -5)",
+            ),
+            (
+                "cache:\n  hitForPass: soon",
+                "cache.hitForPass: must be a duration like 30s, 500ms or 5m (got soon)",
+            ),
+            (
+                "workers:\n  count: -1",
+                "workers.count: must be a whole number (got -1)",
+            ),
+            (
+                "memory:\n  headroomPercent: 300",
+                "memory.headroomPercent: must be a whole number from 0 to 255 (got 300)",
+            ),
+            (
+                "storage:\n  verifyEveryRead: yes",
+                "storage.verifyEveryRead: must be true or false (got yes)",
+            ),
+            (
+                "storage:\n  ioEngine: fast",
+                "storage.ioEngine: must be one of auto, uring, threads (got fast)",
+            ),
+            (
+                "listen: 8080",
+                "listen: must be an address like 0.0.0.0:8080 (got 8080)",
+            ),
+            (
+                "listen: here",
+                "listen: must be an address like 0.0.0.0:8080 (got here)",
+            ),
+            (
+                "workers: 4",
+                "workers: must be a mapping of its fields (got 4)",
+            ),
+            (
+                "workers:\n  steering: 5",
+                "workers.steering: must be one of queue, cpu, hash, incoming-cpu, off (got 5)",
+            ),
+            (
+                "cache:\n  cookiePolicy: [a]",
+                "cache.cookiePolicy: must be one of store, no-store-unless-public, never-store (got a list)",
+            ),
+            (
+                "storage:\n  dir: [a]",
+                "storage.dir: must be text (got a list)",
+            ),
+            (
+                "storage:\n  size:",
+                "storage.size: must be a size like 10GiB or 500MiB (got nothing)",
+            ),
+            (
+                "origin:\n  hostHeader: bogus",
+                "origin.hostHeader: must be one of preserve, origin, rewrite (got bogus)",
+            ),
+            (
+                "origin:\n  hostHeader: !rewrite [a]",
+                "origin.hostHeader.rewrite: must be text (got a list)",
+            ),
+            (
+                "origin:\n  hostHeader: !bogus a",
+                "origin.hostHeader: must be one of preserve, origin, rewrite (got !bogus a)",
+            ),
+            (
+                "workers:\n  steering: !queue 1",
+                "workers.steering.queue: must be the name alone, with no value (got 1)",
+            ),
+        ] {
+            let e = parse(&format!("{yaml}\n")).unwrap_err();
+            let lines: Vec<String> = e.0.iter().map(ToString::to_string).collect();
+            assert_eq!(
+                lines,
+                [
+                    want,
+                    "origin.url: is required (e.g. http://origin.example:8080) (got \"\")"
+                ],
+                "{yaml}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_and_booleans_are_text_where_text_is_expected() {
+        let cfg = parse("origin:\n  url: http://o\n  hostHeader: !rewrite 8080\ncache:\n  name: 2024\nlog: true\n")
+            .unwrap();
+        assert_eq!(cfg.origin.host_header, HostHeader::Rewrite("8080".into()));
+        assert_eq!(cfg.cache.name, "2024");
+        assert_eq!(cfg.log, "true");
+    }
+
+    #[test]
+    fn a_field_with_a_type_error_is_not_judged_again_as_a_value() {
+        // The bad URL is reported as a type error, not again as "origin.url is required".
+        let e = parse("origin:\n  url: [a, b]\n").unwrap_err();
+        let paths: Vec<_> = e.0.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["origin.url"], "{e}");
+    }
+
+    #[test]
+    fn a_document_that_is_not_a_mapping_is_one_error() {
+        let e = parse("- a\n- b\n").unwrap_err();
+        assert_eq!(e.0.len(), 1, "{e}");
+        assert_eq!(e.0[0].path, "(document)");
+        let e = parse("origin: [\n").unwrap_err();
+        assert_eq!(e.0.len(), 1, "{e}");
+        assert_eq!(e.0[0].path, "(document)");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 /// Why a quantity could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,8 +95,10 @@ impl fmt::Display for ByteSize {
 }
 
 /// Both quantities are written as text, and read from text or a bare number (`from_number`).
+/// A value that is neither says what was expected, in the words of a config's reader
+/// (`expecting`), which [`crate::dataplane`] puts in its error as `must be <expecting>`.
 macro_rules! text_serde {
-    ($ty:ty, $from_number:expr) => {
+    ($ty:ty, $from_number:expr, $expecting:literal) => {
         impl Serialize for $ty {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.collect_str(self)
@@ -105,23 +107,34 @@ macro_rules! text_serde {
 
         impl<'de> Deserialize<'de> for $ty {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                #[derive(Deserialize)]
-                #[serde(untagged)]
-                enum Raw {
-                    N(u64),
-                    S(String),
+                struct TextOrNumber;
+                impl<'de> de::Visitor<'de> for TextOrNumber {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_u64<E: de::Error>(self, n: u64) -> Result<$ty, E> {
+                        Ok($from_number(n))
+                    }
+                    fn visit_i64<E: de::Error>(self, n: i64) -> Result<$ty, E> {
+                        u64::try_from(n)
+                            .map($from_number)
+                            .map_err(|_| E::invalid_value(de::Unexpected::Signed(n), &self))
+                    }
+                    fn visit_str<E: de::Error>(self, s: &str) -> Result<$ty, E> {
+                        s.parse().map_err(|_: QuantityError| {
+                            E::invalid_value(de::Unexpected::Str(s), &self)
+                        })
+                    }
                 }
-                match Raw::deserialize(d)? {
-                    Raw::N(n) => Ok($from_number(n)),
-                    Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
-                }
+                d.deserialize_any(TextOrNumber)
             }
         }
     };
 }
 
-text_serde!(ByteSize, ByteSize);
-text_serde!(Duration, Duration::secs);
+text_serde!(ByteSize, ByteSize, "a size like 10GiB or 500MiB");
+text_serde!(Duration, Duration::secs, "a duration like 30s, 500ms or 5m");
 
 /// A span of time, written `250ms`, `2s`, `5m`, `1h` or `1d` (a bare number means seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
