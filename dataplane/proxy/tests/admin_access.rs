@@ -105,24 +105,11 @@ fn metrics_can_be_made_private() {
 #[test]
 fn a_missing_token_file_stops_the_start_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--origin",
-            "http://127.0.0.1:1",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--admin", "127.0.0.2:0", "--cache-size", "64MiB"])
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .arg("--admin-token-file")
-        .arg(dir.path().join("absent"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let absent = dir.path().join("absent");
+    let err = serve_refused(
+        &dir.path().join("cache"),
+        &["--admin-token-file".as_ref(), absent.as_os_str()],
+    );
     assert!(
         err.contains("adminAccess.tokenFile") && err.contains("absent"),
         "{err}"

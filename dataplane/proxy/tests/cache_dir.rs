@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-
 use common::*;
 
 #[test]
@@ -22,22 +20,7 @@ fn a_directory_with_someone_elses_files_is_refused_and_left_as_it_was() {
     ] {
         std::fs::write(theirs.join(name), body).unwrap();
     }
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--origin",
-            "http://127.0.0.1:1",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--admin", "127.0.0.2:0", "--cache-size", "64MiB"])
-        .arg("--cache-dir")
-        .arg(&theirs)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_refused(&theirs, &[]);
     assert!(
         err.contains("refusing to use") && err.contains("config.json, kubelet.tmp, notes.txt"),
         "{err}"

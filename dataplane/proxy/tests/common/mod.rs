@@ -413,6 +413,28 @@ pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<R
     })
 }
 
+/// Run `serve` on `cache_dir` with `extra` flags where it must refuse to start (ports 0, admin on
+/// 127.0.0.2, so no port another test took can fail it for the wrong reason); its stderr.
+pub fn serve_refused(cache_dir: &Path, extra: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--origin",
+            "http://127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--admin", "127.0.0.2:0", "--cache-size", "64MiB"])
+        .arg("--cache-dir")
+        .arg(cache_dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run edgecache-dataplane");
+    assert!(!out.status.success(), "the data plane started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Print a visible skip line and tell the caller to return.
 pub fn skip_unless_root(test: &str) -> bool {
     if is_root() {
