@@ -100,6 +100,42 @@ fn policy_primary_key_rfc9111_2_rfc9110_4_2_3() {
             Err(KeyError::BadHost),
         ),
         (
+            "a Host outside the RFC 3986 grammar",
+            "/",
+            &[("host", "%t%d-7..kl")],
+            Err(KeyError::BadHost),
+        ),
+        (
+            "a Host with a bracket",
+            "/",
+            &[("host", "uq]w.")],
+            Err(KeyError::BadHost),
+        ),
+        (
+            "a Host with sub-delims is a reg-name",
+            "/",
+            &[("host", "a-b_c~d!e")],
+            Ok("http://a-b_c~d!e/"),
+        ),
+        (
+            "percent-encodings in the query are uppercased",
+            "/?%Aa",
+            &[("host", "$")],
+            Ok("http://$/?%AA"),
+        ),
+        (
+            "a stray % is encoded, so a decoded neighbour makes no new triplet",
+            "/%%41a?%%41a",
+            &[("host", "h")],
+            Ok("http://h/%25Aa?%25Aa"),
+        ),
+        (
+            "a percent-encoded Host",
+            "/",
+            &[("host", "%41b")],
+            Err(KeyError::BadHost),
+        ),
+        (
             "two Host fields (RFC 9112 3.2)",
             "/",
             &[("host", "victim.example"), ("host", "attacker.example")],

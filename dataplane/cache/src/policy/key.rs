@@ -162,11 +162,7 @@ fn normalize_authority(scheme: &str, authority: &str) -> Result<String, KeyError
             None => (authority, None),
         }
     };
-    if host.is_empty()
-        || host
-            .bytes()
-            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b"/?#\\".contains(&b))
-    {
+    if !valid_host(host) {
         return Err(KeyError::BadHost);
     }
     let mut out = host.to_ascii_lowercase();
@@ -186,6 +182,28 @@ fn normalize_authority(scheme: &str, authority: &str) -> Result<String, KeyError
     Ok(out)
 }
 
+/// RFC 3986 3.2.2: `IP-literal` (brackets around an IPv6 address or IPvFuture: checked to
+/// their allowed characters) or `reg-name` of unreserved characters and sub-delims. A
+/// percent-encoded host (which no DNS name needs, and which `http::Uri` refuses) is refused
+/// too, so a key is always a URI.
+fn valid_host(host: &str) -> bool {
+    let b = host.as_bytes();
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return !inner.is_empty()
+            && inner.bytes().all(|c| {
+                c.is_ascii_hexdigit() || b":.vV".contains(&c) || is_unreserved(c) || is_sub_delim(c)
+            });
+    }
+    if b.is_empty() {
+        return false;
+    }
+    b.iter().all(|&c| is_unreserved(c) || is_sub_delim(c))
+}
+
+fn is_sub_delim(b: u8) -> bool {
+    b"!$&'()*+,;=".contains(&b)
+}
+
 fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._~".contains(&b)
 }
@@ -200,7 +218,7 @@ fn hex(b: u8) -> Option<u8> {
 }
 
 /// Decode `%XX` of unreserved characters, uppercase the hex digits of the others (RFC 3986
-/// 6.2.2.1 and 6.2.2.2).
+/// 6.2.2.1 and 6.2.2.2), and encode a stray `%` as `%25`.
 fn normalize_percent(s: &str, out: &mut String) {
     let b = s.as_bytes();
     let mut bytes = Vec::with_capacity(b.len());
@@ -223,7 +241,14 @@ fn normalize_percent(s: &str, out: &mut String) {
             i += 3;
             continue;
         }
-        bytes.push(b[i]);
+        if b[i] == b'%' {
+            // A `%` that starts no triplet is the octet itself: encoded, so that a decoded
+            // neighbour (`%%41` is `%` then `A`) cannot make a new triplet of it, and
+            // normalizing a key again gives the same key.
+            bytes.extend_from_slice(b"%25");
+        } else {
+            bytes.push(b[i]);
+        }
         i += 1;
     }
     out.push_str(&String::from_utf8_lossy(&bytes));
