@@ -141,6 +141,7 @@ pub mod error;
 mod frequency;
 pub mod layout;
 mod log;
+mod marks;
 pub mod metrics;
 pub(crate) mod ram;
 pub mod record;
@@ -169,6 +170,7 @@ pub use writer::ObjectWriter;
 use crate::io::file::{SegFile, open_segment};
 use crate::io::threads::{POOL_THREADS, ThreadPool};
 use dir::{LOCK_FILE, claim, load_or_init_superblock, remove_temp_files, seg_path};
+use marks::Marks;
 use metrics::Counters;
 use ram::RamTier;
 use state::{Entry, Loc, Seg, State};
@@ -311,6 +313,8 @@ pub struct Store {
     sync_block: Mutex<crate::io::AlignedBuf>,
     /// The budgets of live workers, for [`StoreStats`].
     budgets: Mutex<Vec<Weak<crate::io::budget::Shared>>>,
+    /// Invalidation marks of the keys ([`Store::invalidation_mark`]).
+    marks: Marks,
     /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
     _lock: fs::File,
 }
@@ -356,7 +360,6 @@ impl Store {
         let mut st = State {
             segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
             max_variants: cfg.max_variants_per_key,
-            invalidations: vec![0; state::INVALIDATION_SLOTS],
             ..State::default()
         };
         let mut corrupt = 0;
@@ -424,6 +427,7 @@ impl Store {
             index_reserve: AtomicU64::new(0),
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
+            marks: Marks::new(),
             _lock: lock,
         };
         store
@@ -524,8 +528,9 @@ impl Store {
     pub fn remove(&self, primary: &[u8]) -> usize {
         let locs = {
             let mut st = self.lock();
-            // A fill of this key in flight must not publish what it fetched before this.
-            st.invalidate(primary);
+            // A fill of this key in flight must not publish what it fetched before this (bumped
+            // under the index lock, where publish checks it).
+            self.marks.bump(primary);
             let variants: Vec<Bytes> = st
                 .index
                 .get(primary)
@@ -551,7 +556,7 @@ impl Store {
     /// to the writer ([`ObjectWriter::publish_only_if_unchanged`]), so an invalidation that lands
     /// while the fetch runs cannot be undone by its publish.
     pub fn invalidation_mark(&self, primary: &[u8]) -> u64 {
-        self.lock().invalidation(primary)
+        self.marks.get(primary)
     }
 
     /// Purge one variant.

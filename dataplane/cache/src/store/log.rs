@@ -108,7 +108,7 @@ impl Store {
         if !st.pin(entry.loc.seg, entry.loc.epoch) {
             return None;
         }
-        if mark.is_some_and(|m| m != st.invalidation(&primary)) {
+        if mark.is_some_and(|m| m != self.marks.get(&primary)) {
             Counters::inc(&self.counters().publishes_invalidated);
             return Some(entry.loc);
         }

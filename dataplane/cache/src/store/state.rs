@@ -64,15 +64,7 @@ pub(crate) struct State {
     pub trimmed: Vec<(Bytes, Bytes)>,
     /// Variants dropped for the cap, all told.
     pub variants_trimmed: u64,
-    /// Invalidation counters by key hash ([`INVALIDATION_SLOTS`] of them; empty until the
-    /// store opens): a removal bumps its key's slot, and a writer that saw another value when
-    /// its origin request went out does not publish (see [`State::invalidation`]).
-    pub invalidations: Vec<u64>,
 }
-
-/// Slots of the invalidation counters. Two keys sharing a slot only cost a fill not stored
-/// when the other key is invalidated during it; the table stays 32 KiB whatever the key count.
-pub const INVALIDATION_SLOTS: usize = 4096;
 
 /// Estimated heap bytes of one index entry beyond its key, variant and meta bytes: hash map
 /// slot, the variant list, the entry itself, the segment's key list and allocator overhead.
@@ -89,28 +81,6 @@ pub fn entry_cost(primary: &[u8], e: &Entry) -> u64 {
 }
 
 impl State {
-    fn invalidation_slot(&self, primary: &[u8]) -> Option<usize> {
-        if self.invalidations.is_empty() {
-            return None;
-        }
-        let h = super::frequency::key_hash(primary, b"");
-        Some((h % self.invalidations.len() as u64) as usize)
-    }
-
-    /// The invalidation counter of `primary`'s slot: a writer publishes only if it is unchanged
-    /// since its origin request went out.
-    pub fn invalidation(&self, primary: &[u8]) -> u64 {
-        self.invalidation_slot(primary)
-            .map_or(0, |i| self.invalidations[i])
-    }
-
-    /// Record that `primary` was invalidated (purged, or changed by an unsafe method).
-    pub fn invalidate(&mut self, primary: &[u8]) {
-        if let Some(i) = self.invalidation_slot(primary) {
-            self.invalidations[i] = self.invalidations[i].wrapping_add(1);
-        }
-    }
-
     /// The entry for (primary, variant), if any.
     pub fn get(&self, primary: &[u8], variant: &[u8]) -> Option<&Entry> {
         self.index
