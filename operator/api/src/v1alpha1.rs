@@ -16,7 +16,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::dataplane::{CookiePolicy, IoEngineKind, SteeringMode};
+use crate::dataplane::{
+    CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind, SteeringMode, StorageConfig,
+};
 use crate::quantity::{ByteSize, Duration};
 
 /// API group of the resource.
@@ -415,10 +417,10 @@ fn default_max_object() -> ByteSize {
     ByteSize::gib(1)
 }
 fn default_max_variants() -> u32 {
-    32
+    StorageConfig::default().max_variants_per_key
 }
 fn default_hit_for_pass() -> Duration {
-    Duration::secs(10)
+    CachePolicyConfig::default().hit_for_pass
 }
 fn default_cache_name() -> String {
     "edgecache".into()
@@ -460,17 +462,18 @@ impl Default for ClientsSpec {
     }
 }
 
+// The data plane's defaults, so the two cannot drift apart.
 fn default_header_timeout() -> Duration {
-    Duration::secs(10)
+    ClientLimitsConfig::default().header_timeout
 }
 fn default_client_idle_timeout() -> Duration {
-    Duration::secs(60)
+    ClientLimitsConfig::default().idle_timeout
 }
 fn default_write_timeout() -> Duration {
-    Duration::secs(30)
+    ClientLimitsConfig::default().write_timeout
 }
 fn default_per_ip() -> u32 {
-    256
+    ClientLimitsConfig::default().max_connections_per_ip
 }
 
 /// Ports and networking.
