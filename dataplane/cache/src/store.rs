@@ -14,6 +14,9 @@
 //!   the Content-Length is known, and the body streams to disk in 256 KiB aligned O_DIRECT
 //!   writes as it arrives. Unknown-length bodies are buffered in RAM up to
 //!   [`UNKNOWN_LENGTH_CAP`] (8 MiB), then written at `finish`; larger ones are not stored.
+//! - A known-length body can be read while it is written, by any worker
+//!   ([`ObjectWriter::readable`], [`StoreWorker::read_growing`]; see `store/growing.rs`):
+//!   readers follow the writer's flushes, so a slow reader never holds the writer back.
 //! - The header is written **last**: a record becomes valid when its header write completes, and
 //!   visible when it is inserted into the index right after. A crash before that leaves no
 //!   valid header; recovery stops there. A writer dropped without `finish` writes a tombstone
@@ -139,6 +142,7 @@ mod body;
 mod dir;
 pub mod error;
 mod frequency;
+mod growing;
 pub mod layout;
 mod log;
 mod marks;
@@ -162,6 +166,7 @@ use tokio::sync::OwnedSemaphorePermit;
 pub use crate::io::{EngineKind, probe_uring};
 pub use body::{Source, StoredObject};
 pub use error::StoreError;
+pub use growing::Growing;
 pub use layout::Layout;
 pub use metrics::{LatencyHistogram, StoreStats};
 pub use worker::StoreWorker;

@@ -43,6 +43,8 @@ engine_suite!(
     body_checks_stop_after_a_whole_read_until_restart,
     verify_every_read_checks_every_read,
     an_invalidation_during_a_write_is_not_undone_by_its_publish,
+    a_body_streams_to_readers_while_it_is_written,
+    a_failed_write_fails_its_readers_past_the_disk,
 );
 
 fn tmp() -> tempfile::TempDir {
@@ -927,5 +929,146 @@ fn an_invalidation_during_a_write_is_not_undone_by_its_publish(engine: IoEngineK
         store.remove(b"/other");
         wr.finish().await.unwrap();
         assert_eq!(store.lookup(b"/inv").len(), 1);
+    });
+}
+
+/// Readers on this worker and on another thread get a body being written as it reaches the
+/// disk, all of it or a range of it, before the writer has finished; the last bytes only once
+/// it is published.
+fn a_body_streams_to_readers_while_it_is_written(engine: IoEngineKind) {
+    use futures_util::StreamExt;
+    let dir = tmp();
+    let store = open(dir.path(), 256 * MIB, engine);
+    let len = 5 * MIB as usize + 123;
+    let body = content("/growing", 3, len);
+    let (g_tx, g_rx) = std::sync::mpsc::channel();
+    let other = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            run(engine, async move {
+                let w = StoreWorker::new(store).unwrap();
+                let g = g_rx.recv().unwrap();
+                let mut out = Vec::new();
+                let mut s = std::pin::pin!(w.read_growing(g, None));
+                while let Some(c) = s.next().await {
+                    out.extend_from_slice(&c.unwrap());
+                }
+                out
+            })
+        })
+    };
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut wr = w
+            .begin_write(
+                Bytes::from_static(b"/growing"),
+                Bytes::new(),
+                Bytes::from_static(b"meta"),
+                Some(len as u64),
+            )
+            .unwrap();
+        let g = wr.readable().unwrap();
+        g_tx.send(g.clone()).unwrap();
+        let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let reader = {
+            let (got, g) = (got.clone(), g.clone());
+            let s = w.read_growing(g, None);
+            tokio::task::spawn_local(async move {
+                let mut s = std::pin::pin!(s);
+                while let Some(c) = s.next().await {
+                    got.borrow_mut().extend_from_slice(&c.unwrap());
+                }
+            })
+        };
+        let range = 1_000_001..3_000_000u64;
+        let ranged = tokio::task::spawn_local({
+            let s = w.read_growing(g.clone(), Some(range.clone()));
+            async move {
+                let mut out = Vec::new();
+                let mut s = std::pin::pin!(s);
+                while let Some(c) = s.next().await {
+                    out.extend_from_slice(&c.unwrap());
+                }
+                out
+            }
+        });
+        // Half the body written: the reader has part of it, not all.
+        for c in body[..len / 2].chunks(100_000) {
+            wr.write(Bytes::copy_from_slice(c)).await.unwrap();
+        }
+        for _ in 0..50 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            if got.borrow().len() >= MIB as usize {
+                break;
+            }
+        }
+        let part = got.borrow().len();
+        assert!(
+            (MIB as usize..=len / 2).contains(&part),
+            "read {part} bytes of the first {} written",
+            len / 2
+        );
+        assert_eq!(
+            got.borrow()[..],
+            body[..part],
+            "the bytes read so far are right"
+        );
+        for c in body[len / 2..].chunks(100_000) {
+            wr.write(Bytes::copy_from_slice(c)).await.unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            got.borrow().len() < len,
+            "the last block waits for the publish"
+        );
+        wr.finish().await.unwrap();
+        reader.await.unwrap();
+        assert!(*got.borrow() == body, "the whole body, in order");
+        let r = ranged.await.unwrap();
+        assert!(r[..] == body[range.start as usize..range.end as usize]);
+        let (meta, stored) = get(&w, "/growing").await.unwrap();
+        assert_eq!((&meta[..], stored == body), (&b"meta"[..], true));
+    });
+    assert!(other.join().unwrap() == body, "a reader on another worker");
+}
+
+/// A writer dropped half way: what reached the disk is still read correctly, a reader past it
+/// gets an error (never a short body that looks complete), and nothing is published.
+fn a_failed_write_fails_its_readers_past_the_disk(engine: IoEngineKind) {
+    use futures_util::StreamExt;
+    let dir = tmp();
+    let store = open(dir.path(), 256 * MIB, engine);
+    let len = 4 * MIB as usize;
+    let body = content("/failing", 4, len);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut wr = w
+            .begin_write(
+                Bytes::from_static(b"/failing"),
+                Bytes::new(),
+                Bytes::new(),
+                Some(len as u64),
+            )
+            .unwrap();
+        let g = wr.readable().unwrap();
+        wr.write(Bytes::copy_from_slice(&body[..2 * MIB as usize]))
+            .await
+            .unwrap();
+        drop(wr);
+        let collect = |range| {
+            let s = w.read_growing(g.clone(), Some(range));
+            async move {
+                let mut out = Vec::new();
+                let mut s = std::pin::pin!(s);
+                while let Some(c) = s.next().await {
+                    out.extend_from_slice(&c?);
+                }
+                Ok::<_, std::io::Error>(out)
+            }
+        };
+        let prefix = collect(0..MIB).await.unwrap();
+        assert!(prefix[..] == body[..MIB as usize]);
+        assert!(collect(0..len as u64).await.is_err(), "the rest never came");
+        assert!(store.lookup(b"/failing").is_empty());
     });
 }

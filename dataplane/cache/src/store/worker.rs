@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::body::{DiskBody, Inner, Source, StoredObject, chunk_for, read_timed, verify_blocks};
+use super::growing::{Growing, Readable};
 use super::ram::RAM_MAX_RECORD;
 use super::record::{self, BLOCK, RecordHeader};
 use super::writer::ObjectWriter;
@@ -211,6 +212,40 @@ impl StoreWorker {
         })
     }
 
+    /// The body (or `range` of it) of an object being written ([`ObjectWriter::readable`]),
+    /// as it reaches the disk: read with this worker's I/O and budget, checked against its
+    /// block checksums, waiting for the writer when it catches up with it. Ends with an
+    /// error when the writer fails before `range` is on disk, a block fails its checksum, or
+    /// the segment is reclaimed under a slow reader; never yields unverified bytes.
+    pub fn read_growing(
+        &self,
+        growing: Arc<Growing>,
+        range: Option<std::ops::Range<u64>>,
+    ) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + 'static {
+        let body_len = growing.body_len();
+        let r = range.unwrap_or(0..body_len);
+        let end = r.end.min(body_len);
+        let start = r.start.min(end);
+        let reader = GrowingReader {
+            store: Arc::clone(&self.store),
+            io: Rc::clone(&self.io),
+            budget: self.budget.clone(),
+            chunk: self.chunk,
+            growing,
+            pos: start / BLOCK * BLOCK,
+            start,
+            end,
+        };
+        futures_util::stream::unfold(Some(reader), |reader| async move {
+            let mut reader = reader?;
+            match reader.next().await {
+                Ok(Some(b)) => Some((Ok(b), Some(reader))),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+    }
+
     /// Start storing a response. `Err` means: do not store, just proxy.
     pub fn begin_write(
         &self,
@@ -279,5 +314,66 @@ impl StoreWorker {
             return Err(e.into());
         }
         Ok(())
+    }
+}
+
+/// The state of one [`StoreWorker::read_growing`] stream.
+struct GrowingReader {
+    store: Arc<Store>,
+    io: Rc<WorkerIo>,
+    budget: IoBudget,
+    chunk: u64,
+    growing: Arc<Growing>,
+    /// The next body offset to read (a block boundary).
+    pos: u64,
+    start: u64,
+    end: u64,
+}
+
+impl GrowingReader {
+    async fn next(&mut self) -> std::io::Result<Option<Bytes>> {
+        use std::io::{Error, ErrorKind};
+        loop {
+            if self.pos >= self.end {
+                return Ok(None);
+            }
+            let (to, crcs) = match self.growing.readable(self.pos).await {
+                Readable::End => return Ok(None),
+                Readable::Failed => {
+                    return Err(Error::other("the fill of this object failed"));
+                }
+                Readable::Bytes { to, crcs } => (to, crcs),
+            };
+            let loc = &self.growing.loc;
+            let len = self.chunk.min(to - self.pos);
+            let buf = self.budget.alloc(self.chunk as usize).await;
+            let file = FileId {
+                seg: loc.seg,
+                direct: true,
+            };
+            let off = loc.off + u64::from(loc.header_len) + self.pos;
+            let read_len = crate::io::align_up(len);
+            let buf = read_timed(&self.io, &self.store, file, buf, read_len, off, None).await?;
+            if !self.store.epoch_is(loc.seg, loc.epoch) {
+                return Err(Error::other(StoreError::MissingOrReplaced));
+            }
+            let data = Bytes::from_owner(buf);
+            // `crcs` start at the block at `self.pos`.
+            if !verify_blocks(&crcs, 0, &data[..len as usize]) {
+                return Err(Error::new(
+                    ErrorKind::InvalidData,
+                    "a block being written failed its checksum",
+                ));
+            }
+            let base = self.pos;
+            self.pos += len;
+            let from = self.start.max(base);
+            let upto = self.end.min(base + len);
+            if from < upto {
+                return Ok(Some(
+                    data.slice((from - base) as usize..(upto - base) as usize),
+                ));
+            }
+        }
     }
 }

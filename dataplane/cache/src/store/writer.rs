@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::growing::Growing;
 use super::metrics::Counters;
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
 use super::state::{Entry, Loc};
@@ -47,6 +48,8 @@ pub struct ObjectWriter {
     failed: bool,
     /// Publish only if the key's invalidation mark still has this value.
     mark: Option<u64>,
+    /// Shared with readers that stream the body while it is written.
+    growing: Option<Arc<Growing>>,
 }
 
 impl std::fmt::Debug for ObjectWriter {
@@ -104,6 +107,7 @@ impl ObjectWriter {
             stage: None,
             failed: false,
             mark: None,
+            growing: None,
         };
         if let Some(cl) = content_length {
             w.reserve(cl)?;
@@ -218,7 +222,36 @@ impl ObjectWriter {
         self.flushed += filled;
         buf.clear();
         self.stage = Some(buf);
+        if let Some(g) = &self.growing {
+            // The body's last block becomes readable only at the publish (see `growing`).
+            let blocks = ((self.flushed / BLOCK) as usize).min(self.crcs.len());
+            g.advance(
+                self.flushed.min(self.len.saturating_sub(1)),
+                &self.crcs[..blocks],
+            );
+        }
         Ok(())
+    }
+
+    /// The body as it is written, for readers on any worker
+    /// ([`StoreWorker::read_growing`](super::StoreWorker::read_growing)). `None` when the
+    /// length is unknown (the body is buffered and written at the end).
+    pub fn readable(&mut self) -> Option<Arc<Growing>> {
+        let (Mode::Known(cl), Some(res)) = (&self.mode, self.res) else {
+            return None;
+        };
+        let loc = Loc {
+            seg: res.seg,
+            epoch: res.epoch,
+            off: res.off,
+            header_len: self.header_len as u32,
+            body_len: *cl,
+            seq: 0,
+        };
+        Some(Arc::clone(
+            self.growing
+                .get_or_insert_with(|| Arc::new(Growing::new(loc))),
+        ))
     }
 
     /// Write what is left and the header, then publish. Fails (and publishes nothing) when the
@@ -263,7 +296,8 @@ impl ObjectWriter {
             return Err(StoreError::NoSpace);
         };
         let seq = self.store.next_seq();
-        let used_fixed = FIXED + self.primary.len() + self.variant.len() + 4 * self.crcs.len();
+        let crcs = std::mem::take(&mut self.crcs);
+        let used_fixed = FIXED + self.primary.len() + self.variant.len() + 4 * crcs.len();
         let header = RecordHeader {
             flags: 0,
             header_len: self.header_len as u32,
@@ -273,7 +307,7 @@ impl ObjectWriter {
             body_len: self.len,
             primary: self.primary.clone(),
             variant: self.variant.clone(),
-            crcs: std::mem::take(&mut self.crcs),
+            crcs,
             meta: self.meta.clone(),
             meta_cap: (self.header_len as usize - used_fixed) as u32,
         };
@@ -306,6 +340,9 @@ impl ObjectWriter {
         self.res = None;
         let stale = self.store.publish(self.primary.clone(), entry, self.mark);
         self.store.unpin(res.seg);
+        if let Some(g) = self.growing.take() {
+            g.end(true, &header.crcs);
+        }
         if let Some(old) = stale {
             let mut block = self.budget.alloc(4096).await;
             self.store.encode_tombstone(&old, &mut block);
@@ -325,6 +362,9 @@ impl ObjectWriter {
 
 impl Drop for ObjectWriter {
     fn drop(&mut self) {
+        if let Some(g) = self.growing.take() {
+            g.end(false, &[]);
+        }
         if let Some(res) = self.res.take() {
             let body_len = res.len - self.header_len;
             let loc = Loc {
