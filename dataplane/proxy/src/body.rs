@@ -64,20 +64,6 @@ where
     Box::pin(StreamBody::new(s.map(|r| r.map(Frame::data))))
 }
 
-/// A body fed through a channel by a task that runs on its own.
-pub fn channel(rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>) -> Body {
-    stream(receiver(rx))
-}
-
-/// The chunks sent through a channel, as a stream.
-pub fn receiver(
-    rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
-) -> impl Stream<Item = io::Result<Bytes>> + 'static {
-    futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    })
-}
-
 /// The bytes `range` (end exclusive) of a stream of chunks that starts at offset 0. A stream
 /// that ends before the range is complete ends with an error (a truncated response, never a
 /// complete-looking one).

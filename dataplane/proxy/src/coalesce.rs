@@ -3,10 +3,13 @@
 //! whichever worker thread they are on.
 //!
 //! The leader publishes the response head, then every body chunk, into a shared [`Flight`]. A
-//! waiter replays the chunks it has not seen and waits for more. Chunks are kept only while the
-//! fetch runs and only up to [`TAIL_LIMIT`] bytes: for a larger object waiters wait for the fetch
-//! to finish and then read the stored copy (or fetch on their own if it was not stored), so the
-//! coalescing buffer never holds more than a bounded amount of memory per key.
+//! waiter replays the chunks it has not seen and waits for more. Chunks are kept only while
+//! someone holds the flight and only up to [`TAIL_LIMIT`] bytes: a larger object being stored
+//! is streamed to waiters from the store as it is written (`Head::growing`); one that is not
+//! stored is not shared (waiters fetch on their own). So the coalescing buffer never holds
+//! more than a bounded amount of memory per key. A chunk is handed out once the next one has
+//! arrived, and the last one once the fetch is complete (stored): a client that has the whole
+//! body finds it stored.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,6 +17,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use edgecache_cache::policy::StoredResponse;
+use edgecache_cache::store::Growing;
 use tokio::sync::Notify;
 
 /// Bodies up to this size are replayed to waiters from memory while they arrive.
@@ -28,6 +32,11 @@ pub struct Head {
     pub shareable: bool,
     /// Whether waiters can tail the body from memory (shareable and small enough).
     pub tail: bool,
+    /// Whether the chunks are kept in memory (up to [`TAIL_LIMIT`]) for the leader's own
+    /// client to fall back on: `tail`, or a shareable body of unknown length.
+    pub keep: bool,
+    /// The stored copy being written, for waiters to stream from (a large known-length body).
+    pub growing: Option<Arc<Growing>>,
 }
 
 /// How a fetch ended.
@@ -43,10 +52,11 @@ pub enum End {
 struct State {
     head: Option<Head>,
     chunks: Vec<Bytes>,
+    /// Bytes in `chunks`.
+    kept: u64,
+    /// More than [`TAIL_LIMIT`] arrived: chunks past it are not kept.
+    overflowed: bool,
     end: Option<End>,
-    /// An unsafe request invalidated the key while this fetch ran: its response may predate
-    /// the change, so it must not be published (RFC 9111 4.4).
-    invalidated: bool,
 }
 
 /// One origin fetch in progress.
@@ -68,11 +78,23 @@ impl Flight {
 
     pub fn push(&self, chunk: Bytes) {
         let mut s = self.lock();
-        if s.head.as_ref().is_some_and(|h| h.tail) {
-            s.chunks.push(chunk);
-            drop(s);
-            self.changed.notify_waiters();
+        if !s.head.as_ref().is_some_and(|h| h.keep) || s.overflowed {
+            return;
         }
+        if s.kept + chunk.len() as u64 > TAIL_LIMIT {
+            s.overflowed = true;
+        } else {
+            s.kept += chunk.len() as u64;
+            s.chunks.push(chunk);
+        }
+        drop(s);
+        self.changed.notify_waiters();
+    }
+
+    /// Whether the chunk at `index` will be (or is) kept: every chunk so far was.
+    pub fn keeps(&self, index: usize) -> bool {
+        let s = self.lock();
+        s.head.as_ref().is_some_and(|h| h.keep) && !s.overflowed && index <= s.chunks.len()
     }
 
     pub fn finish(&self, end: End) {
@@ -80,11 +102,6 @@ impl Flight {
         s.end = Some(end);
         drop(s);
         self.changed.notify_waiters();
-    }
-
-    /// Whether the key was invalidated while this fetch ran (see [`Coalescer::invalidate`]).
-    pub fn invalidated(&self) -> bool {
-        self.lock().invalidated
     }
 
     /// Wait for the head (or for the fetch to end without one).
@@ -106,8 +123,9 @@ impl Flight {
         }
     }
 
-    /// Wait for the chunk at `index`: `Ok(Some(chunk))`, `Ok(None)` at a complete end,
-    /// `Err(())` when the fetch failed.
+    /// Wait for the chunk at `index`: `Ok(Some(chunk))` once the next chunk has arrived or the
+    /// fetch is complete, `Ok(None)` past the last one, `Err(())` when the fetch failed or the
+    /// chunk was not kept (past [`TAIL_LIMIT`]).
     pub async fn chunk(&self, index: usize) -> Result<Option<Bytes>, ()> {
         loop {
             let notified = self.changed.notified();
@@ -115,13 +133,13 @@ impl Flight {
             notified.as_mut().enable();
             {
                 let s = self.lock();
-                if let Some(c) = s.chunks.get(index) {
-                    return Ok(Some(c.clone()));
-                }
-                match s.end {
-                    Some(End::Complete) => return Ok(None),
-                    Some(End::Failed) => return Err(()),
-                    None => {}
+                let settled = index + 1 < s.chunks.len() || s.end == Some(End::Complete);
+                match (s.chunks.get(index), s.end) {
+                    (Some(c), _) if settled => return Ok(Some(c.clone())),
+                    (None, Some(End::Complete)) if !s.overflowed => return Ok(None),
+                    (_, Some(_)) => return Err(()),
+                    (None, None) if s.overflowed => return Err(()),
+                    _ => {}
                 }
             }
             notified.await;
@@ -202,17 +220,14 @@ impl Coalescer {
         }
     }
 
-    /// A successful unsafe request changed the resource at `key`: a fetch in progress for it
-    /// must not be stored (it may carry the old state), and new requests must not join it.
+    /// A successful unsafe request changed the resource at `key`: new requests must not join
+    /// a fetch in progress for it (it may carry the old state; the store's invalidation mark
+    /// keeps it from being published).
     pub fn invalidate(&self, key: &[u8]) {
-        let flight = self
-            .flights
+        self.flights
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
-        if let Some(f) = flight {
-            f.lock().invalidated = true;
-        }
         // What the origin says of it next is new: no pass either.
         self.passes
             .lock()
@@ -273,6 +288,8 @@ mod tests {
             stored,
             shareable: true,
             tail,
+            keep: tail,
+            growing: None,
         }
     }
 
@@ -329,21 +346,61 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_invalidated_flight_is_marked_and_no_longer_joined() {
+    async fn an_invalidated_flight_is_no_longer_joined() {
         let c = Arc::new(Coalescer::default());
         let Role::Leader(guard) = c.join(b"k") else {
             panic!()
         };
         c.invalidate(b"k");
-        assert!(guard.flight.invalidated());
-        let Role::Leader(second) = c.join(b"k") else {
+        let Role::Leader(_second) = c.join(b"k") else {
             panic!("a new request leads a new fetch")
         };
-        assert!(!second.flight.invalidated());
         drop(guard);
         assert!(
             matches!(c.join(b"k"), Role::Waiter(_)),
             "the old leader's guard does not remove the new flight"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunk_is_handed_out_once_the_next_arrives_or_the_fetch_completes() {
+        let c = Arc::new(Coalescer::default());
+        let Role::Leader(guard) = c.join(b"k") else {
+            panic!()
+        };
+        let f = guard.flight.clone();
+        f.set_head(head(true));
+        f.push(Bytes::from_static(b"a"));
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(20), f.chunk(0));
+        assert!(pending.await.is_err(), "the latest chunk is held back");
+        f.push(Bytes::from_static(b"b"));
+        assert_eq!(f.chunk(0).await, Ok(Some(Bytes::from_static(b"a"))));
+        f.finish(End::Complete);
+        assert_eq!(f.chunk(1).await, Ok(Some(Bytes::from_static(b"b"))));
+        assert_eq!(f.chunk(2).await, Ok(None));
+    }
+
+    #[tokio::test]
+    async fn chunks_past_the_tail_limit_are_not_kept_and_their_readers_fail() {
+        let c = Arc::new(Coalescer::default());
+        let Role::Leader(guard) = c.join(b"k") else {
+            panic!()
+        };
+        let f = guard.flight.clone();
+        f.set_head(head(true));
+        let half = Bytes::from(vec![0u8; (TAIL_LIMIT / 2) as usize]);
+        f.push(half.clone());
+        f.push(half.clone());
+        assert!(f.keeps(2));
+        f.push(Bytes::from_static(b"one too many"));
+        assert!(!f.keeps(2), "past the limit nothing more is kept");
+        assert!(f.lock().kept <= TAIL_LIMIT);
+        f.finish(End::Complete);
+        assert!(f.chunk(1).await.is_ok());
+        assert_eq!(
+            f.chunk(2).await,
+            Err(()),
+            "never a body that looks complete"
         );
     }
 

@@ -64,6 +64,7 @@ use crate::metrics::Outcome;
 use crate::origin::{self, Origin};
 use crate::server::Shared;
 
+mod feed;
 mod fill;
 mod forward;
 

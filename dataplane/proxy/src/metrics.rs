@@ -69,6 +69,8 @@ pub struct Metrics {
     pub interim_responses: Family<Label, Counter>,
     pub connections_closed: Family<Label, Counter>,
     pub connections_refused: Family<Label, Counter>,
+    pub fill_clients_switched: Counter,
+    pub coalesce_gave_up: Counter,
 }
 
 impl Metrics {
@@ -88,6 +90,8 @@ impl Metrics {
             interim_responses: Family::default(),
             connections_closed: Family::default(),
             connections_refused: Family::default(),
+            fill_clients_switched: Counter::default(),
+            coalesce_gave_up: Counter::default(),
         };
         let r = registry;
         r.register(
@@ -124,6 +128,16 @@ impl Metrics {
             "active_connections",
             "Client connections open now",
             m.active_connections.clone(),
+        );
+        r.register(
+            "fill_clients_switched",
+            "Clients that fell behind the fill they caused and read the rest from the store or the coalescing tail",
+            m.fill_clients_switched.clone(),
+        );
+        r.register(
+            "coalesce_gave_up",
+            "Coalesced requests that fetched on their own: the fetch they waited on failed or passed its deadline before a response head",
+            m.coalesce_gave_up.clone(),
         );
         r.register(
             "store_write_aborts",

@@ -64,6 +64,13 @@ impl Origin {
         })
     }
 
+    /// How long a request coalesced on another's fetch waits for its response head: that
+    /// fetch's own first-byte timeout (connect included), and a second for the leader to pass
+    /// the head on.
+    pub fn head_deadline(&self) -> Duration {
+        self.first_byte_timeout + Duration::from_secs(1)
+    }
+
     /// Build the request the origin sees from the client's head.
     pub fn prepare(
         &self,

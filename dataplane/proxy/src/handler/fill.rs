@@ -89,8 +89,11 @@ async fn follow(
     flight: Arc<Flight>,
     fwd: Fwd,
 ) -> Response<Body> {
-    let Some(head) = flight.head().await else {
-        // The leader failed before a response head: try on our own.
+    // The leader's fetch has the origin's timeouts; past them, and when it failed before a
+    // response head, try on our own.
+    let Ok(Some(head)) = tokio::time::timeout(ctx.origin.head_deadline(), flight.head()).await
+    else {
+        ctx.shared.metrics.coalesce_gave_up.inc();
         return fetch(ctx, parts, key, peer, None, fwd).await;
     };
     // The leader's response may answer this request only where a stored copy could: it is
@@ -109,8 +112,9 @@ async fn follow(
     {
         return fetch(ctx, parts, key, peer, None, fwd).await;
     }
-    if !head.tail {
-        // Too large to replay from memory: wait for the stored copy.
+    if !head.tail && head.growing.is_none() {
+        // Too large to replay from memory, and not stored as it arrives (unknown length):
+        // wait for the stored copy.
         if flight.ended().await == End::Complete
             && let Selected::One(r, stored) = select(ctx, &key, &parts.headers).await
         {
@@ -141,23 +145,19 @@ async fn follow(
     let Some(client_range) = client_body else {
         return respond(code, headers, status, body::empty());
     };
-    let chunks = futures_util::stream::unfold(Some((flight, 0usize)), |state| async move {
-        let (flight, i) = state?;
-        match flight.chunk(i).await {
-            Ok(Some(c)) => Some((Ok(c), Some((flight, i + 1)))),
-            Ok(None) => None,
-            Err(()) => Some((Err(io::Error::other("the origin fetch failed")), None)),
-        }
-    });
     let metrics = ctx.shared.metrics.clone();
     let count = move |c: &io::Result<Bytes>| {
         if let Ok(c) = c {
             metrics.response_bytes.inc_by(c.len() as u64);
         }
     };
-    let body = match client_range {
-        None => body::stream(chunks.inspect(count)),
-        Some(range) => body::stream(body::slice(chunks, range).inspect(count)),
+    let body = match (head.growing, client_range) {
+        // From the store, as the leader's fetch writes it.
+        (Some(g), range) => body::stream(ctx.store.read_growing(g, range).inspect(count)),
+        (None, None) => body::stream(feed::flight_chunks(flight, 0).inspect(count)),
+        (None, Some(range)) => {
+            body::stream(body::slice(feed::flight_chunks(flight, 0), range).inspect(count))
+        }
     };
     respond(code, headers, status, body)
 }
@@ -267,11 +267,20 @@ pub(super) async fn relay_origin_response(
         }
     }
     let shareable = verdict.is_ok();
+    let tail = shareable && content_length.is_some_and(|n| n <= TAIL_LIMIT);
+    // A large body being stored is readable from the store as it is written: by waiters, and
+    // by this client if it falls behind (not a combined 206: the store's body is not its body).
+    let growing = match (&mut writer, &splice) {
+        (Some(w), None) if !tail => w.readable(),
+        _ => None,
+    };
     if let Some(g) = &guard {
         g.flight.set_head(Head {
             stored: stored.clone(),
             shareable,
-            tail: shareable && content_length.is_some_and(|n| n <= TAIL_LIMIT),
+            tail,
+            keep: tail || (shareable && content_length.is_none()),
+            growing: growing.clone().filter(|_| shareable),
         });
     }
     // Waiters do not share a response that cannot be stored (they fetch on their own): the
@@ -292,30 +301,30 @@ pub(super) async fn relay_origin_response(
     // (the whole object is fetched to be stored): answer them from what arrived.
     let answer = ClientAnswer::of(parts, &stored, content_length, response_time);
     let (code, client_body) = answer.apply(rparts.status, &mut headers);
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let (tx, rx) = feed::feed(ctx.clone());
     let pump = Pump {
         ctx: ctx.clone(),
         body: rbody,
         splice: splice.filter(|_| writer.is_some()),
         writer,
+        growing,
         guard,
         to_client: client_body.is_some().then_some(tx),
-        count_sent: matches!(client_body, Some(None)),
+        sent: (0, 0),
         idle: ctx.origin.idle_timeout,
     };
     tokio::task::spawn_local(pump.run());
+    let metrics = ctx.shared.metrics.clone();
+    let count = move |c: &io::Result<Bytes>| {
+        if let Ok(c) = c {
+            metrics.response_bytes.inc_by(c.len() as u64);
+        }
+    };
     let body = match client_body {
         None => body::empty(),
-        Some(None) => body::channel(rx),
-        Some(Some(range)) => {
-            // Only the range reaches the client; count what it gets.
-            let metrics = ctx.shared.metrics.clone();
-            body::stream(body::slice(body::receiver(rx), range).inspect(move |c| {
-                if let Ok(c) = c {
-                    metrics.response_bytes.inc_by(c.len() as u64);
-                }
-            }))
-        }
+        Some(None) => body::stream(rx.inspect(count)),
+        // Only the range reaches the client; count what it gets.
+        Some(Some(range)) => body::stream(body::slice(rx, range).inspect(count)),
     };
     respond(code, headers, status, body)
 }
@@ -474,29 +483,60 @@ struct Pump {
     /// Held bytes to write around the body (a combined 206).
     splice: Option<Splice>,
     writer: Option<ObjectWriter>,
+    /// The writer's body as it is written, for this client to fall back on.
+    growing: Option<Arc<edgecache_cache::store::Growing>>,
     guard: Option<LeaderGuard>,
-    to_client: Option<tokio::sync::mpsc::Sender<io::Result<Bytes>>>,
-    /// Count the bytes sent to the client here (false when the client's body is a range, which
-    /// is counted as it is cut out).
-    count_sent: bool,
+    to_client: Option<feed::FeedTx>,
+    /// Chunks and bytes queued for the client so far.
+    sent: (usize, u64),
     idle: Duration,
 }
 
 impl Pump {
-    /// Send one chunk to the client, if it is still there.
+    /// Send one chunk to the client, if it is still there, without waiting for it when it can
+    /// read the rest from a copy that is kept anyway (see `feed`).
     async fn send_to_client(&mut self, chunk: Bytes) {
-        if let Some(tx) = &self.to_client {
-            if self.count_sent {
-                self.ctx
-                    .shared
-                    .metrics
-                    .response_bytes
-                    .inc_by(chunk.len() as u64);
+        let Some(feed) = &self.to_client else {
+            return;
+        };
+        let len = chunk.len();
+        let delivered = if feed.has_room(len) {
+            feed.push(chunk)
+        } else if let Some(rest) = self.rest() {
+            self.ctx.shared.metrics.fill_clients_switched.inc();
+            if let Some(feed) = self.to_client.take() {
+                feed.switch(rest);
             }
-            if tx.send(Ok(chunk)).await.is_err() {
-                self.to_client = None;
+            return;
+        } else {
+            // Nothing kept for it: this fill waits for its client. Waiters have nothing to
+            // wait for here: they fetch on their own.
+            if let Some(g) = self.guard.take() {
+                g.flight.finish(End::Failed);
             }
+            feed.push_when_room(chunk).await
+        };
+        if delivered {
+            self.sent = (self.sent.0 + 1, self.sent.1 + len as u64);
+        } else {
+            self.to_client = None;
         }
+    }
+
+    /// Where the client can read the rest of the body from, past what it was sent.
+    fn rest(&self) -> Option<feed::Rest> {
+        let (chunks, bytes) = self.sent;
+        if let (Some(growing), Some(_)) = (&self.growing, &self.writer) {
+            return Some(feed::Rest::Store {
+                growing: growing.clone(),
+                offset: bytes,
+            });
+        }
+        let flight = &self.guard.as_ref()?.flight;
+        flight.keeps(chunks).then(|| feed::Rest::Flight {
+            flight: flight.clone(),
+            index: chunks,
+        })
     }
 
     /// Copy bytes of stored partial content into the writer; on any failure the writer is
@@ -569,6 +609,7 @@ impl Pump {
                 debug!("store write failed, the response is still served: {e}");
                 metrics.write_abort(e.as_str());
                 self.writer = None;
+                self.growing = None;
             }
             if self.writer.is_some() {
                 if let Some(previous) = held.replace(chunk) {
@@ -585,11 +626,8 @@ impl Pump {
                 return;
             }
         };
-        if self.guard.as_ref().is_some_and(|g| g.flight.invalidated()) {
-            // Invalidated while it ran (RFC 9111 4.4): serve it, do not publish it.
-            debug!("not storing a response fetched before an invalidation of its URI");
-            self.writer = None;
-        }
+        // Invalidated while it ran (RFC 9111 4.4): it is served, and `finish` does not publish
+        // it (the writer's invalidation mark); its readers still get the whole body.
         match end {
             Ok(()) => {
                 if let Some(Splice {
@@ -624,8 +662,8 @@ impl Pump {
                 if let Some(c) = held.take() {
                     self.send_to_client(c).await;
                 }
-                if let Some(tx) = self.to_client.take() {
-                    let _ = tx.send(Err(io::Error::other(why))).await;
+                if let Some(feed) = self.to_client.take() {
+                    feed.fail(io::Error::other(why));
                 }
             }
         }

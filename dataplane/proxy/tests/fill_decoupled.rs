@@ -1,0 +1,142 @@
+//! A fill runs at the origin's speed into the store whatever its client does: a client that
+//! stops reading the response it caused holds back neither the store write nor the requests
+//! coalesced on the same fetch; those waiters stream a large object from the store while it is
+//! written instead of waiting for the fill to end.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A connection that sends `GET path` and never reads (a tiny receive buffer, so the server's
+/// writes stall at once).
+fn stalled_get(dp: &Dataplane, path: &str) -> TcpStream {
+    let mut s = TcpStream::connect(dp.listen).unwrap();
+    socket2::SockRef::from(&s)
+        .set_recv_buffer_size(4096)
+        .unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
+    s
+}
+
+/// `GET path`, giving up after `within` (a stalled fill would hold it for the write timeout).
+fn get_within(dp: &Dataplane, path: &str, within: Duration) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect(dp.listen)?;
+    s.set_read_timeout(Some(within))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
+    )?;
+    read_response(&mut BufReader::new(s), false)
+}
+
+fn start(o: &OriginHandle, dir: &std::path::Path) -> Dataplane {
+    // The default write timeout (30 s): a stalled client is not dropped during the test.
+    Dataplane::start_with_yaml(&o.url(), dir, "clients:\n  writeTimeout: 30s\n", 1, &[])
+}
+
+/// The stalled client caused the fill; requests for the same object while it runs, and after,
+/// are served whole, from one origin fetch, long before the stalled client is dropped.
+fn others_are_served_while_the_filling_client_stalls(size: u64, name: &str) {
+    // 64 KiB origin chunks (a pause of 1 ms between them), so the chunks the server may queue
+    // for the stalled client hold less than the object.
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let path = format!("/obj/{size}/{name}?slow_ms=1");
+    let stalled = stalled_get(&dp, &path);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while o.requests_for(&path) == 0 {
+        assert!(Instant::now() < deadline, "the fill never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Coalesced on the stalled client's fetch (or a hit once it is stored).
+    let r = get_within(&dp, &path, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("a second client of {path} got nothing in 10 s: {e}"));
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated);
+    check_body(size, name, &r.body).unwrap();
+    // The fill finished and was stored while the first client still stalls.
+    let r = get_within(&dp, &path, Duration::from_secs(10)).unwrap();
+    assert!(r.is_hit(), "{}", r.cache_status());
+    check_body(size, name, &r.body).unwrap();
+    assert_eq!(o.requests_for(&path), 1, "one origin fetch");
+    // The stalled client fell behind and was switched to a kept copy; reading now, it gets
+    // the whole body.
+    assert!(dp.metric("edgecache_dataplane_fill_clients_switched_total") >= 1.0);
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // A 4 KiB window would make the read itself take minutes.
+    socket2::SockRef::from(&stalled)
+        .set_recv_buffer_size(1 << 20)
+        .unwrap();
+    let r = read_response(&mut BufReader::new(stalled), false).unwrap();
+    assert!(!r.truncated);
+    check_body(size, name, &r.body).unwrap();
+}
+
+#[test]
+fn a_stalled_client_does_not_hold_a_small_fill_or_its_waiters() {
+    // 8 MiB: replayed to waiters from memory.
+    others_are_served_while_the_filling_client_stalls(8 << 20, "stall-small");
+}
+
+#[test]
+fn a_stalled_client_does_not_hold_a_large_fill_or_its_waiters() {
+    // 24 MiB: too large to replay from memory; waiters read the store as it is written (the
+    // test store's segments are 32 MiB).
+    others_are_served_while_the_filling_client_stalls(24 << 20, "stall-large");
+}
+
+#[test]
+fn a_waiter_on_a_large_fill_streams_it_before_the_fill_ends() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    // 16 MiB at 64 KiB per 20 ms: the fill takes about 5 s.
+    let path = "/obj/16m/slowfill?slow_ms=20";
+    let leader = {
+        let addr = dp.listen;
+        std::thread::spawn(move || get(addr, path, &[]).unwrap())
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while o.in_flight() == 0 {
+        assert!(Instant::now() < deadline, "the fill never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut s = TcpStream::connect(dp.listen).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    // The waiter's first MiB arrives while the origin is still sending the body.
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while got.len() < (2 << 20) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the waiter's response ended early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(
+        o.in_flight(),
+        1,
+        "the waiter had its first bytes only after the fill ended"
+    );
+    s.read_to_end(&mut got).unwrap();
+    let text = String::from_utf8_lossy(&got[..got.len().min(4096)]).into_owned();
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.to_ascii_lowercase().contains("collapsed"), "{text}");
+    check_body(16 << 20, "slowfill", &got[head_end..]).unwrap();
+    let r = leader.join().unwrap();
+    check_body(16 << 20, "slowfill", &r.body).unwrap();
+    assert_eq!(o.requests_for(path), 1, "one origin fetch");
+}
