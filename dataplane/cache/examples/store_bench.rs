@@ -219,14 +219,5 @@ fn main() {
             rss_kib(),
         );
     };
-    match a.engine {
-        IoEngineKind::Uring => tokio_uring::start(run),
-        _ => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            tokio::task::LocalSet::new().block_on(&rt, run)
-        }
-    }
+    edgecache_cache::io::block_on_worker(a.engine, run).unwrap();
 }

@@ -83,6 +83,22 @@ pub fn resolve(kind: IoEngineKind) -> io::Result<EngineKind> {
     }
 }
 
+/// Run `f` to completion on this thread, inside the runtime a store worker of this engine
+/// needs ([`resolve`]d first): `tokio_uring::start` for uring; for threads, a tokio
+/// current-thread runtime with every driver and a `LocalSet` (so `spawn_local` works on both).
+/// For tests, tools and examples; the proxy builds its own worker runtimes.
+pub fn block_on_worker<F: Future>(kind: IoEngineKind, f: F) -> io::Result<F::Output> {
+    match resolve(kind)? {
+        EngineKind::Uring => Ok(tokio_uring::start(f)),
+        EngineKind::Threads => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            Ok(tokio::task::LocalSet::new().block_on(&rt, f))
+        }
+    }
+}
+
 /// Which file an operation targets: a segment, through its O_DIRECT or its buffered descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileId {

@@ -23,6 +23,13 @@
 //!   header (synchronously, one 4 KiB write) so the chain stays walkable.
 //! - A replaced record, a purged one and a corrupt one get a tombstone too, so they cannot come
 //!   back at the next start (at most one live header per key on disk).
+//! - [`StoreWorker::update_meta`] (after a 304 revalidation) rewrites a record's header in
+//!   place, within the meta room reserved in it. That write is not atomic, and readers on any
+//!   worker may read the header meanwhile: the index marks the record as being rewritten (a
+//!   rewrite generation, see `store/rewrite.rs`), so a reader that finds the header failing
+//!   its checksum while a rewrite overlapped its read waits for the rewrite to end and reads
+//!   again (old or new meta, never a reason to drop the record), and rewrites of one record run
+//!   one at a time.
 //! - All writes use O_DIRECT (records are aligned), so writing does not fill the page cache.
 //!   Objects below `direct_io_threshold` are read through the page cache (buffered), larger ones
 //!   with O_DIRECT.
@@ -112,7 +119,8 @@
 //!   page pinning, virtio notification) and a few % of index lookup (SipHash, key compares)
 //!   and header decoding (three small copies).
 //! - Small objects are one buffered read of header and body (8 KiB for a 4 KiB object), and
-//!   the index lock is taken twice per hit (lookup, then `is_current` in `open`), uncontended
+//!   the index lock is taken twice per hit (lookup, then the still-current check in `open`,
+//!   which also takes the record's rewrite generation), uncontended
 //!   with one worker.
 //!
 //! # Recovery
@@ -135,6 +143,9 @@
 //!   segments being written when the process died are affected).
 //! - A meta rewrite (`update_meta`) torn by a crash loses that record and the rest of its
 //!   segment at restart, like a torn write.
+//! - A meta rewrite whose future is dropped mid-write ends its in-progress mark at the drop
+//!   while its write may still land; a reader whose two reads of the header both overlap that
+//!   late write still drops the record as corrupt (see `store/rewrite.rs`).
 //! - The synchronous writes (segment header on reclaim, tombstones on abort, purge and
 //!   corruption) block the calling worker for one 4 KiB write each.
 
@@ -150,6 +161,7 @@ pub mod metrics;
 pub(crate) mod ram;
 pub mod record;
 pub(crate) mod recover;
+mod rewrite;
 pub(crate) mod state;
 mod worker;
 mod writer;
@@ -320,6 +332,8 @@ pub struct Store {
     budgets: Mutex<Vec<Weak<crate::io::budget::Shared>>>,
     /// Invalidation marks of the keys ([`Store::invalidation_mark`]).
     marks: Marks,
+    /// Woken whenever an in-place header rewrite ends (`store/rewrite.rs`).
+    rewrites_done: tokio::sync::Notify,
     /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
     _lock: fs::File,
 }
@@ -398,6 +412,7 @@ impl Store {
                     seq: h.seq,
                 },
                 verified: false,
+                rewrite: 0,
             };
             if let Some(old) = st.insert(h.primary.clone(), entry) {
                 losers.push(old);
@@ -433,6 +448,7 @@ impl Store {
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
             marks: Marks::new(),
+            rewrites_done: tokio::sync::Notify::new(),
             _lock: lock,
         };
         store
@@ -671,13 +687,6 @@ impl Store {
         self.epochs
             .get(seg as usize)
             .is_some_and(|e| e.load(Ordering::Acquire) == epoch)
-    }
-
-    /// Whether the index still points at exactly this record.
-    pub(crate) fn is_current(&self, primary: &[u8], variant: &[u8], seq: u64) -> bool {
-        self.lock()
-            .get(primary, variant)
-            .is_some_and(|e| e.loc.seq == seq)
     }
 
     pub(crate) fn next_seq(&self) -> u64 {

@@ -8,7 +8,7 @@ use super::layout::SEGMENT_HEADER;
 use super::metrics::Counters;
 use super::record::{self, RecordHeader};
 use super::state::{Entry, Loc, Seg};
-use super::{INDEX_META_MAX, ObjectRef, Reservation, Store, StoreError};
+use super::{ObjectRef, Reservation, Store, StoreError};
 use crate::io::AlignedBuf;
 use crate::io::file::pwrite_all;
 
@@ -160,21 +160,6 @@ impl Store {
             Counters::inc(&self.counters.body_checks_skipped);
         }
         trust
-    }
-
-    /// Update the index's copy of the meta blob after an in-place header rewrite.
-    pub(crate) fn set_meta(&self, primary: &[u8], variant: &[u8], seq: u64, meta: Bytes) {
-        if let Some(e) = self.lock().get_mut_at(primary, variant, seq) {
-            e.meta = (meta.len() <= INDEX_META_MAX).then_some(meta);
-        }
-        self.ram.remove(
-            &Bytes::copy_from_slice(primary),
-            &Bytes::copy_from_slice(variant),
-        );
-    }
-
-    pub(crate) fn pin(&self, seg: u32, epoch: u64) -> bool {
-        self.lock().pin(seg, epoch)
     }
 
     /// Fill `buf` with the 4 KiB tombstone of a record.

@@ -35,6 +35,9 @@ pub(crate) struct Entry {
     /// The whole body passed its block checksums on a read in this run (see
     /// `StoreConfig::verify_every_read`).
     pub verified: bool,
+    /// In-place header rewrites (`update_meta`) started and ended: odd while one is in
+    /// progress. See `store/rewrite.rs`.
+    pub rewrite: u64,
 }
 
 #[derive(Debug, Default)]
@@ -224,6 +227,7 @@ mod tests {
             },
             meta: None,
             verified: false,
+            rewrite: 0,
         }
     }
 

@@ -9,6 +9,7 @@ use super::body::{DiskBody, Inner, Source, StoredObject, chunk_for, read_timed, 
 use super::growing::{Growing, Readable};
 use super::ram::RAM_MAX_RECORD;
 use super::record::{self, BLOCK, RecordHeader};
+use super::rewrite::{self, Begin, REWRITE_RETRIES, RewriteGuard};
 use super::writer::ObjectWriter;
 use super::{ObjectRef, Store, StoreError};
 use crate::io::threads::ThreadsEngine;
@@ -26,6 +27,9 @@ pub struct StoreWorker {
     io: Rc<WorkerIo>,
     budget: IoBudget,
     chunk: u64,
+    /// Test hook: this worker's rewrites leave a torn header on disk for a while.
+    #[cfg(test)]
+    tear: Option<Rc<tests::Tear>>,
 }
 
 impl std::fmt::Debug for StoreWorker {
@@ -68,6 +72,8 @@ impl StoreWorker {
             io: Rc::new(io),
             chunk: chunk_for(&budget),
             budget,
+            #[cfg(test)]
+            tear: None,
         })
     }
 
@@ -91,12 +97,18 @@ impl StoreWorker {
     /// The header's checksum, key, sequence and epoch are checked; a key mismatch (slot
     /// reused) or an evicted, purged or replaced object is `MissingOrReplaced`. A small body is
     /// verified here (`Corrupt` on mismatch); a large one as it streams.
+    ///
+    /// A header rewritten by [`StoreWorker::update_meta`] (on any worker) while it is read
+    /// comes back old or new, never as corruption: a read that fails the header checksum
+    /// while a rewrite overlapped it waits for the rewrite to end and reads again (see
+    /// `store/rewrite.rs`); after `REWRITE_RETRIES` (8) such reads it is `MissingOrReplaced`,
+    /// and the record stays.
     pub async fn open(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
         let store = &self.store;
         let loc = &r.loc;
-        if !store.is_current(&r.primary, &r.variant, loc.seq) {
+        let Some(mut generation) = store.rewrite_gen(&r.primary, &r.variant, loc.seq) else {
             return Err(StoreError::MissingOrReplaced);
-        }
+        };
         if let Some((meta, body)) = store.ram().get(&r.primary, &r.variant, loc.seq) {
             return Ok(StoredObject {
                 meta,
@@ -134,21 +146,37 @@ impl StoreWorker {
             seg: loc.seg,
             direct,
         };
-        let mut retried = false;
+        let mut overlapped = 0;
+        let mut reread = false;
         let (buf, hdr) = loop {
             let buf = self.budget.alloc_first(alloc_len as usize).await;
             let buf = read_timed(&self.io, store, file, buf, first, loc.off, None).await?;
             if !store.epoch_is(loc.seg, loc.epoch) {
                 return Err(StoreError::MissingOrReplaced);
             }
-            match record::decode(&buf.as_slice()[..hl as usize], store.nonce()) {
-                Ok(h) => break (buf, h),
-                // A concurrent in-place meta rewrite can be seen half done: read once more.
-                Err(_) if !retried => retried = true,
-                Err(_) => {
-                    store.drop_corrupt(&r.primary, &r.variant, loc);
-                    return Err(StoreError::Corrupt("record header checksum"));
+            if let Ok(h) = record::decode(&buf.as_slice()[..hl as usize], store.nonce()) {
+                break (buf, h);
+            }
+            drop(buf);
+            let Some(now) = store.rewrite_gen(&r.primary, &r.variant, loc.seq) else {
+                return Err(StoreError::MissingOrReplaced);
+            };
+            if now != generation || rewrite::in_progress(generation) {
+                // An in-place rewrite overlapped the read: the header may be half written.
+                overlapped += 1;
+                if overlapped >= REWRITE_RETRIES {
+                    return Err(StoreError::MissingOrReplaced);
                 }
+                generation = store
+                    .rewrite_settled(&r.primary, &r.variant, loc.seq)
+                    .await
+                    .ok_or(StoreError::MissingOrReplaced)?;
+            } else if !reread {
+                // No rewrite the index knows of; a dropped one's write may still be landing.
+                reread = true;
+            } else {
+                store.drop_corrupt(&r.primary, &r.variant, loc);
+                return Err(StoreError::Corrupt("record header checksum"));
             }
         };
         if hdr.is_dead()
@@ -172,7 +200,7 @@ impl StoreWorker {
                 }
                 store.mark_verified(&r.primary, &r.variant, loc.seq);
             }
-            if let Some(reserved) = to_ram {
+            if let Some(reserved) = to_ram.filter(|_| !rewrite::in_progress(generation)) {
                 store.ram().insert(
                     r.primary.clone(),
                     r.variant.clone(),
@@ -181,6 +209,11 @@ impl StoreWorker {
                     Bytes::copy_from_slice(&body),
                     reserved,
                 );
+                // A rewrite that started since the read may have ended (and cleared the RAM
+                // copy) before this insert: its meta is newer than ours, drop our copy.
+                if store.rewrite_gen(&r.primary, &r.variant, loc.seq) != Some(generation) {
+                    store.ram().remove(&r.primary, &r.variant);
+                }
             }
             return Ok(StoredObject {
                 meta: hdr.meta,
@@ -268,18 +301,36 @@ impl StoreWorker {
     /// Replace the meta blob of a stored object in place (after a 304 revalidation). Fails with
     /// `MetaTooLarge` when it does not fit in the header's reserved space; the caller may then
     /// store the object again.
+    ///
+    /// The record is marked as being rewritten in the index while the header is written, so
+    /// that readers on any worker ([`StoreWorker::open`]) take a half-written header for what
+    /// it is, and a second rewrite of the same record waits for this one (see
+    /// `store/rewrite.rs`).
     pub async fn update_meta(&self, r: &ObjectRef, meta: Bytes) -> Result<(), StoreError> {
         let store = &self.store;
         let loc = &r.loc;
-        if !store.is_current(&r.primary, &r.variant, loc.seq) || !store.pin(loc.seg, loc.epoch) {
-            return Err(StoreError::MissingOrReplaced);
+        loop {
+            match store.begin_rewrite(&r.primary, &r.variant, loc) {
+                Begin::Started => break,
+                Begin::Gone => return Err(StoreError::MissingOrReplaced),
+                Begin::Busy => {
+                    store
+                        .rewrite_settled(&r.primary, &r.variant, loc.seq)
+                        .await
+                        .ok_or(StoreError::MissingOrReplaced)?;
+                }
+            }
         }
-        let res = self.rewrite_header(r, meta.clone()).await;
-        store.unpin(loc.seg);
-        if res.is_ok() {
-            store.set_meta(&r.primary, &r.variant, loc.seq, meta);
-        }
-        res
+        let mut guard = RewriteGuard {
+            store,
+            primary: &r.primary,
+            variant: &r.variant,
+            loc,
+            written: None,
+        };
+        self.rewrite_header(r, meta.clone()).await?;
+        guard.written = Some(meta);
+        Ok(())
     }
 
     async fn rewrite_header(&self, r: &ObjectRef, meta: Bytes) -> Result<(), StoreError> {
@@ -304,10 +355,16 @@ impl StoreWorker {
             });
         }
         let new = RecordHeader { meta, ..h };
+        #[cfg(test)]
+        let old = buf.as_slice().to_vec();
         drop(buf);
         let mut out = self.budget.alloc(hl as usize).await;
         new.encode(out.full_mut());
         out.set_len(hl as usize);
+        #[cfg(test)]
+        if let Some(tear) = &self.tear {
+            tear.write_torn(self, file, loc.off, &old, &out).await?;
+        }
         let (res, _) = write_all_at(&*self.io, file, out, loc.off).await;
         if let Err(e) = res {
             super::metrics::Counters::inc(&store.counters().write_errors);
@@ -375,5 +432,134 @@ impl GrowingReader {
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
+
+    use std::time::Duration;
+
+    use edgecache_api::dataplane::IoEngineKind;
+    use tokio::sync::Notify;
+
+    use super::*;
+    use crate::io::AlignedBuf;
+    use crate::store::StoreConfig;
+
+    /// A rewrite torn half way and held there: what a reader overlapping a slow or non-atomic
+    /// header write sees, made to last until the test releases it.
+    #[derive(Default)]
+    pub(crate) struct Tear {
+        /// Notified once the torn header is on disk.
+        torn: Notify,
+        /// The rewrite writes its whole header once this is notified.
+        release: Notify,
+    }
+
+    impl Tear {
+        /// Write the first half of `new` over `old` at `off`, then wait for the release.
+        pub(super) async fn write_torn(
+            &self,
+            w: &StoreWorker,
+            file: FileId,
+            off: u64,
+            old: &[u8],
+            new: &AlignedBuf,
+        ) -> Result<(), StoreError> {
+            let len = new.len();
+            let mut torn = w.budget.alloc(len).await;
+            torn.full_mut()[..len / 2].copy_from_slice(&new.as_slice()[..len / 2]);
+            torn.full_mut()[len / 2..len].copy_from_slice(&old[len / 2..len]);
+            torn.set_len(len);
+            write_all_at(&*w.io, file, torn, off).await.0?;
+            self.torn.notify_one();
+            self.release.notified().await;
+            Ok(())
+        }
+    }
+
+    /// Meta blobs that differ in every byte and span the header's two halves.
+    fn meta(c: u8) -> Bytes {
+        Bytes::from(vec![c; 3000])
+    }
+
+    /// Issue 14: a reader that finds a header half rewritten by `update_meta` (here on another
+    /// worker, held torn) waits for the rewrite and returns the new meta; the record is not
+    /// dropped as corrupt. Before the fix the reader read twice, failed the checksum twice and
+    /// evicted the object.
+    fn a_reader_never_drops_a_header_being_rewritten(engine: IoEngineKind, ram: u64) {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let store = Store::open(StoreConfig {
+            dir: dir.path().to_path_buf(),
+            size: 64 << 20,
+            ram_tier_bytes: ram,
+            engine,
+            ..StoreConfig::default()
+        })
+        .unwrap();
+        crate::io::block_on_worker(engine, async {
+            let reader = StoreWorker::new(store.clone()).unwrap();
+            let mut rewriter = StoreWorker::new(store.clone()).unwrap();
+            let tear = Rc::new(Tear::default());
+            rewriter.tear = Some(Rc::clone(&tear));
+            for body in [&b"small body"[..], &vec![7u8; 300_000]] {
+                let key = Bytes::from(format!("/k/{}", body.len()));
+                let mut wr = reader
+                    .begin_write(
+                        key.clone(),
+                        Bytes::new(),
+                        meta(b'o'),
+                        Some(body.len() as u64),
+                    )
+                    .unwrap();
+                wr.write(Bytes::copy_from_slice(body)).await.unwrap();
+                wr.finish().await.unwrap();
+                let r = store.lookup(&key).remove(0);
+                let rw = Rc::new(rewriter);
+                let update = {
+                    let (rw, r) = (Rc::clone(&rw), r.clone());
+                    tokio::task::spawn_local(async move { rw.update_meta(&r, meta(b'n')).await })
+                };
+                tear.torn.notified().await;
+                let open = {
+                    let (store, r) = (store.clone(), r.clone());
+                    tokio::task::spawn_local(async move {
+                        let w = StoreWorker::new(store).unwrap();
+                        w.open(&r).await.map(|o| o.meta)
+                    })
+                };
+                // Long enough for an open that does not wait to finish.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let s = store.stats();
+                assert_eq!(s.corrupt_dropped, 0, "a reader dropped the record: {s:?}");
+                assert_eq!(store.lookup(&key).len(), 1, "the record left the index");
+                tear.release.notify_one();
+                update.await.unwrap().unwrap();
+                // It read the header once the rewrite ended: the new meta.
+                assert!(open.await.unwrap().unwrap() == meta(b'n'));
+                // From the RAM tier the second time, when there is one: also the new meta.
+                for _ in 0..2 {
+                    assert!(reader.open(&r).await.unwrap().meta == meta(b'n'));
+                }
+                assert!(store.lookup(&key)[0].meta == meta(b'n'));
+                rewriter = Rc::try_unwrap(rw).ok().unwrap();
+            }
+            assert_eq!(store.stats().ram_tier_objects, u64::from(ram > 0));
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn uring_reader_never_drops_a_header_being_rewritten() {
+        a_reader_never_drops_a_header_being_rewritten(IoEngineKind::Uring, 0);
+        a_reader_never_drops_a_header_being_rewritten(IoEngineKind::Uring, 8 << 20);
+    }
+
+    #[test]
+    fn threads_reader_never_drops_a_header_being_rewritten() {
+        a_reader_never_drops_a_header_being_rewritten(IoEngineKind::Threads, 0);
+        a_reader_never_drops_a_header_being_rewritten(IoEngineKind::Threads, 8 << 20);
     }
 }

@@ -335,6 +335,7 @@ impl ObjectWriter {
                 seq,
             },
             verified: false,
+            rewrite: 0,
         };
         // Published: from here on, Drop must not tombstone our record.
         self.res = None;

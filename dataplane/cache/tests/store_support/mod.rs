@@ -16,16 +16,7 @@ pub const MIB: u64 = 1 << 20;
 /// Run `f` in the runtime a worker of this engine uses: `tokio_uring::start` for uring, a tokio
 /// current-thread runtime with a LocalSet for threads.
 pub fn run<F: Future>(engine: IoEngineKind, f: F) -> F::Output {
-    match engine {
-        IoEngineKind::Uring => tokio_uring::start(f),
-        _ => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            tokio::task::LocalSet::new().block_on(&rt, f)
-        }
-    }
+    edgecache_cache::io::block_on_worker(engine, f).unwrap()
 }
 
 pub fn cfg(dir: &Path, size: u64, engine: IoEngineKind) -> StoreConfig {
