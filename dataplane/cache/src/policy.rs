@@ -26,6 +26,7 @@
 //! | Cache-Status | [`ServeDecision::cache_status`](serve::ServeDecision::cache_status), [`status::CacheStatus`] |
 //! | a single-range GET nothing complete answers | [`partial::forwards_range`]: forward its Range; a 206 is kept when [`partial::stored_range`] accepts it |
 //! | answer from partial content | [`respond::from_partial`]`(&parts, &stored, now) -> Option<CachedResponse>` |
+//! | a stored body that fails mid-response | [`partial::Continuation::of`] (Range + If-Range), then [`partial::Continuation::accepts`] on the origin's answer |
 //! | a 206 that continues held bytes | [`partial::combinable`], [`partial::combine`], [`partial::combined_fields`] |
 //! | the blob the store keeps | [`StoredResponse::encode`] / [`StoredResponse::decode`] |
 //!

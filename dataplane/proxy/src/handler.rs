@@ -27,6 +27,11 @@
 //! * A successful unsafe method invalidates its URI and same-origin Location /
 //!   Content-Location (RFC 9111 4.4) in the store and in the coalescing table: a fill already
 //!   in flight for such a URI is still served to its clients but not stored.
+//! * A disk hit whose stored body fails after the response has started (a block that fails its
+//!   checksum: the store drops the object) is finished from the origin with a Range for the
+//!   rest bound to the stored strong validator by If-Range; anything but a 206 of exactly those
+//!   bytes of that representation ends the response short (`handler/repair.rs`,
+//!   `policy::partial::Continuation`). The repaired bytes are not stored.
 //! * 1xx from the origin: forwarded to the client while the final response is awaited (RFC
 //!   9110 15.2), written on the connection's IO next to hyper, whose server has no API for them
 //!   (src/interim.rs). `Origin::send` hands them to the request's `InterimForwarder`, which
@@ -67,6 +72,7 @@ use crate::server::Shared;
 mod feed;
 mod fill;
 mod forward;
+mod repair;
 
 use fill::{Miss, fetch, fill, relay_origin_response};
 use forward::forward;
@@ -172,7 +178,7 @@ async fn lookup(
     };
     match (decision, selected) {
         (ServeDecision::Serve { .. }, Some((r, stored))) => {
-            if let Some(resp) = serve_stored(ctx, &parts, &r, &stored, now, status).await {
+            if let Some(resp) = serve_stored(ctx, &parts, peer, &r, &stored, now, status).await {
                 return resp;
             }
             fill(ctx, parts, key, peer, unanswered, miss).await
@@ -183,6 +189,7 @@ async fn lookup(
             if let Some(resp) = serve_stored(
                 ctx,
                 &parts,
+                peer,
                 &r,
                 &stored,
                 now,
@@ -217,7 +224,7 @@ async fn lookup(
                     Role::Leader(guard) => Some(guard),
                     Role::Waiter(flight) => {
                         flight.ended().await;
-                        if let Some(resp) = after_revalidation(ctx, &parts, &key).await {
+                        if let Some(resp) = after_revalidation(ctx, &parts, &key, peer).await {
                             return resp;
                         }
                         None
@@ -269,6 +276,7 @@ async fn after_revalidation(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
     key: &CacheKey,
+    peer: SocketAddr,
 ) -> Option<Response<Body>> {
     let Selected::One(r, stored) = select(ctx, key, &parts.headers).await else {
         return None;
@@ -279,7 +287,7 @@ async fn after_revalidation(
             let status = CacheStatus::hit(&ctx.policy.name)
                 .ttl(freshness.ttl())
                 .collapsed(true);
-            serve_stored(ctx, parts, &r, &stored, now, status).await
+            serve_stored(ctx, parts, peer, &r, &stored, now, status).await
         }
         _ => None,
     }
@@ -331,6 +339,7 @@ async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected 
 async fn serve_stored(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
+    peer: SocketAddr,
     r: &ObjectRef,
     stored: &StoredResponse,
     now: SystemTime,
@@ -365,7 +374,15 @@ async fn serve_stored(
         Some(range) => {
             ctx.shared.metrics.response_bytes.inc_by(sent);
             let whole = range.start == 0 && range.end == obj.body_len;
-            body::stream(obj.body(if whole { None } else { Some(range) }))
+            let body_len = obj.body_len;
+            let chunks = obj.body(if whole { None } else { Some(range.clone()) });
+            if outcome == Outcome::HitDisk {
+                // A disk body may fail after the head is sent: finish it from the origin.
+                let repair = repair::Repair::new(ctx, parts, peer, stored, body_len);
+                body::stream(repair::body(chunks, range, repair))
+            } else {
+                body::stream(chunks)
+            }
         }
     };
     Some(respond(out.status, out.headers, cache_status, body))
@@ -408,7 +425,7 @@ async fn revalidate(
                     ctx.shared.metrics.request(Outcome::Revalidated);
                     let status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(304);
                     if let Some(resp) =
-                        serve_stored(ctx, &parts, &r, &updated, response_time, status).await
+                        serve_stored(ctx, &parts, peer, &r, &updated, response_time, status).await
                     {
                         return resp;
                     }
@@ -424,7 +441,8 @@ async fn revalidate(
                 let status = CacheStatus::hit(&ctx.policy.name)
                     .ttl(stored.freshness(now, &ctx.policy).ttl())
                     .detail("stale-if-error");
-                if let Some(resp) = serve_stored(ctx, &parts, &r, &stored, now, status).await {
+                if let Some(resp) = serve_stored(ctx, &parts, peer, &r, &stored, now, status).await
+                {
                     return resp;
                 }
             }

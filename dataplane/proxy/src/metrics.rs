@@ -71,6 +71,7 @@ pub struct Metrics {
     pub connections_refused: Family<Label, Counter>,
     pub fill_clients_switched: Counter,
     pub coalesce_gave_up: Counter,
+    pub store_hit_repairs: Family<Label, Counter>,
 }
 
 impl Metrics {
@@ -92,6 +93,7 @@ impl Metrics {
             connections_refused: Family::default(),
             fill_clients_switched: Counter::default(),
             coalesce_gave_up: Counter::default(),
+            store_hit_repairs: Family::default(),
         };
         let r = registry;
         r.register(
@@ -170,6 +172,12 @@ impl Metrics {
             "Client connections refused at accept for a cap (label reason: per_ip, per_worker)",
             m.connections_refused.clone(),
         );
+        r.register(
+            "store_hit_repairs",
+            "Disk hits whose stored body failed after the response had started: finished from the \
+             origin with a Range bound by If-Range (label result: ok), or cut short (failed)",
+            m.store_hit_repairs.clone(),
+        );
         Arc::new(m)
     }
 
@@ -208,6 +216,14 @@ impl Metrics {
         self.accepted
             .get_or_create(&[("worker", worker.to_string())])
             .clone()
+    }
+
+    /// A hit whose stored body failed mid-response, finished from the origin or cut short.
+    pub fn hit_repair(&self, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.store_hit_repairs
+            .get_or_create(&[("result", result.to_string())])
+            .inc();
     }
 
     pub fn write_abort(&self, reason: &'static str) {

@@ -149,24 +149,6 @@ fn eviction_keeps_the_disk_under_budget() {
     check_body(1 << 20, "e199", &r.body).unwrap();
 }
 
-/// Find `needle` in the files under `dir`: (path, offset).
-fn find_in_files(dir: &Path, needle: &[u8]) -> Option<(std::path::PathBuf, u64)> {
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            if let Some(hit) = find_in_files(&p, needle) {
-                return Some(hit);
-            }
-            continue;
-        }
-        let data = std::fs::read(&p).ok()?;
-        if let Some(pos) = data.windows(needle.len()).position(|w| w == needle) {
-            return Some((p, pos as u64));
-        }
-    }
-    None
-}
-
 #[test]
 fn a_flipped_byte_on_disk_is_detected_and_never_served() {
     if skip_unless_root("a_flipped_byte_on_disk_is_detected_and_never_served") {
@@ -179,21 +161,7 @@ fn a_flipped_byte_on_disk_is_detected_and_never_served() {
     assert_eq!(dp.get("/obj/1m/flip").status, 200);
     dp.stop();
     // Flip one byte in the middle of the stored body.
-    let probe = &good[600_000..600_064];
-    let (file, off) = find_in_files(dir.path(), probe).expect("the body is on disk");
-    {
-        use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&file)
-            .unwrap();
-        let mut b = [0u8; 1];
-        f.read_at(&mut b, off + 10).unwrap();
-        b[0] ^= 0x40;
-        f.write_at(&b, off + 10).unwrap();
-        f.sync_all().unwrap();
-    }
+    flip_stored_byte(dir.path(), &good[600_000..600_064], 10);
     let dp = dp.restart();
     let r = dp.get("/obj/1m/flip");
     let served_bad_complete = r.status == 200 && !r.truncated && r.body != good;

@@ -19,14 +19,25 @@
 //!   stored response's header fields are updated as in 3.2"). When the union is the whole
 //!   representation it is stored as a complete 200 ([`combined_fields`]).
 //!
+//! A stored body that fails after its response has started (a block that fails its checksum)
+//! is finished from the origin when it can be done safely ([`Continuation`]): the rest of the
+//! range is asked for with If-Range bound to the stored representation ([`if_range_validator`]:
+//! a strong entity tag, or a strong Last-Modified), and only a 206 of exactly those bytes of
+//! that representation ([`Continuation::accepts`]) finishes the response. The repaired bytes are
+//! not stored.
+//!
 //! Held bytes are one contiguous range per stored response: a new 206 that does not touch the
 //! held range replaces it (the newest response wins, 4.3.4's rule for stored responses).
 
-use http::header::{CONTENT_LENGTH, CONTENT_RANGE, ETAG, HeaderValue, RANGE};
+use std::time::Duration;
+
+use http::header::{
+    CONTENT_LENGTH, CONTENT_RANGE, DATE, ETAG, HeaderValue, IF_RANGE, LAST_MODIFIED, RANGE,
+};
 use http::{HeaderMap, Method, StatusCode};
 
 use super::range::{self, RangeOutcome};
-use super::syntax::EntityTag;
+use super::syntax::{self, EntityTag};
 
 /// A `Content-Range` of a 206 (RFC 9110 14.4): `bytes first-last/complete-length`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,5 +289,290 @@ pub fn combined_fields(new: &HeaderMap, combined: &Combined) -> Option<(StatusCo
         );
         h.insert(CONTENT_LENGTH, HeaderValue::from(u.last - u.first + 1));
         Some((StatusCode::PARTIAL_CONTENT, h))
+    }
+}
+
+/// How long before the stored Date a Last-Modified must lie to be a strong validator (RFC 9110
+/// 8.8.2.2: "at least 60 seconds before the Date value").
+const STRONG_LAST_MODIFIED: Duration = Duration::from_secs(60);
+
+/// The validator that may bind an If-Range to the representation of a stored response (RFC 9110
+/// 13.1.5): its entity tag when that is strong; with no entity tag at all, its Last-Modified when
+/// that is strong by 8.8.2.2 (the stored Date is at least 60 seconds later; a Date this cache
+/// added on receipt counts as the origin's). `None` for a weak or malformed entity tag, or a
+/// Last-Modified that is missing or too close to Date: no range of this representation can be
+/// asked for safely.
+pub fn if_range_validator(stored: &HeaderMap) -> Option<HeaderValue> {
+    if let Some(etag) = stored.get(ETAG) {
+        let tag = etag.to_str().ok().and_then(EntityTag::parse)?;
+        return if tag.weak {
+            None
+        } else {
+            HeaderValue::from_str(tag.opaque).ok()
+        };
+    }
+    let modified = syntax::date_field(stored, LAST_MODIFIED)?;
+    let date = syntax::date_field(stored, DATE)?;
+    let strong = modified
+        .checked_add(STRONG_LAST_MODIFIED)
+        .is_some_and(|t| t <= date);
+    strong.then(|| stored.get(LAST_MODIFIED).cloned()).flatten()
+}
+
+/// A request for the rest of a response being served from storage, bound to the stored
+/// representation with If-Range: used when the stored body fails after the response has started
+/// (the client already has the head and the bytes before), so that only a 206 of the same
+/// representation may finish it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Continuation {
+    /// The bytes asked for, inclusive, as offsets in the representation.
+    pub first: u64,
+    /// The last byte, inclusive.
+    pub last: u64,
+    /// The representation's complete length.
+    pub complete_length: u64,
+    /// The If-Range value ([`if_range_validator`]).
+    pub validator: HeaderValue,
+}
+
+impl Continuation {
+    /// The continuation of bytes `from..to` (end exclusive) of the body of a stored response with
+    /// `status` and `headers`, whose body holds `body_len` bytes: a complete 200 (body offsets are
+    /// the representation's), or partial content (a 206 that [`stored_range`] accepts; its body
+    /// starts at the held range's first byte). `None` when nothing is left to ask for, the range
+    /// lies outside the body, the response is anything else, or it has no validator that may bind
+    /// an If-Range.
+    pub fn of(
+        status: StatusCode,
+        headers: &HeaderMap,
+        body_len: u64,
+        from: u64,
+        to: u64,
+    ) -> Option<Self> {
+        if from >= to || to > body_len {
+            return None;
+        }
+        let (base, complete_length) = match status {
+            StatusCode::OK => (0, body_len),
+            StatusCode::PARTIAL_CONTENT => {
+                let held = stored_range(headers)?;
+                (held.first, held.complete_length?)
+            }
+            _ => return None,
+        };
+        let (first, last) = (base.checked_add(from)?, base.checked_add(to - 1)?);
+        if last >= complete_length {
+            return None;
+        }
+        Some(Self {
+            first,
+            last,
+            complete_length,
+            validator: if_range_validator(headers)?,
+        })
+    }
+
+    /// The number of bytes asked for.
+    pub fn len(&self) -> u64 {
+        self.last - self.first + 1
+    }
+
+    /// Never true: a continuation asks for one byte at least.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The fields to send with the request (with a fill's other fields, the client's
+    /// conditionals and Range removed): `Range: bytes=first-last` and `If-Range`.
+    pub fn request_fields(&self) -> Option<HeaderMap> {
+        let mut h = HeaderMap::new();
+        let range = HeaderValue::from_str(&format!("bytes={}-{}", self.first, self.last)).ok()?;
+        h.insert(RANGE, range);
+        h.insert(IF_RANGE, self.validator.clone());
+        Some(h)
+    }
+
+    /// Does a response with `status` and `headers` continue the stored response whose fields
+    /// are `stored`? Only a 206 with one Content-Range of exactly the bytes asked for and the
+    /// stored complete length, a Content-Length (when present) of that size, and validators that
+    /// name the stored representation: an entity tag (when present) the same strong tag as
+    /// the stored one, a Last-Modified (when both have one) the same date. A 200 (If-Range
+    /// found another representation) or anything else does not.
+    pub fn accepts(&self, stored: &HeaderMap, status: StatusCode, headers: &HeaderMap) -> bool {
+        if status != StatusCode::PARTIAL_CONTENT {
+            return false;
+        }
+        let mut ranges = headers.get_all(CONTENT_RANGE).iter();
+        let range = match (ranges.next(), ranges.next()) {
+            (Some(v), None) => v.to_str().ok().and_then(ContentRange::parse),
+            _ => None,
+        };
+        let exact = range
+            == Some(ContentRange {
+                first: self.first,
+                last: self.last,
+                complete_length: Some(self.complete_length),
+            });
+        let length_ok = match headers.get(CONTENT_LENGTH) {
+            None => true,
+            Some(v) => {
+                v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()) == Some(self.len())
+            }
+        };
+        let etag_ok = match (headers.get(ETAG), strong_etag(stored)) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(_), Some(old)) => strong_etag(headers).is_some_and(|new| new == old),
+        };
+        let modified_ok = match (
+            syntax::date_field(headers, LAST_MODIFIED),
+            syntax::date_field(stored, LAST_MODIFIED),
+        ) {
+            (Some(new), Some(old)) => new == old,
+            _ => true,
+        };
+        exact && length_ok && etag_ok && modified_ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    const LM: &str = "Thu, 01 Jan 2026 00:00:00 GMT";
+
+    #[test]
+    fn if_range_binds_a_strong_etag_or_a_strong_last_modified_only() {
+        let v = |pairs: &[(&'static str, &str)]| if_range_validator(&fields(pairs));
+        assert_eq!(v(&[("etag", "\"a1\"")]).unwrap(), "\"a1\"");
+        // A strong tag wins over a Last-Modified.
+        let both = [("etag", "\"a1\""), ("last-modified", LM)];
+        assert_eq!(v(&both).unwrap(), "\"a1\"");
+        // A weak or malformed tag: no date either (13.1.5: a date only with no entity tag).
+        let weak = [
+            ("etag", "W/\"a1\""),
+            ("last-modified", LM),
+            ("date", "Fri, 02 Jan 2026 00:00:00 GMT"),
+        ];
+        assert_eq!(v(&weak), None);
+        assert_eq!(v(&[("etag", "a1")]), None);
+        // Last-Modified at least 60 s before Date is strong (8.8.2.2); closer, or without a
+        // Date, it is weak.
+        let date = |d: &'static str| [("last-modified", LM), ("date", d)];
+        assert_eq!(v(&date("Thu, 01 Jan 2026 00:01:00 GMT")).unwrap(), LM);
+        assert_eq!(v(&date("Thu, 01 Jan 2026 00:00:59 GMT")), None);
+        assert_eq!(v(&date(LM)), None);
+        assert_eq!(v(&[("last-modified", LM)]), None);
+        assert_eq!(v(&[("last-modified", "yesterday"), ("date", LM)]), None);
+        assert_eq!(v(&[]), None);
+    }
+
+    #[test]
+    fn a_continuation_asks_for_the_rest_of_the_representation() {
+        let stored = fields(&[("etag", "\"a1\""), ("content-length", "1000")]);
+        let c = Continuation::of(StatusCode::OK, &stored, 1000, 256, 1000).unwrap();
+        assert_eq!((c.first, c.last, c.complete_length), (256, 999, 1000));
+        assert_eq!(c.len(), 744);
+        let h = c.request_fields().unwrap();
+        assert_eq!(h[RANGE], "bytes=256-999");
+        assert_eq!(h[IF_RANGE], "\"a1\"");
+        // A client's range 100..=499 of which 300 bytes were sent.
+        let c = Continuation::of(StatusCode::OK, &stored, 1000, 400, 500).unwrap();
+        assert_eq!((c.first, c.last), (400, 499));
+        // Held partial content 200-699 of 1000: body offsets shift by its first byte.
+        let held = fields(&[
+            ("etag", "\"a1\""),
+            ("content-range", "bytes 200-699/1000"),
+            ("content-length", "500"),
+        ]);
+        let c = Continuation::of(StatusCode::PARTIAL_CONTENT, &held, 500, 100, 500).unwrap();
+        assert_eq!((c.first, c.last, c.complete_length), (300, 699, 1000));
+        // Nothing left, outside the body, another status, no strong validator.
+        assert_eq!(
+            Continuation::of(StatusCode::OK, &stored, 1000, 1000, 1000),
+            None
+        );
+        assert_eq!(
+            Continuation::of(StatusCode::OK, &stored, 1000, 10, 1001),
+            None
+        );
+        assert_eq!(
+            Continuation::of(StatusCode::NOT_FOUND, &stored, 1000, 0, 10),
+            None
+        );
+        let weak = fields(&[("etag", "W/\"a1\"")]);
+        assert_eq!(Continuation::of(StatusCode::OK, &weak, 1000, 0, 10), None);
+    }
+
+    #[test]
+    fn only_a_206_of_exactly_that_range_and_representation_continues_it() {
+        let stored = fields(&[("etag", "\"a1\""), ("last-modified", LM)]);
+        let c = Continuation::of(StatusCode::OK, &stored, 1000, 256, 1000).unwrap();
+        let ok = [
+            ("etag", "\"a1\""),
+            ("content-range", "bytes 256-999/1000"),
+            ("content-length", "744"),
+        ];
+        let accepts =
+            |status, pairs: &[(&'static str, &str)]| c.accepts(&stored, status, &fields(pairs));
+        assert!(accepts(StatusCode::PARTIAL_CONTENT, &ok));
+        // No entity tag or Content-Length in the 206: the range and If-Range bind it.
+        assert!(accepts(
+            StatusCode::PARTIAL_CONTENT,
+            &[("content-range", "bytes 256-999/1000")]
+        ));
+        // If-Range failed: the whole new representation.
+        assert!(!accepts(StatusCode::OK, &ok));
+        for (name, value) in [
+            ("etag", "\"a2\""),
+            ("etag", "W/\"a1\""),
+            ("content-range", "bytes 256-998/1000"),
+            ("content-range", "bytes 0-999/1000"),
+            ("content-range", "bytes 256-999/2000"),
+            ("content-range", "bytes 256-999/*"),
+            ("content-length", "743"),
+            ("last-modified", "Fri, 02 Jan 2026 00:00:00 GMT"),
+        ] {
+            let mut h = fields(&ok);
+            h.insert(name, HeaderValue::from_static(value));
+            assert!(
+                !c.accepts(&stored, StatusCode::PARTIAL_CONTENT, &h),
+                "{name}: {value}"
+            );
+        }
+        let mut two = fields(&ok);
+        two.append(
+            CONTENT_RANGE,
+            HeaderValue::from_static("bytes 256-999/1000"),
+        );
+        assert!(!c.accepts(&stored, StatusCode::PARTIAL_CONTENT, &two));
+        assert!(!accepts(StatusCode::PARTIAL_CONTENT, &[("etag", "\"a1\"")]));
+        // A stored response bound by its Last-Modified: a 206 with an entity tag it lacked is
+        // another representation.
+        let by_date = fields(&[
+            ("last-modified", LM),
+            ("date", "Fri, 02 Jan 2026 00:00:00 GMT"),
+        ]);
+        let c = Continuation::of(StatusCode::OK, &by_date, 1000, 256, 1000).unwrap();
+        assert_eq!(c.validator, LM);
+        let range = ("content-range", "bytes 256-999/1000");
+        assert!(c.accepts(
+            &by_date,
+            StatusCode::PARTIAL_CONTENT,
+            &fields(&[range, ("last-modified", LM)])
+        ));
+        assert!(!c.accepts(
+            &by_date,
+            StatusCode::PARTIAL_CONTENT,
+            &fields(&[range, ("etag", "\"a1\"")])
+        ));
     }
 }

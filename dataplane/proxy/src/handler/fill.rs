@@ -122,7 +122,7 @@ async fn follow(
             let status = CacheStatus::hit(&ctx.policy.name)
                 .ttl(stored.freshness(now, &ctx.policy).ttl())
                 .collapsed(true);
-            if let Some(resp) = serve_stored(ctx, &parts, &r, &stored, now, status).await {
+            if let Some(resp) = serve_stored(ctx, &parts, peer, &r, &stored, now, status).await {
                 return resp;
             }
         }

@@ -435,6 +435,41 @@ pub fn serve_refused(cache_dir: &Path, extra: &[&std::ffi::OsStr]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Find `needle` in the files under `dir`: (path, offset).
+pub fn find_in_files(dir: &Path, needle: &[u8]) -> Option<(PathBuf, u64)> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(hit) = find_in_files(&p, needle) {
+                return Some(hit);
+            }
+            continue;
+        }
+        let data = std::fs::read(&p).ok()?;
+        if let Some(pos) = data.windows(needle.len()).position(|w| w == needle) {
+            return Some((p, pos as u64));
+        }
+    }
+    None
+}
+
+/// Corrupt a stored body on disk (the data plane stopped): flip one bit of the byte `skip`
+/// bytes after where `probe` (bytes of the body) is found in the files under `dir`.
+pub fn flip_stored_byte(dir: &Path, probe: &[u8], skip: u64) {
+    use std::os::unix::fs::FileExt;
+    let (file, off) = find_in_files(dir, probe).expect("the body is on disk");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&file)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_at(&mut b, off + skip).unwrap();
+    b[0] ^= 0x40;
+    f.write_at(&b, off + skip).unwrap();
+    f.sync_all().unwrap();
+}
+
 /// Print a visible skip line and tell the caller to return.
 pub fn skip_unless_root(test: &str) -> bool {
     if is_root() {

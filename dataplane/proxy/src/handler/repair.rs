@@ -1,0 +1,170 @@
+//! Finishing a disk hit whose stored body fails after the response has started (a block that
+//! fails its checksum, a read error, an eviction racing with the read): the head and the bytes
+//! before are with the client, so the rest is asked of the origin with a Range bound to the
+//! stored representation by If-Range (`policy::partial::Continuation`), and streamed as the
+//! rest of the same response. Anything but a 206 of exactly those bytes of that
+//! representation (a 200 because the representation changed, an error, a cut body) ends the
+//! response short, as without a repair: the client never gets bytes of two representations.
+//!
+//! The store dropped the object when the block failed; it stays dropped (the next request is a
+//! miss) and the repaired bytes are not stored. The store's chunks are passed on as they come,
+//! and the stored stream (with its read-ahead) is dropped before the origin is asked, so the
+//! worker's I/O budget is held no longer than before.
+
+use std::ops::Range;
+use std::pin::Pin;
+
+use edgecache_cache::policy::partial::Continuation;
+use futures_util::Stream;
+
+use super::*;
+
+/// What a repair needs of the hit being served.
+pub(super) struct Repair {
+    ctx: Rc<Ctx>,
+    /// The request as a fill sends it: GET, no Range or conditionals, no 1xx forwarder (the
+    /// client has its final response already).
+    parts: request::Parts,
+    peer: SocketAddr,
+    status: StatusCode,
+    stored: HeaderMap,
+    body_len: u64,
+}
+
+impl Repair {
+    pub(super) fn new(
+        ctx: &Rc<Ctx>,
+        parts: &request::Parts,
+        peer: SocketAddr,
+        stored: &StoredResponse,
+        body_len: u64,
+    ) -> Self {
+        let mut fetch = parts.clone();
+        fetch.method = Method::GET;
+        fetch.extensions = http::Extensions::new();
+        policy::request::strip_for_fill(&mut fetch.headers);
+        fetch.headers.remove(header::IF_MATCH);
+        fetch.headers.remove(header::IF_UNMODIFIED_SINCE);
+        Self {
+            ctx: ctx.clone(),
+            parts: fetch,
+            peer,
+            status: stored.status,
+            stored: stored.headers.clone(),
+            body_len,
+        }
+    }
+
+    /// Ask the origin for stored body bytes `from..to`: its body and the number of bytes to
+    /// take from it, or why not.
+    async fn ask(&self, from: u64, to: u64) -> Result<(Incoming, u64), String> {
+        let c = Continuation::of(self.status, &self.stored, self.body_len, from, to)
+            .ok_or("the stored response has no validator that may bind an If-Range")?;
+        let fields = c.request_fields().ok_or("no Range field for the rest")?;
+        let (resp, _) = send(&self.ctx, &self.parts, self.peer, &fields)
+            .await
+            .map_err(|e| format!("the origin failed: {e}"))?;
+        if !c.accepts(&self.stored, resp.status(), resp.headers()) {
+            return Err(format!(
+                "the origin answered {} without bytes {}-{} of the stored representation",
+                resp.status(),
+                c.first,
+                c.last
+            ));
+        }
+        Ok((resp.into_body(), c.len()))
+    }
+
+    fn done(&self, ok: bool, why: &str) {
+        self.ctx.shared.metrics.hit_repair(ok);
+        if ok {
+            info!("stored body failed mid-response; finished from the origin ({why})");
+        } else {
+            info!("stored body failed mid-response; the response is cut short: {why}");
+        }
+    }
+}
+
+type Chunks = Pin<Box<dyn Stream<Item = io::Result<Bytes>>>>;
+
+enum Step {
+    /// Stored chunks; the next one starts at this body offset.
+    Store(Chunks, u64),
+    /// The origin's 206; this many bytes still to come.
+    Origin(Incoming, u64),
+}
+
+/// The body of a hit: `chunks`, the stored body bytes `range` (end exclusive), finished from the
+/// origin when they fail (see the module docs).
+pub(super) fn body(
+    chunks: impl Stream<Item = io::Result<Bytes>> + 'static,
+    range: Range<u64>,
+    repair: Repair,
+) -> impl Stream<Item = io::Result<Bytes>> + 'static {
+    let repair = Rc::new(repair);
+    let start = Step::Store(Box::pin(chunks), range.start);
+    futures_util::stream::unfold(Some(start), move |state| {
+        let repair = repair.clone();
+        let end = range.end;
+        async move {
+            let (body, left) = match state? {
+                Step::Store(mut chunks, pos) => match chunks.next().await {
+                    None => return None,
+                    Some(Ok(c)) => {
+                        let next = pos + c.len() as u64;
+                        return Some((Ok(c), Some(Step::Store(chunks, next))));
+                    }
+                    Some(Err(e)) => {
+                        // The read-ahead and its buffer go before the origin is asked.
+                        drop(chunks);
+                        debug!("stored body failed at byte {pos} of {end}: {e}");
+                        match repair.ask(pos, end).await {
+                            Ok(rest) => rest,
+                            Err(why) => {
+                                repair.done(false, &why);
+                                return Some((Err(e), None));
+                            }
+                        }
+                    }
+                },
+                Step::Origin(body, left) => (body, left),
+            };
+            from_origin(body, left, &repair).await
+        }
+    })
+}
+
+/// The next chunk of the origin's 206, of which `left` bytes are still to come.
+async fn from_origin(
+    mut body: Incoming,
+    left: u64,
+    repair: &Repair,
+) -> Option<(io::Result<Bytes>, Option<Step>)> {
+    let fail = |why: String| {
+        repair.done(false, &why);
+        Some((Err(io::Error::other(why)), None))
+    };
+    loop {
+        let frame = match tokio::time::timeout(repair.ctx.origin.idle_timeout, body.frame()).await {
+            Err(_) => return fail("the origin went silent mid-body (idle timeout)".into()),
+            Ok(None) => return fail(format!("the origin's 206 ended {left} bytes short")),
+            Ok(Some(Err(e))) => return fail(format!("the origin's 206 failed: {e}")),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
+        if chunk.is_empty() {
+            continue;
+        }
+        let n = chunk.len() as u64;
+        if n > left {
+            return fail("the origin's 206 is longer than its Content-Range".into());
+        }
+        if n == left {
+            repair.done(true, "If-Range 206");
+            return Some((Ok(chunk), None));
+        }
+        return Some((Ok(chunk), Some(Step::Origin(body, left - n))));
+    }
+}
