@@ -186,7 +186,10 @@ fn from_client(
 
 #[test]
 fn without_a_token_file_a_remote_peer_cannot_purge() {
-    if skip_unless_root("without_a_token_file_a_remote_peer_cannot_purge") {
+    if needs_root(
+        "without_a_token_file_a_remote_peer_cannot_purge",
+        "network namespaces (a veth pair, so the peer is not loopback)",
+    ) {
         return;
     }
     let ns = VethPair::new('a', 31);

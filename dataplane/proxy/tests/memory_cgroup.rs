@@ -173,7 +173,7 @@ fn load(listen: std::net::SocketAddr, ids: &[usize], tag: &str) -> usize {
 
 #[test]
 fn a_working_set_4x_the_cgroup_limit_stays_out_of_page_cache() {
-    if common::skip_unless_root("memory_cgroup") {
+    if common::needs_root("memory_cgroup", "a v1 memory cgroup of its own") {
         return;
     }
     let Some(cg) = Cgroup::new(LIMIT) else {

@@ -9,9 +9,6 @@ use common::*;
 
 #[test]
 fn rfc9111_2_host_is_case_insensitive_and_the_default_port_is_removed() {
-    if skip_unless_root("rfc9111_2_host_is_case_insensitive_and_the_default_port_is_removed") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -41,9 +38,6 @@ fn rfc9111_2_host_is_case_insensitive_and_the_default_port_is_removed() {
 
 #[test]
 fn rfc9111_2_the_query_is_part_of_the_key() {
-    if skip_unless_root("rfc9111_2_the_query_is_part_of_the_key") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));

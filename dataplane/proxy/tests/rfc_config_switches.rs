@@ -20,9 +20,6 @@ fn start_with_config(o: &OriginHandle, dir: &std::path::Path, yaml: &str) -> Dat
 
 #[test]
 fn rfc9111_5_2_1_4_ignore_client_no_cache_serves_fresh_entries() {
-    if skip_unless_root("rfc9111_5_2_1_4_ignore_client_no_cache") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start_with_config(&o, dir.path(), "cache:\n  ignoreClientNoCache: true\n");
@@ -43,9 +40,6 @@ fn rfc9111_5_2_1_4_ignore_client_no_cache_serves_fresh_entries() {
 
 #[test]
 fn rfc9111_7_3_cookie_policy_store_and_never_store() {
-    if skip_unless_root("rfc9111_7_3_cookie_policy_store_and_never_store") {
-        return;
-    }
     let o = origin();
     let p = "/obj/4k/ck?cc=max-age%3D600&hdr=Set-Cookie:s%3D1";
     let pp = "/obj/4k/ckp?cc=public%2C%20max-age%3D600&hdr=Set-Cookie:s%3D1";
@@ -66,9 +60,6 @@ fn rfc9111_7_3_cookie_policy_store_and_never_store() {
 
 #[test]
 fn rfc9211_2_the_cache_name_appears_in_cache_status() {
-    if skip_unless_root("rfc9211_2_the_cache_name_appears_in_cache_status") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start_with_config(&o, dir.path(), "cache:\n  name: edge-fra1\n");

@@ -77,9 +77,6 @@ fn wait_until(what: &str, f: impl Fn() -> bool) {
 
 #[test]
 fn rfc9110_15_2_a_103_reaches_the_client_before_the_origin_sends_its_final_response() {
-    if skip_unless_root("rfc9110_15_2_a_103_reaches_the_client_before_the_final_response") {
-        return;
-    }
     let o = Scripted::start(|_, _| {
         let mut out = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
                         Link: </app.js>; rel=preload\r\nConnection: X-Hop\r\nX-Hop: 1\r\n\r\n"
@@ -122,9 +119,6 @@ fn rfc9110_15_2_a_103_reaches_the_client_before_the_origin_sends_its_final_respo
 
 #[test]
 fn rfc9111_3_a_103_before_a_200_yields_a_stored_200_without_the_interim_fields() {
-    if skip_unless_root("rfc9111_3_a_103_before_a_200_yields_a_stored_200") {
-        return;
-    }
     let o = hints_then_200(b"final body");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -152,9 +146,6 @@ fn rfc9111_3_a_103_before_a_200_yields_a_stored_200_without_the_interim_fields()
 
 #[test]
 fn rfc9110_15_2_an_http_1_0_client_gets_no_1xx() {
-    if skip_unless_root("rfc9110_15_2_an_http_1_0_client_gets_no_1xx") {
-        return;
-    }
     let o = hints_then_200(b"for 1.0");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -175,9 +166,6 @@ fn rfc9110_15_2_an_http_1_0_client_gets_no_1xx() {
 
 #[test]
 fn rfc9110_15_2_a_100_continue_the_client_did_not_ask_for_is_not_forwarded() {
-    if skip_unless_root("rfc9110_15_2_a_100_continue_the_client_did_not_ask_for") {
-        return;
-    }
     let o = Scripted::start(|_, _| {
         let mut out = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
         out.extend(HINTS);
@@ -203,9 +191,6 @@ fn rfc9110_15_2_a_100_continue_the_client_did_not_ask_for_is_not_forwarded() {
 
 #[test]
 fn rfc9110_10_1_1_expect_100_continue_from_a_client_gets_a_100_then_the_final_response() {
-    if skip_unless_root("rfc9110_10_1_1_expect_100_continue") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         let mut out = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
         out.extend(resp("201 Created", &[], &req.body));
@@ -235,9 +220,6 @@ fn rfc9110_10_1_1_expect_100_continue_from_a_client_gets_a_100_then_the_final_re
 
 #[test]
 fn rfc9110_15_2_a_103_on_a_forwarded_post_reaches_the_client() {
-    if skip_unless_root("rfc9110_15_2_a_103_on_a_forwarded_post") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         let mut out = HINTS.to_vec();
         out.extend(GATE);
@@ -265,9 +247,6 @@ fn rfc9110_15_2_a_103_on_a_forwarded_post_reaches_the_client() {
 
 #[test]
 fn rfc9110_15_2_on_a_kept_alive_connection_only_the_request_it_answers_gets_a_103() {
-    if skip_unless_root("rfc9110_15_2_on_a_kept_alive_connection") {
-        return;
-    }
     let o = hints_then_200(b"kept alive");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -293,9 +272,6 @@ fn rfc9110_15_2_on_a_kept_alive_connection_only_the_request_it_answers_gets_a_10
 
 #[test]
 fn rfc9110_15_2_a_background_revalidations_103_is_the_proxys_own_and_not_forwarded() {
-    if skip_unless_root("rfc9110_15_2_a_background_revalidations_103") {
-        return;
-    }
     // The first fill has no 1xx; the background revalidation gets a 103, then (after the
     // gate) its 304.
     let o = Scripted::start(|req, _| {

@@ -44,9 +44,6 @@ fn fill(dp: &Dataplane, paths: &[&str]) {
 
 #[test]
 fn rfc9111_4_4_a_successful_post_invalidates_the_uri_and_same_origin_location() {
-    if skip_unless_root("rfc9111_4_4_post_invalidates") {
-        return;
-    }
     let o = origin_for_invalidation();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -85,9 +82,6 @@ fn rfc9111_4_4_a_successful_post_invalidates_the_uri_and_same_origin_location() 
 
 #[test]
 fn rfc9111_4_4_errors_do_not_invalidate_and_delete_patch_do() {
-    if skip_unless_root("rfc9111_4_4_errors_do_not_invalidate") {
-        return;
-    }
     let o = origin_for_invalidation();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -106,9 +100,6 @@ fn rfc9111_4_4_errors_do_not_invalidate_and_delete_patch_do() {
 
 #[test]
 fn rfc9111_4_4_invalidation_removes_every_variant() {
-    if skip_unless_root("rfc9111_4_4_invalidation_removes_every_variant") {
-        return;
-    }
     let o = Scripted::start(|req, n| {
         if req.method == "GET" {
             resp(
@@ -138,9 +129,6 @@ fn rfc9111_4_4_invalidation_removes_every_variant() {
 
 #[test]
 fn rfc9111_4_4_a_fill_in_flight_during_a_post_is_not_stored() {
-    if skip_unless_root("rfc9111_4_4_a_fill_in_flight_during_a_post_is_not_stored") {
-        return;
-    }
     // The GET's response is generated before the POST changes the resource, and arrives after
     // the POST's response: storing it would keep the old state past the invalidation.
     let o = Scripted::start(|req, n| {

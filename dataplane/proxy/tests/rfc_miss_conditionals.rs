@@ -12,9 +12,6 @@ use rfc_support::*;
 
 #[test]
 fn rfc9111_4_3_2_a_miss_with_a_matching_if_none_match_gets_a_304_and_the_object_is_stored() {
-    if skip_unless_root("rfc9111_4_3_2_a_miss_with_a_matching_if_none_match") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -61,9 +58,6 @@ fn rfc9111_4_3_2_a_miss_with_a_matching_if_none_match_gets_a_304_and_the_object_
 
 #[test]
 fn rfc9110_13_2_a_miss_that_is_not_stored_still_answers_the_clients_conditional() {
-    if skip_unless_root("rfc9110_13_2_a_miss_that_is_not_stored_still_answers") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -78,9 +72,6 @@ fn rfc9110_13_2_a_miss_that_is_not_stored_still_answers_the_clients_conditional(
 
 #[test]
 fn rfc9111_4_concurrent_misses_with_different_conditionals_each_get_their_answer() {
-    if skip_unless_root("rfc9111_4_concurrent_misses_with_different_conditionals") {
-        return;
-    }
     let o = origin_with(OriginOptions {
         delay: std::time::Duration::from_millis(300),
         ..Default::default()

@@ -80,9 +80,6 @@ fn assert_part(r: &Resp, a: usize, b: usize) {
 
 #[test]
 fn rfc9111_3_3_a_206_is_stored_and_answers_ranges_wholly_within_it() {
-    if skip_unless_root("rfc9111_3_3_a_206_is_stored_and_answers_ranges_wholly_within_it") {
-        return;
-    }
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -123,9 +120,6 @@ fn rfc9111_3_3_a_206_is_stored_and_answers_ranges_wholly_within_it() {
 
 #[test]
 fn rfc9111_3_4_touching_206s_are_combined_and_become_a_complete_200() {
-    if skip_unless_root("rfc9111_3_4_touching_206s_are_combined") {
-        return;
-    }
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -165,9 +159,6 @@ fn rfc9111_3_4_touching_206s_are_combined_and_become_a_complete_200() {
 
 #[test]
 fn rfc9111_3_4_a_206_with_another_validator_replaces_the_held_bytes() {
-    if skip_unless_root("rfc9111_3_4_a_206_with_another_validator") {
-        return;
-    }
     let n = Arc::new(AtomicUsize::new(0));
     let n2 = n.clone();
     // Every response carries a new strong validator: nothing may be combined.
@@ -196,9 +187,6 @@ fn rfc9111_3_4_a_206_with_another_validator_replaces_the_held_bytes() {
 
 #[test]
 fn rfc9111_3_3_a_request_without_range_on_partial_content_fetches_the_whole_representation() {
-    if skip_unless_root("rfc9111_3_3_a_request_without_range_on_partial_content") {
-        return;
-    }
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -229,9 +217,6 @@ fn rfc9111_3_3_a_request_without_range_on_partial_content_fetches_the_whole_repr
 
 #[test]
 fn rfc9111_3_3_a_206_that_does_not_match_its_content_range_is_relayed_not_stored() {
-    if skip_unless_root("rfc9111_3_3_a_206_that_does_not_match_its_content_range") {
-        return;
-    }
     // Content-Range says 10 bytes, the body has 5: storing it could serve torn ranges later.
     let o = Scripted::start(|_, _| {
         resp(
@@ -262,9 +247,6 @@ fn rfc9111_3_3_a_206_that_does_not_match_its_content_range_is_relayed_not_stored
 
 #[test]
 fn rfc9110_14_2_several_ranges_on_a_miss_fetch_the_whole_representation() {
-    if skip_unless_root("rfc9110_14_2_several_ranges_on_a_miss") {
-        return;
-    }
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

@@ -13,9 +13,6 @@ use rfc_support::*;
 
 #[test]
 fn rfc9110_14_2_a_single_range_of_a_stored_object_is_a_206() {
-    if skip_unless_root("rfc9110_14_2_a_single_range_of_a_stored_object_is_a_206") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -45,9 +42,6 @@ fn rfc9110_14_2_a_single_range_of_a_stored_object_is_a_206() {
 
 #[test]
 fn rfc9110_15_5_17_an_unsatisfiable_range_is_a_416() {
-    if skip_unless_root("rfc9110_15_5_17_an_unsatisfiable_range_is_a_416") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -68,9 +62,6 @@ fn rfc9110_15_5_17_an_unsatisfiable_range_is_a_416() {
 
 #[test]
 fn rfc9110_14_6_several_ranges_get_the_whole_object() {
-    if skip_unless_root("rfc9110_14_6_several_ranges_get_the_whole_object") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -87,9 +78,6 @@ fn rfc9110_14_6_several_ranges_get_the_whole_object() {
 
 #[test]
 fn rfc9110_13_1_5_if_range_with_the_stored_etag_or_date() {
-    if skip_unless_root("rfc9110_13_1_5_if_range") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -126,9 +114,6 @@ fn rfc9110_13_1_5_if_range_with_the_stored_etag_or_date() {
 
 #[test]
 fn rfc9111_3_4_a_range_request_on_a_miss_gets_a_206_and_the_whole_object_is_stored() {
-    if skip_unless_root("rfc9111_3_4_a_range_request_on_a_miss") {
-        return;
-    }
     // The Range goes to the origin (tests/rfc_partial.rs); this origin ignores it and sends the
     // whole 200, which is stored whole while the range is cut from it for the client.
     let o = origin();
@@ -173,9 +158,6 @@ fn rfc9111_3_4_a_range_request_on_a_miss_gets_a_206_and_the_whole_object_is_stor
 
 #[test]
 fn rfc9111_3_4_a_range_request_on_a_chunked_miss_gets_the_whole_200() {
-    if skip_unless_root("rfc9111_3_4_a_range_request_on_a_chunked_miss") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

@@ -11,9 +11,6 @@ use rfc_support::*;
 
 #[test]
 fn rfc9111_5_2_1_4_request_no_cache_revalidates_a_fresh_entry() {
-    if skip_unless_root("rfc9111_5_2_1_4_request_no_cache_revalidates_a_fresh_entry") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -39,9 +36,6 @@ fn rfc9111_5_2_1_4_request_no_cache_revalidates_a_fresh_entry() {
 
 #[test]
 fn rfc9111_5_4_pragma_no_cache_counts_only_without_cache_control() {
-    if skip_unless_root("rfc9111_5_4_pragma_no_cache_counts_only_without_cache_control") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -66,9 +60,6 @@ fn rfc9111_5_4_pragma_no_cache_counts_only_without_cache_control() {
 
 #[test]
 fn rfc9111_5_2_1_5_request_no_store_is_not_stored_but_may_be_served_from_cache() {
-    if skip_unless_root("rfc9111_5_2_1_5_request_no_store") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -88,9 +79,6 @@ fn rfc9111_5_2_1_5_request_no_store_is_not_stored_but_may_be_served_from_cache()
 
 #[test]
 fn rfc9111_5_2_1_1_request_max_age() {
-    if skip_unless_root("rfc9111_5_2_1_1_request_max_age") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -123,9 +111,6 @@ fn rfc9111_5_2_1_1_request_max_age() {
 
 #[test]
 fn rfc9111_5_2_1_2_request_max_stale_accepts_a_stale_entry_within_its_bound() {
-    if skip_unless_root("rfc9111_5_2_1_2_request_max_stale") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -152,9 +137,6 @@ fn rfc9111_5_2_1_2_request_max_stale_accepts_a_stale_entry_within_its_bound() {
 
 #[test]
 fn rfc9111_5_2_1_3_request_min_fresh() {
-    if skip_unless_root("rfc9111_5_2_1_3_request_min_fresh") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -174,9 +156,6 @@ fn rfc9111_5_2_1_3_request_min_fresh() {
 
 #[test]
 fn rfc9111_5_2_1_7_only_if_cached() {
-    if skip_unless_root("rfc9111_5_2_1_7_only_if_cached") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

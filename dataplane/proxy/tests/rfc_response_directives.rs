@@ -11,9 +11,6 @@ use rfc_support::*;
 
 #[test]
 fn rfc9111_5_2_2_5_and_5_2_2_7_no_store_and_private_are_not_stored() {
-    if skip_unless_root("rfc9111_5_2_2_5_no_store_and_private_are_not_stored") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -31,9 +28,6 @@ fn rfc9111_5_2_2_5_and_5_2_2_7_no_store_and_private_are_not_stored() {
 
 #[test]
 fn rfc9111_5_2_2_4_response_no_cache_is_stored_but_always_revalidated() {
-    if skip_unless_root("rfc9111_5_2_2_4_response_no_cache") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -66,9 +60,6 @@ fn rfc9111_5_2_2_4_response_no_cache_is_stored_but_always_revalidated() {
 
 #[test]
 fn rfc9111_5_2_2_2_must_revalidate_gives_an_error_not_stale_when_the_origin_is_down() {
-    if skip_unless_root("rfc9111_5_2_2_2_must_revalidate") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -96,9 +87,6 @@ fn rfc9111_5_2_2_2_must_revalidate_gives_an_error_not_stale_when_the_origin_is_d
 
 #[test]
 fn rfc9111_5_2_2_10_s_maxage_forbids_serving_stale() {
-    if skip_unless_root("rfc9111_5_2_2_10_s_maxage_forbids_serving_stale") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -116,9 +104,6 @@ fn rfc9111_5_2_2_10_s_maxage_forbids_serving_stale() {
 
 #[test]
 fn rfc9111_3_5_authorization_is_shared_only_with_public_s_maxage_or_must_revalidate() {
-    if skip_unless_root("rfc9111_3_5_authorization") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -156,9 +141,6 @@ fn rfc9111_3_5_authorization_is_shared_only_with_public_s_maxage_or_must_revalid
 
 #[test]
 fn rfc9213_cdn_cache_control_takes_precedence_and_is_not_forwarded() {
-    if skip_unless_root("rfc9213_cdn_cache_control_takes_precedence_and_is_not_forwarded") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -189,9 +171,6 @@ fn rfc9213_cdn_cache_control_takes_precedence_and_is_not_forwarded() {
 
 #[test]
 fn rfc9213_edgecache_cache_control_beats_cdn_cache_control() {
-    if skip_unless_root("rfc9213_edgecache_cache_control_beats_cdn_cache_control") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -211,9 +190,6 @@ fn rfc9213_edgecache_cache_control_beats_cdn_cache_control() {
 
 #[test]
 fn rfc9111_3_5_an_authorized_request_does_not_share_an_anonymous_fetch_in_flight() {
-    if skip_unless_root("rfc9111_3_5_an_authorized_request_does_not_share_an_anonymous_fetch") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         std::thread::sleep(std::time::Duration::from_millis(400));
         let who = req
@@ -239,9 +215,6 @@ fn rfc9111_3_5_an_authorized_request_does_not_share_an_anonymous_fetch_in_flight
 
 #[test]
 fn rfc9111_5_2_2_4_and_5_2_2_7_qualified_no_cache_and_private_drop_only_the_listed_fields() {
-    if skip_unless_root("rfc9111_5_2_2_qualified_no_cache_and_private") {
-        return;
-    }
     let o = Scripted::start(|_, _| {
         resp(
             "200 OK",
@@ -277,9 +250,6 @@ fn rfc9111_5_2_2_4_and_5_2_2_7_qualified_no_cache_and_private_drop_only_the_list
 
 #[test]
 fn rfc9111_5_2_2_3_must_understand_overrides_no_store_for_understood_status_codes() {
-    if skip_unless_root("rfc9111_5_2_2_3_must_understand") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

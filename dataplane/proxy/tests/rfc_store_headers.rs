@@ -12,9 +12,6 @@ use rfc_support::*;
 
 #[test]
 fn rfc9111_3_1_hop_by_hop_and_connection_listed_fields_are_not_stored() {
-    if skip_unless_root("rfc9111_3_1_hop_by_hop_fields_are_not_stored") {
-        return;
-    }
     let date = http_date_now();
     let o = Scripted::start(move |_, _| {
         resp(
@@ -59,9 +56,6 @@ fn rfc9111_3_1_hop_by_hop_and_connection_listed_fields_are_not_stored() {
 
 #[test]
 fn rfc9111_5_1_age_is_generated_on_hits_and_counts_upstream_age() {
-    if skip_unless_root("rfc9111_5_1_age_is_generated") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -80,9 +74,6 @@ fn rfc9111_5_1_age_is_generated_on_hits_and_counts_upstream_age() {
 
 #[test]
 fn rfc9111_3_set_cookie_is_stored_only_with_public_by_default() {
-    if skip_unless_root("rfc9111_3_set_cookie_is_stored_only_with_public_by_default") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

@@ -17,9 +17,6 @@ const LM: &str = "Thu, 01 Jan 2026 00:00:00 GMT";
 
 #[test]
 fn rfc9111_4_3_1_stale_entries_are_revalidated_with_if_none_match_and_if_modified_since() {
-    if skip_unless_root("rfc9111_4_3_1_conditional_request") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         if req.header("if-none-match").is_some() {
             resp(
@@ -60,9 +57,6 @@ fn rfc9111_4_3_1_stale_entries_are_revalidated_with_if_none_match_and_if_modifie
 
 #[test]
 fn rfc9111_4_3_1_weak_validators_revalidate_too() {
-    if skip_unless_root("rfc9111_4_3_1_weak_validators_revalidate_too") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         if req.header("if-none-match") == Some("W/\"w1\"") {
             resp(
@@ -95,9 +89,6 @@ fn rfc9111_4_3_1_weak_validators_revalidate_too() {
 
 #[test]
 fn rfc9111_4_3_4_a_304_updates_the_stored_fields_and_the_update_survives_a_restart() {
-    if skip_unless_root("rfc9111_4_3_4_a_304_updates_the_stored_fields") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         if req.header("if-none-match").is_some() {
             resp(
@@ -150,9 +141,6 @@ fn rfc9111_4_3_4_a_304_updates_the_stored_fields_and_the_update_survives_a_resta
 
 #[test]
 fn rfc9111_4_3_3_a_200_on_revalidation_replaces_the_stored_response() {
-    if skip_unless_root("rfc9111_4_3_3_a_200_on_revalidation_replaces_the_stored_response") {
-        return;
-    }
     let o = Scripted::start(|_, n| {
         let etag = format!("\"v{n}\"");
         resp(
@@ -182,9 +170,6 @@ fn rfc9111_4_3_3_a_200_on_revalidation_replaces_the_stored_response() {
 
 #[test]
 fn rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache() {
-    if skip_unless_root("rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -217,9 +202,6 @@ fn rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache() {
 
 #[test]
 fn rfc9111_4_3_2_if_match_is_left_to_the_origin() {
-    if skip_unless_root("rfc9111_4_3_2_if_match_is_left_to_the_origin") {
-        return;
-    }
     let n = Arc::new(AtomicUsize::new(0));
     let n2 = n.clone();
     let o = Scripted::start(move |req, _| {
@@ -245,9 +227,6 @@ fn rfc9111_4_3_2_if_match_is_left_to_the_origin() {
 
 #[test]
 fn rfc9111_4_3_1_concurrent_requests_for_a_stale_entry_make_one_conditional_request() {
-    if skip_unless_root("rfc9111_4_3_1_concurrent_requests_make_one_conditional_request") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         if req.header("if-none-match").is_some() {
             std::thread::sleep(std::time::Duration::from_millis(500));
@@ -298,9 +277,6 @@ fn rfc9111_4_3_1_concurrent_requests_for_a_stale_entry_make_one_conditional_requ
 
 #[test]
 fn rfc9110_13_1_1_if_match_during_a_coalesced_miss_still_reaches_the_origin() {
-    if skip_unless_root("rfc9110_13_1_1_if_match_during_a_coalesced_miss") {
-        return;
-    }
     let o = Scripted::start(|req, _| {
         std::thread::sleep(std::time::Duration::from_millis(400));
         if req.header("if-match").is_some_and(|v| v != "\"a\"") {

@@ -5,7 +5,6 @@
 mod common;
 mod rfc_support;
 
-use common::*;
 use rfc_support::*;
 
 /// An origin whose body and Content-Encoding depend on Accept-Encoding, with `vary` as Vary.
@@ -29,9 +28,6 @@ fn encoding_origin(vary: &'static str) -> Scripted {
 
 #[test]
 fn rfc9111_4_1_two_variants_of_one_url_are_stored_and_each_served_to_its_requests() {
-    if skip_unless_root("rfc9111_4_1_two_variants_of_one_url_are_stored_and_each_served") {
-        return;
-    }
     let o = encoding_origin("Accept-Encoding");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -66,9 +62,6 @@ fn rfc9111_4_1_two_variants_of_one_url_are_stored_and_each_served_to_its_request
 
 #[test]
 fn rfc9111_4_1_vary_star_never_matches() {
-    if skip_unless_root("rfc9111_4_1_vary_star_never_matches") {
-        return;
-    }
     let o = Scripted::start(|_, n| {
         resp(
             "200 OK",
@@ -102,9 +95,6 @@ fn rfc9111_4_1_vary_star_never_matches() {
 
 #[test]
 fn rfc9111_4_1_odd_vary_values_mixed_case_whitespace_repeated_and_empty() {
-    if skip_unless_root("rfc9111_4_1_odd_vary_values") {
-        return;
-    }
     // Mixed case, extra whitespace and a repeated name select on Accept-Encoding alone.
     let o = encoding_origin("  aCCept-encoding ,ACCEPT-ENCODING,  ");
     let dir = tempfile::tempdir().unwrap();
@@ -131,9 +121,6 @@ fn rfc9111_4_1_odd_vary_values_mixed_case_whitespace_repeated_and_empty() {
 
 #[test]
 fn rfc9111_4_1_a_new_response_for_a_variant_replaces_only_that_variant() {
-    if skip_unless_root("rfc9111_4_1_a_new_response_for_a_variant_replaces_only_that_variant") {
-        return;
-    }
     let o = Scripted::start(|req, n| {
         let lang = req.header("accept-language").unwrap_or("-").to_string();
         resp(
@@ -166,9 +153,6 @@ fn rfc9111_4_1_a_new_response_for_a_variant_replaces_only_that_variant() {
 
 #[test]
 fn rfc9111_4_1_request_values_are_normalized_before_matching() {
-    if skip_unless_root("rfc9111_4_1_request_values_are_normalized_before_matching") {
-        return;
-    }
     let o = encoding_origin("Accept-Encoding");
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

@@ -29,9 +29,6 @@ fn advance(dp: &Dataplane, secs: u64) {
 
 #[test]
 fn fresh_then_stale_then_revalidated_with_a_304() {
-    if skip_unless_root("fresh_then_stale_then_revalidated_with_a_304") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -70,9 +67,6 @@ fn fresh_then_stale_then_revalidated_with_a_304() {
 
 #[test]
 fn s_maxage_wins_over_max_age_for_a_shared_cache() {
-    if skip_unless_root("s_maxage_wins_over_max_age_for_a_shared_cache") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);
@@ -85,9 +79,6 @@ fn s_maxage_wins_over_max_age_for_a_shared_cache() {
 
 #[test]
 fn the_default_ttl_applies_only_where_the_config_sets_one() {
-    if skip_unless_root("the_default_ttl_applies_only_where_the_config_sets_one") {
-        return;
-    }
     let o = origin();
     // Without a default TTL, a response with no freshness information but a Last-Modified gets
     // a heuristic lifetime; with `cc=none&...` and no Last-Modified... the origin always sends
@@ -113,9 +104,6 @@ fn the_default_ttl_applies_only_where_the_config_sets_one() {
 
 #[test]
 fn only_if_cached_gives_504_when_nothing_is_stored() {
-    if skip_unless_root("only_if_cached_gives_504_when_nothing_is_stored") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o.url(), dir.path(), &[]);

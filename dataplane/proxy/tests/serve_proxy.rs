@@ -10,9 +10,6 @@ use common::*;
 
 #[test]
 fn miss_then_hit_from_disk_with_cache_status() {
-    if skip_unless_root("miss_then_hit_from_disk_with_cache_status") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -63,9 +60,6 @@ fn miss_then_hit_from_disk_with_cache_status() {
 
 #[test]
 fn head_is_served_from_a_stored_get() {
-    if skip_unless_root("head_is_served_from_a_stored_get") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -80,9 +74,6 @@ fn head_is_served_from_a_stored_get() {
 
 #[test]
 fn responses_that_may_not_be_stored_are_not() {
-    if skip_unless_root("responses_that_may_not_be_stored_are_not") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -106,10 +97,6 @@ fn responses_that_may_not_be_stored_are_not() {
 
 #[test]
 fn authorization_requests_do_not_share_entries_unless_the_response_allows_it() {
-    if skip_unless_root("authorization_requests_do_not_share_entries_unless_the_response_allows_it")
-    {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -128,9 +115,6 @@ fn authorization_requests_do_not_share_entries_unless_the_response_allows_it() {
 
 #[test]
 fn origin_down_gives_502_with_a_clear_body() {
-    if skip_unless_root("origin_down_gives_502_with_a_clear_body") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let dead = format!("http://127.0.0.1:{}", free_port());
     let dp = Dataplane::start(Opts::new(&dead, dir.path()));
@@ -159,9 +143,6 @@ fn origin_down_gives_502_with_a_clear_body() {
 
 #[test]
 fn a_slow_origin_gives_504_not_a_hang() {
-    if skip_unless_root("a_slow_origin_gives_504_not_a_hang") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("config.yaml");
@@ -190,9 +171,6 @@ fn a_slow_origin_gives_504_not_a_hang() {
 
 #[test]
 fn a_body_the_origin_cut_short_is_never_stored_and_the_client_sees_the_cut() {
-    if skip_unless_root("a_body_the_origin_cut_short_is_never_stored_and_the_client_sees_the_cut") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -220,9 +198,6 @@ fn a_body_the_origin_cut_short_is_never_stored_and_the_client_sees_the_cut() {
 
 #[test]
 fn large_objects_stream_before_the_origin_finishes() {
-    if skip_unless_root("large_objects_stream_before_the_origin_finishes") {
-        return;
-    }
     use std::io::{BufRead, BufReader, Read, Write};
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
@@ -258,9 +233,6 @@ fn large_objects_stream_before_the_origin_finishes() {
 
 #[test]
 fn concurrent_misses_make_one_origin_fetch() {
-    if skip_unless_root("concurrent_misses_make_one_origin_fetch") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -283,9 +255,6 @@ fn concurrent_misses_make_one_origin_fetch() {
 
 #[test]
 fn malformed_requests_get_400_and_the_server_stays_up() {
-    if skip_unless_root("malformed_requests_get_400_and_the_server_stays_up") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -324,9 +293,6 @@ fn malformed_requests_get_400_and_the_server_stays_up() {
 
 #[test]
 fn the_origin_sees_via_xff_and_the_host_policy() {
-    if skip_unless_root("the_origin_sees_via_xff_and_the_host_policy") {
-        return;
-    }
     // The origin echoes nothing, so check with a raw listener acting as origin.
     use std::io::{BufRead, BufReader, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -370,9 +336,6 @@ fn the_origin_sees_via_xff_and_the_host_policy() {
 
 #[test]
 fn purge_removes_a_url() {
-    if skip_unless_root("purge_removes_a_url") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -393,9 +356,6 @@ fn purge_removes_a_url() {
 
 #[test]
 fn admin_endpoints_answer() {
-    if skip_unless_root("admin_endpoints_answer") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
@@ -426,9 +386,6 @@ fn admin_endpoints_answer() {
 
 #[test]
 fn sigterm_finishes_in_flight_responses_then_exits() {
-    if skip_unless_root("sigterm_finishes_in_flight_responses_then_exits") {
-        return;
-    }
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let mut dp = Dataplane::start(Opts::new(&o.url(), dir.path()));

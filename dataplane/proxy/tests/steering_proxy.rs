@@ -45,13 +45,9 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn skip(test: &str) -> bool {
-    if common::is_root() {
-        return false;
-    }
-    println!("SKIPPED: {test}: needs root (BPF, network namespaces, pinned threads)");
-    true
-}
+/// What the steering program (SO_ATTACH_REUSEPORT_EBPF) needs; `incoming-cpu` and `off` run
+/// no program and need no privilege.
+const BPF: &str = "the BPF steering program (CAP_BPF)";
 
 /// Where a server is, and how to reach it.
 struct Target {
@@ -384,9 +380,6 @@ fn check_mode_in_effect(t: &Target, mode: &str) {
 /// worker 1 dead its CPU's connections go to the others (served, not refused); repaired, exact.
 fn cpu_like(mode: &str) {
     let _g = serial();
-    if skip(mode) {
-        return;
-    }
     let origin = common::origin();
     let dir = tempfile::tempdir().unwrap();
     let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), mode, 2);
@@ -448,6 +441,9 @@ fn cpu_like(mode: &str) {
 
 #[test]
 fn cpu_mode_lands_on_the_clients_cpu() {
+    if common::needs_root("cpu_mode_lands_on_the_clients_cpu", BPF) {
+        return;
+    }
     cpu_like("cpu");
 }
 
@@ -461,7 +457,7 @@ fn incoming_cpu_mode_lands_on_the_clients_cpu() {
 #[test]
 fn a_failing_worker_on_the_threads_engine_is_restarted() {
     let _g = serial();
-    if skip("threads-engine restart") {
+    if common::needs_root("a_failing_worker_on_the_threads_engine_is_restarted", BPF) {
         return;
     }
     let origin = common::origin();
@@ -516,7 +512,7 @@ fn a_failing_worker_on_the_threads_engine_is_restarted() {
 #[test]
 fn hash_mode_lands_on_the_flow_hash_bucket() {
     let _g = serial();
-    if skip("hash") {
+    if common::needs_root("hash_mode_lands_on_the_flow_hash_bucket", BPF) {
         return;
     }
     let origin = common::origin();
@@ -575,9 +571,6 @@ fn hash_mode_lands_on_the_flow_hash_bucket() {
 #[test]
 fn off_mode_uses_the_kernel_hash() {
     let _g = serial();
-    if skip("off") {
-        return;
-    }
     let origin = common::origin();
     let dir = tempfile::tempdir().unwrap();
     let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), "off", 2);
@@ -623,7 +616,10 @@ impl Drop for Proc {
 #[test]
 fn queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired() {
     let _g = serial();
-    if skip("queue") {
+    if common::needs_root(
+        "queue_mode_over_a_4_queue_veth_with_a_worker_killed_and_repaired",
+        "network namespaces and a 4-queue veth",
+    ) {
         return;
     }
     let ns = VethPair::new('y', 9);
@@ -768,9 +764,13 @@ const CAP_SYS_ADMIN: libc::c_ulong = 21;
 const CAP_BPF: libc::c_ulong = 39;
 
 /// Drop CAP_BPF and CAP_SYS_ADMIN from the child's bounding set before exec (what `capsh
-/// --drop=cap_bpf,cap_sys_admin` does): a root process then execs without them.
+/// --drop=cap_bpf,cap_sys_admin` does): a root process then execs without them. Another user
+/// has neither to drop (nor the CAP_SETPCAP it takes): its child runs without them as it is.
 #[allow(unsafe_code)]
 fn drop_bpf_caps(cmd: &mut Command) {
+    if !common::is_root() {
+        return;
+    }
     // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which
     // is async-signal-safe and touches no memory of ours.
     unsafe {
@@ -798,9 +798,6 @@ fn cap_eff(pid: u32) -> u64 {
 #[test]
 fn without_cap_bpf_the_server_falls_back_to_off_and_serves() {
     let _g = serial();
-    if skip("fallback") {
-        return;
-    }
     let origin = common::origin();
     let dir = tempfile::tempdir().unwrap();
     let url = origin.url();
@@ -849,9 +846,6 @@ fn without_cap_bpf_the_server_falls_back_to_off_and_serves() {
 #[test]
 fn without_cap_bpf_required_steering_refuses_to_start() {
     let _g = serial();
-    if skip("fallback-required") {
-        return;
-    }
     let origin = common::origin();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("required.yaml");

@@ -131,9 +131,6 @@ fn repairs(dp: &Dataplane, result: &str) -> f64 {
 
 #[test]
 fn a_corrupt_block_of_a_hit_is_finished_from_the_origin_with_if_range() {
-    if skip_unless_root("a_corrupt_block_of_a_hit_is_finished_from_the_origin_with_if_range") {
-        return;
-    }
     let Case { o, dp, good, .. } = &stored_then_corrupted("\"v1\"", "repair");
     assert_eq!(o.count(), 1);
 
@@ -185,9 +182,6 @@ fn a_corrupt_block_of_a_hit_is_finished_from_the_origin_with_if_range() {
 
 #[test]
 fn a_corrupt_hit_whose_representation_changed_at_the_origin_is_cut_short() {
-    if skip_unless_root("a_corrupt_hit_whose_representation_changed_at_the_origin_is_cut_short") {
-        return;
-    }
     let c = stored_then_corrupted("\"v1\"", "repair");
     // The origin has another representation now: If-Range fails and it answers the whole 200.
     *c.current.lock().unwrap() = rep("\"v2\"", "repair-v2");
@@ -204,9 +198,6 @@ fn a_corrupt_hit_whose_representation_changed_at_the_origin_is_cut_short() {
 
 #[test]
 fn a_corrupt_hit_without_a_strong_validator_is_cut_short_without_asking_the_origin() {
-    if skip_unless_root("a_corrupt_hit_without_a_strong_validator_is_cut_short") {
-        return;
-    }
     // A weak entity tag may not bind an If-Range (RFC 9110 13.1.5), nor may a Last-Modified
     // then: the bytes cannot be continued safely.
     let c = stored_then_corrupted("W/\"v1\"", "repair-weak");
@@ -216,9 +207,6 @@ fn a_corrupt_hit_without_a_strong_validator_is_cut_short_without_asking_the_orig
 
 #[test]
 fn a_corrupt_block_of_a_range_hit_is_finished_with_the_rest_of_that_range() {
-    if skip_unless_root("a_corrupt_block_of_a_range_hit_is_finished_with_the_rest_of_that_range") {
-        return;
-    }
     let Case { o, dp, good, .. } = &stored_then_corrupted("\"v1\"", "repair-range");
     let (a, b) = (1_000_000, 2_999_999);
     let r = dp.request("GET", PATH, &[("Range", &format!("bytes={a}-{b}"))]);

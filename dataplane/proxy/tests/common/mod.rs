@@ -14,7 +14,8 @@ pub use edgecache_origin::{OriginHandle, OriginOptions, check_body, expected_bod
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_edgecache-dataplane");
 
-/// Whether we run as root (the data-plane tests need it in CI; elsewhere they skip visibly).
+/// Whether we run as root. As root (CI) every test runs; as another user the tests run on the
+/// thread-pool engine ([`default_engine`]) and only the few that need root skip ([`needs_root`]).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {
@@ -65,7 +66,7 @@ impl<'a> Opts<'a> {
             origin,
             dir,
             size: "256MiB",
-            engine: "auto",
+            engine: default_engine(),
             workers: 2,
             extra: Vec::new(),
         }
@@ -470,11 +471,35 @@ pub fn flip_stored_byte(dir: &Path, probe: &[u8], skip: u64) {
     f.sync_all().unwrap();
 }
 
-/// Print a visible skip line and tell the caller to return.
-pub fn skip_unless_root(test: &str) -> bool {
+/// The I/O engine of a test's data plane unless the test picks one: `auto` as root (io_uring
+/// where the kernel allows it, as in production), `threads` otherwise. Unprivileged io_uring may
+/// be disabled (`kernel.io_uring_disabled`), denied by a container's seccomp profile or, before
+/// Linux 5.12, short of RLIMIT_MEMLOCK; the thread pool needs none of that.
+pub fn default_engine() -> &'static str {
+    if is_root() { "auto" } else { "threads" }
+}
+
+/// For a test that cannot run without root: as another user, print a visible skip line
+/// (`SKIPPED: <test>: needs root for <reason>`) and tell the caller to return.
+pub fn needs_root(test: &str, reason: &str) -> bool {
     if is_root() {
         return false;
     }
-    println!("SKIPPED: {test}: needs root (io_uring, O_DIRECT, cgroups and tmpfs mounts)");
+    println!("SKIPPED: {test}: needs root for {reason}");
     true
+}
+
+/// For a test about io_uring: it runs as root, and as another user where this process can set
+/// up an io_uring; elsewhere it prints a visible skip line and tells the caller to return.
+pub fn needs_io_uring(test: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    match edgecache_cache::probe_uring() {
+        Ok(()) => false,
+        Err(e) => {
+            println!("SKIPPED: {test}: needs root for io_uring (unprivileged io_uring_setup: {e})");
+            true
+        }
+    }
 }
