@@ -2,7 +2,10 @@
 //!
 //! * header: a request head must arrive whole within `header` of its first byte (slowloris);
 //! * idle: a keep-alive connection with no request in flight is closed after `idle`;
-//! * write progress: a response whose bytes the client stops taking for `write` is dropped.
+//! * write progress: a response whose bytes the client stops taking for `write` is dropped;
+//!   sooner, after `write_under_pressure`, while requests on the worker wait for I/O buffer
+//!   memory: a stalled reader holds its response's buffers, and those who would use them
+//!   should not wait the full `write` for it.
 //!
 //! [`TimedIo`] wraps the connection's socket and records reads and blocked writes in a
 //! [`ConnClock`]; the service marks requests in flight ([`ConnClock::begin_request`], and a
@@ -19,13 +22,17 @@ use std::time::Duration;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use tokio::time::Instant;
 
-/// The three limits.
+/// The limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     pub header: Duration,
     pub idle: Duration,
     pub write: Duration,
+    pub write_under_pressure: Duration,
 }
+
+/// How often a blocked connection past `write_under_pressure` looks at the pressure again.
+const PRESSURE_RECHECK: Duration = Duration::from_millis(250);
 
 /// Where a connection is between requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +51,7 @@ pub enum Expiry {
     Header,
     Idle,
     Write,
+    WriteUnderPressure,
 }
 
 impl Expiry {
@@ -53,15 +61,18 @@ impl Expiry {
             Expiry::Header => "header_timeout",
             Expiry::Idle => "idle_timeout",
             Expiry::Write => "write_timeout",
+            Expiry::WriteUnderPressure => "write_timeout_under_pressure",
         }
     }
 }
 
 /// What has expired at `now`, or the next instant something could. A blocked write counts in
-/// every phase (a pipelined client may stop reading while its next head is being parsed).
+/// every phase (a pipelined client may stop reading while its next head is being parsed);
+/// `pressure`: requests on the worker are waiting for I/O buffer memory.
 pub fn check(
     phase: Phase,
     write_blocked_since: Option<Instant>,
+    pressure: bool,
     t: &Timeouts,
     now: Instant,
 ) -> Result<Instant, Expiry> {
@@ -72,6 +83,14 @@ pub fn check(
             return Err(Expiry::Write);
         }
         next = next.min(at);
+        let soon = since + t.write_under_pressure;
+        if now < soon {
+            next = next.min(soon);
+        } else if pressure {
+            return Err(Expiry::WriteUnderPressure);
+        } else {
+            next = next.min(now + PRESSURE_RECHECK);
+        }
     }
     let (at, expiry) = match phase {
         Phase::Idle(since) => (since + t.idle, Expiry::Idle),
@@ -123,6 +142,8 @@ impl ConnClock {
             self.write_blocked_since.set(None);
         } else if self.write_blocked_since.get().is_none() {
             self.write_blocked_since.set(Some(Instant::now()));
+            // The watchdog's next deadline may now be earlier (`write_under_pressure`).
+            self.changed.notify_one();
         }
     }
 
@@ -150,11 +171,15 @@ impl Drop for RequestGuard {
     }
 }
 
-/// Resolve when a limit expires (the connection is then to be dropped).
-pub async fn watch(clock: Rc<ConnClock>, t: Timeouts) -> Expiry {
+/// Resolve when a limit expires (the connection is then to be dropped); `pressure` says
+/// whether requests on the worker wait for I/O buffer memory.
+pub async fn watch(clock: Rc<ConnClock>, t: Timeouts, pressure: impl Fn() -> bool) -> Expiry {
     loop {
         let (phase, blocked) = clock.state();
-        match check(phase, blocked, &t, Instant::now()) {
+        // The pressure matters only to a connection blocked past `write_under_pressure`.
+        let now = Instant::now();
+        let pressed = blocked.is_some_and(|b| now >= b + t.write_under_pressure) && pressure();
+        match check(phase, blocked, pressed, &t, now) {
             Err(e) => return e,
             Ok(next) => {
                 tokio::select! {
@@ -242,6 +267,7 @@ mod tests {
         header: Duration::from_secs(10),
         idle: Duration::from_secs(60),
         write: Duration::from_secs(30),
+        write_under_pressure: Duration::from_secs(5),
     };
 
     fn s(n: u64) -> Duration {
@@ -252,19 +278,28 @@ mod tests {
     fn each_phase_has_its_limit() {
         let t0 = Instant::now();
         // Idle: closed after `idle`, and not before.
-        assert_eq!(check(Phase::Idle(t0), None, &T, t0 + s(59)), Ok(t0 + s(60)));
         assert_eq!(
-            check(Phase::Idle(t0), None, &T, t0 + s(60)),
+            check(Phase::Idle(t0), None, false, &T, t0 + s(59)),
+            Ok(t0 + s(60))
+        );
+        assert_eq!(
+            check(Phase::Idle(t0), None, false, &T, t0 + s(60)),
             Err(Expiry::Idle)
         );
         // A head must be whole `header` after its first byte, however slowly it trickles.
-        assert_eq!(check(Phase::Head(t0), None, &T, t0 + s(9)), Ok(t0 + s(10)));
         assert_eq!(
-            check(Phase::Head(t0), None, &T, t0 + s(10)),
+            check(Phase::Head(t0), None, false, &T, t0 + s(9)),
+            Ok(t0 + s(10))
+        );
+        assert_eq!(
+            check(Phase::Head(t0), None, false, &T, t0 + s(10)),
             Err(Expiry::Header)
         );
         // Busy: no phase limit, only write progress; the watchdog looks again later.
-        assert_eq!(check(Phase::Busy, None, &T, t0 + s(500)), Ok(t0 + s(530)));
+        assert_eq!(
+            check(Phase::Busy, None, false, &T, t0 + s(500)),
+            Ok(t0 + s(530))
+        );
     }
 
     #[test]
@@ -272,16 +307,58 @@ mod tests {
         let t0 = Instant::now();
         for phase in [Phase::Busy, Phase::Idle(t0), Phase::Head(t0)] {
             assert_eq!(
-                check(phase, Some(t0), &T, t0 + s(30)),
+                check(phase, Some(t0), false, &T, t0 + s(30)),
                 Err(Expiry::Write),
                 "{phase:?}"
             );
         }
-        assert_eq!(check(Phase::Busy, Some(t0), &T, t0 + s(29)), Ok(t0 + s(30)));
-        // The earlier of two deadlines wins.
+        // Not yet expired; looked at again soon for the pressure, and at `write` at the latest.
         assert_eq!(
-            check(Phase::Head(t0), Some(t0), &T, t0 + s(1)),
+            check(Phase::Busy, Some(t0), false, &T, t0 + s(29)),
+            Ok(t0 + s(29) + PRESSURE_RECHECK)
+        );
+        assert_eq!(
+            check(
+                Phase::Busy,
+                Some(t0),
+                false,
+                &T,
+                t0 + s(29) + Duration::from_millis(900)
+            ),
+            Ok(t0 + s(30))
+        );
+        // The earliest deadline wins: here the look at the pressure, then the head's.
+        assert_eq!(
+            check(Phase::Head(t0), Some(t0), false, &T, t0 + s(1)),
+            Ok(t0 + s(5))
+        );
+        assert_eq!(
+            check(Phase::Head(t0), Some(t0 + s(8)), false, &T, t0 + s(9)),
             Ok(t0 + s(10))
+        );
+    }
+
+    #[test]
+    fn under_pressure_a_blocked_write_expires_sooner() {
+        let t0 = Instant::now();
+        // Before `write_under_pressure`, pressure changes nothing.
+        assert_eq!(
+            check(Phase::Busy, Some(t0), true, &T, t0 + s(4)),
+            Ok(t0 + s(5))
+        );
+        assert_eq!(
+            check(Phase::Busy, Some(t0), true, &T, t0 + s(5)),
+            Err(Expiry::WriteUnderPressure)
+        );
+        // Without pressure the connection keeps its full write timeout, looked at again soon.
+        assert_eq!(
+            check(Phase::Busy, Some(t0), false, &T, t0 + s(6)),
+            Ok(t0 + s(6) + PRESSURE_RECHECK)
+        );
+        // A connection whose writes progress is never dropped for pressure.
+        assert_eq!(
+            check(Phase::Busy, None, true, &T, t0 + s(100)),
+            Ok(t0 + s(130))
         );
     }
 

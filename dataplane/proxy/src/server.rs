@@ -362,6 +362,10 @@ async fn serve_connection(
         header: limits.header_timeout.get(),
         idle: limits.idle_timeout.get(),
         write: limits.write_timeout.get(),
+        write_under_pressure: limits
+            .write_timeout_under_pressure
+            .get()
+            .min(limits.write_timeout.get()),
     };
     let clock = ConnClock::new();
     let slot = InterimSlot::new(ctx.shared.metrics.clone());
@@ -396,7 +400,10 @@ async fn serve_connection(
         .max_buf_size(64 * 1024)
         .serve_connection(io, svc);
     tokio::pin!(conn);
-    let watchdog = conn_timer::watch(clock, timeouts);
+    let pressure_ctx = ctx.clone();
+    let watchdog = conn_timer::watch(clock, timeouts, move || {
+        pressure_ctx.store.io_budget().has_waiters()
+    });
     tokio::pin!(watchdog);
     let res = tokio::select! {
         res = conn.as_mut() => res,

@@ -285,3 +285,56 @@ fn stalled_readers_of_a_large_hit_do_not_freeze_other_clients_disk_hits() {
     println!("256 stalled 8 MiB readers: slowest of 50 fresh disk hits took {worst:?}");
     drop(stalled);
 }
+
+#[test]
+fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    // One worker, no RAM tier, the default 30 s write timeout: the stalled readers hold the
+    // worker's I/O budget for the later chunks of a large hit until they are dropped.
+    let dp = start(
+        &o,
+        dir.path(),
+        "memory:\n  ramTier: 0B\nclients:\n  maxConnectionsPerIp: 1000\n  writeTimeout: 30s\n  writeTimeoutUnderPressure: 2s\n",
+    );
+    let big = "/obj/8m/big";
+    assert_eq!(dp.get(big).body.len(), 8 << 20);
+    let fresh = "/obj/4m/fresh";
+    assert_eq!(dp.get(fresh).body.len(), 4 << 20);
+    let mut stalled = Vec::new();
+    for _ in 0..256 {
+        let mut s = TcpStream::connect(dp.listen).unwrap();
+        socket2::SockRef::from(&s)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        write!(s, "GET {big} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
+        stalled.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // A fresh client's 4 MiB hit from disk: all of it, long before the stalled readers' write
+    // timeout (under buffer pressure they are dropped after `clients.writeTimeoutUnderPressure`).
+    let t = Instant::now();
+    let mut c = connect_from("127.0.0.2", dp.listen).unwrap();
+    // Under the write timeout (30 s) alone it took about a minute: the stalled readers were
+    // dropped in rounds, each holding the budget for the full timeout.
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        c,
+        "GET {fresh} HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let r = read_response(&mut BufReader::new(c), false)
+        .unwrap_or_else(|e| panic!("the fresh 4 MiB hit: {e} after {:?}", t.elapsed()));
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert!(!r.truncated);
+    check_body(4 << 20, "fresh", &r.body).unwrap();
+    println!(
+        "256 stalled 8 MiB readers: a fresh 4 MiB disk hit took {:?}",
+        t.elapsed()
+    );
+    let dropped = dp.metric(
+        r#"edgecache_dataplane_connections_closed_total{reason="write_timeout_under_pressure"}"#,
+    );
+    assert!(dropped >= 1.0, "{}", dp.metrics());
+    drop(stalled);
+}

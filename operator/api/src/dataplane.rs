@@ -99,6 +99,9 @@ pub struct ClientLimitsConfig {
     /// Longest time a response may make no progress into a client's socket before the
     /// connection is dropped. Default: `30s`.
     pub write_timeout: Duration,
+    /// The same, shorter, while requests on the worker wait for I/O buffer memory (a stalled
+    /// reader holds its response's buffers); `writeTimeout` when that is shorter. Default: `5s`.
+    pub write_timeout_under_pressure: Duration,
     /// Open connections per client IP address, all workers together; more are refused.
     /// Default: 256.
     pub max_connections_per_ip: u32,
@@ -112,6 +115,7 @@ impl Default for ClientLimitsConfig {
             header_timeout: Duration::secs(10),
             idle_timeout: Duration::secs(60),
             write_timeout: Duration::secs(30),
+            write_timeout_under_pressure: Duration::secs(5),
             max_connections_per_ip: 256,
             max_connections_per_worker: 0,
         }
@@ -509,11 +513,16 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
         ("clients.headerTimeout", cfg.clients.header_timeout),
         ("clients.idleTimeout", cfg.clients.idle_timeout),
         ("clients.writeTimeout", cfg.clients.write_timeout),
+        (
+            "clients.writeTimeoutUnderPressure",
+            cfg.clients.write_timeout_under_pressure,
+        ),
     ] {
         if d.get().is_zero() {
             errors.push(err(path, Some(d.to_string()), "must be greater than zero"));
         }
     }
+
     if cfg.clients.max_connections_per_ip == 0 {
         errors.push(err(
             "clients.maxConnectionsPerIp",
@@ -873,6 +882,19 @@ mod tests {
         let e = parse("origin: [\n").unwrap_err();
         assert_eq!(e.0.len(), 1, "{e}");
         assert_eq!(e.0[0].path, "(document)");
+    }
+
+    #[test]
+    fn a_write_timeout_shorter_than_the_one_under_pressure_is_valid() {
+        let ok = parse("origin:\n  url: http://o:80\nclients:\n  writeTimeout: 1s\n").unwrap();
+        assert_eq!(ok.clients.write_timeout_under_pressure.to_string(), "5s");
+        let e = parse("origin:\n  url: http://o:80\nclients:\n  writeTimeoutUnderPressure: 0s\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("clients.writeTimeoutUnderPressure: must be greater than zero"),
+            "{e}"
+        );
     }
 
     #[test]

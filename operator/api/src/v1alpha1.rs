@@ -439,6 +439,10 @@ pub struct ClientsSpec {
     /// A response the client takes no byte of for this long is dropped. Default: `30s`.
     #[serde(default = "default_write_timeout")]
     pub write_timeout: Duration,
+    /// The same, shorter, while requests on a worker wait for I/O buffer memory (a stalled
+    /// reader holds its response's buffers); `writeTimeout` when that is shorter. Default: `5s`.
+    #[serde(default = "default_write_timeout_under_pressure")]
+    pub write_timeout_under_pressure: Duration,
     /// Open connections per client address; more are refused. Default: 256.
     #[serde(default = "default_per_ip")]
     #[schemars(range(min = 1, max = 1000000))]
@@ -456,6 +460,7 @@ impl Default for ClientsSpec {
             header_timeout: default_header_timeout(),
             idle_timeout: default_client_idle_timeout(),
             write_timeout: default_write_timeout(),
+            write_timeout_under_pressure: default_write_timeout_under_pressure(),
             max_connections_per_ip: default_per_ip(),
             max_connections_per_worker: 0,
         }
@@ -471,6 +476,9 @@ fn default_client_idle_timeout() -> Duration {
 }
 fn default_write_timeout() -> Duration {
     ClientLimitsConfig::default().write_timeout
+}
+fn default_write_timeout_under_pressure() -> Duration {
+    ClientLimitsConfig::default().write_timeout_under_pressure
 }
 fn default_per_ip() -> u32 {
     ClientLimitsConfig::default().max_connections_per_ip

@@ -283,6 +283,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             header_timeout: spec.clients.header_timeout,
             idle_timeout: spec.clients.idle_timeout,
             write_timeout: spec.clients.write_timeout,
+            write_timeout_under_pressure: spec.clients.write_timeout_under_pressure,
             max_connections_per_ip: spec.clients.max_connections_per_ip,
             max_connections_per_worker: spec.clients.max_connections_per_worker,
         },
@@ -375,7 +376,7 @@ mod tests {
     #[test]
     fn client_limits_and_close_delimited_storage_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
-            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\n  maxVariantsPerKey: 8\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
+            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\n  maxVariantsPerKey: 8\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  writeTimeoutUnderPressure: 3s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
         ), &Policy::default())
         .unwrap();
         let c = &v.dataplane;
@@ -385,6 +386,7 @@ mod tests {
         assert_eq!(c.clients.header_timeout.to_string(), "5s");
         assert_eq!(c.clients.idle_timeout.to_string(), "2m");
         assert_eq!(c.clients.write_timeout.to_string(), "15s");
+        assert_eq!(c.clients.write_timeout_under_pressure.to_string(), "3s");
         assert_eq!(c.clients.max_connections_per_ip, 64);
         assert_eq!(c.clients.max_connections_per_worker, 5000);
         // The data plane's own rules apply: a zero timeout is refused, by its spec name.

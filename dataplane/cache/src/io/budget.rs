@@ -303,6 +303,11 @@ impl IoBudget {
         self.shared.usage()
     }
 
+    /// Whether some request is waiting for buffer memory now (the budget is under pressure).
+    pub fn has_waiters(&self) -> bool {
+        !self.shared.lock().waiters.is_empty()
+    }
+
     /// A handle that does not keep the budget alive (for store-wide statistics).
     pub(crate) fn downgrade(&self) -> std::sync::Weak<Shared> {
         Arc::downgrade(&self.shared)
