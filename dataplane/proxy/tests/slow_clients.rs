@@ -63,6 +63,20 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
     false
 }
 
+/// `n` connections that ask for `path` and never read a byte (a 4 KiB receive buffer).
+fn stalled_readers(dp: &Dataplane, path: &str, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(dp.listen).unwrap();
+            socket2::SockRef::from(&s)
+                .set_recv_buffer_size(4096)
+                .unwrap();
+            write!(s, "GET {path} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
+            s
+        })
+        .collect()
+}
+
 /// One keep-alive GET on `s`, the response read whole.
 fn get_on(s: &mut TcpStream, path: &str) -> Resp {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -255,15 +269,7 @@ fn stalled_readers_of_a_large_hit_do_not_freeze_other_clients_disk_hits() {
         dp.get(p);
     }
     // 256 connections ask for the 8 MiB hit and never read a byte of it.
-    let mut stalled = Vec::new();
-    for _ in 0..256 {
-        let mut s = TcpStream::connect(dp.listen).unwrap();
-        socket2::SockRef::from(&s)
-            .set_recv_buffer_size(4096)
-            .unwrap();
-        write!(s, "GET {big} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
-        stalled.push(s);
-    }
+    let stalled = stalled_readers(&dp, big, 256);
     std::thread::sleep(Duration::from_millis(500));
     // A fresh client's small hits from disk still come, each well within its 5 s timeout.
     let mut worst = Duration::ZERO;
@@ -301,15 +307,7 @@ fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers() 
     assert_eq!(dp.get(big).body.len(), 8 << 20);
     let fresh = "/obj/4m/fresh";
     assert_eq!(dp.get(fresh).body.len(), 4 << 20);
-    let mut stalled = Vec::new();
-    for _ in 0..256 {
-        let mut s = TcpStream::connect(dp.listen).unwrap();
-        socket2::SockRef::from(&s)
-            .set_recv_buffer_size(4096)
-            .unwrap();
-        write!(s, "GET {big} HTTP/1.1\r\nHost: test.example\r\n\r\n").unwrap();
-        stalled.push(s);
-    }
+    let stalled = stalled_readers(&dp, big, 256);
     std::thread::sleep(Duration::from_millis(500));
     // A fresh client's 4 MiB hit from disk: all of it, long before the stalled readers' write
     // timeout (under buffer pressure they are dropped after `clients.writeTimeoutUnderPressure`).
