@@ -13,7 +13,9 @@
 //! - [`StoreWorker::begin_write`] reserves the exact record length in the active segment when
 //!   the Content-Length is known, and the body streams to disk in 256 KiB aligned O_DIRECT
 //!   writes as it arrives. Unknown-length bodies are buffered in RAM up to
-//!   [`UNKNOWN_LENGTH_CAP`] (8 MiB), then written at `finish`; larger ones are not stored.
+//!   [`UNKNOWN_LENGTH_CAP`] (8 MiB), then written at `finish`; larger ones are not stored. All
+//!   writers together buffer no more than the bound of [`Store::unknown_length_bodies`] (the
+//!   memory plan's); a body that would pass it is not stored (`StoreError::MemoryBound`).
 //! - A known-length body can be read while it is written, by any worker
 //!   ([`ObjectWriter::readable`], [`StoreWorker::read_growing`]; see `store/growing.rs`):
 //!   readers follow the writer's flushes, so a slow reader never holds the writer back.
@@ -80,7 +82,8 @@
 //! [`StoreWorker::with_io_buffer_bytes`] set it (the memory plan's per-worker I/O buffers).
 //! Outside the budget: the store's one 4 KiB block for synchronous writes, the 1 MiB recovery
 //! window at open, unknown-length bodies buffered by writers (the caller's `Bytes`, up to
-//! [`UNKNOWN_LENGTH_CAP`]) and RAM tier copies (bounded by the RAM tier size).
+//! [`UNKNOWN_LENGTH_CAP`] each and the bound of [`Store::unknown_length_bodies`] together) and RAM
+//! tier copies (bounded by the RAM tier size).
 //! A consumer that keeps more than the budget's worth of a stream's chunks alive while
 //! polling for more would wait forever; the proxy drops each chunk once hyper has written it.
 //!
@@ -173,6 +176,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
 use edgecache_api::dataplane::{IoEngineKind, StorageConfig};
+use edgecache_host::Share;
 use tokio::sync::OwnedSemaphorePermit;
 
 pub use crate::io::{EngineKind, probe_uring};
@@ -334,6 +338,8 @@ pub struct Store {
     marks: Marks,
     /// Woken whenever an in-place header rewrite ends (`store/rewrite.rs`).
     rewrites_done: tokio::sync::Notify,
+    /// Bytes of unknown-length bodies buffered by writers, and their bound.
+    unknown_length: Arc<Share>,
     /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
     _lock: fs::File,
 }
@@ -449,6 +455,7 @@ impl Store {
             budgets: Mutex::new(Vec::new()),
             marks: Marks::new(),
             rewrites_done: tokio::sync::Notify::new(),
+            unknown_length: Arc::new(Share::default()),
             _lock: lock,
         };
         store
@@ -502,6 +509,13 @@ impl Store {
     /// beyond it.
     pub fn set_index_reserve(&self, bytes: u64) {
         self.index_reserve.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The bytes of unknown-length bodies buffered by all writers now, and their bound (default
+    /// unbounded; the memory plan's with [`Share::set_bound`]). A writer that would take it past
+    /// the bound fails with [`StoreError::MemoryBound`]: the body is proxied, not stored.
+    pub fn unknown_length_bodies(&self) -> &Arc<Share> {
+        &self.unknown_length
     }
 
     /// Index bytes the RAM tier must leave room for: what the index takes beyond its reserve.

@@ -46,6 +46,7 @@ engine_suite!(
     a_body_streams_to_readers_while_it_is_written,
     a_failed_write_fails_its_readers_past_the_disk,
     meta_rewrites_racing_reads_never_drop_the_object,
+    unknown_length_bodies_stay_within_their_bound,
 );
 
 fn tmp() -> tempfile::TempDir {
@@ -1179,5 +1180,49 @@ fn meta_rewrites_racing_reads_never_drop_the_object(engine: IoEngineKind) {
                 assert_eq!(meta_version(&obj.meta, META), Some(REWRITES), "{k}");
             }
         }
+    });
+}
+
+/// Unknown-length bodies buffered by all writers together stay within the store's bound; one
+/// that would pass it fails (`MemoryBound`: proxied, not stored) and gives its bytes back.
+fn unknown_length_bodies_stay_within_their_bound(engine: IoEngineKind) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    let share = store.unknown_length_bodies().clone();
+    share.set_bound(300_000);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let begin = |key: &str| {
+            w.begin_write(
+                Bytes::copy_from_slice(key.as_bytes()),
+                Bytes::new(),
+                Bytes::new(),
+                None,
+            )
+            .unwrap()
+        };
+        let mut a = begin("/a");
+        a.write(Bytes::from(vec![1u8; 200_000])).await.unwrap();
+        assert_eq!(share.held(), 200_000);
+        let mut b = begin("/b");
+        b.write(Bytes::from(vec![2u8; 50_000])).await.unwrap();
+        let e = b.write(Bytes::from(vec![2u8; 60_000])).await.unwrap_err();
+        assert!(matches!(e, StoreError::MemoryBound), "{e}");
+        assert_eq!(e.as_str(), "memory_bound");
+        drop(b);
+        assert_eq!(
+            share.held(),
+            200_000,
+            "the failed writer gave its bytes back"
+        );
+        a.finish().await.unwrap();
+        assert_eq!(share.held(), 0, "written and published: nothing held");
+        // Known lengths stream to disk: not counted.
+        put(&w, "/known", "", "", &[3u8; 400_000], true, 65_536)
+            .await
+            .unwrap();
+        assert_eq!(share.held(), 0);
+        assert!(get(&w, "/a").await.is_some());
+        assert!(get(&w, "/b").await.is_none());
     });
 }

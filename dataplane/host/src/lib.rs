@@ -5,7 +5,8 @@
 //! - [`plan_cpus`] turns the affinity mask, the cgroup CPU quota and the configured worker count
 //!   into the list of CPUs the workers are pinned to ([`worker_cpus`] reads the inputs);
 //! - [`plan_memory`] turns the cgroup memory limit and the memory config into a [`MemoryPlan`]
-//!   (RAM tier, I/O buffers, headroom); [`read_memory_limit`] reads the limit.
+//!   (RAM tier, I/O buffers, headroom, in-flight bytes), and [`Share`] enforces the bound of
+//!   each in-flight [`Part`]; [`read_memory_limit`] reads the limit.
 //!
 //! # Unsafe
 //! The workspace denies `unsafe_code`. Two items in [`cpu`] relax it, because the affinity
@@ -25,9 +26,10 @@ pub use cpu::{
     worker_cpus,
 };
 pub use memory::{
-    BASE_RSS, CONNECTION_BYTES, CONNECTIONS_PER_WORKER_MAX, CONNECTIONS_PER_WORKER_MIN,
-    IO_BUFFERS_MAX_PER_WORKER, IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_NO_LIMIT_PER_WORKER,
-    IO_BUFFERS_SHARE_DIVISOR, LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, RamTierSource,
-    connections_per_worker, io_buffers_per_worker, plan_memory, plan_memory_with_ram,
-    read_mem_total, read_mem_total_at,
+    BASE_RSS, CONNECTION_BYTES, CONNECTIONS_PER_WORKER_MAX, CONNECTIONS_PER_WORKER_MIN, Charge,
+    IN_FLIGHT_MAX, IN_FLIGHT_NO_LIMIT, IN_FLIGHT_SHARE_PERCENT, IO_BUFFERS_MAX_PER_WORKER,
+    IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_NO_LIMIT_PER_WORKER, IO_BUFFERS_SHARE_DIVISOR,
+    LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, Part, RamTierSource, Share,
+    connections_per_worker, fits, io_buffers_per_worker, part_bound, plan_memory,
+    plan_memory_with_ram, read_mem_total, read_mem_total_at,
 };

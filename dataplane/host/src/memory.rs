@@ -3,6 +3,8 @@
 use std::fmt;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use edgecache_api::ByteSize;
 use edgecache_api::dataplane::MemoryConfig;
@@ -97,9 +99,15 @@ pub struct MemoryPlan {
     pub io_buffers: u64,
     pub io_buffers_per_worker: u64,
     pub workers: usize,
+    /// Bytes held by requests in flight outside the I/O buffers: unknown-length bodies buffered
+    /// for the store, coalescing tails, fill client queues and interim (1xx) queues, each
+    /// bounded by its part of this ([`in_flight_bounds`]): [`IN_FLIGHT_SHARE_PERCENT`] of what
+    /// is left after headroom, base and buffers, at most [`IN_FLIGHT_MAX`] ([`IN_FLIGHT_NO_LIMIT`]
+    /// without a limit).
+    pub in_flight: u64,
     /// Reserved for the store's index (it holds each object's key and, for most, its response
     /// head) and per-connection state, which grow with the number of objects and clients: half of
-    /// what is left after headroom, base and buffers ([`INDEX_SHARE_PERCENT`]).
+    /// what is left after headroom, base, buffers and in-flight bytes ([`INDEX_SHARE_PERCENT`]).
     pub index_reserve: u64,
     /// The in-memory object tier.
     pub ram_tier: u64,
@@ -109,14 +117,198 @@ pub struct MemoryPlan {
     pub over_budget: u64,
 }
 
-/// Share of the planned budget (after headroom, base and buffers) kept for the index and
+/// Share of the planned budget (after headroom, base and buffers) for bytes held in flight
+/// outside the I/O buffers ([`MemoryPlan::in_flight`]).
+pub const IN_FLIGHT_SHARE_PERCENT: u64 = 25;
+/// Largest in-flight share the plan gives.
+pub const IN_FLIGHT_MAX: u64 = 1 << 30;
+/// The in-flight share when there is no memory limit.
+pub const IN_FLIGHT_NO_LIMIT: u64 = 512 << 20;
+
+/// A part of the memory plan held by requests in flight, each with a bound of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Bodies of unknown length buffered by the store's writers until their end.
+    UnknownLengthBodies,
+    /// Response bodies kept in memory by coalesced fetches, for waiters and for the leader's
+    /// client to read at its pace.
+    CoalescingTails,
+    /// Chunks queued from a fill to the client whose request caused it.
+    FillClientQueues,
+    /// Interim (1xx) responses queued per connection.
+    InterimQueues,
+    /// Client connections' own buffers and state ([`CONNECTION_BYTES`] each): bounded by the
+    /// connection cap ([`connections_per_worker`]), out of the index reserve.
+    Connections,
+}
+
+impl Part {
+    pub const ALL: [Part; 5] = [
+        Part::UnknownLengthBodies,
+        Part::CoalescingTails,
+        Part::FillClientQueues,
+        Part::InterimQueues,
+        Part::Connections,
+    ];
+
+    /// The `part` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::UnknownLengthBodies => "unknown_length_bodies",
+            Part::CoalescingTails => "coalescing_tails",
+            Part::FillClientQueues => "fill_client_queues",
+            Part::InterimQueues => "interim_queues",
+            Part::Connections => "connections",
+        }
+    }
+
+    /// Eighths of [`MemoryPlan::in_flight`] the part may hold (0: not in the in-flight share).
+    pub fn eighths(self) -> u64 {
+        match self {
+            Part::UnknownLengthBodies | Part::CoalescingTails => 3,
+            Part::FillClientQueues | Part::InterimQueues => 1,
+            Part::Connections => 0,
+        }
+    }
+}
+
+/// The bound of each [`Part`] under `plan` (pure): its eighths of the in-flight share; for
+/// [`Part::Connections`], the connection cap of all workers at [`CONNECTION_BYTES`] each.
+pub fn part_bound(plan: &MemoryPlan, part: Part) -> u64 {
+    match part {
+        Part::Connections => connections_per_worker(plan)
+            .saturating_mul(plan.workers.max(1) as u64)
+            .saturating_mul(CONNECTION_BYTES),
+        p => plan.in_flight / 8 * p.eighths(),
+    }
+}
+
+/// Whether `want` more bytes may be taken where `held` are, under `bound` (pure): the decision
+/// every in-flight part makes before it allocates. Nothing is taken past the bound; a request
+/// refused degrades (its body is proxied but not stored, a tail is not kept, a fill waits for
+/// its client, an interim response is dropped).
+pub fn fits(held: u64, want: u64, bound: u64) -> bool {
+    held.checked_add(want).is_some_and(|total| total <= bound)
+}
+
+/// The bytes a [`Part`] holds now, and its bound. Shared by every worker; taking and giving back
+/// are one atomic operation each.
+#[derive(Debug)]
+pub struct Share {
+    held: AtomicU64,
+    bound: AtomicU64,
+}
+
+impl Default for Share {
+    /// Unbounded until [`Share::set_bound`].
+    fn default() -> Self {
+        Share::new(u64::MAX)
+    }
+}
+
+impl Share {
+    pub fn new(bound: u64) -> Self {
+        Share {
+            held: AtomicU64::new(0),
+            bound: AtomicU64::new(bound),
+        }
+    }
+
+    pub fn set_bound(&self, bound: u64) {
+        self.bound.store(bound, Ordering::Relaxed);
+    }
+
+    pub fn bound(&self) -> u64 {
+        self.bound.load(Ordering::Relaxed)
+    }
+
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Take `n` bytes if they [`fits`].
+    pub fn try_take(&self, n: u64) -> bool {
+        let bound = self.bound();
+        self.held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                fits(held, n, bound).then(|| held + n)
+            })
+            .is_ok()
+    }
+
+    /// Take `n` bytes whatever the bound (for bytes bounded elsewhere, or the one chunk that
+    /// always fits an empty queue).
+    pub fn take(&self, n: u64) {
+        self.held.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Give back `n` bytes taken before.
+    pub fn give_back(&self, n: u64) {
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                Some(held.saturating_sub(n))
+            });
+    }
+}
+
+/// Bytes taken from a [`Share`], given back when dropped.
+#[derive(Debug)]
+pub struct Charge {
+    share: Arc<Share>,
+    bytes: u64,
+}
+
+impl Charge {
+    /// Nothing taken yet.
+    pub fn new(share: Arc<Share>) -> Self {
+        Charge { share, bytes: 0 }
+    }
+
+    /// Hold at least `total` bytes: take what is missing if it fits; false (nothing more taken)
+    /// when it does not.
+    pub fn cover(&mut self, total: u64) -> bool {
+        if total <= self.bytes {
+            return true;
+        }
+        if !self.share.try_take(total - self.bytes) {
+            return false;
+        }
+        self.bytes = total;
+        true
+    }
+
+    /// Hold exactly `total` bytes, whatever the bound (see [`Share::take`]).
+    pub fn set(&mut self, total: u64) {
+        if total > self.bytes {
+            self.share.take(total - self.bytes);
+        } else {
+            self.share.give_back(self.bytes - total);
+        }
+        self.bytes = total;
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.share.give_back(self.bytes);
+    }
+}
+
+/// Share of the planned budget (after headroom, base, buffers and in-flight bytes) kept for the index and
 /// connections rather than the RAM tier. Measured: 100,000 objects of 4 KiB need about 50 MiB of
 /// index, which a RAM tier taking everything left pushed over a 256 MiB limit (OOM).
 pub const INDEX_SHARE_PERCENT: u64 = 50;
 
 /// What one client connection may hold at most in the plan: hyper's read buffer grows to 64 KiB
-/// for a large head, its write buffer and the connection's state take a few KiB more.
-pub const CONNECTION_BYTES: u64 = 72 * 1024;
+/// for a large head, its write buffer and the connection's state take a few KiB more, and the
+/// origin connection of a fill it causes reads into a buffer of 64 KiB (the proxy's
+/// `ORIGIN_READ_BUF`, which also bounds the body chunk the client's connection is writing).
+pub const CONNECTION_BYTES: u64 = 136 * 1024;
 
 /// Bounds of the per-worker connection cap derived from the plan.
 pub const CONNECTIONS_PER_WORKER_MIN: u64 = 256;
@@ -145,9 +337,12 @@ pub fn plan_memory(limit: Option<u64>, cfg: &MemoryConfig, workers: usize) -> Me
 /// - The limit is `cfg.limit` when set, else the cgroup `limit`; a cgroup limit above total RAM
 ///   (`mem_total`) is capped at it.
 /// - With a limit: headroom = `headroom_percent`% of it; then the base and the I/O buffers
-///   ([`io_buffers_per_worker`]); of what is left, [`INDEX_SHARE_PERCENT`] is reserved for the
-///   index and connections and the RAM tier gets the rest (`cfg.ram_tier` overrides it).
-/// - Without a limit: no headroom; RAM tier = `cfg.ram_tier`, else `min(1 GiB, mem_total / 8)`.
+///   ([`io_buffers_per_worker`]); of what is left, [`IN_FLIGHT_SHARE_PERCENT`] (at most
+///   [`IN_FLIGHT_MAX`]) is for bytes in flight, then [`INDEX_SHARE_PERCENT`] of the rest is
+///   reserved for the index and connections and the RAM tier gets the rest (`cfg.ram_tier`
+///   overrides it).
+/// - Without a limit: no headroom; in flight [`IN_FLIGHT_NO_LIMIT`]; RAM tier = `cfg.ram_tier`,
+///   else `min(1 GiB, mem_total / 8)`.
 pub fn plan_memory_with_ram(
     limit: Option<u64>,
     mem_total: Option<u64>,
@@ -164,22 +359,26 @@ pub fn plan_memory_with_ram(
     let io_buffers = io_buffers_per_worker.saturating_mul(workers as u64);
     let headroom_percent = cfg.headroom_percent.min(100);
     let fixed = BASE_RSS.saturating_add(io_buffers);
-    let (headroom, index_reserve, ram_tier, source, over_budget) = match limit {
+    let (headroom, in_flight, index_reserve, ram_tier, source, over_budget) = match limit {
         Some(l) => {
             let headroom =
                 l / 100 * u64::from(headroom_percent) + l % 100 * u64::from(headroom_percent) / 100;
             let budget = l - headroom;
             let rest = budget.saturating_sub(fixed);
+            let in_flight = ((u128::from(rest) * u128::from(IN_FLIGHT_SHARE_PERCENT) / 100) as u64)
+                .min(IN_FLIGHT_MAX);
+            let rest = rest - in_flight;
             let index_reserve = (u128::from(rest) * u128::from(INDEX_SHARE_PERCENT) / 100) as u64;
             let (ram, source) = match cfg.ram_tier {
                 Some(r) => (r.bytes(), RamTierSource::Config),
                 None => (rest - index_reserve, RamTierSource::Planned),
             };
             let over = fixed
+                .saturating_add(in_flight)
                 .saturating_add(index_reserve)
                 .saturating_add(ram)
                 .saturating_sub(budget);
-            (headroom, index_reserve, ram, source, over)
+            (headroom, in_flight, index_reserve, ram, source, over)
         }
         None => {
             let (ram, source) = match cfg.ram_tier {
@@ -191,7 +390,7 @@ pub fn plan_memory_with_ram(
                     RamTierSource::Capped,
                 ),
             };
-            (0, 0, ram, source, 0)
+            (0, IN_FLIGHT_NO_LIMIT, 0, ram, source, 0)
         }
     };
     MemoryPlan {
@@ -203,6 +402,7 @@ pub fn plan_memory_with_ram(
         io_buffers,
         io_buffers_per_worker,
         workers,
+        in_flight,
         index_reserve,
         ram_tier,
         ram_tier_source: source,
@@ -220,14 +420,22 @@ impl fmt::Display for MemoryPlan {
         }
         write!(
             f,
-            ", headroom {} ({}%), base {}, io buffers {} ({} workers x {}), index reserve {}, ram tier {} ({})",
+            ", headroom {} ({}%), base {}, io buffers {} ({} workers x {}), in flight {} (\
+             unknown-length bodies {}, coalescing tails {}, fill client queues {}, interim \
+             queues {}), index reserve {} (index, and connections up to {}), ram tier {} ({})",
             b(self.headroom),
             self.headroom_percent,
             b(self.base),
             b(self.io_buffers),
             self.workers,
             b(self.io_buffers_per_worker),
+            b(self.in_flight),
+            b(part_bound(self, Part::UnknownLengthBodies)),
+            b(part_bound(self, Part::CoalescingTails)),
+            b(part_bound(self, Part::FillClientQueues)),
+            b(part_bound(self, Part::InterimQueues)),
             b(self.index_reserve),
+            b(part_bound(self, Part::Connections)),
             b(self.ram_tier),
             self.ram_tier_source.as_str(),
         )?;
@@ -268,8 +476,10 @@ mod tests {
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
 
-    /// The RAM tier's share of `rest`: what the index reserve (half, rounded down) leaves.
-    fn half_up(rest: u64) -> u64 {
+    /// The RAM tier's share of `rest`: what the in-flight share and the index reserve (half of
+    /// what that leaves, rounded down) leave.
+    fn planned_ram(rest: u64) -> u64 {
+        let rest = rest - (rest / 4).min(IN_FLIGHT_MAX);
         rest - rest / 2
     }
 
@@ -293,7 +503,7 @@ mod tests {
             connections_per_worker(&plan(Some(64 * MIB), 1)),
             CONNECTIONS_PER_WORKER_MIN
         );
-        // An 8 GiB pod: a quarter of its reserve at 72 KiB a connection, over 4 workers.
+        // An 8 GiB pod: a quarter of its reserve at CONNECTION_BYTES a connection, over 4 workers.
         let p = plan(Some(8 * GIB), 4);
         let want = p.index_reserve / 4 / CONNECTION_BYTES / 4;
         assert!(want > CONNECTIONS_PER_WORKER_MIN, "{want}");
@@ -320,21 +530,21 @@ mod tests {
         }
         #[rustfmt::skip]
         let cases = [
-            // 256 MiB cgroup, 25%: 64 headroom, 32 base, an eighth (2 x 16) buffers -> 128 MiB, half of it RAM tier.
+            // 256 MiB cgroup, 25%: 64 headroom, 32 base, an eighth (2 x 16) buffers -> 128 MiB, a quarter in flight, half of the rest RAM tier.
             Case { name: "v1 256MiB, 2 workers", cgroup: Some(256 * MIB), total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
-                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 64 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 48 * MIB, ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "4 GiB, 10%, 4 workers", cgroup: Some(4 * GIB), total: None, cfg: cfg(None, None, 10), workers: 4,
-                   limit: Some(4 * GIB), source: LimitSource::Cgroup, headroom: 4 * GIB / 10, io: 256 * MIB, ram: half_up(4 * GIB - 4 * GIB / 10 - 288 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(4 * GIB), source: LimitSource::Cgroup, headroom: 4 * GIB / 10, io: 256 * MIB, ram: planned_ram(4 * GIB - 4 * GIB / 10 - 288 * MIB), ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "config limit beats cgroup", cgroup: Some(8 * GIB), total: None, cfg: cfg(Some(512 * MIB), None, 0), workers: 1,
-                   limit: Some(512 * MIB), source: LimitSource::Config, headroom: 0, io: 64 * MIB, ram: 208 * MIB, ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(512 * MIB), source: LimitSource::Config, headroom: 0, io: 64 * MIB, ram: 156 * MIB, ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "config ram tier honoured", cgroup: Some(GIB), total: None, cfg: cfg(None, Some(100 * MIB), 25), workers: 2,
                    limit: Some(GIB), source: LimitSource::Cgroup, headroom: 256 * MIB, io: 128 * MIB, ram: 100 * MIB, ram_source: RamTierSource::Config, over: 0 },
             Case { name: "config ram tier too big is flagged", cgroup: Some(256 * MIB), total: None, cfg: cfg(None, Some(256 * MIB), 25), workers: 2,
-                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Config, over: 192 * MIB },
+                   limit: Some(256 * MIB), source: LimitSource::Cgroup, headroom: 64 * MIB, io: 32 * MIB, ram: 256 * MIB, ram_source: RamTierSource::Config, over: 208 * MIB },
             Case { name: "tiny limit: no ram tier, over budget", cgroup: Some(32 * MIB), total: None, cfg: cfg(None, None, 25), workers: 2,
                    limit: Some(32 * MIB), source: LimitSource::Cgroup, headroom: 8 * MIB, io: 16 * MIB, ram: 0, ram_source: RamTierSource::Planned, over: 24 * MIB },
             Case { name: "cgroup limit above RAM is capped", cgroup: Some(100 * GIB), total: Some(2 * GIB), cfg: cfg(None, None, 50), workers: 1,
-                   limit: Some(2 * GIB), source: LimitSource::Cgroup, headroom: GIB, io: 64 * MIB, ram: half_up(GIB - 96 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(2 * GIB), source: LimitSource::Cgroup, headroom: GIB, io: 64 * MIB, ram: planned_ram(GIB - 96 * MIB), ram_source: RamTierSource::Planned, over: 0 },
             Case { name: "no limit, 24 GiB RAM: 1 GiB cap", cgroup: None, total: Some(24 * GIB), cfg: cfg(None, None, 25), workers: 2,
                    limit: None, source: LimitSource::None, headroom: 0, io: 64 * MIB, ram: GIB, ram_source: RamTierSource::Capped, over: 0 },
             Case { name: "no limit, 2 GiB RAM: an eighth", cgroup: None, total: Some(2 * GIB), cfg: cfg(None, None, 25), workers: 1,
@@ -344,7 +554,7 @@ mod tests {
             Case { name: "no limit, configured ram tier", cgroup: None, total: None, cfg: cfg(None, Some(3 * GIB), 25), workers: 1,
                    limit: None, source: LimitSource::None, headroom: 0, io: 32 * MIB, ram: 3 * GIB, ram_source: RamTierSource::Config, over: 0 },
             Case { name: "zero workers counts as one", cgroup: Some(GIB), total: None, cfg: cfg(None, None, 0), workers: 0,
-                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 0, io: 64 * MIB, ram: half_up(GIB - 96 * MIB), ram_source: RamTierSource::Planned, over: 0 },
+                   limit: Some(GIB), source: LimitSource::Cgroup, headroom: 0, io: 64 * MIB, ram: planned_ram(GIB - 96 * MIB), ram_source: RamTierSource::Planned, over: 0 },
         ];
         for c in cases {
             let p = plan_memory_with_ram(c.cgroup, c.total, &c.cfg, c.workers);
@@ -357,7 +567,8 @@ mod tests {
             assert_eq!(p.over_budget, c.over, "{}: over budget", c.name);
             if let (Some(l), 0) = (p.limit, p.over_budget) {
                 assert!(
-                    p.headroom + p.base + p.io_buffers + p.index_reserve + p.ram_tier <= l,
+                    p.headroom + p.base + p.io_buffers + p.in_flight + p.index_reserve + p.ram_tier
+                        <= l,
                     "{}: fits",
                     c.name
                 );
@@ -401,10 +612,75 @@ mod tests {
         assert!(!s.contains('\n'));
         assert_eq!(
             s,
-            "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 32MiB (2 workers x 16MiB), index reserve 64MiB, ram tier 64MiB (planned)"
+            "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 32MiB (2 workers x 16MiB), \
+             in flight 32MiB (unknown-length bodies 12MiB, coalescing tails 12MiB, fill client queues 4MiB, interim queues 4MiB), \
+             index reserve 48MiB (index, and connections up to 68MiB), ram tier 48MiB (planned)"
         );
         let over = plan_memory(Some(32 * MIB), &MemoryConfig::default(), 2).to_string();
         assert!(over.ends_with("OVER BUDGET by 24MiB"), "{over}");
+    }
+
+    #[test]
+    fn in_flight_is_a_quarter_of_the_rest_split_in_eighths() {
+        let p = plan_memory(Some(64 * MIB), &cfg(None, None, 25), 1);
+        // 64 MiB: 16 headroom, 32 base, 8 buffers: 8 MiB left, 2 of them in flight.
+        assert_eq!(p.in_flight, 2 * MIB);
+        assert_eq!(part_bound(&p, Part::UnknownLengthBodies), 768 << 10);
+        assert_eq!(part_bound(&p, Part::CoalescingTails), 768 << 10);
+        assert_eq!(part_bound(&p, Part::FillClientQueues), 256 << 10);
+        assert_eq!(part_bound(&p, Part::InterimQueues), 256 << 10);
+        assert_eq!(
+            part_bound(&p, Part::Connections),
+            CONNECTIONS_PER_WORKER_MIN * CONNECTION_BYTES
+        );
+        let in_flight: u64 = Part::ALL
+            .iter()
+            .map(|&part| part.eighths() * p.in_flight / 8)
+            .sum();
+        assert_eq!(in_flight, p.in_flight, "the parts share it all");
+        // Capped for a large pod; a fixed amount without a limit.
+        let big = plan_memory(Some(64 * GIB), &cfg(None, None, 10), 4);
+        assert_eq!(big.in_flight, IN_FLIGHT_MAX);
+        assert_eq!(
+            plan_memory(None, &cfg(None, None, 10), 4).in_flight,
+            IN_FLIGHT_NO_LIMIT
+        );
+        // Too small a limit: nothing in flight, and every part refuses.
+        let tiny = plan_memory(Some(32 * MIB), &cfg(None, None, 25), 2);
+        assert_eq!(part_bound(&tiny, Part::UnknownLengthBodies), 0);
+    }
+
+    #[test]
+    fn fits_never_passes_the_bound() {
+        assert!(fits(0, 0, 0));
+        assert!(fits(0, 10, 10));
+        assert!(fits(5, 5, 10));
+        assert!(!fits(5, 6, 10));
+        assert!(!fits(0, 1, 0));
+        assert!(!fits(u64::MAX, 1, u64::MAX), "no overflow");
+    }
+
+    #[test]
+    fn charges_take_within_the_bound_and_give_back_on_drop() {
+        let share = Arc::new(Share::new(100));
+        let mut a = Charge::new(share.clone());
+        assert!(a.cover(60));
+        assert!(a.cover(40), "already covered");
+        assert_eq!(share.held(), 60);
+        let mut b = Charge::new(share.clone());
+        assert!(!b.cover(41), "over the bound: nothing taken");
+        assert_eq!(share.held(), 60);
+        assert!(b.cover(40));
+        assert_eq!(share.held(), 100);
+        drop(a);
+        assert_eq!(share.held(), 40);
+        b.set(0);
+        assert_eq!(share.held(), 0);
+        b.set(500);
+        assert_eq!(share.held(), 500, "set takes whatever the bound");
+        drop(b);
+        assert_eq!(share.held(), 0);
+        assert_eq!(Share::default().bound(), u64::MAX);
     }
 
     #[test]

@@ -7,7 +7,13 @@
 //! someone holds the flight and only up to [`TAIL_LIMIT`] bytes: a larger object being stored
 //! is streamed to waiters from the store as it is written (`Head::growing`); one that is not
 //! stored is not shared (waiters fetch on their own). So the coalescing buffer never holds
-//! more than a bounded amount of memory per key. A chunk is handed out once the next one has
+//! more than a bounded amount of memory per key, and all tails together no more than the memory
+//! plan's bound for them (the [`Share`] of `memory_bytes{part="coalescing_tails"}`): a body of
+//! known length takes its bytes before its head is published ([`Flight::reserve`]; refused, it
+//! is not tailed: waiters stream it from the store or fetch on their own), one of unknown length
+//! as its chunks arrive (refused, the rest is not kept), and the leader's client that falls
+//! behind reads from the tail only once the bytes for the rest are taken ([`Flight::keep_for`]),
+//! so a tail it reads is never cut short by the bound. A chunk is handed out once the next one has
 //! arrived, and the last one once the fetch is complete (stored): a client that has the whole
 //! body finds it stored.
 
@@ -18,6 +24,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use edgecache_cache::policy::StoredResponse;
 use edgecache_cache::store::Growing;
+use edgecache_host::{Charge, Share};
 use tokio::sync::Notify;
 
 /// Bodies up to this size are replayed to waiters from memory while they arrive.
@@ -48,25 +55,56 @@ pub enum End {
     Failed,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     head: Option<Head>,
     chunks: Vec<Bytes>,
     /// Bytes in `chunks`.
     kept: u64,
+    /// Bytes taken for the tail from the coalescing tails' share (at least `kept`).
+    charge: Charge,
+    /// The body length reserved up front ([`Flight::reserve`]), when it is known.
+    reserved: Option<u64>,
     /// More than [`TAIL_LIMIT`] arrived: chunks past it are not kept.
     overflowed: bool,
     end: Option<End>,
 }
 
 /// One origin fetch in progress.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Flight {
     state: Mutex<State>,
     changed: Notify,
 }
 
 impl Flight {
+    /// A flight whose tail takes its bytes from `tails`.
+    pub fn new(tails: Arc<Share>) -> Self {
+        Flight {
+            state: Mutex::new(State {
+                head: None,
+                chunks: Vec::new(),
+                kept: 0,
+                charge: Charge::new(tails),
+                reserved: None,
+                overflowed: false,
+                end: None,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    /// Take the bytes of a tail of `len` (a known length, at most [`TAIL_LIMIT`]) before the
+    /// head says it is tailed; false when the tails' share has no room for it.
+    pub fn reserve(&self, len: u64) -> bool {
+        let mut s = self.lock();
+        let ok = s.charge.cover(len);
+        if ok {
+            s.reserved = Some(len);
+        }
+        ok
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -81,8 +119,12 @@ impl Flight {
         if !s.head.as_ref().is_some_and(|h| h.keep) || s.overflowed {
             return;
         }
-        if s.kept + chunk.len() as u64 > TAIL_LIMIT {
+        let kept = s.kept + chunk.len() as u64;
+        if kept > TAIL_LIMIT || !s.charge.cover(kept) {
             s.overflowed = true;
+            // Nobody reads past here: what is not kept is given back.
+            let held = s.kept;
+            s.charge.set(held);
         } else {
             s.kept += chunk.len() as u64;
             s.chunks.push(chunk);
@@ -91,10 +133,16 @@ impl Flight {
         self.changed.notify_waiters();
     }
 
-    /// Whether the chunk at `index` will be (or is) kept: every chunk so far was.
-    pub fn keeps(&self, index: usize) -> bool {
-        let s = self.lock();
-        s.head.as_ref().is_some_and(|h| h.keep) && !s.overflowed && index <= s.chunks.len()
+    /// Whether a reader may follow the tail from the chunk at `index` on: every chunk so far
+    /// was kept, and the bytes of the rest (the reserved length, else up to [`TAIL_LIMIT`]) are
+    /// taken now, so the bound never cuts it short.
+    pub fn keep_for(&self, index: usize) -> bool {
+        let mut s = self.lock();
+        let all = s.reserved.unwrap_or(TAIL_LIMIT);
+        s.head.as_ref().is_some_and(|h| h.keep)
+            && !s.overflowed
+            && index <= s.chunks.len()
+            && s.charge.cover(all)
     }
 
     pub fn finish(&self, end: End) {
@@ -173,6 +221,8 @@ pub enum Role {
 pub struct Coalescer {
     flights: Mutex<HashMap<Vec<u8>, Arc<Flight>>>,
     passes: Mutex<HashMap<Vec<u8>, Instant>>,
+    /// The bytes all tails hold, and their bound (unbounded by default).
+    tails: Arc<Share>,
 }
 
 /// Keys remembered for hit-for-pass at most; past it, expired entries go, and new ones are not
@@ -180,12 +230,20 @@ pub struct Coalescer {
 pub const PASS_ENTRIES_MAX: usize = 65_536;
 
 impl Coalescer {
+    /// Tails take their bytes from `tails`.
+    pub fn new(tails: Arc<Share>) -> Self {
+        Coalescer {
+            tails,
+            ..Coalescer::default()
+        }
+    }
+
     pub fn join(self: &Arc<Self>, key: &[u8]) -> Role {
         let mut map = self.flights.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = map.get(key) {
             return Role::Waiter(f.clone());
         }
-        let flight = Arc::new(Flight::default());
+        let flight = Arc::new(Flight::new(self.tails.clone()));
         map.insert(key.to_vec(), flight.clone());
         Role::Leader(LeaderGuard {
             table: self.clone(),
@@ -391,9 +449,9 @@ mod tests {
         let half = Bytes::from(vec![0u8; (TAIL_LIMIT / 2) as usize]);
         f.push(half.clone());
         f.push(half.clone());
-        assert!(f.keeps(2));
+        assert!(f.keep_for(2));
         f.push(Bytes::from_static(b"one too many"));
-        assert!(!f.keeps(2), "past the limit nothing more is kept");
+        assert!(!f.keep_for(2), "past the limit nothing more is kept");
         assert!(f.lock().kept <= TAIL_LIMIT);
         f.finish(End::Complete);
         assert!(f.chunk(1).await.is_ok());
@@ -402,6 +460,41 @@ mod tests {
             Err(()),
             "never a body that looks complete"
         );
+    }
+
+    #[tokio::test]
+    async fn tails_stay_within_their_share() {
+        let share = Arc::new(Share::new(100));
+        let c = Arc::new(Coalescer::new(share.clone()));
+        let leader = |key: &[u8]| match c.join(key) {
+            Role::Leader(g) => g,
+            Role::Waiter(_) => panic!("leads"),
+        };
+        // A known length takes its bytes up front; the next one finds no room.
+        let a = leader(b"a");
+        assert!(a.flight.reserve(60));
+        let b = leader(b"b");
+        assert!(!b.flight.reserve(60), "no room: not tailed");
+        assert_eq!(share.held(), 60);
+        // Unknown length: chunks are kept while they fit, then nothing more.
+        b.flight.set_head(head(true));
+        b.flight.push(Bytes::from(vec![0u8; 30]));
+        assert_eq!(share.held(), 90);
+        b.flight.push(Bytes::from(vec![0u8; 30]));
+        assert!(!b.flight.keep_for(1), "past the share: not kept");
+        assert_eq!(share.held(), 90, "what is kept stays held");
+        // A reader of an unknown-length tail is let in only with the rest taken.
+        let d = leader(b"d");
+        d.flight.set_head(head(true));
+        assert!(!d.flight.keep_for(0), "no room for the rest of it");
+        // Bytes go back when the flight goes, whoever held it last.
+        let kept = b.flight.clone();
+        drop(b);
+        assert_eq!(share.held(), 90, "a reader still holds the tail");
+        drop(kept);
+        assert_eq!(share.held(), 60);
+        drop(a);
+        assert_eq!(share.held(), 0);
     }
 
     #[tokio::test]

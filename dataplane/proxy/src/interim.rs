@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use edgecache_cache::policy::interim::{self, InterimAction};
+use edgecache_host::Share;
 use http::header::{self, HeaderMap};
 use http::{StatusCode, Version};
 use hyper::rt::{Read, ReadBufCursor, Write};
@@ -56,7 +57,6 @@ pub struct InterimSlot {
     metrics: Arc<Metrics>,
 }
 
-#[derive(Default)]
 struct State {
     /// The sequence number of the connection's latest request.
     seq: u64,
@@ -76,12 +76,39 @@ struct State {
     drained: Option<Waker>,
     /// The IO failed or is gone: nothing will be written any more.
     closed: bool,
+    /// The interim queues' share of the memory plan, which `pending` is counted in.
+    share: Arc<Share>,
+}
+
+impl State {
+    /// Empty `pending`, giving its bytes (and its allocation) back.
+    fn clear_pending(&mut self) {
+        self.share.give_back(self.pending.len() as u64);
+        self.pending = Vec::new();
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        self.share.give_back(self.pending.len() as u64);
+    }
 }
 
 impl InterimSlot {
     pub fn new(metrics: Arc<Metrics>) -> Arc<Self> {
+        let state = State {
+            seq: 0,
+            open: false,
+            pending: Vec::new(),
+            written: 0,
+            boundary: false,
+            io_waker: None,
+            drained: None,
+            closed: false,
+            share: metrics.memory.interim_queues.clone(),
+        };
         Arc::new(Self {
-            state: Mutex::default(),
+            state: Mutex::new(state),
             metrics,
         })
     }
@@ -101,7 +128,7 @@ impl InterimSlot {
         if st.written == 0 {
             // Leftovers of a request that never ended (cannot happen while the connection
             // lives, as `end` waits for them): never let them precede this request's response.
-            st.pending.clear();
+            st.clear_pending();
         }
         InterimForwarder {
             slot: self.clone(),
@@ -202,9 +229,11 @@ impl InterimForwarder {
             }
             let before = st.pending.len();
             encode(status, headers, &mut st.pending);
-            if st.pending.len() > PENDING_MAX {
+            let added = (st.pending.len() - before) as u64;
+            if st.pending.len() > PENDING_MAX || !st.share.try_take(added) {
                 // A client that does not read, and an origin that keeps sending 1xx: keep what
-                // is queued within its bound and drop this one.
+                // is queued within its bounds (the connection's, and all connections' share of
+                // the memory plan) and drop this one.
                 st.pending.truncate(before);
                 return (
                     InterimAction::Drop,
@@ -247,8 +276,9 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
 
 /// `HTTP/1.1 <code> <reason>` and the fields fit to go downstream: no hop-by-hop fields, no
 /// fields targeted at this cache, no Content-Length (RFC 9110 8.6: never in a 1xx).
-/// Bytes of interim responses queued per connection at most (counted in the memory plan's
-/// per-connection share); more are dropped until the client takes what is queued.
+/// Bytes of interim responses queued per connection at most; more are dropped until the client
+/// takes what is queued. All connections together queue no more than the memory plan's bound
+/// for interim queues (`memory_bytes{part="interim_queues"}`); past it, new ones are dropped.
 pub const PENDING_MAX: usize = 16 * 1024;
 
 fn encode(status: StatusCode, headers: &HeaderMap, out: &mut Vec<u8>) {
@@ -314,7 +344,7 @@ impl<T: Write + Unpin> InterimIo<T> {
                 }
             }
         }
-        st.pending.clear();
+        st.clear_pending();
         st.written = 0;
         let waker = st.drained.take();
         drop(st);
@@ -332,7 +362,7 @@ impl<T: Write + Unpin> InterimIo<T> {
 
 fn fail(st: &mut State) -> Option<Waker> {
     st.closed = true;
-    st.pending.clear();
+    st.clear_pending();
     st.written = 0;
     st.drained.take()
 }
@@ -507,6 +537,32 @@ mod tests {
         ));
         want.extend_from_slice(b"HTTP/1.1 200 OK");
         assert_eq!(io.inner.out, want);
+    }
+
+    #[test]
+    fn all_connections_queue_within_the_interim_share() {
+        let metrics = Metrics::register(&mut Registry::default());
+        let share = metrics.memory.interim_queues.clone();
+        share.set_bound(HINTS.len() as u64 * 3);
+        let (a, b) = (InterimSlot::new(metrics.clone()), InterimSlot::new(metrics));
+        let (fa, fb) = (
+            a.begin(Version::HTTP_11, false),
+            b.begin(Version::HTTP_11, false),
+        );
+        let push = |f: &InterimForwarder| f.push(StatusCode::EARLY_HINTS, &hints());
+        assert_eq!(push(&fa), InterimAction::Forward);
+        assert_eq!(push(&fa), InterimAction::Forward);
+        assert_eq!(push(&fb), InterimAction::Forward);
+        assert_eq!(push(&fb), InterimAction::Drop, "the share is full");
+        assert_eq!(share.held(), HINTS.len() as u64 * 3);
+        // Written out: given back, and there is room again.
+        let mut io = io(&a, usize::MAX);
+        assert!(flush(&mut io).is_ready());
+        assert_eq!(share.held(), HINTS.len() as u64);
+        assert_eq!(push(&fb), InterimAction::Forward);
+        drop((fa, fb, io));
+        drop((a, b));
+        assert_eq!(share.held(), 0, "a connection gone gives its queue back");
     }
 
     #[test]

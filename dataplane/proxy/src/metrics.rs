@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use edgecache_cache::policy::interim::InterimAction;
 use edgecache_cache::store::Store;
+use edgecache_host::{MemoryPlan, Part, Share, part_bound};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -72,11 +73,97 @@ pub struct Metrics {
     pub fill_clients_switched: Counter,
     pub coalesce_gave_up: Counter,
     pub store_hit_repairs: Family<Label, Counter>,
+    /// The in-flight parts of the memory plan: `memory_bytes{part}`, `memory_bound_bytes{part}`.
+    pub memory: MemoryParts,
+}
+
+/// The bytes each [`Part`] of the memory plan holds now, and its bound (unbounded until
+/// [`MemoryParts::set_bounds`]). Read at scrape time by [`MemoryCollector`].
+#[derive(Debug, Clone, Default)]
+pub struct MemoryParts {
+    /// The store's ([`Store::unknown_length_bodies`]).
+    pub unknown_length_bodies: Arc<Share>,
+    pub coalescing_tails: Arc<Share>,
+    pub fill_client_queues: Arc<Share>,
+    pub interim_queues: Arc<Share>,
+    /// `CONNECTION_BYTES` per open client connection.
+    pub connections: Arc<Share>,
+}
+
+impl MemoryParts {
+    /// The parts, the unknown-length one being the store's.
+    pub fn with_store(store: &Store) -> Self {
+        MemoryParts {
+            unknown_length_bodies: store.unknown_length_bodies().clone(),
+            ..MemoryParts::default()
+        }
+    }
+
+    pub fn share(&self, part: Part) -> &Arc<Share> {
+        match part {
+            Part::UnknownLengthBodies => &self.unknown_length_bodies,
+            Part::CoalescingTails => &self.coalescing_tails,
+            Part::FillClientQueues => &self.fill_client_queues,
+            Part::InterimQueues => &self.interim_queues,
+            Part::Connections => &self.connections,
+        }
+    }
+
+    /// Each part's bound from the plan ([`part_bound`]).
+    pub fn set_bounds(&self, plan: &MemoryPlan) {
+        for part in Part::ALL {
+            self.share(part).set_bound(part_bound(plan, part));
+        }
+    }
+}
+
+/// Exports [`MemoryParts`] at scrape time: `memory_bytes{part}` and `memory_bound_bytes{part}`.
+#[derive(Debug)]
+pub struct MemoryCollector(pub MemoryParts);
+
+impl Collector for MemoryCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        type Read = fn(&Share) -> u64;
+        let families: [(&str, &str, Read); 2] = [
+            (
+                "memory_bytes",
+                "Bytes held now by each in-flight part of the memory plan (label part)",
+                Share::held,
+            ),
+            (
+                "memory_bound_bytes",
+                "The memory plan's bound of each in-flight part (label part)",
+                Share::bound,
+            ),
+        ];
+        for (name, help, read) in families {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for part in Part::ALL {
+                let g =
+                    ConstGauge::new(i64::try_from(read(self.0.share(part))).unwrap_or(i64::MAX));
+                let labels = [("part", part.as_str())];
+                g.encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Metrics {
-    /// Create the handles and register them (and the store collector) in `registry`.
+    /// Create the handles and register them in `registry`, with unbounded memory parts.
+    #[cfg(test)]
     pub fn register(registry: &mut Registry) -> Arc<Self> {
+        Self::register_with(registry, MemoryParts::default())
+    }
+
+    /// Create the handles and register them (and the collector of `memory`) in `registry`.
+    pub fn register_with(registry: &mut Registry, memory: MemoryParts) -> Arc<Self> {
+        registry.register_collector(Box::new(MemoryCollector(memory.clone())));
         let m = Self {
             requests: Family::default(),
             response_bytes: Counter::default(),
@@ -94,6 +181,7 @@ impl Metrics {
             fill_clients_switched: Counter::default(),
             coalesce_gave_up: Counter::default(),
             store_hit_repairs: Family::default(),
+            memory,
         };
         let r = registry;
         r.register(

@@ -33,6 +33,9 @@ pub struct Origin {
     via: HeaderValue,
 }
 
+/// The read buffer of an origin connection, which bounds the size of a body chunk.
+pub const ORIGIN_READ_BUF: usize = 64 * 1024;
+
 impl Origin {
     pub fn new(cfg: &OriginConfig, cache_name: &str) -> Result<Self, ProxyError> {
         let base: Uri = cfg
@@ -48,6 +51,10 @@ impl Origin {
         connector.set_nodelay(true);
         connector.enforce_http(true);
         let client = Client::builder(TokioExecutor::new())
+            // A body chunk from the origin is at most this, and pins no more: hyper's default
+            // (about 400 KiB) made each fill's queued chunk, and the one its client's
+            // connection is writing, that large (see the memory plan's `CONNECTION_BYTES`).
+            .http1_max_buf_size(ORIGIN_READ_BUF)
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(cfg.max_idle_connections as usize)
             .build(connector);

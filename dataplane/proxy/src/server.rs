@@ -444,6 +444,11 @@ impl OpenConns {
     fn enter(self: &Rc<Self>, metrics: &Arc<Metrics>) -> OpenGuard {
         self.count.set(self.count.get() + 1);
         metrics.active_connections.inc();
+        // Bounded by the connection cap, not refused here.
+        metrics
+            .memory
+            .connections
+            .take(edgecache_host::CONNECTION_BYTES);
         OpenGuard {
             open: self.clone(),
             metrics: metrics.clone(),
@@ -461,6 +466,10 @@ impl Drop for OpenGuard {
         let n = self.open.count.get().saturating_sub(1);
         self.open.count.set(n);
         self.metrics.active_connections.dec();
+        self.metrics
+            .memory
+            .connections
+            .give_back(edgecache_host::CONNECTION_BYTES);
         if n == 0 {
             self.open.zero.notify_waiters();
         }

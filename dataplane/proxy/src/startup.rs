@@ -14,7 +14,7 @@ use crate::admin::{self, Admin};
 use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
-use crate::metrics::{self, Metrics, StoreCollector};
+use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
 use crate::server::Shared;
 
 use crate::supervisor::{self, Supervisor, SupervisorMetrics};
@@ -73,8 +73,11 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         cfg.storage.dir
     );
 
+    // Every in-flight part of the plan is bounded and exported (`memory_bytes{part}`).
+    let memory = MemoryParts::with_store(&store);
+    memory.set_bounds(&plan);
     let mut registry = Registry::with_prefix("edgecache_dataplane");
-    let metrics = Metrics::register(&mut registry);
+    let metrics = Metrics::register_with(&mut registry, memory);
     registry.register_collector(Box::new(StoreCollector(store.clone())));
     metrics::register_info(
         &mut registry,
@@ -156,7 +159,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         cfg: cfg.clone(),
         store: store.clone(),
         metrics: metrics.clone(),
-        coalescer: Arc::new(Coalescer::default()),
+        coalescer: Arc::new(Coalescer::new(metrics.memory.coalescing_tails.clone())),
         clock: clock.clone(),
         shutdown: shutdown_rx.clone(),
         per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),

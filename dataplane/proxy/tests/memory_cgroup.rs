@@ -7,135 +7,18 @@
 
 mod common;
 
-use std::ffi::CString;
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Dataplane, Opts, check_body, metric_value};
+use common::cgroup::Setup;
+use common::{Opts, check_body, metric_value};
 
 const LIMIT: u64 = 256 << 20;
 const OBJECT: u64 = 1 << 20;
 const OBJECTS: usize = 1024; // 1 GiB: 4x the limit
 const CLIENTS: usize = 8;
 const CACHE_LIMIT: u64 = 32 << 20;
-
-/// A v1 memory cgroup made for this test; its processes are killed and it is removed on drop.
-struct Cgroup {
-    dir: PathBuf,
-}
-
-impl Cgroup {
-    fn new(limit: u64) -> Option<Cgroup> {
-        let root = PathBuf::from("/sys/fs/cgroup/memory");
-        if !root.join("memory.limit_in_bytes").exists() {
-            return None;
-        }
-        let dir = root.join(format!(
-            "edgecache-memtest-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-        ));
-        std::fs::create_dir(&dir).unwrap();
-        let cg = Cgroup { dir };
-        cg.write("memory.limit_in_bytes", &limit.to_string());
-        Some(cg)
-    }
-
-    fn write(&self, file: &str, value: &str) {
-        std::fs::write(self.dir.join(file), value)
-            .unwrap_or_else(|e| panic!("write {value} to {file}: {e}"));
-    }
-
-    fn read(&self, file: &str) -> String {
-        std::fs::read_to_string(self.dir.join(file)).unwrap()
-    }
-
-    fn num(&self, file: &str) -> u64 {
-        self.read(file).trim().parse().unwrap()
-    }
-
-    /// A `key value` line of a stat-like file (`memory.stat`, `memory.oom_control`).
-    fn stat(&self, file: &str, key: &str) -> u64 {
-        self.read(file)
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                (k == key).then(|| v.trim().parse().ok())?
-            })
-            .unwrap_or_else(|| panic!("no {key} in {file}"))
-    }
-
-    fn pids(&self) -> Vec<i32> {
-        std::fs::read_to_string(self.dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
-    }
-
-    /// Make the command's child join this cgroup before it execs (v1: writing 0 to
-    /// `cgroup.procs` moves the writer).
-    #[allow(unsafe_code)]
-    fn enter_on_exec(&self, cmd: &mut std::process::Command) {
-        let path = CString::new(
-            self.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .unwrap();
-        // SAFETY: the closure runs in the forked child before exec; it only calls open(2),
-        // write(2) and close(2) (async-signal-safe) on a path allocated before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = std::io::Error::last_os_error();
-                libc::close(fd);
-                if n != 1 {
-                    return Err(err);
-                }
-                Ok(())
-            });
-        }
-    }
-}
-
-impl Drop for Cgroup {
-    #[allow(unsafe_code)]
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            let pids = self.pids();
-            if pids.is_empty() {
-                break;
-            }
-            for pid in pids {
-                // SAFETY: kill(2) on a process of the cgroup this test created (its data plane).
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = std::fs::write(self.dir.join("memory.force_empty"), "0");
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("warning: could not remove {}", self.dir.display());
-    }
-}
 
 /// Fetch every object of `ids` with `CLIENTS` threads; every body byte-exact. Returns how many
 /// were cache hits.
@@ -173,32 +56,17 @@ fn load(listen: std::net::SocketAddr, ids: &[usize], tag: &str) -> usize {
 
 #[test]
 fn a_working_set_4x_the_cgroup_limit_stays_out_of_page_cache() {
-    if common::needs_root("memory_cgroup", "a v1 memory cgroup of its own") {
+    let Some(setup) = Setup::new("memory_cgroup", LIMIT) else {
         return;
-    }
-    let Some(cg) = Cgroup::new(LIMIT) else {
-        panic!("no v1 memory controller at /sys/fs/cgroup/memory (this machine has one)");
     };
-    let origin = common::origin();
-    // On the disk (not a tmpfs): O_DIRECT needs a real file system.
-    let dir = tempfile::Builder::new()
-        .prefix("edgecache-memtest")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let (cg, origin) = (&setup.cg, &setup.origin);
     let url = origin.url();
-    let mut o = Opts::new(&url, dir.path());
+    let mut o = Opts::new(&url, setup.dir.path());
     o.size = "1536MiB";
     o.workers = 2;
     o.extra = vec!["--direct-io-threshold".into(), "64KiB".into()];
-    // Page cache is charged to the cgroup that first touches it: read the (freshly built)
-    // binary here first, so what the cgroup is charged for is the store's, not the program's.
-    let _ = std::fs::read(common::BIN);
-    let dp = Dataplane::start_with(o, |cmd| cg.enter_on_exec(cmd));
+    let dp = setup.start(o);
     let pid = dp.child.id() as i32;
-    assert!(
-        cg.pids().contains(&pid),
-        "the data plane is not in the cgroup"
-    );
 
     // The plan comes from the cgroup's limit.
     let m = dp.metrics();
@@ -306,5 +174,5 @@ fn a_working_set_4x_the_cgroup_limit_stays_out_of_page_cache() {
         "the re-read should come (mostly) from the disk store"
     );
     drop(dp);
-    drop(cg);
+    drop(setup);
 }

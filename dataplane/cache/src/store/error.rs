@@ -11,6 +11,10 @@ pub enum StoreError {
     /// The body is larger than the largest storable object.
     #[error("object too large: {size} bytes, limit {limit}")]
     TooLarge { size: u64, limit: u64 },
+    /// An unknown-length body would take the unknown-length share of the memory plan past its
+    /// bound ([`Store::unknown_length_bodies`](super::Store::unknown_length_bodies)).
+    #[error("unknown-length bodies are at their memory bound")]
+    MemoryBound,
     /// No segment can take the record right now (every candidate has writers in flight).
     #[error("no space in the store")]
     NoSpace,
@@ -54,6 +58,7 @@ impl StoreError {
         match self {
             StoreError::NotStorable(_) => "not_storable",
             StoreError::TooLarge { .. } => "too_large",
+            StoreError::MemoryBound => "memory_bound",
             StoreError::NoSpace => "no_space",
             StoreError::LengthMismatch { .. } => "length_mismatch",
             StoreError::MissingOrReplaced => "missing_or_replaced",

@@ -4,12 +4,14 @@
 //! buffer (from the worker's [`IoBudget`], smaller for budgets under 2 MiB) and written with
 //! O_DIRECT each time it fills, the header goes last at `finish`.
 //! Unknown length: chunks are kept in RAM up to [`UNKNOWN_LENGTH_CAP`](super::UNKNOWN_LENGTH_CAP)
-//! and written at `finish`. Checksums are computed as chunks arrive.
+//! (and within the bound of [`Store::unknown_length_bodies`], counted as they arrive) and
+//! written at `finish`. Checksums are computed as chunks arrive.
 
 use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use edgecache_host::Charge;
 
 use super::growing::Growing;
 use super::metrics::Counters;
@@ -23,7 +25,8 @@ const STAGE: usize = 256 * 1024;
 
 enum Mode {
     Known(u64),
-    Buffered(Vec<Bytes>),
+    /// The chunks so far, and their bytes taken from the store's unknown-length share.
+    Buffered(Vec<Bytes>, Charge),
 }
 
 /// An in-progress store of one response. Dropping it without [`finish`](Self::finish) aborts:
@@ -86,7 +89,13 @@ impl ObjectWriter {
                 });
             }
             Some(cl) => (Mode::Known(cl), cl),
-            None => (Mode::Buffered(Vec::new()), max.min(UNKNOWN_LENGTH_CAP)),
+            None => (
+                Mode::Buffered(
+                    Vec::new(),
+                    Charge::new(store.unknown_length_bodies().clone()),
+                ),
+                max.min(UNKNOWN_LENGTH_CAP),
+            ),
         };
         let mut w = ObjectWriter {
             store,
@@ -163,16 +172,21 @@ impl ObjectWriter {
                     expected: cl,
                     got: total,
                 }),
-                Mode::Buffered(_) => self.fail(StoreError::TooLarge {
+                Mode::Buffered(..) => self.fail(StoreError::TooLarge {
                     size: total,
                     limit: self.limit,
                 }),
             };
         }
+        if let Mode::Buffered(_, charge) = &mut self.mode
+            && !charge.cover(total)
+        {
+            return self.fail(StoreError::MemoryBound);
+        }
         self.len = total;
         self.feed_crc(&chunk);
         match &mut self.mode {
-            Mode::Buffered(chunks) => {
+            Mode::Buffered(chunks, _) => {
                 chunks.push(chunk);
                 Ok(())
             }
@@ -277,7 +291,8 @@ impl ObjectWriter {
                     return self.fail(e);
                 }
             }
-            Mode::Buffered(chunks) => {
+            Mode::Buffered(chunks, _) => {
+                // The charge goes with the writer: the chunks are held until they are written.
                 let chunks = std::mem::take(chunks);
                 self.reserve(self.len)?;
                 for c in chunks {

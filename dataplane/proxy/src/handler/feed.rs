@@ -6,6 +6,12 @@
 //! being written ([`Rest::Store`]). Only a response nobody else can read (not stored, not kept)
 //! makes the fill wait for its client, and such a fill then serves no one else. A client that
 //! stops reading altogether is dropped by the connection's write-progress timeout.
+//!
+//! All queues together hold no more than the memory plan's bound for them
+//! (`memory_bytes{part="fill_client_queues"}`): a queue that would take the total past it counts
+//! as full (its client is switched, or the fill waits for it), except that one chunk always fits
+//! an empty queue (so the total may pass the bound by one chunk per fill, and fills are bounded
+//! by the connection cap).
 
 use std::cell::Cell;
 use std::io;
@@ -14,6 +20,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use edgecache_cache::store::Growing;
+use edgecache_host::{Share, fits};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{Notify, mpsc};
 
@@ -37,10 +44,36 @@ enum Item {
     Rest(Rest),
 }
 
+/// The bytes queued in one feed, counted in the fill client queues' share; what is still queued
+/// when both ends are gone is given back.
+struct Queued {
+    bytes: Cell<usize>,
+    share: Arc<Share>,
+}
+
+impl Queued {
+    fn add(&self, n: usize) {
+        self.bytes.set(self.bytes.get() + n);
+        self.share.take(n as u64);
+    }
+
+    fn sub(&self, n: usize) {
+        let n = n.min(self.bytes.get());
+        self.bytes.set(self.bytes.get() - n);
+        self.share.give_back(n as u64);
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.share.give_back(self.bytes.get() as u64);
+    }
+}
+
 /// The fill's end of a feed.
 pub(super) struct FeedTx {
     tx: mpsc::UnboundedSender<Item>,
-    queued: Rc<Cell<usize>>,
+    queued: Rc<Queued>,
     drained: Rc<Notify>,
 }
 
@@ -50,7 +83,10 @@ pub(super) fn feed(
     ctx: Rc<super::Ctx>,
 ) -> (FeedTx, impl Stream<Item = io::Result<Bytes>> + 'static) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let queued = Rc::new(Cell::new(0));
+    let queued = Rc::new(Queued {
+        bytes: Cell::new(0),
+        share: ctx.shared.metrics.memory.fill_client_queues.clone(),
+    });
     let drained = Rc::new(Notify::new());
     let fill_end = FeedTx {
         tx,
@@ -62,7 +98,7 @@ pub(super) fn feed(
         async move {
             let item = rx.recv().await?;
             if let Item::Data(c) = &item {
-                queued.set(queued.get().saturating_sub(c.len()));
+                queued.sub(c.len());
                 drained.notify_one();
             }
             Some((item, rx))
@@ -107,15 +143,17 @@ pub(super) fn flight_chunks(
 }
 
 impl FeedTx {
-    /// Whether `len` more bytes fit the queue (a chunk always fits an empty one).
+    /// Whether `len` more bytes fit the queue and the share of all queues (a chunk always fits
+    /// an empty queue).
     pub fn has_room(&self, len: usize) -> bool {
-        let q = self.queued.get();
-        q == 0 || q + len <= FEED_BYTES
+        let q = self.queued.bytes.get();
+        let share = &self.queued.share;
+        q == 0 || (q + len <= FEED_BYTES && fits(share.held(), len as u64, share.bound()))
     }
 
     /// Queue a chunk whether or not it fits; false when the client went away.
     pub fn push(&self, chunk: Bytes) -> bool {
-        self.queued.set(self.queued.get() + chunk.len());
+        self.queued.add(chunk.len());
         self.tx.send(Item::Data(chunk)).is_ok()
     }
 

@@ -267,7 +267,11 @@ pub(super) async fn relay_origin_response(
         }
     }
     let shareable = verdict.is_ok();
-    let tail = shareable && content_length.is_some_and(|n| n <= TAIL_LIMIT);
+    // A tail takes its bytes from the memory plan's share up front: without room, waiters and
+    // this client stream the body from the store as it is written instead.
+    let tail = shareable
+        && content_length
+            .is_some_and(|n| n <= TAIL_LIMIT && guard.as_ref().is_none_or(|g| g.flight.reserve(n)));
     // A large body being stored is readable from the store as it is written: by waiters, and
     // by this client if it falls behind (not a combined 206: the store's body is not its body).
     let growing = match (&mut writer, &splice) {
@@ -533,7 +537,7 @@ impl Pump {
             });
         }
         let flight = &self.guard.as_ref()?.flight;
-        flight.keeps(chunks).then(|| feed::Rest::Flight {
+        flight.keep_for(chunks).then(|| feed::Rest::Flight {
             flight: flight.clone(),
             index: chunks,
         })

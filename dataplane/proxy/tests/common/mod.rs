@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 #[allow(unused_imports)]
 pub use edgecache_origin::{OriginHandle, OriginOptions, check_body, expected_body};
 
+pub mod cgroup;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_edgecache-dataplane");
 
 /// Whether we run as root. As root (CI) every test runs; as another user the tests run on the
