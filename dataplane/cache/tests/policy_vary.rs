@@ -212,3 +212,49 @@ fn policy_several_variants_most_recent_wins_rfc9111_4_1() {
     assert!(!vary::same_variant(&older, &br));
     assert_ne!(older.vary.to_bytes(), br.vary.to_bytes());
 }
+
+/// Issue 14: a lookup decodes one variant however many are stored. Of 32 variants by
+/// User-Agent (and two under another Vary), only the one whose indexed secondary key is the
+/// request's is a candidate; a key in no known form stays one (the full check decides).
+#[test]
+fn only_the_variant_with_the_requests_key_is_a_candidate() {
+    let stored: Vec<StoredResponse> = (0..32)
+        .map(|i| {
+            StoredResponse::new(
+                &get(&[("user-agent", &format!("agent/{i}"))]),
+                &resp(200, &[("vary", "User-Agent")]),
+                at(0),
+                at(0),
+            )
+        })
+        .chain([StoredResponse::new(
+            &get(&[("accept-encoding", "GZIP")]),
+            &resp(200, &[("vary", "accept-encoding, user-agent")]),
+            at(0),
+            at(0),
+        )])
+        .collect();
+    let mut keys: Vec<Vec<u8>> = stored.iter().map(|s| s.vary.to_bytes()).collect();
+    keys.push(b"not a key".to_vec());
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    let req = |h: &[(&str, &str)]| get(h).headers;
+    assert_eq!(
+        vary::candidates(&refs, &req(&[("user-agent", "agent/17")])),
+        [17, 33]
+    );
+    // The other Vary list: normalized (case-insensitive Accept-Encoding), absent User-Agent.
+    assert_eq!(
+        vary::candidates(&refs, &req(&[("accept-encoding", "gzip")])),
+        [32, 33]
+    );
+    assert_eq!(
+        vary::candidates(&refs, &req(&[("user-agent", "other")])),
+        [33]
+    );
+    // Each candidate also passes the full check, and no other variant would have.
+    let r = req(&[("user-agent", "agent/17")]);
+    let matching: Vec<usize> = (0..stored.len())
+        .filter(|&i| stored[i].matches(&r))
+        .collect();
+    assert_eq!(matching, [17]);
+}

@@ -302,8 +302,18 @@ enum Selected {
 /// The stored response that may answer this request: the newest variant whose Vary matches.
 async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected {
     let mut best: Option<(ObjectRef, StoredResponse)> = None;
-    let mut any = false;
-    for r in ctx.shared.store.lookup(key.as_bytes()) {
+    let refs = ctx.shared.store.lookup(key.as_bytes());
+    let any = !refs.is_empty();
+    // Only variants whose indexed secondary key is the request's are decoded and checked.
+    let candidates = {
+        let keys: Vec<&[u8]> = refs.iter().map(|r| r.variant.as_ref()).collect();
+        policy::vary::candidates(&keys, req_headers)
+    };
+    for (_, r) in refs
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| candidates.contains(i))
+    {
         let meta = if r.meta_in_index() {
             r.meta.clone()
         } else {
@@ -316,7 +326,6 @@ async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected 
         let Ok(stored) = StoredResponse::decode(&meta) else {
             continue;
         };
-        any = true;
         if stored.matches(req_headers)
             && best
                 .as_ref()
