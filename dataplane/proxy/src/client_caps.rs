@@ -62,7 +62,7 @@ impl Drop for IpGuard {
 }
 
 /// An IPv4 client on a dual-stack socket arrives as `::ffff:a.b.c.d`: count it as `a.b.c.d`.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,

@@ -68,6 +68,7 @@ use crate::error::ProxyError;
 use crate::metrics::Outcome;
 use crate::origin::{self, Origin};
 use crate::server::Shared;
+use crate::stream_slots::{self, StreamSlots};
 
 mod feed;
 mod fill;
@@ -83,16 +84,23 @@ pub struct Ctx {
     pub store: StoreWorker,
     pub origin: Origin,
     pub policy: PolicyConfig,
+    /// Large disk streams per client address on this worker.
+    pub stream_slots: StreamSlots,
 }
 
 impl Ctx {
     pub fn new(shared: Arc<Shared>, store: StoreWorker, origin: Origin) -> Self {
         let policy = PolicyConfig::from(&shared.cfg.cache);
+        let slots = match shared.cfg.clients.max_disk_streams_per_ip {
+            0 => stream_slots::default_max(store.io_budget().capacity()),
+            n => n as usize,
+        };
         Self {
             shared,
             store,
             origin,
             policy,
+            stream_slots: StreamSlots::new(slots),
         }
     }
 }
@@ -341,6 +349,9 @@ async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected 
     }
 }
 
+/// Stored bodies larger than this (one read chunk) take a stream slot of their client's address.
+const STREAM_SLOT_MIN: u64 = 256 << 10;
+
 /// Answer from the store: the client's preconditions, HEAD and Range applied
 /// (`respond::from_cache`, or `respond::from_partial` for held partial content). `None` when
 /// the object vanished or is unreadable, or partial content does not cover the request (the
@@ -356,6 +367,13 @@ async fn serve_stored(
 ) -> Option<Response<Body>> {
     let from_partial = if stored.status == StatusCode::PARTIAL_CONTENT {
         Some(respond::from_partial(parts, stored, now)?)
+    } else {
+        None
+    };
+    // A body of several chunks holds I/O buffers while its client reads: one address gets a
+    // bounded number of such streams on this worker (the rest wait here, holding none).
+    let slot = if r.body_len > STREAM_SLOT_MIN && parts.method != Method::HEAD {
+        ctx.stream_slots.acquire(peer.ip()).await
     } else {
         None
     };
@@ -393,6 +411,10 @@ async fn serve_stored(
                 body::stream(chunks)
             }
         }
+    };
+    let body = match slot {
+        Some(slot) => body::guarded(body, slot),
+        None => body,
     };
     Some(respond(out.status, out.headers, cache_status, body))
 }

@@ -20,6 +20,7 @@ mod metrics;
 mod origin;
 mod server;
 mod startup;
+mod stream_slots;
 mod supervisor;
 
 use std::process::ExitCode;

@@ -63,11 +63,13 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
     false
 }
 
-/// `n` connections that ask for `path` and never read a byte (a 4 KiB receive buffer).
-fn stalled_readers(dp: &Dataplane, path: &str, n: usize) -> Vec<TcpStream> {
+/// `n` connections that ask for `path` and never read a byte (a 4 KiB receive buffer), from
+/// `addresses` loopback addresses (127.0.1.1 and up) in turn.
+fn stalled_readers(dp: &Dataplane, path: &str, n: usize, addresses: usize) -> Vec<TcpStream> {
     (0..n)
-        .map(|_| {
-            let mut s = TcpStream::connect(dp.listen).unwrap();
+        .map(|i| {
+            let from = format!("127.0.1.{}", i % addresses.clamp(1, 250) + 1);
+            let mut s = connect_from(&from, dp.listen).unwrap();
             socket2::SockRef::from(&s)
                 .set_recv_buffer_size(4096)
                 .unwrap();
@@ -75,6 +77,25 @@ fn stalled_readers(dp: &Dataplane, path: &str, n: usize) -> Vec<TcpStream> {
             s
         })
         .collect()
+}
+
+/// A fresh client (127.0.0.2) gets the stored `/obj/4m/fresh` whole, as a hit, within
+/// `within`; how long it took.
+fn fresh_4m_hit(dp: &Dataplane, within: Duration) -> Duration {
+    let t = Instant::now();
+    let mut c = connect_from("127.0.0.2", dp.listen).unwrap();
+    c.set_read_timeout(Some(within)).unwrap();
+    write!(
+        c,
+        "GET /obj/4m/fresh HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let r = read_response(&mut BufReader::new(c), false)
+        .unwrap_or_else(|e| panic!("the fresh 4 MiB hit: {e} after {:?}", t.elapsed()));
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert!(!r.truncated);
+    check_body(4 << 20, "fresh", &r.body).unwrap();
+    t.elapsed()
 }
 
 /// One keep-alive GET on `s`, the response read whole.
@@ -269,7 +290,7 @@ fn stalled_readers_of_a_large_hit_do_not_freeze_other_clients_disk_hits() {
         dp.get(p);
     }
     // 256 connections ask for the 8 MiB hit and never read a byte of it.
-    let stalled = stalled_readers(&dp, big, 256);
+    let stalled = stalled_readers(&dp, big, 256, 1);
     std::thread::sleep(Duration::from_millis(500));
     // A fresh client's small hits from disk still come, each well within its 5 s timeout.
     let mut worst = Duration::ZERO;
@@ -293,7 +314,7 @@ fn stalled_readers_of_a_large_hit_do_not_freeze_other_clients_disk_hits() {
 }
 
 #[test]
-fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers() {
+fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers_of_many_addresses() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     // One worker, no RAM tier, the default 30 s write timeout: the stalled readers hold the
@@ -307,32 +328,41 @@ fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers() 
     assert_eq!(dp.get(big).body.len(), 8 << 20);
     let fresh = "/obj/4m/fresh";
     assert_eq!(dp.get(fresh).body.len(), 4 << 20);
-    let stalled = stalled_readers(&dp, big, 256);
+    // Two from each of 128 addresses: the per-address stream cap does not bind them.
+    let stalled = stalled_readers(&dp, big, 256, 128);
     std::thread::sleep(Duration::from_millis(500));
     // A fresh client's 4 MiB hit from disk: all of it, long before the stalled readers' write
     // timeout (under buffer pressure they are dropped after `clients.writeTimeoutUnderPressure`).
-    let t = Instant::now();
-    let mut c = connect_from("127.0.0.2", dp.listen).unwrap();
     // Under the write timeout (30 s) alone it took about a minute: the stalled readers were
     // dropped in rounds, each holding the budget for the full timeout.
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        c,
-        "GET {fresh} HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let r = read_response(&mut BufReader::new(c), false)
-        .unwrap_or_else(|e| panic!("the fresh 4 MiB hit: {e} after {:?}", t.elapsed()));
-    assert!(r.is_hit(), "{}", r.cache_status());
-    assert!(!r.truncated);
-    check_body(4 << 20, "fresh", &r.body).unwrap();
-    println!(
-        "256 stalled 8 MiB readers: a fresh 4 MiB disk hit took {:?}",
-        t.elapsed()
-    );
+    let took = fresh_4m_hit(&dp, Duration::from_secs(20));
+    println!("256 stalled 8 MiB readers: a fresh 4 MiB disk hit took {took:?}");
     let dropped = dp.metric(
         r#"edgecache_dataplane_connections_closed_total{reason="write_timeout_under_pressure"}"#,
     );
     assert!(dropped >= 1.0, "{}", dp.metrics());
+    drop(stalled);
+}
+
+#[test]
+fn one_address_stalling_many_large_hits_does_not_hold_back_another_addresss_large_hit() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    // The pressure timeout as long as the write timeout: only the per-address stream cap helps.
+    let dp = start(
+        &o,
+        dir.path(),
+        "memory:\n  ramTier: 0B\nclients:\n  maxConnectionsPerIp: 1000\n  writeTimeout: 30s\n  writeTimeoutUnderPressure: 30s\n",
+    );
+    let big = "/obj/8m/big";
+    assert_eq!(dp.get(big).body.len(), 8 << 20);
+    let fresh = "/obj/4m/fresh";
+    assert_eq!(dp.get(fresh).body.len(), 4 << 20);
+    let stalled = stalled_readers(&dp, big, 256, 1);
+    std::thread::sleep(Duration::from_millis(500));
+    let took = fresh_4m_hit(&dp, Duration::from_secs(10));
+    println!(
+        "256 stalled 8 MiB readers from one address: another address's 4 MiB disk hit took {took:?}"
+    );
     drop(stalled);
 }

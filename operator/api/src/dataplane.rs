@@ -107,6 +107,10 @@ pub struct ClientLimitsConfig {
     pub max_connections_per_ip: u32,
     /// Open connections per worker; more are refused. Default: 0, derived from the memory plan.
     pub max_connections_per_worker: u32,
+    /// Large hits one client address may stream from disk at once on a worker; its further ones
+    /// wait for one to end. Default: 0, derived from the worker's I/O buffers (half of them at
+    /// two 256 KiB chunks a stream: 32 for 32 MiB).
+    pub max_disk_streams_per_ip: u32,
 }
 
 impl Default for ClientLimitsConfig {
@@ -118,6 +122,7 @@ impl Default for ClientLimitsConfig {
             write_timeout_under_pressure: Duration::secs(5),
             max_connections_per_ip: 256,
             max_connections_per_worker: 0,
+            max_disk_streams_per_ip: 0,
         }
     }
 }

@@ -452,6 +452,11 @@ pub struct ClientsSpec {
     #[serde(default)]
     #[schemars(range(max = 1000000))]
     pub max_connections_per_worker: u32,
+    /// Large hits one client address may stream from disk at once on a worker; more wait.
+    /// 0: derived from the worker's I/O buffers. Default: 0.
+    #[serde(default)]
+    #[schemars(range(max = 1000000))]
+    pub max_disk_streams_per_ip: u32,
 }
 
 impl Default for ClientsSpec {
@@ -463,6 +468,7 @@ impl Default for ClientsSpec {
             write_timeout_under_pressure: default_write_timeout_under_pressure(),
             max_connections_per_ip: default_per_ip(),
             max_connections_per_worker: 0,
+            max_disk_streams_per_ip: 0,
         }
     }
 }

@@ -286,6 +286,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             write_timeout_under_pressure: spec.clients.write_timeout_under_pressure,
             max_connections_per_ip: spec.clients.max_connections_per_ip,
             max_connections_per_worker: spec.clients.max_connections_per_worker,
+            max_disk_streams_per_ip: spec.clients.max_disk_streams_per_ip,
         },
         log: spec.log.clone(),
         ..DataplaneConfig::default()
@@ -376,7 +377,7 @@ mod tests {
     #[test]
     fn client_limits_and_close_delimited_storage_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
-            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\n  maxVariantsPerKey: 8\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  writeTimeoutUnderPressure: 3s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n",
+            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\n  maxVariantsPerKey: 8\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  writeTimeoutUnderPressure: 3s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n  maxDiskStreamsPerIp: 7\n",
         ), &Policy::default())
         .unwrap();
         let c = &v.dataplane;
@@ -389,6 +390,7 @@ mod tests {
         assert_eq!(c.clients.write_timeout_under_pressure.to_string(), "3s");
         assert_eq!(c.clients.max_connections_per_ip, 64);
         assert_eq!(c.clients.max_connections_per_worker, 5000);
+        assert_eq!(c.clients.max_disk_streams_per_ip, 7);
         // The data plane's own rules apply: a zero timeout is refused, by its spec name.
         let e = validate(
             &minimal_edgecache("clients:\n  headerTimeout: 0s\n"),
