@@ -313,26 +313,32 @@ fn stalled_readers_of_a_large_hit_do_not_freeze_other_clients_disk_hits() {
     drop(stalled);
 }
 
-#[test]
-fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers_of_many_addresses() {
+/// One worker, no RAM tier, `/obj/8m/big` and `/obj/4m/fresh` stored, then 256 connections
+/// from `addresses` addresses stalled on the 8 MiB hit; `under_pressure` is
+/// `clients.writeTimeoutUnderPressure` (the write timeout is 30 s).
+fn stalled_on_a_large_hit(
+    under_pressure: &str,
+    addresses: usize,
+) -> (OriginHandle, tempfile::TempDir, Dataplane, Vec<TcpStream>) {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
-    // One worker, no RAM tier, the default 30 s write timeout: the stalled readers hold the
-    // worker's I/O budget for the later chunks of a large hit until they are dropped.
-    let dp = start(
-        &o,
-        dir.path(),
-        "memory:\n  ramTier: 0B\nclients:\n  maxConnectionsPerIp: 1000\n  writeTimeout: 30s\n  writeTimeoutUnderPressure: 2s\n",
+    let yaml = format!(
+        "memory:\n  ramTier: 0B\nclients:\n  maxConnectionsPerIp: 1000\n  writeTimeout: 30s\n  writeTimeoutUnderPressure: {under_pressure}\n"
     );
-    let big = "/obj/8m/big";
-    assert_eq!(dp.get(big).body.len(), 8 << 20);
-    let fresh = "/obj/4m/fresh";
-    assert_eq!(dp.get(fresh).body.len(), 4 << 20);
-    // Two from each of 128 addresses: the per-address stream cap does not bind them.
-    let stalled = stalled_readers(&dp, big, 256, 128);
+    let dp = start(&o, dir.path(), &yaml);
+    assert_eq!(dp.get("/obj/8m/big").body.len(), 8 << 20);
+    assert_eq!(dp.get("/obj/4m/fresh").body.len(), 4 << 20);
+    let stalled = stalled_readers(&dp, "/obj/8m/big", 256, addresses);
     std::thread::sleep(Duration::from_millis(500));
-    // A fresh client's 4 MiB hit from disk: all of it, long before the stalled readers' write
-    // timeout (under buffer pressure they are dropped after `clients.writeTimeoutUnderPressure`).
+    (o, dir, dp, stalled)
+}
+
+#[test]
+fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers_of_many_addresses() {
+    // Two from each of 128 addresses, so the per-address stream cap does not bind them: the
+    // stalled readers hold the worker's I/O budget for the later chunks of a large hit until
+    // they are dropped, after `clients.writeTimeoutUnderPressure` while others wait for it.
+    let (_o, _dir, dp, stalled) = stalled_on_a_large_hit("2s", 128);
     // Under the write timeout (30 s) alone it took about a minute: the stalled readers were
     // dropped in rounds, each holding the budget for the full timeout.
     let took = fresh_4m_hit(&dp, Duration::from_secs(20));
@@ -346,20 +352,9 @@ fn a_fresh_large_hit_is_not_held_for_the_write_timeout_behind_stalled_readers_of
 
 #[test]
 fn one_address_stalling_many_large_hits_does_not_hold_back_another_addresss_large_hit() {
-    let o = origin();
-    let dir = tempfile::tempdir().unwrap();
-    // The pressure timeout as long as the write timeout: only the per-address stream cap helps.
-    let dp = start(
-        &o,
-        dir.path(),
-        "memory:\n  ramTier: 0B\nclients:\n  maxConnectionsPerIp: 1000\n  writeTimeout: 30s\n  writeTimeoutUnderPressure: 30s\n",
-    );
-    let big = "/obj/8m/big";
-    assert_eq!(dp.get(big).body.len(), 8 << 20);
-    let fresh = "/obj/4m/fresh";
-    assert_eq!(dp.get(fresh).body.len(), 4 << 20);
-    let stalled = stalled_readers(&dp, big, 256, 1);
-    std::thread::sleep(Duration::from_millis(500));
+    // The pressure timeout as long as the write timeout: only the per-address stream cap helps
+    // (without it the fresh hit timed out at 10 s).
+    let (_o, _dir, dp, stalled) = stalled_on_a_large_hit("30s", 1);
     let took = fresh_4m_hit(&dp, Duration::from_secs(10));
     println!(
         "256 stalled 8 MiB readers from one address: another address's 4 MiB disk hit took {took:?}"
