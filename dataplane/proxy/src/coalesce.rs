@@ -46,6 +46,15 @@ pub struct Head {
     pub growing: Option<Arc<Growing>>,
 }
 
+/// Why a flight has no chunk to give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The fetch failed.
+    Failed,
+    /// The chunk arrived but was not kept (past the limit).
+    NotKept,
+}
+
 /// How a fetch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -114,10 +123,12 @@ impl Flight {
         self.changed.notify_waiters();
     }
 
-    pub fn push(&self, chunk: Bytes) {
+    /// Keep a chunk for the flight's readers; false when it is not kept (not a kept flight,
+    /// or past [`TAIL_LIMIT`] or the memory plan's bound: nothing after it is kept either).
+    pub fn push(&self, chunk: Bytes) -> bool {
         let mut s = self.lock();
         if !s.head.as_ref().is_some_and(|h| h.keep) || s.overflowed {
-            return;
+            return false;
         }
         let kept = s.kept + chunk.len() as u64;
         if kept > TAIL_LIMIT || !s.charge.cover(kept) {
@@ -129,8 +140,10 @@ impl Flight {
             s.kept += chunk.len() as u64;
             s.chunks.push(chunk);
         }
+        let kept = !s.overflowed;
         drop(s);
         self.changed.notify_waiters();
+        kept
     }
 
     /// Whether a reader may follow the tail from the chunk at `index` on: every chunk so far
@@ -171,22 +184,23 @@ impl Flight {
         }
     }
 
-    /// Wait for the chunk at `index`: `Ok(Some(chunk))` once the next chunk has arrived or the
-    /// fetch is complete, `Ok(None)` past the last one, `Err(())` when the fetch failed or the
-    /// chunk was not kept (past [`TAIL_LIMIT`]).
-    pub async fn chunk(&self, index: usize) -> Result<Option<Bytes>, ()> {
+    /// Wait for the chunk at `index`: `Ok(Some(chunk))` once the next chunk has arrived (or
+    /// was not kept) or the fetch is complete, `Ok(None)` past the last one, `Err` when the
+    /// fetch failed or the chunk was not kept (past [`TAIL_LIMIT`]).
+    pub async fn chunk(&self, index: usize) -> Result<Option<Bytes>, Missing> {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
                 let s = self.lock();
-                let settled = index + 1 < s.chunks.len() || s.end == Some(End::Complete);
+                let settled =
+                    index + 1 < s.chunks.len() || s.overflowed || s.end == Some(End::Complete);
                 match (s.chunks.get(index), s.end) {
                     (Some(c), _) if settled => return Ok(Some(c.clone())),
-                    (None, Some(End::Complete)) if !s.overflowed => return Ok(None),
-                    (_, Some(_)) => return Err(()),
-                    (None, None) if s.overflowed => return Err(()),
+                    (None, _) if s.overflowed => return Err(Missing::NotKept),
+                    (None, Some(End::Complete)) => return Ok(None),
+                    (_, Some(_)) => return Err(Missing::Failed),
                     _ => {}
                 }
             }
@@ -457,7 +471,7 @@ mod tests {
         assert!(f.chunk(1).await.is_ok());
         assert_eq!(
             f.chunk(2).await,
-            Err(()),
+            Err(Missing::NotKept),
             "never a body that looks complete"
         );
     }

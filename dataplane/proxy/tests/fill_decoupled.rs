@@ -35,6 +35,27 @@ fn get_within(dp: &Dataplane, path: &str, within: Duration) -> std::io::Result<R
     read_response(&mut BufReader::new(s), false)
 }
 
+/// Wait until the origin has been asked for `path`.
+fn wait_for_the_fill(o: &OriginHandle, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while o.requests_for(path) == 0 {
+        assert!(Instant::now() < deadline, "the fill never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The response on a stalled connection, read now.
+fn read_late(stalled: TcpStream) -> Resp {
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // A 4 KiB window would make the read itself take minutes.
+    socket2::SockRef::from(&stalled)
+        .set_recv_buffer_size(1 << 20)
+        .unwrap();
+    read_response(&mut BufReader::new(stalled), false).unwrap()
+}
+
 fn start(o: &OriginHandle, dir: &std::path::Path) -> Dataplane {
     // The default write timeout (30 s): a stalled client is not dropped during the test.
     Dataplane::start_with_yaml(&o.url(), dir, "clients:\n  writeTimeout: 30s\n", 1, &[])
@@ -50,11 +71,7 @@ fn others_are_served_while_the_filling_client_stalls(size: u64, name: &str) {
     let dp = start(&o, dir.path());
     let path = format!("/obj/{size}/{name}?slow_ms=1");
     let stalled = stalled_get(&dp, &path);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while o.requests_for(&path) == 0 {
-        assert!(Instant::now() < deadline, "the fill never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_the_fill(&o, &path);
     // Coalesced on the stalled client's fetch (or a hit once it is stored).
     let r = get_within(&dp, &path, Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("a second client of {path} got nothing in 10 s: {e}"));
@@ -69,14 +86,7 @@ fn others_are_served_while_the_filling_client_stalls(size: u64, name: &str) {
     // The stalled client fell behind and was switched to a kept copy; reading now, it gets
     // the whole body.
     assert!(dp.metric("edgecache_dataplane_fill_clients_switched_total") >= 1.0);
-    stalled
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    // A 4 KiB window would make the read itself take minutes.
-    socket2::SockRef::from(&stalled)
-        .set_recv_buffer_size(1 << 20)
-        .unwrap();
-    let r = read_response(&mut BufReader::new(stalled), false).unwrap();
+    let r = read_late(stalled);
     assert!(!r.truncated);
     check_body(size, name, &r.body).unwrap();
 }
@@ -139,4 +149,21 @@ fn a_waiter_on_a_large_fill_streams_it_before_the_fill_ends() {
     let r = leader.join().unwrap();
     check_body(16 << 20, "slowfill", &r.body).unwrap();
     assert_eq!(o.requests_for(path), 1, "one origin fetch");
+}
+
+#[test]
+fn a_client_behind_a_chunked_fill_past_the_tail_limit_still_gets_all_of_it() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    // No length, 12 MiB: the client falls behind and reads from the coalescing tail, which
+    // stops keeping chunks at 8 MiB; the fill then feeds the client again from there.
+    let path = "/obj/12m/chunky?chunked=1&slow_ms=1";
+    let stalled = stalled_get(&dp, path);
+    wait_for_the_fill(&o, path);
+    std::thread::sleep(Duration::from_secs(2));
+    let r = read_late(stalled);
+    assert!(!r.truncated);
+    check_body(12 << 20, "chunky", &r.body).unwrap();
+    assert!(dp.metric("edgecache_dataplane_fill_clients_switched_total") >= 1.0);
 }

@@ -24,7 +24,7 @@ use edgecache_host::{Share, fits};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{Notify, mpsc};
 
-use crate::coalesce::Flight;
+use crate::coalesce::{Flight, Missing};
 
 /// Bytes queued for one client at most before it is switched to a kept copy (or, with none,
 /// before the fill waits for it).
@@ -112,7 +112,10 @@ pub(super) fn feed(
                     Item::Fail(e) => {
                         futures_util::stream::once(async move { Err(e) }).boxed_local()
                     }
-                    Item::Rest(Rest::Flight { flight, index }) => flight_chunks(flight, index),
+                    // Past what the flight kept, the fill feeds this client again (below).
+                    Item::Rest(Rest::Flight { flight, index }) => {
+                        flight_chunks(flight, index, NotKept::Resume)
+                    }
                     Item::Rest(Rest::Store { growing, offset }) => {
                         let end = growing.body_len();
                         ctx.store
@@ -126,17 +129,29 @@ pub(super) fn feed(
     (fill_end, body)
 }
 
+/// What a reader of a flight does at a chunk the flight did not keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NotKept {
+    /// The body ends with an error (a waiter: it has no other source).
+    Fail,
+    /// This stream ends, and the client's feed goes on from there: the fill feeds a client it
+    /// switched to the flight again once the flight stops keeping chunks.
+    Resume,
+}
+
 /// The chunks of `flight` from `index` on, as they become available.
 pub(super) fn flight_chunks(
     flight: Arc<Flight>,
     index: usize,
+    not_kept: NotKept,
 ) -> futures_util::stream::LocalBoxStream<'static, io::Result<Bytes>> {
-    futures_util::stream::unfold(Some((flight, index)), |state| async move {
+    futures_util::stream::unfold(Some((flight, index)), move |state| async move {
         let (flight, i) = state?;
         match flight.chunk(i).await {
             Ok(Some(c)) => Some((Ok(c), Some((flight, i + 1)))),
             Ok(None) => None,
-            Err(()) => Some((Err(io::Error::other("the origin fetch failed")), None)),
+            Err(Missing::NotKept) if not_kept == NotKept::Resume => None,
+            Err(_) => Some((Err(io::Error::other("the origin fetch failed")), None)),
         }
     })
     .boxed_local()
@@ -168,8 +183,9 @@ impl FeedTx {
         self.push(chunk)
     }
 
-    /// The client reads the rest from `rest`, after what is queued.
-    pub fn switch(self, rest: Rest) {
+    /// The client reads the rest from `rest`, after what is queued. What is pushed after
+    /// this reaches it once `rest` ends (see [`NotKept::Resume`]).
+    pub fn switch(&self, rest: Rest) {
         let _ = self.tx.send(Item::Rest(rest));
     }
 

@@ -154,9 +154,12 @@ async fn follow(
     let body = match (head.growing, client_range) {
         // From the store, as the leader's fetch writes it.
         (Some(g), range) => body::stream(ctx.store.read_growing(g, range).inspect(count)),
-        (None, None) => body::stream(feed::flight_chunks(flight, 0).inspect(count)),
+        (None, None) => {
+            body::stream(feed::flight_chunks(flight, 0, feed::NotKept::Fail).inspect(count))
+        }
         (None, Some(range)) => {
-            body::stream(body::slice(feed::flight_chunks(flight, 0), range).inspect(count))
+            let chunks = feed::flight_chunks(flight, 0, feed::NotKept::Fail);
+            body::stream(body::slice(chunks, range).inspect(count))
         }
     };
     respond(code, headers, status, body)
@@ -314,6 +317,7 @@ pub(super) async fn relay_origin_response(
         growing,
         guard,
         to_client: client_body.is_some().then_some(tx),
+        on_flight: None,
         sent: (0, 0),
         idle: ctx.origin.idle_timeout,
     };
@@ -491,6 +495,8 @@ struct Pump {
     growing: Option<Arc<edgecache_cache::store::Growing>>,
     guard: Option<LeaderGuard>,
     to_client: Option<feed::FeedTx>,
+    /// The client's feed while it reads from the flight's kept chunks.
+    on_flight: Option<feed::FeedTx>,
     /// Chunks and bytes queued for the client so far.
     sent: (usize, u64),
     idle: Duration,
@@ -508,8 +514,13 @@ impl Pump {
             feed.push(chunk)
         } else if let Some(rest) = self.rest() {
             self.ctx.shared.metrics.fill_clients_switched.inc();
+            let to_flight = matches!(rest, feed::Rest::Flight { .. });
             if let Some(feed) = self.to_client.take() {
                 feed.switch(rest);
+                // Kept to feed it again if the flight stops keeping chunks.
+                if to_flight {
+                    self.on_flight = Some(feed);
+                }
             }
             return;
         } else {
@@ -604,8 +615,15 @@ impl Pump {
             let Ok(chunk) = frame.into_data() else {
                 continue;
             };
-            if let Some(g) = &self.guard {
-                g.flight.push(chunk.clone());
+            if let Some(g) = &self.guard
+                && !g.flight.push(chunk.clone())
+                && let Some(feed) = self.on_flight.take()
+            {
+                // The flight stopped keeping chunks (past its limit): the client switched to
+                // it reads up to here from it, and from this chunk on from its feed again.
+                // The chunk held back is in the flight already.
+                held = None;
+                self.to_client = Some(feed);
             }
             if let Some(w) = &mut self.writer
                 && let Err(e) = w.write(chunk.clone()).await
