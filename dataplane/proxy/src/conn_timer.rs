@@ -68,11 +68,12 @@ impl Expiry {
 
 /// What has expired at `now`, or the next instant something could. A blocked write counts in
 /// every phase (a pipelined client may stop reading while its next head is being parsed);
-/// `pressure`: requests on the worker are waiting for I/O buffer memory.
+/// `pressure` says whether requests on the worker wait for I/O buffer memory, asked only of a
+/// write blocked past `write_under_pressure`.
 pub fn check(
     phase: Phase,
     write_blocked_since: Option<Instant>,
-    pressure: bool,
+    pressure: impl FnOnce() -> bool,
     t: &Timeouts,
     now: Instant,
 ) -> Result<Instant, Expiry> {
@@ -86,7 +87,7 @@ pub fn check(
         let soon = since + t.write_under_pressure;
         if now < soon {
             next = next.min(soon);
-        } else if pressure {
+        } else if pressure() {
             return Err(Expiry::WriteUnderPressure);
         } else {
             next = next.min(now + PRESSURE_RECHECK);
@@ -176,10 +177,7 @@ impl Drop for RequestGuard {
 pub async fn watch(clock: Rc<ConnClock>, t: Timeouts, pressure: impl Fn() -> bool) -> Expiry {
     loop {
         let (phase, blocked) = clock.state();
-        // The pressure matters only to a connection blocked past `write_under_pressure`.
-        let now = Instant::now();
-        let pressed = blocked.is_some_and(|b| now >= b + t.write_under_pressure) && pressure();
-        match check(phase, blocked, pressed, &t, now) {
+        match check(phase, blocked, &pressure, &t, Instant::now()) {
             Err(e) => return e,
             Ok(next) => {
                 tokio::select! {
@@ -279,25 +277,25 @@ mod tests {
         let t0 = Instant::now();
         // Idle: closed after `idle`, and not before.
         assert_eq!(
-            check(Phase::Idle(t0), None, false, &T, t0 + s(59)),
+            check(Phase::Idle(t0), None, || false, &T, t0 + s(59)),
             Ok(t0 + s(60))
         );
         assert_eq!(
-            check(Phase::Idle(t0), None, false, &T, t0 + s(60)),
+            check(Phase::Idle(t0), None, || false, &T, t0 + s(60)),
             Err(Expiry::Idle)
         );
         // A head must be whole `header` after its first byte, however slowly it trickles.
         assert_eq!(
-            check(Phase::Head(t0), None, false, &T, t0 + s(9)),
+            check(Phase::Head(t0), None, || false, &T, t0 + s(9)),
             Ok(t0 + s(10))
         );
         assert_eq!(
-            check(Phase::Head(t0), None, false, &T, t0 + s(10)),
+            check(Phase::Head(t0), None, || false, &T, t0 + s(10)),
             Err(Expiry::Header)
         );
         // Busy: no phase limit, only write progress; the watchdog looks again later.
         assert_eq!(
-            check(Phase::Busy, None, false, &T, t0 + s(500)),
+            check(Phase::Busy, None, || false, &T, t0 + s(500)),
             Ok(t0 + s(530))
         );
     }
@@ -307,21 +305,21 @@ mod tests {
         let t0 = Instant::now();
         for phase in [Phase::Busy, Phase::Idle(t0), Phase::Head(t0)] {
             assert_eq!(
-                check(phase, Some(t0), false, &T, t0 + s(30)),
+                check(phase, Some(t0), || false, &T, t0 + s(30)),
                 Err(Expiry::Write),
                 "{phase:?}"
             );
         }
         // Not yet expired; looked at again soon for the pressure, and at `write` at the latest.
         assert_eq!(
-            check(Phase::Busy, Some(t0), false, &T, t0 + s(29)),
+            check(Phase::Busy, Some(t0), || false, &T, t0 + s(29)),
             Ok(t0 + s(29) + PRESSURE_RECHECK)
         );
         assert_eq!(
             check(
                 Phase::Busy,
                 Some(t0),
-                false,
+                || false,
                 &T,
                 t0 + s(29) + Duration::from_millis(900)
             ),
@@ -329,11 +327,11 @@ mod tests {
         );
         // The earliest deadline wins: here the look at the pressure, then the head's.
         assert_eq!(
-            check(Phase::Head(t0), Some(t0), false, &T, t0 + s(1)),
+            check(Phase::Head(t0), Some(t0), || false, &T, t0 + s(1)),
             Ok(t0 + s(5))
         );
         assert_eq!(
-            check(Phase::Head(t0), Some(t0 + s(8)), false, &T, t0 + s(9)),
+            check(Phase::Head(t0), Some(t0 + s(8)), || false, &T, t0 + s(9)),
             Ok(t0 + s(10))
         );
     }
@@ -341,23 +339,27 @@ mod tests {
     #[test]
     fn under_pressure_a_blocked_write_expires_sooner() {
         let t0 = Instant::now();
-        // Before `write_under_pressure`, pressure changes nothing.
+        // Before `write_under_pressure`, the pressure is not even asked.
         assert_eq!(
-            check(Phase::Busy, Some(t0), true, &T, t0 + s(4)),
+            check(Phase::Busy, Some(t0), || unreachable!(), &T, t0 + s(4)),
             Ok(t0 + s(5))
         );
         assert_eq!(
-            check(Phase::Busy, Some(t0), true, &T, t0 + s(5)),
+            check(Phase::Busy, Some(t0), || true, &T, t0 + s(4)),
+            Ok(t0 + s(5))
+        );
+        assert_eq!(
+            check(Phase::Busy, Some(t0), || true, &T, t0 + s(5)),
             Err(Expiry::WriteUnderPressure)
         );
         // Without pressure the connection keeps its full write timeout, looked at again soon.
         assert_eq!(
-            check(Phase::Busy, Some(t0), false, &T, t0 + s(6)),
+            check(Phase::Busy, Some(t0), || false, &T, t0 + s(6)),
             Ok(t0 + s(6) + PRESSURE_RECHECK)
         );
         // A connection whose writes progress is never dropped for pressure.
         assert_eq!(
-            check(Phase::Busy, None, true, &T, t0 + s(100)),
+            check(Phase::Busy, None, || true, &T, t0 + s(100)),
             Ok(t0 + s(130))
         );
     }

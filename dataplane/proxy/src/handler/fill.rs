@@ -145,12 +145,7 @@ async fn follow(
     let Some(client_range) = client_body else {
         return respond(code, headers, status, body::empty());
     };
-    let metrics = ctx.shared.metrics.clone();
-    let count = move |c: &io::Result<Bytes>| {
-        if let Ok(c) = c {
-            metrics.response_bytes.inc_by(c.len() as u64);
-        }
-    };
+    let count = count_sent(ctx);
     let body = match (head.growing, client_range) {
         // From the store, as the leader's fetch writes it.
         (Some(g), range) => body::stream(ctx.store.read_growing(g, range).inspect(count)),
@@ -163,6 +158,16 @@ async fn follow(
         }
     };
     respond(code, headers, status, body)
+}
+
+/// Counts the body bytes a client is sent, as its body stream yields them.
+fn count_sent(ctx: &Ctx) -> impl FnMut(&io::Result<Bytes>) + 'static {
+    let metrics = ctx.shared.metrics.clone();
+    move |c| {
+        if let Ok(c) = c {
+            metrics.response_bytes.inc_by(c.len() as u64);
+        }
+    }
 }
 
 /// Fetch from the origin, stream to the client, store when allowed, and feed waiters.
@@ -287,7 +292,7 @@ pub(super) async fn relay_origin_response(
             shareable,
             tail,
             keep: tail || (shareable && content_length.is_none()),
-            growing: growing.clone().filter(|_| shareable),
+            growing: growing.clone(),
         });
     }
     // Waiters do not share a response that cannot be stored (they fetch on their own): the
@@ -322,12 +327,7 @@ pub(super) async fn relay_origin_response(
         idle: ctx.origin.idle_timeout,
     };
     tokio::task::spawn_local(pump.run());
-    let metrics = ctx.shared.metrics.clone();
-    let count = move |c: &io::Result<Bytes>| {
-        if let Ok(c) = c {
-            metrics.response_bytes.inc_by(c.len() as u64);
-        }
-    };
+    let count = count_sent(ctx);
     let body = match client_body {
         None => body::empty(),
         Some(None) => body::stream(rx.inspect(count)),
@@ -525,10 +525,8 @@ impl Pump {
             return;
         } else {
             // Nothing kept for it: this fill waits for its client. Waiters have nothing to
-            // wait for here: they fetch on their own.
-            if let Some(g) = self.guard.take() {
-                g.flight.finish(End::Failed);
-            }
+            // wait for here: dropping the guard fails the flight, and they fetch on their own.
+            drop(self.guard.take());
             feed.push_when_room(chunk).await
         };
         if delivered {
