@@ -12,7 +12,7 @@ use edgecache_api::dataplane::MemoryConfig;
 /// Memory the process needs whatever it caches: code, runtimes, index, connections. 32 MiB.
 pub const BASE_RSS: u64 = 32 << 20;
 /// I/O buffers: O_DIRECT reads and writes use 4096-aligned owned buffers from a per-worker
-/// budget (`dataplane/cache/src/io/budget.rs`). With a limit, all workers together get
+/// budget (`dataplane/store/src/io/budget.rs`). With a limit, all workers together get
 /// [`IO_BUFFERS_SHARE_DIVISOR`]th of it, split evenly and each clamped to
 /// [`IO_BUFFERS_MIN_PER_WORKER`]..=[`IO_BUFFERS_MAX_PER_WORKER`]; without one, each worker gets
 /// [`IO_BUFFERS_NO_LIMIT_PER_WORKER`].

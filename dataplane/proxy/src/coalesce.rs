@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use bytes::Bytes;
-use edgecache_cache::policy::StoredResponse;
-use edgecache_cache::store::Growing;
 use edgecache_host::{Charge, Share};
+use edgecache_policy::StoredResponse;
+use edgecache_store::Growing;
 use tokio::sync::Notify;
 
 /// Bodies up to this size are replayed to waiters from memory while they arrive.

@@ -1,6 +1,6 @@
 //! One request, from head to last byte: classify, look up, serve from the store, revalidate, or
 //! fetch from the origin (coalesced) while streaming to the client and writing to the store.
-//! Every decision is made by the pure policy in `edgecache_cache::policy`; this module does the
+//! Every decision is made by the pure policy in `edgecache_policy`; this module does the
 //! I/O around it.
 //!
 //! Choices made here (each tested end to end in `tests/rfc_*.rs`):
@@ -49,12 +49,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use edgecache_cache::policy::respond::{self, BodyPart};
-use edgecache_cache::policy::serve::{self, ServeDecision};
-use edgecache_cache::policy::status::{CacheStatus, Fwd};
-use edgecache_cache::policy::validate::{self, Freshen};
-use edgecache_cache::policy::{self, CacheKey, PolicyConfig, StoredResponse};
-use edgecache_cache::store::{ObjectRef, ObjectWriter, Source, StoreWorker};
+use edgecache_policy::respond::{self, BodyPart};
+use edgecache_policy::serve::{self, ServeDecision};
+use edgecache_policy::status::{CacheStatus, Fwd};
+use edgecache_policy::validate::{self, Freshen};
+use edgecache_policy::{self as policy, CacheKey, PolicyConfig, StoredResponse};
+use edgecache_store::{ObjectRef, ObjectWriter, Source, StoreWorker};
 use futures_util::StreamExt;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, request};
@@ -90,7 +90,7 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(shared: Arc<Shared>, store: StoreWorker, origin: Origin) -> Self {
-        let policy = PolicyConfig::from(&shared.cfg.cache);
+        let policy = crate::contract::policy_config(&shared.cfg.cache);
         let slots = match shared.cfg.clients.max_disk_streams_per_ip {
             0 => stream_slots::default_max(store.io_budget().capacity()),
             n => n as usize,

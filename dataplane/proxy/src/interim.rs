@@ -1,7 +1,7 @@
 //! Forwarding 1xx interim responses from the origin to the client (RFC 9110 15.2: "A proxy MUST
 //! forward 1xx responses unless the proxy itself requested the generation of the 1xx
 //! response"), e.g. 103 Early Hints with its Link fields, while the final response is still
-//! awaited. Interim responses are never stored (`policy::store::storable` refuses them).
+//! awaited. Interim responses are never stored (`policy::storable::storable` refuses them).
 //!
 //! Why this module exists: hyper's client hands each 1xx to a callback
 //! (`hyper::ext::on_informational`), but hyper's HTTP/1 server has no API to send one (it only
@@ -41,8 +41,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use edgecache_cache::policy::interim::{self, InterimAction};
 use edgecache_host::Share;
+use edgecache_policy::interim::{self, InterimAction};
 use http::header::{self, HeaderMap};
 use http::{StatusCode, Version};
 use hyper::rt::{Read, ReadBufCursor, Write};
@@ -284,7 +284,7 @@ pub const PENDING_MAX: usize = 16 * 1024;
 fn encode(status: StatusCode, headers: &HeaderMap, out: &mut Vec<u8>) {
     let mut fields = headers.clone();
     origin::strip_hop_by_hop(&mut fields);
-    edgecache_cache::policy::headers::strip_targeted(&mut fields);
+    edgecache_policy::headers::strip_targeted(&mut fields);
     fields.remove(header::CONTENT_LENGTH);
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());

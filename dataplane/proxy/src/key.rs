@@ -1,6 +1,6 @@
 //! The cache key of a request, shared by the handler and PURGE.
 
-use edgecache_cache::policy::CacheKey;
+use edgecache_policy::CacheKey;
 use http::HeaderValue;
 use http::header::HOST;
 

@@ -12,6 +12,7 @@ mod clock;
 mod coalesce;
 mod config;
 mod conn_timer;
+mod contract;
 mod error;
 mod handler;
 mod interim;

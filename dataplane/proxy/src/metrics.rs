@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use edgecache_cache::policy::interim::InterimAction;
-use edgecache_cache::store::Store;
 use edgecache_host::{MemoryPlan, Part, Share, part_bound};
+use edgecache_policy::interim::InterimAction;
+use edgecache_store::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgecache_cache::{EngineKind, Store, StoreWorker};
+use edgecache_store::{EngineKind, Store, StoreWorker};
 use http::Request;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;

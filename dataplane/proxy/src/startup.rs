@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 use edgecache_api::{DataplaneConfig, SteeringMode};
-use edgecache_cache::store::{Store, StoreConfig};
+use edgecache_store::Store;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -55,7 +55,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         "connection caps"
     );
 
-    let store = Store::open(StoreConfig::from_storage(&cfg.storage, plan.ram_tier))
+    let store = Store::open(crate::contract::store_config(&cfg.storage, plan.ram_tier))
         .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
     // Every read and write buffer of a worker comes out of this budget, so in-flight bodies
     // cannot outgrow the memory plan however many clients there are.

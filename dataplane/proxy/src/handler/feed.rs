@@ -19,8 +19,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use edgecache_cache::store::Growing;
 use edgecache_host::{Share, fits};
+use edgecache_store::Growing;
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{Notify, mpsc};
 

@@ -100,7 +100,7 @@ async fn follow(
     // storable, its Vary matches, and an authorized request may reuse it (RFC 9111 3.5).
     // If-Match / If-Unmodified-Since are the origin's to evaluate: such a request fetches.
     let authorized_refused = parts.headers.contains_key(header::AUTHORIZATION)
-        && !policy::store::allows_authorized(&head.stored.directives().cc);
+        && !policy::storable::allows_authorized(&head.stored.directives().cc);
     let origin_precondition = parts.headers.contains_key(header::IF_MATCH)
         || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
     // A 206 the origin sent for a whole fetch answers only the leader.
@@ -224,7 +224,8 @@ pub(super) async fn relay_origin_response(
     let mut as_get = parts.clone();
     as_get.method = Method::GET;
     let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
-    let verdict = policy::store::storable_as_received(&as_get, &rparts, response_time, &ctx.policy);
+    let verdict =
+        policy::storable::storable_as_received(&as_get, &rparts, response_time, &ctx.policy);
     let mut status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
     // What is written: the response as received, or combined with held partial content.
     let splice = match (&verdict, held) {
@@ -267,7 +268,7 @@ pub(super) async fn relay_origin_response(
         }
         Err(reason) => {
             status = status.detail(reason.as_str());
-            if let Some(d) = policy::store::pass_for(*reason, &rparts, ctx.policy.hit_for_pass) {
+            if let Some(d) = policy::storable::pass_for(*reason, &rparts, ctx.policy.hit_for_pass) {
                 ctx.shared
                     .coalescer
                     .pass_until(key.as_bytes(), std::time::Instant::now() + d);
@@ -492,7 +493,7 @@ struct Pump {
     splice: Option<Splice>,
     writer: Option<ObjectWriter>,
     /// The writer's body as it is written, for this client to fall back on.
-    growing: Option<Arc<edgecache_cache::store::Growing>>,
+    growing: Option<Arc<edgecache_store::Growing>>,
     guard: Option<LeaderGuard>,
     to_client: Option<feed::FeedTx>,
     /// The client's feed while it reads from the flight's kept chunks.

@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::pin::Pin;
 
-use edgecache_cache::policy::partial::Continuation;
+use edgecache_policy::partial::Continuation;
 use futures_util::Stream;
 
 use super::*;

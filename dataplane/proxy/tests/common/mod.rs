@@ -497,7 +497,7 @@ pub fn needs_io_uring(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    match edgecache_cache::probe_uring() {
+    match edgecache_store::probe_uring() {
         Ok(()) => false,
         Err(e) => {
             println!("SKIPPED: {test}: needs root for io_uring (unprivileged io_uring_setup: {e})");

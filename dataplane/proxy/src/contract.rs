@@ -1,0 +1,80 @@
+//! The operator contract (`edgecache_api::dataplane`, the config file the operator writes) mapped
+//! onto the library crates' own config types: the policy and the store know no deployment schema.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use edgecache_api::dataplane::{CachePolicyConfig, CookiePolicy, IoEngineKind, StorageConfig};
+use edgecache_policy::PolicyConfig;
+use edgecache_store::{EngineChoice, StoreConfig};
+
+/// The policy settings of `cache:`.
+pub fn policy_config(c: &CachePolicyConfig) -> PolicyConfig {
+    PolicyConfig {
+        default_ttl: c.default_ttl.map(|d| d.get()),
+        ignore_client_no_cache: c.ignore_client_no_cache,
+        cookie_policy: match c.cookie_policy {
+            CookiePolicy::Store => edgecache_policy::CookiePolicy::Store,
+            CookiePolicy::NoStoreUnlessPublic => {
+                edgecache_policy::CookiePolicy::NoStoreUnlessPublic
+            }
+            CookiePolicy::NeverStore => edgecache_policy::CookiePolicy::NeverStore,
+        },
+        heuristic_freshness: c.heuristic_freshness,
+        heuristic_percent: 10,
+        heuristic_max: Duration::from_secs(24 * 60 * 60),
+        name: c.name.clone(),
+        store_close_delimited: c.store_close_delimited,
+        hit_for_pass: c.hit_for_pass.get(),
+    }
+}
+
+/// The I/O engine of `storage.ioEngine`.
+pub fn engine_choice(k: IoEngineKind) -> EngineChoice {
+    match k {
+        IoEngineKind::Auto => EngineChoice::Auto,
+        IoEngineKind::Uring => EngineChoice::Uring,
+        IoEngineKind::Threads => EngineChoice::Threads,
+    }
+}
+
+/// The store settings of `storage:`; the RAM tier's size comes from the memory plan.
+pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64) -> StoreConfig {
+    StoreConfig {
+        dir: PathBuf::from(&s.dir),
+        size: s.size.bytes(),
+        direct_io_threshold: s.direct_io_threshold.bytes(),
+        max_object_size: s.max_object_size.bytes(),
+        ram_tier_bytes,
+        engine: engine_choice(s.io_engine),
+        reads_in_flight: s.reads_in_flight,
+        verify_every_read: s.verify_every_read,
+        max_variants_per_key: s.max_variants_per_key as usize,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contract's defaults are the libraries' defaults, so a config file that says nothing
+    /// and a library user who says nothing get the same cache.
+    #[test]
+    fn contract_defaults_are_the_library_defaults() {
+        assert_eq!(
+            policy_config(&CachePolicyConfig::default()),
+            PolicyConfig::default()
+        );
+        assert_eq!(
+            store_config(&StorageConfig::default(), 0),
+            StoreConfig::default()
+        );
+    }
+
+    #[test]
+    fn every_engine_maps_to_its_namesake() {
+        assert_eq!(engine_choice(IoEngineKind::Uring), EngineChoice::Uring);
+        assert_eq!(engine_choice(IoEngineKind::Threads), EngineChoice::Threads);
+        assert_eq!(engine_choice(IoEngineKind::Auto), EngineChoice::Auto);
+    }
+}
