@@ -65,12 +65,13 @@ async fn fetch_range(
     guard: LeaderGuard,
     fwd: Fwd,
 ) -> Response<Body> {
-    let sent = Sent::now(ctx, &key);
+    let mut sent = Sent::now(ctx, &key);
     let mut fetch_parts = parts.clone();
     fetch_parts.headers.remove(header::IF_NONE_MATCH);
     fetch_parts.headers.remove(header::IF_MODIFIED_SINCE);
-    match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
-        Ok((resp, _)) => {
+    match super::peer::send_fill(ctx, &fetch_parts, peer, &key).await {
+        Ok((resp, upstream)) => {
+            sent.upstream = upstream;
             relay_origin_response(ctx, &parts, key, resp, sent, Some(guard), fwd, held).await
         }
         Err(e) => {
@@ -179,7 +180,7 @@ pub(super) async fn fetch(
     guard: Option<LeaderGuard>,
     fwd: Fwd,
 ) -> Response<Body> {
-    let sent = Sent::now(ctx, &key);
+    let mut sent = Sent::now(ctx, &key);
     // A HEAD miss is fetched as a GET so the object can be stored (HEAD is then served from it).
     // The whole object is fetched so it can be stored: the client's Range and validators are
     // the cache's to answer, not the origin's.
@@ -188,8 +189,17 @@ pub(super) async fn fetch(
         fetch_parts.method = Method::GET;
     }
     policy::request::strip_for_fill(&mut fetch_parts.headers);
-    match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
-        Ok((resp, _)) => {
+    // Hit-for-pass goes straight to the origin: the owner would pass it on too.
+    let sent_to = if fwd == Fwd::Bypass {
+        send(ctx, &fetch_parts, peer, &HeaderMap::new())
+            .await
+            .map(|(r, _)| (r, Upstream::Origin))
+    } else {
+        super::peer::send_fill(ctx, &fetch_parts, peer, &key).await
+    };
+    match sent_to {
+        Ok((resp, upstream)) => {
+            sent.upstream = upstream;
             relay_origin_response(ctx, &parts, key, resp, sent, guard, fwd, None).await
         }
         Err(e) => {
@@ -239,6 +249,10 @@ pub(super) async fn relay_origin_response(
     };
     let mut writer: Option<ObjectWriter> = None;
     match &verdict {
+        // The owner keeps it; this node only once it is popular here.
+        Ok(_) if sent.upstream == (Upstream::Peer { keep: false }) => {
+            status = status.detail("peer");
+        }
         Ok(_) if store_len.is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) => {
             ctx.shared.metrics.write_abort("too_large");
             status = status.detail("too-large");
@@ -301,10 +315,10 @@ pub(super) async fn relay_origin_response(
     if !shareable {
         guard = None;
     }
-    ctx.shared.metrics.request(if shareable {
-        Outcome::Miss
-    } else {
-        Outcome::Bypass
+    ctx.shared.metrics.request(match sent.upstream {
+        Upstream::Peer { .. } => Outcome::Peer,
+        Upstream::Origin if shareable => Outcome::Miss,
+        Upstream::Origin => Outcome::Bypass,
     });
 
     let mut headers = rparts.headers;
