@@ -284,7 +284,7 @@ impl Metrics {
         r.register(
             "peer_forwards",
             "Misses sent to the node that owns the key (label result: ok, connect, timeout, \
-             protocol, peer_error, origin_error; owner_down: not sent, the owner is down)",
+             protocol, body, peer_error, origin_error; owner_down: not sent, the owner is down)",
             m.peer_forwards.clone(),
         );
         r.register(

@@ -8,7 +8,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -343,5 +343,105 @@ fn a_bad_peers_file_is_refused_at_start_and_on_reload() {
     assert!(
         f.nodes[0].log_text().contains("line 2"),
         "the log names the line"
+    );
+}
+
+#[test]
+fn a_hot_object_is_kept_on_the_node_that_asks_for_it() {
+    let o = origin();
+    let f = Fleet::all_listed(&o, 2, "sharding:\n  popularityThreshold: 2\n");
+    // Four requests through each node: the non-owner asks the owner twice, keeps the second
+    // answer, and serves the rest itself.
+    for _ in 0..4 {
+        for node in &f.nodes {
+            get_ok(node, "/obj/4k/7", 4096, 7);
+        }
+    }
+    assert_eq!(o.requests(), 1);
+    assert_eq!(f.sum(FORWARDED_OK), 2.0);
+    assert_eq!(f.sum(OBJECTS), 2.0, "the owner's copy and the hot copy");
+    for node in &f.nodes {
+        let r = node.get("/obj/4k/7");
+        assert!(r.is_hit(), "{}", r.cache_status());
+    }
+}
+
+/// A node that is not an EdgeCache: for each connection it reads a request head and answers
+/// with `answer` after `delay` (nothing at all for an empty answer). Listed as `fake`.
+fn fake_peer(answer: &'static str, delay: std::time::Duration) -> std::net::SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(64).flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s);
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                std::thread::sleep(delay);
+                let _ = r.get_mut().write_all(answer.as_bytes());
+                std::thread::sleep(delay);
+            });
+        }
+    });
+    addr
+}
+
+/// One real node (`n0`, peer timeout 1 s) and a [`fake_peer`] answering `answer` after `delay`
+/// in its list; 20 keys through n0, about half of them owned by `fake`: every one a 200
+/// fetched from the origin once, the fake peer tried once (failing with `result`) and then
+/// left alone while it is down.
+fn through_a_failing_peer(answer: &'static str, delay: Duration, result: &str) {
+    let fake = fake_peer(answer, delay);
+    let o = origin();
+    let f = Fleet::start(&o, 1, "sharding:\n  peerTimeout: 1s\n");
+    replace(
+        &f.files[0],
+        &format!("n0 {}\nfake {fake}\n", f.nodes[0].listen),
+    );
+    f.nodes[0].wait_for_metrics("the list with the fake peer", 15, |m| {
+        metric_value(m, UP) == 1.0
+    });
+    let t0 = Instant::now();
+    for id in 0..20 {
+        get_ok(&f.nodes[0], &format!("/obj/4k/{id}"), 4096, id);
+    }
+    assert_eq!(o.requests(), 20);
+    // Tried again only once a backoff (5 s, then longer) is over and a probe connected: on a
+    // loaded machine the 20 requests may take that long.
+    let tries = 1.0 + (t0.elapsed().as_secs() / 5) as f64;
+    let m = f.nodes[0].metrics();
+    let forwards = |r: &str| {
+        metric_value(
+            &m,
+            &format!(r#"edgecache_dataplane_peer_forwards_total{{result="{r}"}}"#),
+        )
+    };
+    assert!((1.0..=tries).contains(&forwards(result)), "{m}");
+    assert!(forwards("owner_down") >= 3.0, "{m}");
+}
+
+#[test]
+fn a_peer_that_fails_by_its_own_5xx_is_marked_down_and_the_origin_asked() {
+    through_a_failing_peer(
+        "HTTP/1.1 500 Internal Server Error\r\nedgecache-peer-error: internal\r\ncontent-length: 0\r\n\r\n",
+        Duration::ZERO,
+        "peer_error",
+    );
+}
+
+#[test]
+fn a_peer_that_does_not_answer_in_time_is_marked_down_and_the_origin_asked() {
+    through_a_failing_peer("", Duration::from_secs(3), "timeout");
+}
+
+#[test]
+fn a_peer_that_dies_after_its_head_before_any_body_byte_costs_the_client_nothing() {
+    through_a_failing_peer(
+        "HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 4096\r\n\r\n",
+        Duration::ZERO,
+        "body",
     );
 }

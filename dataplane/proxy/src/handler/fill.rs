@@ -69,7 +69,7 @@ async fn fetch_range(
     let mut fetch_parts = parts.clone();
     fetch_parts.headers.remove(header::IF_NONE_MATCH);
     fetch_parts.headers.remove(header::IF_MODIFIED_SINCE);
-    match super::peer::send_fill(ctx, &fetch_parts, peer, &key).await {
+    match super::peer::send_fill(ctx, &fetch_parts, peer, &key, true).await {
         Ok((resp, upstream)) => {
             sent.upstream = upstream;
             relay_origin_response(ctx, &parts, key, resp, sent, Some(guard), fwd, held).await
@@ -190,14 +190,8 @@ pub(super) async fn fetch(
     }
     policy::request::strip_for_fill(&mut fetch_parts.headers);
     // Hit-for-pass goes straight to the origin: the owner would pass it on too.
-    let sent_to = if fwd == Fwd::Bypass {
-        send(ctx, &fetch_parts, peer, &HeaderMap::new())
-            .await
-            .map(|(r, _)| (r, Upstream::Origin))
-    } else {
-        super::peer::send_fill(ctx, &fetch_parts, peer, &key).await
-    };
-    match sent_to {
+    let to_owner = fwd != Fwd::Bypass;
+    match super::peer::send_fill(ctx, &fetch_parts, peer, &key, to_owner).await {
         Ok((resp, upstream)) => {
             sent.upstream = upstream;
             relay_origin_response(ctx, &parts, key, resp, sent, guard, fwd, None).await
@@ -216,7 +210,7 @@ pub(super) async fn relay_origin_response(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
     key: CacheKey,
-    resp: Response<Incoming>,
+    resp: Response<impl http_body::Body<Data = Bytes, Error = hyper::Error> + Send + 'static>,
     sent: Sent,
     guard: Option<LeaderGuard>,
     fwd: Fwd,
@@ -225,6 +219,7 @@ pub(super) async fn relay_origin_response(
     let request_time = sent.time;
     let response_time = ctx.shared.clock.now();
     let (rparts, rbody) = resp.into_parts();
+    let rbody = rbody.boxed_unsync();
     let content_length = rparts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -501,7 +496,7 @@ impl Splice {
 /// write and the waiters finish even when the client goes away.
 struct Pump {
     ctx: Rc<Ctx>,
-    body: Incoming,
+    body: super::peer::UpBody,
     /// Held bytes to write around the body (a combined 206).
     splice: Option<Splice>,
     writer: Option<ObjectWriter>,

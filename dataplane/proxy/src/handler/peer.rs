@@ -38,6 +38,10 @@ pub(super) struct Hop;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Generated(pub &'static str);
 
+/// A fill's response body: the origin's as it comes, or a peer's whose first frame was read
+/// before the response was taken (see [`first_frame`]).
+pub(crate) type UpBody = http_body_util::combinators::UnsyncBoxBody<Bytes, hyper::Error>;
+
 /// Where a fill's response came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Upstream {
@@ -70,15 +74,17 @@ pub(super) fn mark_generated(resp: &mut Response<Body>) {
     }
 }
 
-/// Send a fill's request (`parts`, made ready for the origin): to the key's owner when another
-/// node owns it and is up, else, and whenever the owner fails, to the origin.
+/// Send a fill's request (`parts`, made ready for the origin): to the key's owner when
+/// `to_owner`, another node owns the key and is up; else, and whenever the owner fails, to the
+/// origin.
 pub(super) async fn send_fill(
     ctx: &Ctx,
     parts: &request::Parts,
     peer: SocketAddr,
     key: &CacheKey,
-) -> Result<(Response<Incoming>, Upstream), ProxyError> {
-    if let (Some(sharding), Some(client)) = (&ctx.shared.sharding, &ctx.peers)
+    to_owner: bool,
+) -> Result<(Response<UpBody>, Upstream), ProxyError> {
+    if let (true, Some(sharding), Some(client)) = (to_owner, &ctx.shared.sharding, &ctx.peers)
         && parts.extensions.get::<Hop>().is_none()
     {
         match sharding.route(key.as_bytes()) {
@@ -93,7 +99,7 @@ pub(super) async fn send_fill(
         }
     }
     let (resp, _) = send(ctx, parts, peer, &HeaderMap::new()).await?;
-    Ok((resp, Upstream::Origin))
+    Ok((resp.map(BodyExt::boxed_unsync), Upstream::Origin))
 }
 
 /// The owner's response head, or `None` (counted, and the peer marked down when it is at
@@ -105,7 +111,7 @@ async fn ask_owner(
     owner: &crate::ring::Peer,
     parts: &request::Parts,
     peer: SocketAddr,
-) -> Option<Response<Incoming>> {
+) -> Option<Response<UpBody>> {
     let metrics = &ctx.shared.metrics;
     let mut hop = HeaderMap::new();
     hop.insert(HOP, HeaderValue::from_str(sharding.node()).ok()?);
@@ -129,14 +135,44 @@ async fn ask_owner(
                     "peer_error"
                 }
             }
-            _ => {
-                sharding.peer_answered(&owner.name);
-                metrics.peer_forward("ok");
-                return Some(resp);
-            }
+            _ => match first_frame(resp, ctx.origin.idle_timeout).await {
+                Ok(resp) => {
+                    sharding.peer_answered(&owner.name);
+                    metrics.peer_forward("ok");
+                    return Some(resp);
+                }
+                Err(why) => {
+                    sharding.peer_failed(&owner.name, why);
+                    "body"
+                }
+            },
         },
     };
     debug!(owner = %owner.name, result, "peer fill failed; fetching from the origin");
     metrics.peer_forward(result);
     None
+}
+
+/// The peer's response once its first body frame arrived (or its body ended): a peer that
+/// fails after its head but before any byte of the body (killed mid-fill) costs the client
+/// nothing, the origin is asked instead. Later failures cut the response short, as an
+/// origin's do.
+async fn first_frame(
+    resp: Response<Incoming>,
+    idle: Duration,
+) -> Result<Response<UpBody>, &'static str> {
+    let (parts, mut body) = resp.into_parts();
+    if http_body::Body::is_end_stream(&body) {
+        return Ok(Response::from_parts(parts, body.boxed_unsync()));
+    }
+    let first = match tokio::time::timeout(idle, body.frame()).await {
+        Err(_) => return Err("its body did not start within the idle timeout"),
+        Ok(Some(Err(_))) => return Err("its body failed before the first byte"),
+        Ok(None) => None,
+        Ok(Some(Ok(frame))) => Some(frame),
+    };
+    let rest = http_body_util::BodyStream::new(body);
+    let frames = futures_util::stream::iter(first.map(Ok)).chain(rest);
+    let body = http_body_util::StreamBody::new(frames).boxed_unsync();
+    Ok(Response::from_parts(parts, body))
 }
