@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use edgecache_api::dataplane::{self, ConfigErrors, DataplaneConfig, IoEngineKind, StorageConfig};
+use edgecache_api::dataplane::{
+    self, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode, StorageConfig,
+};
 use edgecache_api::{ByteSize, SteeringMode};
 
 /// The flags of `edgecache-dataplane serve` that override the file.
@@ -53,6 +55,13 @@ pub struct ServeFlags {
     /// Log filter, e.g. info or debug.
     #[arg(long)]
     pub log: Option<String>,
+    /// This node's name in the peers file (sharding.nodeName).
+    #[arg(long, env = "EDGECACHE_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Peers file, one `NAME ADDRESS` a line, reloaded when it changes; turns sharding on
+    /// (sharding.peersFile, sharding.mode: consistent).
+    #[arg(long)]
+    pub peers: Option<PathBuf>,
 }
 
 fn parse_engine(s: &str) -> Result<IoEngineKind, String> {
@@ -167,6 +176,13 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     if let Some(v) = &f.log {
         cfg.log = v.clone();
     }
+    if let Some(v) = &f.node_name {
+        cfg.sharding.node_name = Some(v.clone());
+    }
+    if let Some(v) = &f.peers {
+        cfg.sharding.peers_file = Some(absolute(&v.display().to_string()));
+        cfg.sharding.mode = ShardingMode::Consistent;
+    }
 }
 
 /// A relative cache dir on the command line is taken relative to the working directory.
@@ -246,6 +262,31 @@ mod tests {
         };
         let e = load(&f).unwrap_err().to_string();
         assert!(e.contains("origin.colour: unknown field"), "{e}");
+    }
+
+    #[test]
+    fn peers_and_node_name_flags_turn_sharding_on() {
+        let f = ServeFlags {
+            node_name: Some("node-a".into()),
+            peers: Some("peers.txt".into()),
+            ..flags()
+        };
+        let cfg = load(&f).unwrap();
+        assert_eq!(cfg.sharding.mode, ShardingMode::Consistent);
+        assert_eq!(cfg.sharding.node_name.as_deref(), Some("node-a"));
+        let file = cfg.sharding.peers_file.unwrap();
+        assert!(
+            file.starts_with('/') && file.ends_with("/peers.txt"),
+            "{file}"
+        );
+        // Without a name it is an error that says how to give one.
+        let f = ServeFlags {
+            peers: Some("/etc/peers".into()),
+            ..flags()
+        };
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("sharding.nodeName: is required"), "{e}");
+        assert_eq!(load(&flags()).unwrap().sharding.mode, ShardingMode::Off);
     }
 
     #[test]

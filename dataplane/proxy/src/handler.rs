@@ -73,23 +73,32 @@ use crate::stream_slots::{self, StreamSlots};
 mod feed;
 mod fill;
 mod forward;
+mod peer;
 mod repair;
 
 use fill::{Miss, fetch, fill, relay_origin_response};
 use forward::forward;
+pub(crate) use peer::Upstream;
 
 /// A worker's view of the data plane.
 pub struct Ctx {
     pub shared: Arc<Shared>,
     pub store: StoreWorker,
     pub origin: Origin,
+    /// The client for the other nodes, when sharding is on.
+    pub peers: Option<Origin>,
     pub policy: PolicyConfig,
     /// Large disk streams per client address on this worker.
     pub stream_slots: StreamSlots,
 }
 
 impl Ctx {
-    pub fn new(shared: Arc<Shared>, store: StoreWorker, origin: Origin) -> Self {
+    pub fn new(
+        shared: Arc<Shared>,
+        store: StoreWorker,
+        origin: Origin,
+        peers: Option<Origin>,
+    ) -> Self {
         let policy = crate::contract::policy_config(&shared.cfg.cache);
         let slots = match shared.cfg.clients.max_disk_streams_per_ip {
             0 => stream_slots::default_max(store.io_budget().capacity()),
@@ -99,6 +108,7 @@ impl Ctx {
             shared,
             store,
             origin,
+            peers,
             policy,
             stream_slots: StreamSlots::new(slots),
         }
@@ -111,8 +121,12 @@ pub async fn handle(
     req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Result<Response<Body>, Infallible> {
-    let (parts, body) = req.into_parts();
-    let resp = route(&ctx, parts, body, peer).await;
+    let (mut parts, body) = req.into_parts();
+    let hop = peer::take_hop(&ctx, &mut parts);
+    let mut resp = route(&ctx, parts, body, peer).await;
+    if hop {
+        peer::mark_generated(&mut resp);
+    }
     Ok(resp)
 }
 
@@ -543,6 +557,8 @@ fn background_revalidate(
 pub(super) struct Sent {
     pub time: SystemTime,
     pub mark: u64,
+    /// Where the response came from: the origin, or the key's owner (sharding).
+    pub upstream: Upstream,
 }
 
 impl Sent {
@@ -550,6 +566,7 @@ impl Sent {
         Self {
             time: ctx.shared.clock.now(),
             mark: ctx.shared.store.invalidation_mark(key.as_bytes()),
+            upstream: Upstream::Origin,
         }
     }
 }
@@ -595,7 +612,7 @@ fn origin_failure_as(ctx: &Ctx, e: &ProxyError, fwd: Fwd, status: StatusCode) ->
     // the Cache-Status detail.
     info!(blame = ?e.blame, kind = e.kind.as_str(), "origin failure: {e}");
     let cs = CacheStatus::forward(&ctx.policy.name, fwd).detail(e.kind.as_str());
-    synthetic(
+    let mut resp = synthetic(
         status,
         &format!(
             "{} {}: {}\n",
@@ -604,7 +621,11 @@ fn origin_failure_as(ctx: &Ctx, e: &ProxyError, fwd: Fwd, status: StatusCode) ->
             e.public_text()
         ),
         cs,
-    )
+    );
+    if e.blame == crate::error::Blame::Upstream {
+        resp.extensions_mut().insert(peer::Generated("origin"));
+    }
+    resp
 }
 
 fn synthetic(status: StatusCode, text: &str, cache_status: CacheStatus) -> Response<Body> {
@@ -615,7 +636,9 @@ fn synthetic(status: StatusCode, text: &str, cache_status: CacheStatus) -> Respo
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
-    respond(status, headers, cache_status, body::full(text.to_string()))
+    let mut resp = respond(status, headers, cache_status, body::full(text.to_string()));
+    resp.extensions_mut().insert(peer::Generated("internal"));
+    resp
 }
 
 fn respond(

@@ -37,6 +37,8 @@ pub enum Outcome {
     Synthetic,
     /// The origin failed (502/504).
     OriginError,
+    /// Fetched from the node that owns the key (sharding).
+    Peer,
 }
 
 impl Outcome {
@@ -50,6 +52,7 @@ impl Outcome {
             Self::Bypass => "bypass",
             Self::Synthetic => "synthetic",
             Self::OriginError => "origin_error",
+            Self::Peer => "peer",
         }
     }
 }
@@ -73,6 +76,14 @@ pub struct Metrics {
     pub fill_clients_switched: Counter,
     pub coalesce_gave_up: Counter,
     pub store_hit_repairs: Family<Label, Counter>,
+    /// Sharding: misses sent to the key's owner, by result.
+    pub peer_forwards: Family<Label, Counter>,
+    /// Sharding: requests another node forwarded here.
+    pub peer_served: Counter,
+    /// Sharding: the other nodes of the peer list, by state.
+    pub peers: Family<Label, Gauge>,
+    /// Sharding: peers file changes taken or refused.
+    pub peer_list_reloads: Family<Label, Counter>,
     /// The in-flight parts of the memory plan: `memory_bytes{part}`, `memory_bound_bytes{part}`.
     pub memory: MemoryParts,
 }
@@ -181,6 +192,10 @@ impl Metrics {
             fill_clients_switched: Counter::default(),
             coalesce_gave_up: Counter::default(),
             store_hit_repairs: Family::default(),
+            peer_forwards: Family::default(),
+            peer_served: Counter::default(),
+            peers: Family::default(),
+            peer_list_reloads: Family::default(),
             memory,
         };
         let r = registry;
@@ -266,7 +281,36 @@ impl Metrics {
              origin with a Range bound by If-Range (label result: ok), or cut short (failed)",
             m.store_hit_repairs.clone(),
         );
+        r.register(
+            "peer_forwards",
+            "Misses sent to the node that owns the key (label result: ok, connect, timeout, \
+             protocol, body, peer_error, origin_error; owner_down: not sent, the owner is down)",
+            m.peer_forwards.clone(),
+        );
+        r.register(
+            "peer_served",
+            "Requests another node forwarded to this one (served here, never forwarded again)",
+            m.peer_served.clone(),
+        );
+        r.register(
+            "peers",
+            "The other nodes of the peer list (label state: up, down)",
+            m.peers.clone(),
+        );
+        r.register(
+            "peer_list_reloads",
+            "Changes of the peers file taken (label result: ok) or refused, the previous list \
+             kept (failed)",
+            m.peer_list_reloads.clone(),
+        );
         Arc::new(m)
+    }
+
+    /// A miss sent to its owner (or not, `owner_down`), by result.
+    pub fn peer_forward(&self, result: &'static str) {
+        self.peer_forwards
+            .get_or_create(&[("result", result.to_string())])
+            .inc();
     }
 
     pub fn connection_closed(&self, reason: &'static str) {

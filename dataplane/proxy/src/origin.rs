@@ -85,6 +85,22 @@ impl Origin {
         client_ip: Option<IpAddr>,
         extra: &HeaderMap,
     ) -> Result<http::request::Builder, ProxyError> {
+        let authority = self
+            .base
+            .authority()
+            .map(|a| a.as_str())
+            .unwrap_or_default();
+        self.prepare_at(authority, parts, client_ip, extra)
+    }
+
+    /// The same request sent to `authority` instead of the origin URL's (a peer's address).
+    pub fn prepare_at(
+        &self,
+        authority: &str,
+        parts: &http::request::Parts,
+        client_ip: Option<IpAddr>,
+        extra: &HeaderMap,
+    ) -> Result<http::request::Builder, ProxyError> {
         let pq = parts
             .uri
             .path_and_query()
@@ -92,12 +108,7 @@ impl Origin {
             .unwrap_or("/");
         let uri = Uri::builder()
             .scheme(self.base.scheme_str().unwrap_or("http"))
-            .authority(
-                self.base
-                    .authority()
-                    .map(|a| a.as_str())
-                    .unwrap_or_default(),
-            )
+            .authority(authority)
             .path_and_query(pq)
             .build()
             .map_err(|_| ProxyError::bad_request("request target cannot be forwarded"))?;

@@ -50,6 +50,8 @@ pub struct Shared {
     pub per_ip: Arc<PerIpCaps>,
     /// Open connections per worker at most.
     pub max_connections_per_worker: usize,
+    /// Who owns which key, when sharding is on.
+    pub sharding: Option<Arc<crate::sharding::Sharding>>,
 }
 
 /// How a worker ended, sent to the supervisor from the worker's thread after its runtime, its
@@ -251,7 +253,14 @@ async fn run_worker(
     let store = StoreWorker::new(shared.store.clone()).map_err(std::io::Error::other)?;
     let origin =
         Origin::new(&shared.cfg.origin, &shared.cfg.cache.name).map_err(std::io::Error::other)?;
-    let ctx = Rc::new(Ctx::new(shared.clone(), store, origin));
+    let peers = match &shared.sharding {
+        Some(s) => Some(
+            s.client(&shared.cfg.origin, &shared.cfg.cache.name)
+                .map_err(std::io::Error::other)?,
+        ),
+        None => None,
+    };
+    let ctx = Rc::new(Ctx::new(shared.clone(), store, origin, peers));
     let accepted = shared.metrics.accepted_on(index);
     let open = Rc::new(OpenConns::default());
     let mut shutdown = shared.shutdown.clone();

@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
 use crate::server::Shared;
+use crate::sharding::{Settings, Sharding};
 
 use crate::supervisor::{self, Supervisor, SupervisorMetrics};
 
@@ -155,6 +156,19 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         .block_on(tokio::net::TcpListener::bind(cfg.admin))
         .with_context(|| format!("cannot listen on the admin address {}", cfg.admin))?;
 
+    // Sharding: the peers file must be right at start; later mistakes keep the list in force.
+    let sharding = match Settings::from_config(&cfg.sharding) {
+        Some(settings) => {
+            let s = Sharding::open(settings, metrics.clone())?;
+            info!(
+                node = s.node(),
+                peers_file = %s.settings().peers_file.display(),
+                "sharding on (consistent)"
+            );
+            Some(Arc::new(s))
+        }
+        None => None,
+    };
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
         store: store.clone(),
@@ -164,6 +178,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         shutdown: shutdown_rx.clone(),
         per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),
         max_connections_per_worker,
+        sharding: sharding.clone(),
     });
     let sup = Supervisor::start(listeners, &cpus, steering, shared.clone(), sup_metrics)?;
     metrics.ready.set(1);
@@ -181,6 +196,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
 
     rt.block_on(async {
         let admin_task = tokio::spawn(admin::serve(admin_listener, admin, shutdown_rx.clone()));
+        let sharding_task = sharding.map(|s| tokio::spawn(s.run(shutdown_rx.clone())));
         let sup_task = tokio::spawn(sup.run(shutdown_rx));
         wait_for_signal().await;
         info!("shutting down: no new connections; finishing in-flight responses");
@@ -189,6 +205,9 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         // The supervisor restarts nothing from here on, and waits for the workers to stop
         // (within the grace period); it drops the steering state last.
         let _ = sup_task.await;
+        if let Some(t) = sharding_task {
+            let _ = t.await;
+        }
     });
     info!("stopped");
     Ok(())

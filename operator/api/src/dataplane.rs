@@ -41,6 +41,8 @@ pub struct DataplaneConfig {
     pub workers: WorkersConfig,
     /// Caching policy overrides. The defaults conform to RFC 9111.
     pub cache: CachePolicyConfig,
+    /// Sharding the cache across the EdgeCache's nodes. Default: off.
+    pub sharding: ShardingConfig,
     /// How long SIGTERM waits for in-flight responses before exiting. Default: `30s`.
     pub shutdown_grace: Duration,
     /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a tracing filter). Default: `info`.
@@ -60,6 +62,7 @@ impl Default for DataplaneConfig {
             memory: MemoryConfig::default(),
             workers: WorkersConfig::default(),
             cache: CachePolicyConfig::default(),
+            sharding: ShardingConfig::default(),
             shutdown_grace: Duration::secs(30),
             log: "info".into(),
         }
@@ -403,6 +406,85 @@ impl Default for CachePolicyConfig {
     }
 }
 
+/// Whether the nodes of an EdgeCache share one cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ShardingMode {
+    /// Every node caches what its own clients ask for.
+    #[default]
+    Off,
+    /// Each key has one owner among the nodes (rendezvous hash of the node names): a node that
+    /// does not own a missed key asks its owner, which fills it from the origin.
+    Consistent,
+}
+
+impl ShardingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Consistent => "consistent",
+        }
+    }
+}
+
+/// Sharding: the nodes of an EdgeCache hold one cache between them, each key on its owner, so
+/// N nodes hold about N times the distinct objects of one and the fleet makes one origin fetch
+/// per object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ShardingConfig {
+    /// `off` or `consistent`. Default: `off`.
+    pub mode: ShardingMode,
+    /// This node's name in the peers file. It differs from pod to pod, so the operator leaves it
+    /// out of the shared ConfigMap and each pod gets it from `serve --node-name` or the
+    /// `EDGECACHE_NODE_NAME` environment variable (the downward API's `spec.nodeName`).
+    /// Required with `consistent`. Default: unset.
+    pub node_name: Option<String>,
+    /// The peers file: one `NAME ADDRESS` a line (the node's name and its data-plane
+    /// `IP:PORT`, this node among them), blank lines and `#` comments allowed. Read again when
+    /// it changes (a ConfigMap update, an atomic replace); a file with a mistake is refused and
+    /// the previous list kept. Required with `consistent`. Default: unset.
+    pub peers_file: Option<String>,
+    /// Requests for an object another node owns, within `popularityWindow`, after which this
+    /// node keeps a copy of it too (so one hot object does not send every request across the
+    /// network). `0`: never keep a copy. Default: 4.
+    pub popularity_threshold: u32,
+    /// The window of `popularityThreshold`. Default: `60s`.
+    pub popularity_window: Duration,
+    /// Time allowed to connect to a peer. Default: `500ms`.
+    pub peer_connect_timeout: Duration,
+    /// Time allowed from sending a request to a peer until its response head; past it the
+    /// node fetches from the origin itself and marks the peer down. A peer answers a miss once
+    /// its origin did, so keep it above the origin's usual first-byte time. Default: `5s`.
+    pub peer_timeout: Duration,
+}
+
+impl Default for ShardingConfig {
+    fn default() -> Self {
+        Self {
+            mode: ShardingMode::Off,
+            node_name: None,
+            peers_file: None,
+            popularity_threshold: 4,
+            popularity_window: Duration::secs(60),
+            peer_connect_timeout: Duration::millis(500),
+            peer_timeout: Duration::secs(5),
+        }
+    }
+}
+
+/// Whether `name` can name a node in a peers file: 1 to 253 visible ASCII characters, no `#`.
+pub fn check_node_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > 253
+        || !name.bytes().all(|b| b.is_ascii_graphic() && b != b'#')
+    {
+        return Err("must be 1 to 253 visible ASCII characters other than `#`".into());
+    }
+    Ok(())
+}
+
 /// One problem found in a config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -643,6 +725,7 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "must be a token of letters, digits, `-`, `_` or `.`",
         ));
     }
+    validate_sharding(&cfg.sharding, &mut errors);
     if cfg.log.trim().is_empty() {
         errors.push(err(
             "log",
@@ -654,6 +737,45 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
         Ok(())
     } else {
         Err(ConfigErrors(errors))
+    }
+}
+
+fn validate_sharding(s: &ShardingConfig, errors: &mut Vec<ConfigError>) {
+    let on = s.mode == ShardingMode::Consistent;
+    match &s.node_name {
+        None if on => errors.push(err(
+            "sharding.nodeName",
+            None,
+            "is required when sharding.mode is consistent (or --node-name, EDGECACHE_NODE_NAME)",
+        )),
+        Some(n) => {
+            if let Err(why) = check_node_name(n) {
+                errors.push(err("sharding.nodeName", Some(format!("{n:?}")), why));
+            }
+        }
+        None => {}
+    }
+    match &s.peers_file {
+        None if on => errors.push(err(
+            "sharding.peersFile",
+            None,
+            "is required when sharding.mode is consistent (or --peers)",
+        )),
+        Some(f) if !f.starts_with('/') => errors.push(err(
+            "sharding.peersFile",
+            Some(format!("{f:?}")),
+            "must be an absolute path",
+        )),
+        _ => {}
+    }
+    for (path, d) in [
+        ("sharding.popularityWindow", s.popularity_window),
+        ("sharding.peerConnectTimeout", s.peer_connect_timeout),
+        ("sharding.peerTimeout", s.peer_timeout),
+    ] {
+        if d.get().is_zero() {
+            errors.push(err(path, Some(d.to_string()), "must be greater than zero"));
+        }
     }
 }
 
@@ -951,6 +1073,54 @@ mod tests {
             "http://:80",
         ] {
             assert!(check_origin_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sharding_is_off_by_default_and_round_trips() {
+        let cfg = parse("origin:\n  url: http://o:80\n").unwrap();
+        assert_eq!(cfg.sharding, ShardingConfig::default());
+        assert_eq!(cfg.sharding.mode, ShardingMode::Off);
+        let mut cfg = valid();
+        cfg.sharding = ShardingConfig {
+            mode: ShardingMode::Consistent,
+            node_name: Some("node-a".into()),
+            peers_file: Some("/etc/edgecache/peers/peers".into()),
+            popularity_threshold: 2,
+            popularity_window: Duration::secs(30),
+            peer_connect_timeout: Duration::millis(250),
+            peer_timeout: Duration::secs(2),
+        };
+        let text = to_yaml(&cfg);
+        assert_eq!(parse(&text).unwrap(), cfg, "{text}");
+    }
+
+    #[test]
+    fn sharding_mistakes_are_reported_with_their_paths() {
+        for (yaml, want) in [
+            (
+                "mode: consistent\n  peerTimeout: 0s",
+                [
+                    "sharding.nodeName: is required when sharding.mode is consistent (or --node-name, EDGECACHE_NODE_NAME)",
+                    "sharding.peersFile: is required when sharding.mode is consistent (or --peers)",
+                    "sharding.peerTimeout: must be greater than zero (got 0ms)",
+                ],
+            ),
+            (
+                "mode: sharded\n  nodeName: a b\n  peersFile: peers.txt",
+                [
+                    "sharding.mode: must be one of off, consistent (got sharded)",
+                    "sharding.nodeName: must be 1 to 253 visible ASCII characters other than `#` (got \"a b\")",
+                    "sharding.peersFile: must be an absolute path (got \"peers.txt\")",
+                ],
+            ),
+        ] {
+            let e = parse(&format!(
+                "origin:\n  url: http://o:80\nsharding:\n  {yaml}\n"
+            ))
+            .unwrap_err();
+            let lines: Vec<String> = e.0.iter().map(ToString::to_string).collect();
+            assert_eq!(lines, want, "{yaml}");
         }
     }
 

@@ -65,12 +65,13 @@ async fn fetch_range(
     guard: LeaderGuard,
     fwd: Fwd,
 ) -> Response<Body> {
-    let sent = Sent::now(ctx, &key);
+    let mut sent = Sent::now(ctx, &key);
     let mut fetch_parts = parts.clone();
     fetch_parts.headers.remove(header::IF_NONE_MATCH);
     fetch_parts.headers.remove(header::IF_MODIFIED_SINCE);
-    match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
-        Ok((resp, _)) => {
+    match super::peer::send_fill(ctx, &fetch_parts, peer, &key, true).await {
+        Ok((resp, upstream)) => {
+            sent.upstream = upstream;
             relay_origin_response(ctx, &parts, key, resp, sent, Some(guard), fwd, held).await
         }
         Err(e) => {
@@ -179,7 +180,7 @@ pub(super) async fn fetch(
     guard: Option<LeaderGuard>,
     fwd: Fwd,
 ) -> Response<Body> {
-    let sent = Sent::now(ctx, &key);
+    let mut sent = Sent::now(ctx, &key);
     // A HEAD miss is fetched as a GET so the object can be stored (HEAD is then served from it).
     // The whole object is fetched so it can be stored: the client's Range and validators are
     // the cache's to answer, not the origin's.
@@ -188,8 +189,11 @@ pub(super) async fn fetch(
         fetch_parts.method = Method::GET;
     }
     policy::request::strip_for_fill(&mut fetch_parts.headers);
-    match send(ctx, &fetch_parts, peer, &HeaderMap::new()).await {
-        Ok((resp, _)) => {
+    // Hit-for-pass goes straight to the origin: the owner would pass it on too.
+    let to_owner = fwd != Fwd::Bypass;
+    match super::peer::send_fill(ctx, &fetch_parts, peer, &key, to_owner).await {
+        Ok((resp, upstream)) => {
+            sent.upstream = upstream;
             relay_origin_response(ctx, &parts, key, resp, sent, guard, fwd, None).await
         }
         Err(e) => {
@@ -206,7 +210,7 @@ pub(super) async fn relay_origin_response(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
     key: CacheKey,
-    resp: Response<Incoming>,
+    resp: Response<impl http_body::Body<Data = Bytes, Error = hyper::Error> + Send + 'static>,
     sent: Sent,
     guard: Option<LeaderGuard>,
     fwd: Fwd,
@@ -215,6 +219,7 @@ pub(super) async fn relay_origin_response(
     let request_time = sent.time;
     let response_time = ctx.shared.clock.now();
     let (rparts, rbody) = resp.into_parts();
+    let rbody = rbody.boxed_unsync();
     let content_length = rparts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -240,6 +245,10 @@ pub(super) async fn relay_origin_response(
     };
     let mut writer: Option<ObjectWriter> = None;
     match &verdict {
+        // The owner keeps it; this node only once it is popular here.
+        Ok(_) if sent.upstream == (Upstream::Peer { keep: false }) => {
+            status = status.detail("peer");
+        }
         Ok(_) if store_len.is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) => {
             ctx.shared.metrics.write_abort("too_large");
             status = status.detail("too-large");
@@ -302,10 +311,10 @@ pub(super) async fn relay_origin_response(
     if !shareable {
         guard = None;
     }
-    ctx.shared.metrics.request(if shareable {
-        Outcome::Miss
-    } else {
-        Outcome::Bypass
+    ctx.shared.metrics.request(match sent.upstream {
+        Upstream::Peer { .. } => Outcome::Peer,
+        Upstream::Origin if shareable => Outcome::Miss,
+        Upstream::Origin => Outcome::Bypass,
     });
 
     let mut headers = rparts.headers;
@@ -488,7 +497,7 @@ impl Splice {
 /// write and the waiters finish even when the client goes away.
 struct Pump {
     ctx: Rc<Ctx>,
-    body: Incoming,
+    body: super::peer::UpBody,
     /// Held bytes to write around the body (a combined 206).
     splice: Option<Splice>,
     writer: Option<ObjectWriter>,

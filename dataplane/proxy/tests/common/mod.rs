@@ -214,6 +214,23 @@ impl Dataplane {
             .unwrap_or_default()
     }
 
+    /// Wait (at most `secs`) until the metrics text satisfies `ok`; panics with it and the log.
+    pub fn wait_for_metrics(&self, what: &str, secs: u64, ok: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let m = self.metrics();
+            if ok(&m) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {secs} s\n{m}\nlog:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The value of one metric line (exact name with labels), 0 when absent.
     pub fn metric(&self, name: &str) -> f64 {
         metric_value(&self.metrics(), name)

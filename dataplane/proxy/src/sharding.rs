@@ -1,0 +1,574 @@
+//! Sharding across the EdgeCache's nodes: which node owns a key, whether that node is up, and
+//! the peer list behind both, reloaded when its file changes. Shared by every worker; the
+//! requests themselves are in `handler/peer.rs`, the pure ring in `src/ring.rs`.
+//!
+//! Peer health is passive and active. A forward that fails (connect error, timeout, a broken
+//! response, a 5xx the peer generated itself) marks the peer down at once, for a backoff of
+//! [`DOWN_FIRST`] doubling to [`DOWN_MAX`] while it keeps failing; a key whose owner is down is
+//! fetched from the origin by the node that has the request. Once a down peer's backoff is over,
+//! a probe (a TCP connect to its data-plane address) brings it back, or doubles the backoff.
+//! A successful forward resets it.
+//!
+//! The peers file is read again every [`RELOAD_EVERY`] and taken when its bytes change, which
+//! covers a ConfigMap update (kubelet swaps the `..data` symlink: the path now opens another
+//! file), an atomic replace (rename over it) and an edit in place. A file that cannot be read or
+//! has a mistake is logged and counted once, and the previous list stays in force.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+use edgecache_api::dataplane::{HostHeader, OriginConfig, ShardingConfig, ShardingMode};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::error::ProxyError;
+use crate::metrics::Metrics;
+use crate::origin::Origin;
+use crate::popularity::Popularity;
+use crate::ring::{self, ParseError, Peer, Ring};
+
+/// The first time a failing peer is left alone.
+pub const DOWN_FIRST: Duration = Duration::from_secs(5);
+/// The longest.
+pub const DOWN_MAX: Duration = Duration::from_secs(60);
+/// How often the peers file is read for a change.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(1);
+/// How often down peers whose backoff is over are probed (and the gauges refreshed).
+const TICK: Duration = Duration::from_millis(250);
+
+/// The data plane's own sharding settings, mapped from the config contract.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub node: String,
+    pub peers_file: PathBuf,
+    pub popularity_threshold: u32,
+    pub popularity_window: Duration,
+    pub peer_connect_timeout: Duration,
+    pub peer_timeout: Duration,
+}
+
+impl Settings {
+    /// `None` when sharding is off (or, which validation refuses, has no name or file).
+    pub fn from_config(c: &ShardingConfig) -> Option<Self> {
+        if c.mode != ShardingMode::Consistent {
+            return None;
+        }
+        Some(Settings {
+            node: c.node_name.clone()?,
+            peers_file: PathBuf::from(c.peers_file.as_ref()?),
+            popularity_threshold: c.popularity_threshold,
+            popularity_window: c.popularity_window.get(),
+            peer_connect_timeout: c.peer_connect_timeout.get(),
+            peer_timeout: c.peer_timeout.get(),
+        })
+    }
+}
+
+/// Why the peers file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PeersError {
+    #[error("cannot read the peers file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("peers file {}: {error}", path.display())]
+    Parse { path: PathBuf, error: ParseError },
+}
+
+/// Where a missed key is fetched from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// This node owns it (or there is no one else).
+    Local,
+    /// Another node owns it; `key` is the key's ring hash.
+    Peer { owner: Peer, key: u64 },
+    /// Another node owns it but is down: the origin, from here.
+    OwnerDown,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Health {
+    down: bool,
+    /// When a down peer may be probed.
+    retry_at: Option<Instant>,
+    /// The current backoff; zero after a successful forward.
+    backoff: Duration,
+}
+
+fn next_backoff(b: Duration) -> Duration {
+    if b.is_zero() {
+        DOWN_FIRST
+    } else {
+        (b * 2).min(DOWN_MAX)
+    }
+}
+
+/// What the file held when it was last read.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Text(Vec<u8>),
+    Unreadable(String),
+}
+
+pub struct Sharding {
+    settings: Settings,
+    ring: RwLock<Arc<Ring>>,
+    health: Mutex<HashMap<String, Health>>,
+    popularity: Popularity,
+    seen: Mutex<Seen>,
+    metrics: Arc<Metrics>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read_peers(path: &Path) -> Result<Vec<u8>, PeersError> {
+    std::fs::read(path).map_err(|source| PeersError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn parse_peers(path: &Path, bytes: &[u8]) -> Result<Vec<Peer>, PeersError> {
+    let parsed = match std::str::from_utf8(bytes) {
+        Ok(text) => ring::parse(text),
+        Err(e) => Err(ParseError {
+            line: 1 + bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count(),
+            reason: "not UTF-8 text".into(),
+        }),
+    };
+    parsed.map_err(|error| PeersError::Parse {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
+impl Sharding {
+    /// Read the peers file; a mistake in it stops the start.
+    pub fn open(settings: Settings, metrics: Arc<Metrics>) -> Result<Self, PeersError> {
+        let bytes = read_peers(&settings.peers_file)?;
+        let peers = parse_peers(&settings.peers_file, &bytes)?;
+        let s = Sharding {
+            popularity: Popularity::new(settings.popularity_window, Instant::now()),
+            settings,
+            ring: RwLock::new(Arc::new(Ring::default())),
+            health: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Seen::Text(bytes)),
+            metrics,
+        };
+        s.install(peers);
+        Ok(s)
+    }
+
+    pub fn node(&self) -> &str {
+        &self.settings.node
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// A worker's client for the other nodes: the client's Host is kept (the owner keys on
+    /// it) and each request names its peer's address (`Origin::prepare_at`; the URL here only
+    /// gives the scheme); the origin's idle timeout and pool size, the peer timeouts.
+    pub fn client(&self, origin: &OriginConfig, cache_name: &str) -> Result<Origin, ProxyError> {
+        let cfg = OriginConfig {
+            url: "http://peer".into(),
+            host_header: HostHeader::Preserve,
+            connect_timeout: edgecache_api::Duration(self.settings.peer_connect_timeout),
+            first_byte_timeout: edgecache_api::Duration(self.settings.peer_timeout),
+            idle_timeout: origin.idle_timeout,
+            max_idle_connections: origin.max_idle_connections,
+        };
+        Origin::new(&cfg, cache_name)
+    }
+
+    fn ring(&self) -> Arc<Ring> {
+        self.ring.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn install(&self, peers: Vec<Peer>) {
+        let ring = Ring::new(peers);
+        let names: Vec<&str> = ring.peers().map(|p| p.name.as_str()).collect();
+        info!(
+            node = self.node(),
+            peers = ring.len(),
+            "peer list: {}",
+            names.join(", ")
+        );
+        if !ring.contains(self.node()) && ring.len() > 0 {
+            warn!(
+                node = self.node(),
+                "this node is not in the peer list: it owns no key and asks the owners for every miss"
+            );
+        }
+        lock(&self.health).retain(|name, _| ring.contains(name));
+        *self.ring.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ring);
+        self.export();
+    }
+
+    /// Where a miss of the primary cache key `key` is fetched from.
+    pub fn route(&self, key: &[u8]) -> Route {
+        let h = ring::key_hash(key);
+        let ring = self.ring();
+        match ring.owner(h) {
+            None => Route::Local,
+            Some(o) if o.name == self.settings.node => Route::Local,
+            Some(o) if lock(&self.health).get(&o.name).is_some_and(|h| h.down) => Route::OwnerDown,
+            Some(o) => Route::Peer {
+                owner: o.clone(),
+                key: h,
+            },
+        }
+    }
+
+    /// Count a request for a key another node owns; whether this node keeps a copy of it too.
+    pub fn keep_copy(&self, key: u64) -> bool {
+        let t = self.settings.popularity_threshold;
+        t != 0 && self.popularity.record(key, Instant::now()) >= t
+    }
+
+    /// A forward to `name` failed: mark it down (a peer already down stays as it is).
+    pub fn peer_failed(&self, name: &str, why: &str) {
+        let mut health = lock(&self.health);
+        let h = health.entry(name.to_string()).or_default();
+        if h.down {
+            return;
+        }
+        h.down = true;
+        h.backoff = next_backoff(h.backoff);
+        h.retry_at = Some(Instant::now() + h.backoff);
+        warn!(peer = name, backoff = ?h.backoff, "peer marked down: {why}");
+        drop(health);
+        self.export();
+    }
+
+    /// A forward to `name` succeeded.
+    pub fn peer_answered(&self, name: &str) {
+        let mut health = lock(&self.health);
+        if health.contains_key(name) {
+            health.remove(name);
+        }
+    }
+
+    /// Take the peers file if its bytes changed; a bad one is logged and counted once.
+    pub fn reload(&self) {
+        let path = &self.settings.peers_file;
+        let (now_seen, peers) = match read_peers(path) {
+            Ok(bytes) => {
+                let peers = parse_peers(path, &bytes);
+                (Seen::Text(bytes), peers)
+            }
+            Err(e) => (Seen::Unreadable(e.to_string()), Err(e)),
+        };
+        {
+            let mut seen = lock(&self.seen);
+            if *seen == now_seen {
+                return;
+            }
+            *seen = now_seen;
+        }
+        match peers {
+            Ok(peers) => {
+                self.count_reload("ok");
+                self.install(peers);
+            }
+            Err(e) => {
+                self.count_reload("failed");
+                warn!("{e}; keeping the previous peer list");
+            }
+        }
+    }
+
+    fn count_reload(&self, result: &'static str) {
+        self.metrics
+            .peer_list_reloads
+            .get_or_create(&[("result", result.to_string())])
+            .inc();
+    }
+
+    /// The other nodes of the list, up and down, into `peers{state}`.
+    fn export(&self) {
+        let ring = self.ring();
+        let health = lock(&self.health);
+        let (mut up, mut down) = (0, 0);
+        for p in ring.peers().filter(|p| p.name != self.settings.node) {
+            if health.get(&p.name).is_some_and(|h| h.down) {
+                down += 1;
+            } else {
+                up += 1;
+            }
+        }
+        drop(health);
+        for (state, n) in [("up", up), ("down", down)] {
+            self.metrics
+                .peers
+                .get_or_create(&[("state", state.to_string())])
+                .set(n);
+        }
+    }
+
+    /// Probe the down peers whose backoff is over: a TCP connect to the data-plane address.
+    async fn probe(&self) {
+        let now = Instant::now();
+        let ring = self.ring();
+        let due: Vec<Peer> = {
+            let health = lock(&self.health);
+            ring.peers()
+                .filter(|p| {
+                    health
+                        .get(&p.name)
+                        .is_some_and(|h| h.down && h.retry_at.is_none_or(|t| t <= now))
+                })
+                .cloned()
+                .collect()
+        };
+        if due.is_empty() {
+            return;
+        }
+        let timeout = self.settings.peer_connect_timeout;
+        let probes = due.into_iter().map(|p| async move {
+            let ok = matches!(
+                tokio::time::timeout(timeout, tokio::net::TcpStream::connect(p.addr)).await,
+                Ok(Ok(_))
+            );
+            (p, ok)
+        });
+        let results = futures_util::future::join_all(probes).await;
+        let mut health = lock(&self.health);
+        for (p, ok) in results {
+            let Some(h) = health.get_mut(&p.name) else {
+                continue;
+            };
+            if ok {
+                // Up again; the backoff stays until a forward succeeds, so a peer that fails
+                // again at once is left alone longer.
+                h.down = false;
+                h.retry_at = None;
+                info!(peer = %p.name, "peer up again (probe connected)");
+            } else {
+                h.backoff = next_backoff(h.backoff);
+                h.retry_at = Some(Instant::now() + h.backoff);
+            }
+        }
+    }
+
+    /// Reload the peers file and probe down peers until shutdown.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut reloaded = Instant::now();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            if reloaded.elapsed() >= RELOAD_EVERY {
+                reloaded = Instant::now();
+                self.reload();
+            }
+            self.probe().await;
+            self.export();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::registry::Registry;
+    use std::io::Write;
+
+    fn settings(file: &std::path::Path, node: &str) -> Settings {
+        Settings {
+            node: node.into(),
+            peers_file: file.to_path_buf(),
+            popularity_threshold: 3,
+            popularity_window: Duration::from_secs(60),
+            peer_connect_timeout: Duration::from_millis(200),
+            peer_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn write(path: &std::path::Path, text: &str) {
+        // An atomic replace, as an operator's tooling or `mv` does it.
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    fn metrics() -> Arc<Metrics> {
+        Metrics::register(&mut Registry::default())
+    }
+
+    fn reloads(m: &Metrics, result: &str) -> u64 {
+        m.peer_list_reloads
+            .get_or_create(&[("result", result.to_string())])
+            .get()
+    }
+
+    /// A key this ring gives to `owner`.
+    fn key_owned_by(s: &Sharding, owner: &str) -> Vec<u8> {
+        (0..)
+            .map(|i| format!("http://www.example/k{i}").into_bytes())
+            .find(|k| match s.route(k) {
+                Route::Peer { owner: o, .. } => o.name == owner,
+                Route::Local => owner == s.node(),
+                Route::OwnerDown => false,
+            })
+            .unwrap()
+    }
+
+    const THREE: &str = "a 127.0.0.1:1\nb 127.0.0.2:1\nc 127.0.0.3:1\n";
+
+    /// Node `a` of three, its peers file in the returned directory.
+    fn node_a(threshold: u32) -> (tempfile::TempDir, Sharding) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("peers");
+        write(&file, THREE);
+        let mut s = settings(&file, "a");
+        s.popularity_threshold = threshold;
+        let s = Sharding::open(s, metrics()).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn a_key_goes_to_its_owner_and_to_the_origin_while_the_owner_is_down() {
+        let (_dir, s) = node_a(3);
+        let local = key_owned_by(&s, "a");
+        assert_eq!(s.route(&local), Route::Local);
+        let k = key_owned_by(&s, "b");
+        s.peer_failed("b", "test");
+        assert_eq!(s.route(&k), Route::OwnerDown);
+        assert_eq!(lock(&s.health)["b"].backoff, DOWN_FIRST);
+        // Failing again while down changes nothing; a success brings it back with no backoff.
+        s.peer_failed("b", "test");
+        assert_eq!(lock(&s.health)["b"].backoff, DOWN_FIRST);
+        s.peer_answered("b");
+        assert!(matches!(s.route(&k), Route::Peer { .. }));
+        assert!(lock(&s.health).is_empty());
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_ceiling() {
+        let mut b = Duration::ZERO;
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            b = next_backoff(b);
+            seen.push(b.as_secs());
+        }
+        assert_eq!(seen, [5, 10, 20, 40, 60, 60]);
+    }
+
+    #[test]
+    fn a_copy_is_kept_from_the_thresholds_request_on() {
+        let (_dir, s) = node_a(3);
+        let kept: Vec<bool> = (0..4).map(|_| s.keep_copy(42)).collect();
+        assert_eq!(kept, [false, false, true, true]);
+        let (_dir, s) = node_a(0);
+        assert!((0..10).all(|_| !s.keep_copy(42)));
+    }
+
+    #[test]
+    fn a_bad_reload_keeps_the_previous_list_and_is_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("peers");
+        write(&file, THREE);
+        let m = metrics();
+        let s = Sharding::open(settings(&file, "a"), m.clone()).unwrap();
+        let k = key_owned_by(&s, "c");
+        write(&file, "a 127.0.0.1:1\nb nowhere\n");
+        s.reload();
+        s.reload();
+        assert_eq!((reloads(&m, "ok"), reloads(&m, "failed")), (0, 1));
+        assert!(matches!(s.route(&k), Route::Peer { ref owner, .. } if owner.name == "c"));
+        // A missing file is a bad reload too; the same list again is no reload at all.
+        std::fs::remove_file(&file).unwrap();
+        s.reload();
+        assert_eq!(reloads(&m, "failed"), 2);
+        write(&file, "a 127.0.0.1:1\nb 127.0.0.2:1\n");
+        s.reload();
+        s.reload();
+        assert_eq!(reloads(&m, "ok"), 1);
+        // c left: its keys go to a or b.
+        assert!(!matches!(s.route(&k), Route::Peer { ref owner, .. } if owner.name == "c"));
+    }
+
+    #[test]
+    fn a_configmap_symlink_swap_is_a_reload() {
+        // kubelet's layout: peers -> ..data/peers, ..data -> ..TIMESTAMP (swapped by rename).
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("..v1")).unwrap();
+        std::fs::write(d.join("..v1/peers"), THREE).unwrap();
+        std::os::unix::fs::symlink("..v1", d.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/peers", d.join("peers")).unwrap();
+        let m = metrics();
+        let s = Sharding::open(settings(&d.join("peers"), "a"), m.clone()).unwrap();
+        assert_eq!(s.ring().len(), 3);
+        std::fs::create_dir(d.join("..v2")).unwrap();
+        std::fs::write(d.join("..v2/peers"), "a 127.0.0.1:1\n").unwrap();
+        std::os::unix::fs::symlink("..v2", d.join("..data_tmp")).unwrap();
+        std::fs::rename(d.join("..data_tmp"), d.join("..data")).unwrap();
+        s.reload();
+        assert_eq!(reloads(&m, "ok"), 1);
+        assert_eq!(s.ring().len(), 1);
+    }
+
+    #[test]
+    fn a_bad_file_at_start_names_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("peers");
+        write(&file, "a 127.0.0.1:1\n\nb 127.0.0.1\n");
+        let e = Sharding::open(settings(&file, "a"), metrics())
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "peers file {}: line 3: `127.0.0.1` is not an address like 10.0.0.7:8080 (IP and port)",
+                file.display()
+            )
+        );
+        std::fs::write(&file, b"a 127.0.0.1:1\nb\xff 127.0.0.2:1\n").unwrap();
+        let e = Sharding::open(settings(&file, "a"), metrics())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.ends_with("line 2: not UTF-8 text"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_down_peer_comes_back_when_a_probe_connects() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("peers");
+        write(&file, &format!("a 127.0.0.1:1\nb {addr}\n"));
+        let s = Sharding::open(settings(&file, "a"), metrics()).unwrap();
+        s.peer_failed("b", "test");
+        // Not before its backoff is over.
+        s.probe().await;
+        assert!(lock(&s.health)["b"].down);
+        lock(&s.health).entry("b".into()).or_default().retry_at = Some(Instant::now());
+        s.probe().await;
+        assert!(!lock(&s.health)["b"].down);
+        // Gone: the probe fails and the backoff doubles.
+        drop(listener);
+        s.peer_failed("b", "test");
+        lock(&s.health).entry("b".into()).or_default().retry_at = Some(Instant::now());
+        s.probe().await;
+        let h = lock(&s.health)["b"];
+        assert!(h.down);
+        assert_eq!(h.backoff, DOWN_FIRST * 4);
+    }
+}
