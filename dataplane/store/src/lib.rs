@@ -194,6 +194,7 @@ mod dir;
 pub mod error;
 mod frequency;
 mod growing;
+pub mod index;
 pub mod io;
 pub mod layout;
 mod log;
