@@ -38,8 +38,9 @@ pub fn engine_choice(k: IoEngineKind) -> EngineChoice {
     }
 }
 
-/// The store settings of `storage:`; the RAM tier's size comes from the memory plan.
-pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64) -> StoreConfig {
+/// The store settings of `storage:`; the RAM tier's size and the index's bound come from the
+/// memory plan.
+pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64, index_bytes: u64) -> StoreConfig {
     StoreConfig {
         dir: PathBuf::from(&s.dir),
         size: s.size.bytes(),
@@ -50,6 +51,7 @@ pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64) -> StoreConfig {
         reads_in_flight: s.reads_in_flight,
         verify_every_read: s.verify_every_read,
         max_variants_per_key: s.max_variants_per_key as usize,
+        index_bytes,
     }
 }
 
@@ -66,7 +68,7 @@ mod tests {
             PolicyConfig::default()
         );
         assert_eq!(
-            store_config(&StorageConfig::default(), 0),
+            store_config(&StorageConfig::default(), 0, 0),
             StoreConfig::default()
         );
     }

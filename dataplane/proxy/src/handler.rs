@@ -54,7 +54,7 @@ use edgecache_policy::serve::{self, ServeDecision};
 use edgecache_policy::status::{CacheStatus, Fwd};
 use edgecache_policy::validate::{self, Freshen};
 use edgecache_policy::{self as policy, CacheKey, PolicyConfig, StoredResponse};
-use edgecache_store::{ObjectRef, ObjectWriter, Source, StoreWorker};
+use edgecache_store::{ObjectRef, ObjectWriter, Source, StoreWorker, StoredObject};
 use futures_util::StreamExt;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, request};
@@ -182,9 +182,11 @@ async fn lookup(
     peer: SocketAddr,
 ) -> Response<Body> {
     let now = ctx.shared.clock.now();
+    let mut opened = None;
     let (selected, decision) = match select(ctx, &key, &parts.headers).await {
-        Selected::One(r, stored) => {
+        Selected::One(r, stored, obj) => {
             let d = serve::decide(&parts, &stored, now, &ctx.policy);
+            opened = Some(obj);
             (Some((r, stored)), d)
         }
         Selected::VaryMiss => (None, serve::vary_miss(&parts)),
@@ -200,7 +202,9 @@ async fn lookup(
     };
     match (decision, selected) {
         (ServeDecision::Serve { .. }, Some((r, stored))) => {
-            if let Some(resp) = serve_stored(ctx, &parts, peer, &r, &stored, now, status).await {
+            if let Some(resp) =
+                serve_stored(ctx, &parts, peer, &r, opened, &stored, now, status).await
+            {
                 return resp;
             }
             fill(ctx, parts, key, peer, unanswered, miss).await
@@ -213,6 +217,7 @@ async fn lookup(
                 &parts,
                 peer,
                 &r,
+                opened,
                 &stored,
                 now,
                 status.detail("stale-while-revalidate"),
@@ -232,6 +237,8 @@ async fn lookup(
             },
             Some((r, stored)),
         ) => {
+            // Its buffers are not held across the origin request.
+            drop(opened);
             // One conditional request per stale stored response at a time: others wait for
             // it and decide again on what it left in the store. Only for plain staleness: a
             // request or response that demands its own validation (no-cache, max-age, ...)
@@ -300,7 +307,7 @@ async fn after_revalidation(
     key: &CacheKey,
     peer: SocketAddr,
 ) -> Option<Response<Body>> {
-    let Selected::One(r, stored) = select(ctx, key, &parts.headers).await else {
+    let Selected::One(r, stored, obj) = select(ctx, key, &parts.headers).await else {
         return None;
     };
     let now = ctx.shared.clock.now();
@@ -309,58 +316,59 @@ async fn after_revalidation(
             let status = CacheStatus::hit(&ctx.policy.name)
                 .ttl(freshness.ttl())
                 .collapsed(true);
-            serve_stored(ctx, parts, peer, &r, &stored, now, status).await
+            serve_stored(ctx, parts, peer, &r, Some(obj), &stored, now, status).await
         }
         _ => None,
     }
 }
 
 enum Selected {
-    One(ObjectRef, Box<StoredResponse>),
+    /// The stored response that may answer, the complete ref of its object, and the object as
+    /// opened (its body not read yet, beyond what the one read of its record brought).
+    One(ObjectRef, Box<StoredResponse>, Box<StoredObject>),
     VaryMiss,
     None,
 }
 
-/// The stored response that may answer this request: the newest variant whose Vary matches.
+/// The stored response that may answer this request. The store's candidates for the key come
+/// newest first with no more than a tag of their variant key, so the newest is opened (one
+/// read; it may turn out to be another key's object, a tag collision, and then the next is):
+/// it answers if its Vary matches; if not, its Vary names the fields that pick a variant, and
+/// only candidates whose tag is the request's variant key's for them are opened, newest first.
+/// No candidate is a miss with no disk read.
 async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected {
-    let mut best: Option<(ObjectRef, StoredResponse)> = None;
-    let refs = ctx.shared.store.lookup(key.as_bytes());
-    let any = !refs.is_empty();
-    // Only variants whose indexed secondary key is the request's are decoded and checked.
-    let candidates = {
-        let keys: Vec<&[u8]> = refs.iter().map(|r| r.variant.as_ref()).collect();
-        policy::vary::candidates(&keys, req_headers)
-    };
-    for (_, r) in refs
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| candidates.contains(i))
-    {
-        let meta = if r.meta_in_index() {
-            r.meta.clone()
-        } else {
-            // Too large for the index: read it from the record's header.
-            match ctx.store.open(&r).await {
-                Ok(obj) => obj.meta.clone(),
-                Err(_) => continue,
-            }
-        };
-        let Ok(stored) = StoredResponse::decode(&meta) else {
+    let store = &ctx.shared.store;
+    let refs = store.lookup(key.as_bytes());
+    if refs.is_empty() {
+        return Selected::None;
+    }
+    // Once the newest stored response did not match: the tag of the request's variant key.
+    let mut want: Option<u8> = None;
+    for r in refs {
+        if want.is_some_and(|t| t != r.variant_tag) {
+            continue;
+        }
+        let Ok(obj) = ctx.store.open(&r).await else {
             continue;
         };
-        if stored.matches(req_headers)
-            && best
-                .as_ref()
-                .is_none_or(|(_, b)| stored.response_time > b.response_time)
-        {
-            best = Some((r, stored));
+        let Ok(stored) = StoredResponse::decode(&obj.meta) else {
+            continue;
+        };
+        if stored.matches(req_headers) {
+            return Selected::One(obj.object_ref.clone(), Box::new(stored), Box::new(obj));
+        }
+        if want.is_none() {
+            match policy::vary::Vary::of(&stored.headers) {
+                policy::vary::Vary::Fields(names) => {
+                    let variant = policy::vary::VaryKey::for_request(&names, req_headers);
+                    want = Some(store.variant_tag(&variant.to_bytes()));
+                }
+                // No Vary always matches; `Vary: *` never does, nor any variant of it.
+                policy::vary::Vary::None | policy::vary::Vary::Any => break,
+            }
         }
     }
-    match best {
-        Some((r, s)) => Selected::One(r, Box::new(s)),
-        None if any => Selected::VaryMiss,
-        None => Selected::None,
-    }
+    Selected::VaryMiss
 }
 
 /// Stored bodies larger than this (one read chunk) take a stream slot of their client's address.
@@ -370,11 +378,13 @@ const STREAM_SLOT_MIN: u64 = 256 << 10;
 /// (`respond::from_cache`, or `respond::from_partial` for held partial content). `None` when
 /// the object vanished or is unreadable, or partial content does not cover the request (the
 /// caller goes to the origin then).
+#[allow(clippy::too_many_arguments)]
 async fn serve_stored(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
     peer: SocketAddr,
     r: &ObjectRef,
+    opened: Option<Box<StoredObject>>,
     stored: &StoredResponse,
     now: SystemTime,
     cache_status: CacheStatus,
@@ -385,18 +395,29 @@ async fn serve_stored(
         None
     };
     // A body of several chunks holds I/O buffers while its client reads: one address gets a
-    // bounded number of such streams on this worker (the rest wait here, holding none).
-    let slot = if r.body_len > STREAM_SLOT_MIN && parts.method != Method::HEAD {
-        ctx.stream_slots.acquire(peer.ip()).await
+    // bounded number of such streams on this worker (the rest wait here, holding none: an
+    // object opened already is dropped before the wait, and opened again after it).
+    let mut opened = opened;
+    let slot = if r.body_len().is_none_or(|n| n > STREAM_SLOT_MIN) && parts.method != Method::HEAD {
+        match ctx.stream_slots.try_acquire(peer.ip()) {
+            Some(slot) => Some(slot),
+            None => {
+                opened = None;
+                ctx.stream_slots.acquire(peer.ip()).await
+            }
+        }
     } else {
         None
     };
-    let obj = match ctx.store.open(r).await {
-        Ok(o) => o,
-        Err(e) => {
-            debug!("stored object unreadable, treating as a miss: {e}");
-            return None;
-        }
+    let obj = match opened {
+        Some(o) => *o,
+        None => match ctx.store.open(r).await {
+            Ok(o) => o,
+            Err(e) => {
+                debug!("stored object unreadable, treating as a miss: {e}");
+                return None;
+            }
+        },
     };
     let outcome = if obj.source == Source::Ram {
         Outcome::HitRam
@@ -470,7 +491,8 @@ async fn revalidate(
                     ctx.shared.metrics.request(Outcome::Revalidated);
                     let status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(304);
                     if let Some(resp) =
-                        serve_stored(ctx, &parts, peer, &r, &updated, response_time, status).await
+                        serve_stored(ctx, &parts, peer, &r, None, &updated, response_time, status)
+                            .await
                     {
                         return resp;
                     }
@@ -486,7 +508,8 @@ async fn revalidate(
                 let status = CacheStatus::hit(&ctx.policy.name)
                     .ttl(stored.freshness(now, &ctx.policy).ttl())
                     .detail("stale-if-error");
-                if let Some(resp) = serve_stored(ctx, &parts, peer, &r, &stored, now, status).await
+                if let Some(resp) =
+                    serve_stored(ctx, &parts, peer, &r, None, &stored, now, status).await
                 {
                     return resp;
                 }

@@ -387,7 +387,7 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 10] = [
+        let counters: [(&str, &str, u64); 11] = [
             (
                 "store_publishes_invalidated",
                 "Fills not stored because their URL was invalidated (unsafe method, PURGE) while they ran",
@@ -402,6 +402,11 @@ impl Collector for StoreCollector {
                 "store_variants_trimmed",
                 "Variants dropped because their key had storage.maxVariantsPerKey newer ones",
                 s.variants_trimmed,
+            ),
+            (
+                "store_index_evictions",
+                "Objects the store index dropped to stay within its memory bound",
+                s.index_evictions,
             ),
             (
                 "store_corrupt_records",
@@ -439,8 +444,18 @@ impl Collector for StoreCollector {
             let c = ConstCounter::new(v);
             c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;
         }
-        let gauges: [(&str, &str, u64); 8] = [
+        let gauges: [(&str, &str, u64); 10] = [
             ("store_objects", "Objects in the disk store", s.objects),
+            (
+                "store_index_bytes",
+                "RAM bytes of the store's object index",
+                s.index_bytes,
+            ),
+            (
+                "store_index_bound_bytes",
+                "Most RAM the store's object index may grow to (the memory plan's share)",
+                s.index_bound_bytes,
+            ),
             ("store_bytes", "Bytes used in the disk store", s.bytes_used),
             (
                 "store_capacity_bytes",

@@ -56,14 +56,18 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         "connection caps"
     );
 
-    let store = Store::open(crate::contract::store_config(&cfg.storage, plan.ram_tier))
-        .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
+    // The index reserve is shared with the connections, which take a quarter of it
+    // (`edgecache_host::connections_per_worker`): the object index is bounded by the rest.
+    let index_bytes = plan.index_reserve - plan.index_reserve / 4;
+    let store = Store::open(crate::contract::store_config(
+        &cfg.storage,
+        plan.ram_tier,
+        index_bytes,
+    ))
+    .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
     // Every read and write buffer of a worker comes out of this budget, so in-flight bodies
     // cannot outgrow the memory plan however many clients there are.
     store.set_io_buffer_bytes_per_worker(plan.io_buffers_per_worker);
-    // The index has its own share of the plan; the RAM tier only yields what the index
-    // takes beyond it.
-    store.set_index_reserve(plan.index_reserve);
     let stats = store.stats();
     info!(
         engine = store.engine().as_str(),

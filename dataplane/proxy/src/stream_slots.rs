@@ -34,21 +34,30 @@ impl StreamSlots {
         }
     }
 
+    fn semaphore(&self, ip: IpAddr) -> Arc<Semaphore> {
+        let ip = canonical(ip);
+        let mut map = self.per_ip.borrow_mut();
+        // Addresses with no stream and no waiter are forgotten.
+        if map.len() > 1024 {
+            map.retain(|_, s| Arc::strong_count(s) > 1);
+        }
+        map.entry(ip)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.max)))
+            .clone()
+    }
+
     /// Wait for a slot of `ip` (at once when it has fewer than `max` streams). `None` only if
     /// the slot's semaphore were closed, which this table never does.
     pub async fn acquire(&self, ip: IpAddr) -> Option<Slot> {
-        let ip = canonical(ip);
-        let sem = {
-            let mut map = self.per_ip.borrow_mut();
-            // Addresses with no stream and no waiter are forgotten.
-            if map.len() > 1024 {
-                map.retain(|_, s| Arc::strong_count(s) > 1);
-            }
-            map.entry(ip)
-                .or_insert_with(|| Arc::new(Semaphore::new(self.max)))
-                .clone()
-        };
+        let sem = self.semaphore(ip);
         let permit = sem.acquire_owned().await.ok()?;
+        Some(Slot { _permit: permit })
+    }
+
+    /// A slot of `ip` if one is free now (never waits).
+    pub fn try_acquire(&self, ip: IpAddr) -> Option<Slot> {
+        let sem = self.semaphore(ip);
+        let permit = sem.try_acquire_owned().ok()?;
         Some(Slot { _permit: permit })
     }
 

@@ -120,6 +120,7 @@ fn main() {
         reads_in_flight: 64,
         verify_every_read: false,
         max_variants_per_key: 32,
+        index_bytes: 0,
     })
     .unwrap();
     let run = async {
@@ -198,7 +199,7 @@ fn main() {
         let (in_use, peak, cap) = (u.charged - u.pooled, u.peak, u.capacity);
         let st = w.store().stats();
         eprintln!(
-            "ram tier {} KiB ({} objects), index estimate {} KiB",
+            "ram tier {} KiB ({} objects), index {} KiB",
             st.ram_tier_bytes >> 10,
             st.ram_tier_objects,
             w.store().index_bytes() >> 10

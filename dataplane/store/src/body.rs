@@ -9,7 +9,7 @@
 //! `Bytes` of it (see [`crate::io::budget`]). The segment's epoch is checked after every read,
 //! before any byte is yielded, and every chunk is checked against its 64 KiB block checksums
 //! until the record's whole body has passed them once in this run (see "Checksums" in
-//! [`crate::store`]).
+//! the crate doc).
 
 use std::future::Future;
 use std::io;
@@ -52,6 +52,9 @@ pub struct StoredObject {
     pub meta: Bytes,
     pub body_len: u64,
     pub source: Source,
+    /// The complete ref (variant key, meta and lengths from the header): for
+    /// `StoreWorker::update_meta`, revalidation and fills without another read.
+    pub object_ref: super::ObjectRef,
     pub(crate) inner: Inner,
 }
 
@@ -78,7 +81,6 @@ pub(crate) struct DiskBody {
     pub chunk: u64,
     pub store: Arc<Store>,
     pub primary: Bytes,
-    pub variant: Bytes,
     pub loc: Loc,
     pub crcs: Vec<u32>,
     /// The whole body passed its checksums earlier in this run: skip them (see
@@ -258,7 +260,7 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
         if !d.trusted {
             if !verify_blocks(&d.crcs, base, &data[..valid as usize]) {
                 d.ahead = None;
-                d.store.drop_corrupt(&d.primary, &d.variant, &d.loc);
+                d.store.drop_corrupt(&d.primary, &d.loc);
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "stored body failed its checksum",
@@ -267,7 +269,7 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
             if base == d.verified_to {
                 d.verified_to = base + valid;
                 if d.verified_to == body_len {
-                    d.store.mark_verified(&d.primary, &d.variant, d.loc.seq);
+                    d.store.mark_verified(&d.primary, &d.loc);
                 }
             }
         }

@@ -88,8 +88,9 @@ pub struct Found {
 pub struct Displaced {
     /// The entry with the same tags (the same object, as far as the index can tell).
     pub replaced: Option<Rec>,
-    /// Entries that made room: variants over the per-key cap, or the oldest of a full window
-    /// when the shard is at its bound.
+    /// Variants of the key over the per-key cap (its oldest).
+    pub trimmed: Vec<Rec>,
+    /// Entries that made room: the oldest of a full window when the shard is at its bound.
     pub evicted: Vec<Rec>,
 }
 
@@ -362,6 +363,12 @@ fn buckets_for(objects: u64) -> usize {
     ((per_shard * 5 / 4).div_ceil(BUCKET as u64) as usize).max(MIN_BUCKETS)
 }
 
+/// RAM bytes of an index sized for `objects` at 4/5 load (what [`Index::new`] allocates for
+/// `first_objects`).
+pub fn bytes_for(objects: u64) -> u64 {
+    (SHARDS * buckets_for(objects) * BUCKET) as u64 * SLOT_BYTES
+}
+
 impl Index {
     /// An index that starts with room for `first_objects` and grows, doubling, to at most
     /// `max_bytes` of slots (never below the first size), [`EXT_BITS`] doublings at most.
@@ -456,7 +463,7 @@ impl Index {
                 else {
                     break;
                 };
-                out.evicted.push(s.recs[i].rec());
+                out.trimmed.push(s.recs[i].rec());
                 s.clear(i);
                 variants.swap_remove(pos);
             }

@@ -229,10 +229,11 @@ pub use writer::ObjectWriter;
 use crate::io::file::{SegFile, open_segment};
 use crate::io::threads::{POOL_THREADS, ThreadPool};
 use dir::{LOCK_FILE, claim, load_or_init_superblock, remove_temp_files, seg_path};
+use index::Index;
 use marks::Marks;
 use metrics::Counters;
 use ram::RamTier;
-use state::{Entry, Loc, Seg, State};
+use state::{Loc, Seg, State};
 
 /// Unknown-length bodies are buffered in RAM up to this size, then written; larger ones are not
 /// stored. 8 MiB bounds the memory one slow chunked response can pin per connection.
@@ -241,9 +242,6 @@ pub const UNKNOWN_LENGTH_CAP: u64 = 8 << 20;
 /// [`Store::set_io_buffer_bytes_per_worker`]): 32 MiB is 128 chunks of 256 KiB in flight or
 /// queued to sockets, well above what the disk needs to reach its bandwidth.
 pub const DEFAULT_IO_BUFFER_BYTES: u64 = 32 << 20;
-/// Meta blobs up to this size are kept in the RAM index (returned by `lookup`); larger ones are
-/// only in the record header (returned by `open`).
-pub const INDEX_META_MAX: usize = 4096;
 /// Default most disk reads in flight at once, all workers together.
 pub const DEFAULT_READS_IN_FLIGHT: u32 = 128;
 
@@ -269,11 +267,15 @@ pub struct StoreConfig {
     pub verify_every_read: bool,
     /// Variants kept per primary key; one more drops the oldest (0: no cap).
     pub max_variants_per_key: usize,
+    /// The most RAM the object index may take (the memory plan's share). At it the index
+    /// evicts instead of growing (`StoreStats::index_evictions`). 0: room for the disk's
+    /// capacity in 8 KiB records.
+    pub index_bytes: u64,
 }
 
 impl Default for StoreConfig {
     /// 10 GiB in `/var/cache/edgecache`, O_DIRECT reads from 64 KiB, objects up to 1 GiB, the
-    /// RAM tier disabled, the I/O engine probed, 32 variants per key.
+    /// RAM tier disabled, the I/O engine probed, 32 variants per key, the index sized for the disk.
     fn default() -> StoreConfig {
         StoreConfig {
             dir: PathBuf::from("/var/cache/edgecache"),
@@ -285,36 +287,53 @@ impl Default for StoreConfig {
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             verify_every_read: false,
             max_variants_per_key: 32,
+            index_bytes: 0,
         }
     }
 }
 
-/// A stored variant, as returned by [`Store::lookup`].
+/// A stored object. [`Store::lookup`] returns *candidates*: what the index knows (where the
+/// record is, its length, a 7-bit tag of its variant key), with `variant` and `meta` empty and
+/// the body length unknown ([`ObjectRef::is_complete`] false); a candidate may even be another
+/// key's object whose hash tag collides, which [`StoreWorker::open`] finds out
+/// (`MissingOrReplaced`). The ref in an opened object ([`StoredObject::object_ref`]) is
+/// complete: its header's variant key, meta and lengths.
 #[derive(Debug, Clone)]
 pub struct ObjectRef {
+    /// The tag of the variant key ([`Store::variant_tag`]).
+    pub variant_tag: u8,
+    /// The record's length on disk (header and padded body) as the index has it: exact below
+    /// 256 MiB, else a lower bound.
+    pub record_len: u64,
+    /// The variant key (empty until opened).
     pub variant: Bytes,
-    pub body_len: u64,
-    /// The meta blob, or empty when it is larger than [`INDEX_META_MAX`] (see
-    /// [`ObjectRef::meta_in_index`]); [`StoredObject::meta`] always has it.
+    /// The meta blob (empty until opened).
     pub meta: Bytes,
     pub(crate) primary: Bytes,
     pub(crate) loc: Loc,
-    pub(crate) meta_in_index: bool,
     /// The index's `verified` flag at lookup.
     pub(crate) verified: bool,
+    /// The header fields are filled (the record was read).
+    pub(crate) complete: bool,
 }
 
 impl ObjectRef {
-    /// Whether `meta` holds the meta blob (false when it was too large for the index).
-    pub fn meta_in_index(&self) -> bool {
-        self.meta_in_index
+    /// Whether the header's fields (`variant`, `meta`, lengths) are filled in.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// The body length, known once the record was read.
+    pub fn body_len(&self) -> Option<u64> {
+        self.complete.then_some(self.loc.body_len)
     }
 
     pub fn primary(&self) -> &Bytes {
         &self.primary
     }
 
-    /// Where the record lives on disk (for tools and tests).
+    /// Where the record lives on disk (for tools and tests); the header length (and so the
+    /// body offset) only for a complete ref, else 0.
     pub fn location(&self) -> DiskLocation {
         DiskLocation {
             segment: self.loc.seg,
@@ -352,6 +371,13 @@ pub struct Store {
     files: Arc<Vec<SegFile>>,
     pool: Option<Arc<ThreadPool>>,
     state: Mutex<State>,
+    /// The objects: 12 bytes a slot, sharded under its own locks (`src/index.rs`).
+    index: Index,
+    /// In-place header rewrites in progress (`src/rewrite.rs`).
+    rewrites: Mutex<rewrite::Rewrites>,
+    /// Test hook: the key hash, to force collisions.
+    #[cfg(test)]
+    key_hash_override: std::sync::OnceLock<fn(&[u8]) -> u64>,
     /// The epoch of each segment, readable without the lock (readers check it after each read).
     epochs: Vec<AtomicU64>,
     seq: AtomicU64,
@@ -362,8 +388,6 @@ pub struct Store {
     recovered: u64,
     /// The buffer budget each new [`StoreWorker`] gets.
     io_buffer_bytes: AtomicU64,
-    /// Memory set aside for the index outside the RAM tier ([`Store::set_index_reserve`]).
-    index_reserve: AtomicU64,
     /// The 4 KiB buffer of the synchronous writes (segment headers, tombstones).
     sync_block: Mutex<crate::io::AlignedBuf>,
     /// The budgets of live workers, for [`StoreStats`].
@@ -418,7 +442,6 @@ impl Store {
 
         let mut st = State {
             segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
-            max_variants: cfg.max_variants_per_key,
             ..State::default()
         };
         let mut corrupt = 0;
@@ -435,32 +458,6 @@ impl Store {
             }
         }
         st.next_epoch += 1;
-        // Latest sequence wins: insert in sequence order, tombstone the losers.
-        found.sort_by_key(|(_, _, r)| r.header.seq);
-        let mut losers = Vec::new();
-        for (seg, epoch, r) in found {
-            let h = r.header;
-            let entry = Entry {
-                variant: h.variant.clone(),
-                meta: recover::meta_for_index(&h, INDEX_META_MAX),
-                loc: Loc {
-                    seg,
-                    epoch,
-                    off: r.off,
-                    header_len: h.header_len,
-                    body_len: h.body_len,
-                    seq: h.seq,
-                },
-                verified: false,
-                rewrite: 0,
-            };
-            if let Some(old) = st.insert(h.primary.clone(), entry) {
-                losers.push(old);
-            }
-        }
-        // Variants over the cap were not in RAM: nothing to drop there.
-        st.trimmed.clear();
-        let recovered = st.objects;
         let epochs = st.segs.iter().map(|s| AtomicU64::new(s.epoch)).collect();
         let pool = match engine {
             EngineKind::Threads => Some(ThreadPool::start(Arc::clone(&files), POOL_THREADS)?),
@@ -469,7 +466,8 @@ impl Store {
         let read_slots = Arc::new(tokio::sync::Semaphore::new(
             cfg.reads_in_flight.max(1) as usize
         ));
-        let store = Store {
+        let index = new_index(layout, cfg.index_bytes);
+        let mut store = Store {
             ram: RamTier::new(cfg.ram_tier_bytes),
             cfg,
             layout,
@@ -478,13 +476,16 @@ impl Store {
             files,
             pool,
             state: Mutex::new(st),
+            index,
+            rewrites: Mutex::new(rewrite::Rewrites::default()),
+            #[cfg(test)]
+            key_hash_override: std::sync::OnceLock::new(),
             epochs,
             seq: AtomicU64::new(max_seq + 1),
             counters: Counters::default(),
             read_slots,
-            recovered,
+            recovered: 0,
             io_buffer_bytes: AtomicU64::new(DEFAULT_IO_BUFFER_BYTES),
-            index_reserve: AtomicU64::new(0),
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
             marks: Marks::new(),
@@ -492,13 +493,13 @@ impl Store {
             unknown_length: Arc::new(Share::default()),
             _lock: lock,
         };
+        store.recover(found);
         store
             .counters
             .corrupt_dropped
             .fetch_add(corrupt, Ordering::Relaxed);
-        for old in &losers {
-            store.write_tombstone_sync(old);
-        }
+        let recovered = store.recovered;
+        let layout = store.layout;
         tracing::info!(
             dir = %store.cfg.dir.display(),
             engine = engine.as_str(),
@@ -509,6 +510,41 @@ impl Store {
             "store opened"
         );
         Ok(Arc::new(store))
+    }
+
+    /// Index the records found by the recovery scan: latest sequence wins, in sequence
+    /// order, the replaced ones tombstoned. Variants over the cap and entries past the index's
+    /// bound are dropped from the index only (they come back, and go again, at the next start).
+    fn recover(&mut self, mut found: Vec<(u32, u64, recover::Found)>) {
+        found.sort_by_key(|(_, _, r)| r.header.seq);
+        let mut losers = Vec::new();
+        let recovered = {
+            let mut st = self.lock();
+            for (seg, epoch, r) in found {
+                let h = r.header;
+                let loc = Loc {
+                    seg,
+                    epoch,
+                    off: r.off,
+                    header_len: h.header_len,
+                    body_len: h.body_len,
+                    seq: h.seq,
+                };
+                let vtag = self.variant_tag(&h.variant);
+                if let Some(old) = self
+                    .index_insert(&mut st, &h.primary, vtag, &loc, false)
+                    .replaced
+                {
+                    losers.push(old);
+                }
+            }
+            st.variants_trimmed = 0;
+            st.objects()
+        };
+        self.recovered = recovered;
+        for old in &losers {
+            self.write_tombstone_sync(old);
+        }
     }
 
     /// The resolved I/O engine.
@@ -538,24 +574,11 @@ impl Store {
         self.io_buffer_bytes.load(Ordering::Relaxed)
     }
 
-    /// Memory the plan keeps for the index outside the RAM tier (default 0: the index's
-    /// memory all comes out of the RAM tier's share). The RAM tier shrinks only for index bytes
-    /// beyond it.
-    pub fn set_index_reserve(&self, bytes: u64) {
-        self.index_reserve.store(bytes, Ordering::Relaxed);
-    }
-
     /// The bytes of unknown-length bodies buffered by all writers now, and their bound (default
     /// unbounded; the memory plan's with [`Share::set_bound`]). A writer that would take it past
     /// the bound fails with [`StoreError::MemoryBound`]: the body is proxied, not stored.
     pub fn unknown_length_bodies(&self) -> &Arc<Share> {
         &self.unknown_length
-    }
-
-    /// Index bytes the RAM tier must leave room for: what the index takes beyond its reserve.
-    pub(crate) fn index_overflow(&self) -> u64 {
-        self.index_bytes()
-            .saturating_sub(self.index_reserve.load(Ordering::Relaxed))
     }
 
     /// Largest body that can be stored with the given key and meta sizes.
@@ -572,53 +595,41 @@ impl Store {
         }
     }
 
-    /// All stored variants of a primary key.
+    /// The candidates for a primary key, newest first: its stored variants (and, rarely,
+    /// another key's object whose hash tag collides). No disk read: a key the index does not
+    /// know is an empty list. Open one ([`StoreWorker::open`]) to learn its variant key and
+    /// meta.
     pub fn lookup(&self, primary: &[u8]) -> Vec<ObjectRef> {
-        let st = self.lock();
-        let Some((key, list)) = st.index.get_key_value(primary) else {
-            return Vec::new();
-        };
-        list.iter()
-            .map(|e| ObjectRef {
-                variant: e.variant.clone(),
-                body_len: e.loc.body_len,
-                meta_in_index: e.meta.is_some(),
-                meta: e.meta.clone().unwrap_or_default(),
-                primary: key.clone(),
-                loc: e.loc.clone(),
-                verified: e.verified,
-            })
+        self.found(primary)
+            .into_iter()
+            .map(|f| self.ref_of(primary, f))
             .collect()
     }
 
     /// Purge every variant of a primary key; returns how many were removed. Each removal writes
     /// a tombstone header synchronously (one 4 KiB write) so the object does not come back at
-    /// the next start.
+    /// the next start. By the key's hash: another key whose hash tag collides in the index
+    /// loses its objects too (rare; an object lost, never a wrong one served).
     pub fn remove(&self, primary: &[u8]) -> usize {
+        self.remove_where(primary, None)
+    }
+
+    fn remove_where(&self, primary: &[u8], vtag: Option<u8>) -> usize {
         let locs = {
             let mut st = self.lock();
             // A fill of this key in flight must not publish what it fetched before this (bumped
             // under the index lock, where publish checks it).
             self.marks.bump(primary);
-            let variants: Vec<Bytes> = st
-                .index
-                .get(primary)
-                .map(|l| l.iter().map(|e| e.variant.clone()).collect())
-                .unwrap_or_default();
-            let mut locs = Vec::new();
-            for v in variants {
-                if let Some(loc) = st.remove(primary, &v, None) {
-                    self.ram.remove(&Bytes::copy_from_slice(primary), &v);
-                    if st.pin(loc.seg, loc.epoch) {
-                        locs.push(loc);
-                    }
-                }
-            }
-            locs
+            let removed = self.index_remove(&mut st, primary, vtag, None);
+            let n = removed.len();
+            let pinned: Vec<Loc> = removed
+                .into_iter()
+                .filter(|l| st.pin(l.seg, l.epoch))
+                .collect();
+            (n, pinned)
         };
-        let n = locs.len();
-        self.tombstone_pinned(&locs);
-        n
+        self.tombstone_pinned(&locs.1);
+        locs.0
     }
 
     /// The key's invalidation mark now: take it before the origin request of a fill and give it
@@ -628,30 +639,21 @@ impl Store {
         self.marks.get(primary)
     }
 
-    /// Purge one variant.
+    /// Purge one variant (by its tag: variants of the key with the same tag go too).
     pub fn remove_variant(&self, primary: &[u8], variant: &[u8]) -> bool {
-        let loc = {
-            let mut st = self.lock();
-            let Some(loc) = st.remove(primary, variant, None) else {
-                return false;
-            };
-            self.ram.remove(
-                &Bytes::copy_from_slice(primary),
-                &Bytes::copy_from_slice(variant),
-            );
-            st.pin(loc.seg, loc.epoch).then_some(loc)
-        };
-        if let Some(loc) = loc {
-            self.tombstone_pinned(&[loc]);
-        }
-        true
+        self.remove_where(primary, Some(self.variant_tag(variant))) > 0
     }
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> StoreStats {
-        let (objects, bytes_used, variants_trimmed) = {
+        let (objects, bytes_used, variants_trimmed, index_evictions) = {
             let st = self.lock();
-            (st.objects, st.bytes_used, st.variants_trimmed)
+            (
+                st.objects(),
+                st.bytes_used(),
+                st.variants_trimmed,
+                st.index_evictions,
+            )
         };
         let (ram_bytes, ram_objects) = self.ram.usage();
         let io = self.io_buffer_usage();
@@ -662,6 +664,9 @@ impl Store {
             bytes_capacity: self.layout.capacity(),
             evictions: c.evictions.load(Ordering::Relaxed),
             variants_trimmed,
+            index_evictions,
+            index_bytes: self.index.bytes(),
+            index_bound_bytes: self.index.max_bytes(),
             corrupt_dropped: c.corrupt_dropped.load(Ordering::Relaxed),
             body_checks_skipped: c.body_checks_skipped.load(Ordering::Relaxed),
             recovered_objects: self.recovered,
@@ -713,11 +718,15 @@ impl Store {
         sum
     }
 
-    /// Estimated heap bytes of the in-memory index (about 600 bytes per object plus its keys
-    /// and in-index meta). The RAM tier keeps its own size within `ram_tier_bytes` minus what
-    /// of this exceeds the index reserve ([`Store::set_index_reserve`]).
+    /// RAM bytes of the object index now (12 a slot, about 15 per object; its slots, all but
+    /// 64 shard headers).
     pub fn index_bytes(&self) -> u64 {
-        self.lock().index_bytes
+        self.index.bytes()
+    }
+
+    /// The most RAM the object index may grow to ([`StoreConfig::index_bytes`]).
+    pub fn index_bound_bytes(&self) -> u64 {
+        self.index.max_bytes()
     }
 
     pub(crate) fn register_budget(&self, b: &crate::io::IoBudget) {
@@ -776,6 +785,20 @@ impl Store {
     pub(crate) fn try_read_slot(&self) -> Option<OwnedSemaphorePermit> {
         Arc::clone(&self.read_slots).try_acquire_owned().ok()
     }
+}
+
+/// The object index for a layout: first sized for the disk's capacity in 64 KiB records,
+/// growing to `max_bytes` (0: room for the capacity in 8 KiB records; never below the first
+/// size, and a bound below it makes the first size smaller).
+fn new_index(layout: Layout, max_bytes: u64) -> Index {
+    let cap = layout.capacity();
+    let max = if max_bytes == 0 {
+        index::bytes_for(cap / (64 << 10)) * 8
+    } else {
+        max_bytes
+    };
+    let first = (cap / (64 << 10)).min(max / 15);
+    Index::new(first, max)
 }
 
 #[cfg(test)]

@@ -2,12 +2,10 @@
 
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
-
 use super::layout::SEGMENT_HEADER;
 use super::metrics::Counters;
 use super::record::{self, RecordHeader};
-use super::state::{Entry, Loc, Seg};
+use super::state::{Loc, Seg};
 use super::{ObjectRef, Reservation, Store, StoreError};
 use crate::io::AlignedBuf;
 use crate::io::file::pwrite_all;
@@ -43,18 +41,18 @@ impl Store {
         if let Some(a) = st.active.take() {
             self.seal(a, &st.segs[a as usize]);
         }
+        // Its index entries go stale with the epoch (and leave the index lazily); RAM tier
+        // copies of them can no longer be found (they are keyed by location) and leave by CLOCK.
         let dropped = st.drop_segment(v);
         self.counters
             .evictions
-            .fetch_add(dropped.len() as u64, Ordering::Relaxed);
-        for (p, var) in &dropped {
-            self.ram.remove(p, var);
-        }
+            .fetch_add(dropped, Ordering::Relaxed);
         let epoch = st.next_epoch;
         st.next_epoch += 1;
         // Readers of the old epoch notice from here on.
         st.segs[v as usize].epoch = epoch;
         self.epochs[v as usize].store(epoch, Ordering::Release);
+        self.sweep_next(&mut st);
         st.active = None;
         let written = self.with_sync_block(|hdr| {
             record::encode_segment(hdr.full_mut(), self.nonce, epoch, v);
@@ -100,56 +98,59 @@ impl Store {
     }
 
     /// Publish a record whose header is on disk. Returns the location to tombstone: the
-    /// replaced record (pinned), or this very record when a newer one won meanwhile.
-    /// With `mark`, a key invalidated since then is not published either (this record is
-    /// returned to tombstone): the response predates the invalidation.
-    pub(crate) fn publish(&self, primary: Bytes, entry: Entry, mark: Option<u64>) -> Option<Loc> {
+    /// replaced record (pinned), or this very record when a newer one (by reservation order)
+    /// won meanwhile. With `mark`, a key invalidated since then is not published either (this
+    /// record is returned to tombstone): the response predates the invalidation.
+    pub(crate) fn publish(
+        &self,
+        primary: &[u8],
+        vtag: u8,
+        loc: Loc,
+        mark: Option<u64>,
+    ) -> Option<Loc> {
         let mut st = self.lock();
-        if !st.pin(entry.loc.seg, entry.loc.epoch) {
+        if !st.pin(loc.seg, loc.epoch) {
             return None;
         }
-        if mark.is_some_and(|m| m != self.marks.get(&primary)) {
+        if mark.is_some_and(|m| m != self.marks.get(primary)) {
             Counters::inc(&self.counters().publishes_invalidated);
-            return Some(entry.loc);
+            return Some(loc);
         }
-        if let Some(cur) = st.get(&primary, &entry.variant)
-            && cur.loc.seq > entry.loc.seq
-        {
-            return Some(entry.loc);
+        let age = self.age(self.rec_at(&loc, false));
+        let newer = self
+            .found(primary)
+            .iter()
+            .any(|f| f.vtag == vtag && self.age(f.rec) > age);
+        if newer {
+            return Some(loc);
         }
-        st.unpin(entry.loc.seg);
-        self.ram.remove(&primary, &entry.variant);
-        let old = st.insert(primary, entry);
-        for (p, v) in std::mem::take(&mut st.trimmed) {
-            self.ram.remove(&p, &v);
-        }
-        let old = old?;
+        st.unpin(loc.seg);
+        let old = self
+            .index_insert(&mut st, primary, vtag, &loc, false)
+            .replaced?;
         st.pin(old.seg, old.epoch).then_some(old)
     }
 
     /// Drop a record that failed a checksum, count it, and tombstone it.
-    pub(crate) fn drop_corrupt(&self, primary: &Bytes, variant: &Bytes, loc: &Loc) {
+    pub(crate) fn drop_corrupt(&self, primary: &[u8], loc: &Loc) {
         Counters::inc(&self.counters.corrupt_dropped);
         tracing::warn!(seg = loc.seg, off = loc.off, "corrupt record dropped");
+        self.ram.remove(loc.id());
         let pinned = {
             let mut st = self.lock();
-            self.ram.remove(primary, variant);
-            if st.remove(primary, variant, Some(loc.seq)).is_some() {
-                st.pin(loc.seg, loc.epoch)
-            } else {
-                false
-            }
+            !self
+                .index_remove(&mut st, primary, None, Some(loc))
+                .is_empty()
+                && st.pin(loc.seg, loc.epoch)
         };
         if pinned {
             self.tombstone_pinned(std::slice::from_ref(loc));
         }
     }
 
-    /// Record that the whole body of (primary, variant) at `seq` passed its block checksums.
-    pub(crate) fn mark_verified(&self, primary: &[u8], variant: &[u8], seq: u64) {
-        if let Some(e) = self.lock().get_mut_at(primary, variant, seq) {
-            e.verified = true;
-        }
+    /// Record that the whole body of the record at `loc` passed its block checksums.
+    pub(crate) fn mark_verified(&self, primary: &[u8], loc: &Loc) {
+        self.index_set_verified(primary, loc);
     }
 
     /// Whether a read of `r`'s body may skip the block checksums (and count that it does):

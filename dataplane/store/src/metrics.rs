@@ -80,6 +80,11 @@ pub struct StoreStats {
     pub evictions: u64,
     /// Variants dropped for the per-key cap.
     pub variants_trimmed: u64,
+    /// Objects the index dropped to stay within its memory bound (`StoreConfig::index_bytes`).
+    pub index_evictions: u64,
+    /// RAM bytes of the object index now, and the most it may grow to.
+    pub index_bytes: u64,
+    pub index_bound_bytes: u64,
     /// Records dropped because a checksum failed: torn or corrupt headers found by recovery and
     /// body or header checksum failures at read time.
     pub corrupt_dropped: u64,

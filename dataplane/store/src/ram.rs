@@ -1,9 +1,8 @@
 //! The RAM tier: a byte-bounded map of small, hot, already verified objects.
 //!
 //! - Size: the tier counts each entry's key, meta and body bytes plus an estimated overhead,
-//!   and keeps the total within its capacity minus the disk index's estimated memory (the
-//!   index grows with the number of objects on disk, about 650 bytes each), so that index and
-//!   tier together stay within the RAM tier's share of the memory plan.
+//!   and keeps the total within its capacity (the disk index has its own bounded share of the
+//!   memory plan, `StoreConfig::index_bytes`).
 //! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (256 KiB, one read
 //!   chunk: read whole in one read, then copied in). Larger objects are streamed with O_DIRECT
 //!   in chunks and cost little CPU per byte; keeping them would hold few objects for the memory.
@@ -20,9 +19,11 @@
 //! - Eviction: CLOCK (second chance). A hit sets a reference bit under a short lock and moves
 //!   nothing; the hand gives referenced entries a second round and evicts unreferenced ones. It
 //!   approximates LRU at O(1) per operation and, with the admission rule above, resists scans.
-//! - Coherence: entries are keyed by (primary, variant) and carry the sequence number of the
-//!   disk record they copy; a lookup only uses an entry whose sequence matches the index, and
-//!   purges, replacements and segment reclaims remove entries.
+//! - Coherence: entries are keyed by the location of the disk record they copy (segment,
+//!   epoch, offset: written once) and carry its primary key, variant key, meta and lengths, so
+//!   a RAM hit needs no disk read. A lookup only uses an entry for a location the index still
+//!   has under the same primary key; purges, replacements and rewrites remove entries, and
+//!   copies of records in a reclaimed segment (no longer found) leave by CLOCK.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -30,21 +31,40 @@ use std::sync::Mutex;
 use bytes::Bytes;
 
 use super::frequency::{FrequencySketch, key_hash};
+use super::state::LocId;
 
 /// Largest record kept in RAM: one read chunk (256 KiB). 1 MiB records were measured and
 /// rejected: zipf gained 40% at first, but copying 1 MiB records in and out made the worker
 /// CPU-bound and got slower over a full run (bench/BENCHMARKS.md, tuning log).
 pub const RAM_MAX_RECORD: u64 = 256 * 1024;
 
-type Key = (Bytes, Bytes);
+type Key = LocId;
+
+/// A record's copy: what a RAM hit returns.
+#[derive(Debug, Clone)]
+pub(crate) struct Copy {
+    pub primary: Bytes,
+    pub variant: Bytes,
+    pub meta: Bytes,
+    pub header_len: u32,
+    pub seq: u64,
+    pub body: Bytes,
+}
+
+/// The sketch's hash of a record.
+fn hash_of(primary: &[u8], id: LocId) -> u64 {
+    let mut at = [0u8; 20];
+    at[..4].copy_from_slice(&id.seg.to_le_bytes());
+    at[4..12].copy_from_slice(&id.epoch.to_le_bytes());
+    at[12..].copy_from_slice(&id.off.to_le_bytes());
+    key_hash(primary, &at)
+}
 
 struct Slot {
-    seq: u64,
+    copy: Copy,
     id: u64,
-    /// The key's [`key_hash`] (its frequency sketch entry), computed once at insert.
+    /// The record's [`hash_of`] (its frequency sketch entry), computed once at insert.
     hash: u64,
-    meta: Bytes,
-    body: Bytes,
     referenced: bool,
 }
 
@@ -55,8 +75,9 @@ struct Slot {
 const SLOT_OVERHEAD: u64 = 1024;
 
 impl Slot {
-    fn cost(&self, key: &Key) -> u64 {
-        (self.meta.len() + self.body.len() + key.0.len() + key.1.len()) as u64 + SLOT_OVERHEAD
+    fn cost(&self) -> u64 {
+        let c = &self.copy;
+        (c.meta.len() + c.body.len() + c.primary.len() + c.variant.len()) as u64 + SLOT_OVERHEAD
     }
 }
 
@@ -151,18 +172,18 @@ impl RamTier {
         }
     }
 
-    /// The (meta, body) stored for this record, if the tier holds exactly that version.
-    pub fn get(&self, primary: &Bytes, variant: &Bytes, seq: u64) -> Option<(Bytes, Bytes)> {
+    /// The copy of the record at `at`, if the tier has it under `primary`.
+    pub fn get(&self, primary: &[u8], at: LocId) -> Option<Copy> {
         if !self.enabled() {
             return None;
         }
         let mut g = self.lock();
-        let slot = g.map.get_mut(&(primary.clone(), variant.clone()))?;
-        if slot.seq != seq {
+        let slot = g.map.get_mut(&at)?;
+        if slot.copy.primary != primary {
             return None;
         }
         slot.referenced = true;
-        let (found, hash) = ((slot.meta.clone(), slot.body.clone()), slot.hash);
+        let (found, hash) = (slot.copy.clone(), slot.hash);
         g.seen(hash);
         Some(found)
     }
@@ -170,13 +191,12 @@ impl RamTier {
     /// Should a record of `len` bytes found on disk be copied in? Counts the lookup; yes while
     /// the tier has room for it; once it is full, only if the record was asked for at least
     /// [`ADMIT_MIN_LOOKUPS`] times in the window and more often than the entry it would evict.
-    /// `reserved` as for [`RamTier::insert`].
-    pub fn admit(&self, primary: &[u8], variant: &[u8], len: u64, reserved: u64) -> bool {
+    pub fn admit(&self, primary: &[u8], at: LocId, len: u64) -> bool {
         if !self.enabled() {
             return false;
         }
-        let cap = self.cap.saturating_sub(reserved);
-        let hash = key_hash(primary, variant);
+        let cap = self.cap;
+        let hash = hash_of(primary, at);
         let mut g = self.lock();
         g.seen(hash);
         let cost = len.saturating_add(SLOT_OVERHEAD);
@@ -190,46 +210,32 @@ impl RamTier {
         candidate >= ADMIT_MIN_LOOKUPS && g.victim_frequency().is_none_or(|v| candidate > v)
     }
 
-    /// Insert an object. `reserved` bytes of the capacity are taken by something else (the
-    /// disk index, which grows with the number of objects): the tier keeps its own bytes within
-    /// `capacity - reserved`.
-    pub fn insert(
-        &self,
-        primary: Bytes,
-        variant: Bytes,
-        seq: u64,
-        meta: Bytes,
-        body: Bytes,
-        reserved: u64,
-    ) {
+    /// Insert the copy of the record at `at`.
+    pub fn insert(&self, at: LocId, copy: Copy) {
         if !self.enabled() {
             return;
         }
-        let cap = self.cap.saturating_sub(reserved);
-        let hash = key_hash(&primary, &variant);
-        let key = (primary, variant);
+        let cap = self.cap;
+        let hash = hash_of(&copy.primary, at);
+        let key = at;
         let mut g = self.lock();
         let id = g.next_id;
         g.next_id += 1;
         let slot = Slot {
-            seq,
+            copy,
             id,
             hash,
-            meta,
-            body,
             referenced: false,
         };
-        let cost = slot.cost(&key);
+        let cost = slot.cost();
         if cost > cap {
-            drop(g);
-            self.shrink_to(cap);
             return;
         }
         if let Some(old) = g.map.remove(&key) {
-            g.bytes -= old.cost(&key);
+            g.bytes -= old.cost();
         }
         g.bytes += cost;
-        g.ring.push_back((key.clone(), id));
+        g.ring.push_back((key, id));
         g.map.insert(key, slot);
         Self::evict(&mut g, cap);
         // Keep the ring from growing without bound with stale ids.
@@ -237,11 +243,6 @@ impl RamTier {
             let Inner { map, ring, .. } = &mut *g;
             ring.retain(|(k, id)| matches!(map.get(k), Some(s) if s.id == *id));
         }
-    }
-
-    fn shrink_to(&self, cap: u64) {
-        let mut g = self.lock();
-        Self::evict(&mut g, cap);
     }
 
     /// CLOCK: evict unreferenced entries (referenced ones get a second round) until the tier
@@ -262,19 +263,18 @@ impl RamTier {
             if second_chance {
                 g.ring.push_back((k, id));
             } else if let Some(s) = g.map.remove(&k) {
-                g.bytes -= s.cost(&k);
+                g.bytes -= s.cost();
             }
         }
     }
 
-    pub fn remove(&self, primary: &Bytes, variant: &Bytes) {
+    pub fn remove(&self, at: LocId) {
         if !self.enabled() {
             return;
         }
-        let key = (primary.clone(), variant.clone());
         let mut g = self.lock();
-        if let Some(s) = g.map.remove(&key) {
-            g.bytes -= s.cost(&key);
+        if let Some(s) = g.map.remove(&at) {
+            g.bytes -= s.cost();
         }
     }
 
@@ -289,66 +289,54 @@ impl RamTier {
 mod tests {
     use super::*;
 
-    fn k(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
+    /// A location per name (and epoch).
+    fn at(name: &str, epoch: u64) -> LocId {
+        let off = name
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(131).wrapping_add(u64::from(b)));
+        LocId { seg: 0, epoch, off }
+    }
+
+    fn copy(name: &str, len: usize) -> Copy {
+        Copy {
+            primary: Bytes::copy_from_slice(name.as_bytes()),
+            variant: Bytes::new(),
+            meta: Bytes::new(),
+            header_len: 4096,
+            seq: 1,
+            body: Bytes::from(vec![0u8; len]),
+        }
+    }
+
+    fn put(t: &RamTier, name: &str, len: usize) {
+        t.insert(at(name, 1), copy(name, len));
+    }
+
+    fn has(t: &RamTier, name: &str) -> bool {
+        t.get(name.as_bytes(), at(name, 1)).is_some()
     }
 
     #[test]
     fn bounded_and_second_chance() {
         let t = RamTier::for_entries(1000 + 5 * SLOT_OVERHEAD);
         for i in 0..10 {
-            t.insert(
-                k(&format!("{i}")),
-                Bytes::new(),
-                1,
-                Bytes::new(),
-                Bytes::from(vec![0u8; 199]),
-                0,
-            );
+            put(&t, &format!("{i}"), 199);
             // keep "0" hot
-            assert!(
-                t.get(&k("0"), &Bytes::new(), 1).is_some(),
-                "hot entry evicted at {i}"
-            );
+            assert!(has(&t, "0"), "hot entry evicted at {i}");
             assert!(t.usage().0 <= 1000 + 5 * SLOT_OVERHEAD);
         }
         assert!(
-            t.get(&k("0"), &Bytes::new(), 2).is_none(),
-            "other seq is a miss"
+            t.get(b"0", at("0", 2)).is_none(),
+            "another location is a miss"
         );
-        t.remove(&k("0"), &Bytes::new());
-        assert!(t.get(&k("0"), &Bytes::new(), 1).is_none());
-    }
-
-    #[test]
-    fn reserved_bytes_shrink_the_tier() {
-        let t = RamTier::for_entries(1000 + 4 * SLOT_OVERHEAD);
-        for i in 0..4 {
-            let body = Bytes::from(vec![0u8; 199]);
-            t.insert(k(&format!("{i}")), Bytes::new(), 1, Bytes::new(), body, 0);
-        }
-        assert_eq!(t.usage().1, 4);
-        // The index grew to 600 bytes: the tier keeps within the rest.
-        t.insert(k("x"), Bytes::new(), 1, Bytes::new(), Bytes::new(), 600);
-        assert!(t.usage().0 <= 400 + 4 * SLOT_OVERHEAD, "{:?}", t.usage());
-        assert!(t.usage().1 < 4, "{:?}", t.usage());
-        // Larger than what is left: not admitted, and the tier shrinks to it anyway.
-        t.insert(
-            k("big"),
-            Bytes::new(),
-            1,
-            Bytes::new(),
-            Bytes::from(vec![0u8; 500]),
-            900 + 4 * SLOT_OVERHEAD,
-        );
-        assert!(t.usage().0 <= 100, "{:?}", t.usage());
+        assert!(t.get(b"1", at("0", 1)).is_none(), "another key is a miss");
+        t.remove(at("0", 1));
+        assert!(!has(&t, "0"));
     }
 
     fn fill(t: &RamTier, n: usize, prefix: &str) {
         for i in 0..n {
-            let body = Bytes::from(vec![0u8; RAM_MAX_RECORD as usize]);
-            let key = k(&format!("{prefix}{i}"));
-            t.insert(key, Bytes::new(), 1, Bytes::new(), body, 0);
+            put(t, &format!("{prefix}{i}"), RAM_MAX_RECORD as usize);
         }
     }
 
@@ -357,25 +345,25 @@ mod tests {
         let cap = 4 * (RAM_MAX_RECORD + SLOT_OVERHEAD + 64);
         let t = RamTier::for_entries(cap);
         // Room left: admitted on the first disk hit.
-        assert!(t.admit(b"a", b"", RAM_MAX_RECORD, 0));
+        assert!(t.admit(b"a", at("a", 1), RAM_MAX_RECORD));
         fill(&t, 4, "f");
         // Full: a record seen once is not admitted, nor one seen as often as the victim.
-        assert!(!t.admit(b"new", b"", RAM_MAX_RECORD, 0));
+        assert!(!t.admit(b"new", at("new", 1), RAM_MAX_RECORD));
         for i in 0..4 {
             for _ in 0..2 {
-                t.get(&k(&format!("f{i}")), &Bytes::new(), 1);
+                has(&t, &format!("f{i}"));
             }
         }
         assert!(
-            !t.admit(b"new", b"", RAM_MAX_RECORD, 0),
+            !t.admit(b"new", at("new", 1), RAM_MAX_RECORD),
             "2 lookups against the victim's 2"
         );
-        assert!(t.admit(b"new", b"", RAM_MAX_RECORD, 0), "3 against 2");
+        assert!(t.admit(b"new", at("new", 1), RAM_MAX_RECORD), "3 against 2");
         assert!(
-            !t.admit(b"new", b"v2", RAM_MAX_RECORD, 0),
-            "another variant is another record"
+            !t.admit(b"new", at("new", 2), RAM_MAX_RECORD),
+            "another record is another record"
         );
-        assert!(!RamTier::new(0).admit(b"a", b"", RAM_MAX_RECORD, 0));
+        assert!(!RamTier::new(0).admit(b"a", at("a", 1), RAM_MAX_RECORD));
     }
 
     #[test]
@@ -386,11 +374,11 @@ mod tests {
         // The victims were never looked up; each admit call counts one lookup of "new".
         for n in 1..ADMIT_MIN_LOOKUPS {
             assert!(
-                !t.admit(b"new", b"", RAM_MAX_RECORD, 0),
+                !t.admit(b"new", at("new", 1), RAM_MAX_RECORD),
                 "{n} lookups are not enough"
             );
         }
-        assert!(t.admit(b"new", b"", RAM_MAX_RECORD, 0));
+        assert!(t.admit(b"new", at("new", 1), RAM_MAX_RECORD));
     }
 
     #[test]
@@ -400,28 +388,21 @@ mod tests {
         let cap = 4 * (RAM_MAX_RECORD + SLOT_OVERHEAD + 64);
         let t = RamTier::for_entries(cap);
         fill(&t, 4, "cold");
-        let body = || Bytes::from(vec![0u8; RAM_MAX_RECORD as usize]);
         for _round in 0..6 {
             for i in 0..4 {
                 let key = format!("hot{i}");
-                if t.get(&k(&key), &Bytes::new(), 1).is_none()
-                    && t.admit(key.as_bytes(), b"", RAM_MAX_RECORD, 0)
-                {
-                    t.insert(k(&key), Bytes::new(), 1, Bytes::new(), body(), 0);
+                if !has(&t, &key) && t.admit(key.as_bytes(), at(&key, 1), RAM_MAX_RECORD) {
+                    put(&t, &key, RAM_MAX_RECORD as usize);
                 }
             }
         }
-        let hot_held = |t: &RamTier| {
-            (0..4)
-                .filter(|i| t.get(&k(&format!("hot{i}")), &Bytes::new(), 1).is_some())
-                .count()
-        };
+        let hot_held = |t: &RamTier| (0..4).filter(|i| has(t, &format!("hot{i}"))).count();
         assert_eq!(hot_held(&t), 4);
         for i in 0..500 {
             let key = format!("scan{i}");
             for _ in 0..2 {
-                if t.admit(key.as_bytes(), b"", RAM_MAX_RECORD, 0) {
-                    t.insert(k(&key), Bytes::new(), 1, Bytes::new(), body(), 0);
+                if t.admit(key.as_bytes(), at(&key, 1), RAM_MAX_RECORD) {
+                    put(&t, &key, RAM_MAX_RECORD as usize);
                 }
             }
         }
@@ -431,14 +412,7 @@ mod tests {
     #[test]
     fn disabled_when_zero() {
         let t = RamTier::new(0);
-        t.insert(
-            k("a"),
-            Bytes::new(),
-            1,
-            Bytes::new(),
-            Bytes::from_static(b"x"),
-            0,
-        );
+        put(&t, "a", 1);
         assert_eq!(t.usage(), (0, 0));
     }
 }

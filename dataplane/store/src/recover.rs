@@ -15,8 +15,6 @@
 
 use std::fs::File;
 
-use bytes::Bytes;
-
 use super::layout::SEGMENT_HEADER;
 use super::record::{self, HeaderError, RecordHeader};
 use crate::io::AlignedBuf;
@@ -152,9 +150,4 @@ fn probe(
         return Ok(Probe::Corrupt);
     }
     Ok(Probe::Record(h, len))
-}
-
-/// Keep only what the index needs from a header.
-pub(crate) fn meta_for_index(h: &RecordHeader, max: usize) -> Option<Bytes> {
-    (h.meta.len() <= max).then(|| h.meta.clone())
 }

@@ -3,38 +3,39 @@
 //! A rewrite writes a record's header again at the same offset. The write is not atomic (a
 //! header of more than 4 KiB is several blocks, and a buffered read can see a page half
 //! replaced), so a read of the header overlapping it may see a mixture that fails the header
-//! checksum. Every index entry has a rewrite generation ([`Entry::rewrite`]), bumped under the
-//! index lock when a rewrite starts (odd: in progress) and when it ends (even), whether its
-//! write completed, failed, or its future was dropped. A reader takes the generation before
-//! its read (in the same lock as its "still current" check) and, only when the header fails
-//! its checksum, once more after it: an odd or changed generation means a rewrite overlapped
-//! the read, so the header is not corrupt; the reader waits for the rewrite to end and reads
+//! checksum. The index has 12 bytes an object and no room for a per-record generation, so the
+//! store keeps a side table of the rewrites in progress ([`Rewrites`], keyed by location, as
+//! large as the rewrites in flight) and one store-wide counter bumped under its lock when any
+//! rewrite starts and when it ends, whether its write completed, failed, or its future was
+//! dropped. A reader's *generation* is (that counter, whether its record is in the table): it
+//! takes it before its read and, only when the header fails its checksum, once more after it.
+//! An in-progress or changed generation means a rewrite may have overlapped the read
+//! (conservative: another record's rewrite changes the counter too, and costs a retry read), so
+//! the header is not called corrupt; the reader waits for its record's rewrite to end and reads
 //! again, and never drops the record for it. The same generation means no rewrite overlapped
 //! it: the checksum failure is the disk's. Rewrites of one record are serialized (a second one
-//! waits for the first), so the index's meta and the header's end up the same. A reader that
-//! copies a record into the RAM tier does so only when no rewrite was in progress at its start,
-//! and drops its copy again when the generation moved meanwhile: the rewrite's end may have
-//! cleared the tier before the copy went in, and the copy would keep the old meta.
+//! waits for the first). A reader that copies a record into the RAM tier does so only when no
+//! rewrite of it was in progress at its start, and drops its copy again when the generation
+//! moved meanwhile: the rewrite's end may have cleared the tier before the copy went in, and
+//! the copy would keep the old meta.
 //!
 //! A rewrite whose future is dropped while its write is in flight ends its mark at the drop,
 //! and the write may still land after it; a reader overlapping that late write would see an
 //! unchanged generation. So a reader reads once more before it calls a header corrupt, as it
 //! did before the generation existed; only that late write racing both reads is left.
 //!
-//! This works across workers: the index and the [`Notify`] that wakes waiters are the
-//! [`Store`]'s, shared by every worker thread. The hot path costs nothing more: the generation
-//! comes with the lock `open` took anyway; the second look happens only on a checksum failure.
+//! This works across workers: the table and the [`Notify`] that wakes waiters are the
+//! [`Store`]'s, shared by every worker thread. The hot path costs one short lock of the table
+//! per open; the second look happens only on a checksum failure.
 //!
 //! [`StoreWorker::update_meta`]: super::StoreWorker::update_meta
-//! [`Entry::rewrite`]: super::state::Entry::rewrite
 //! [`Notify`]: tokio::sync::Notify
 
+use std::collections::HashSet;
 use std::pin::pin;
 
-use bytes::Bytes;
-
-use super::state::{Loc, entry_cost};
-use super::{INDEX_META_MAX, Store};
+use super::Store;
+use super::state::{Loc, LocId};
 
 /// Reads of one open that may find the header mid-rewrite before it gives up with
 /// `MissingOrReplaced` (the caller then fetches the object; nothing is dropped). Each waits
@@ -42,9 +43,25 @@ use super::{INDEX_META_MAX, Store};
 /// times during one open gets there.
 pub(crate) const REWRITE_RETRIES: u32 = 8;
 
-/// Whether a rewrite generation says a rewrite is in progress.
-pub(crate) fn in_progress(generation: u64) -> bool {
-    generation % 2 == 1
+/// The rewrites in progress, and a counter bumped at each begin and end.
+#[derive(Debug, Default)]
+pub(crate) struct Rewrites {
+    counter: u64,
+    in_progress: HashSet<LocId>,
+}
+
+/// What a reader compares before and after its read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Generation {
+    counter: u64,
+    in_progress: bool,
+}
+
+impl Generation {
+    /// A rewrite of the record was in progress.
+    pub fn in_progress(self) -> bool {
+        self.in_progress
+    }
 }
 
 /// What [`Store::begin_rewrite`] found.
@@ -55,34 +72,38 @@ pub(crate) enum Begin {
     Started,
     /// Another rewrite of this record is in progress.
     Busy,
-    /// The record is no longer indexed at this sequence, or its segment was reclaimed.
+    /// The record is no longer indexed at this location, or its segment was reclaimed.
     Gone,
 }
 
 impl Store {
-    /// The rewrite generation of (primary, variant) if the index still points at the record
-    /// with sequence `seq`; `None` when it was evicted, purged or replaced.
-    pub(crate) fn rewrite_gen(&self, primary: &[u8], variant: &[u8], seq: u64) -> Option<u64> {
-        self.lock()
-            .get(primary, variant)
-            .filter(|e| e.loc.seq == seq)
-            .map(|e| e.rewrite)
+    fn rewrites(&self) -> std::sync::MutexGuard<'_, Rewrites> {
+        match self.rewrites.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The rewrite generation of the record at `loc` if the index still has it under
+    /// `primary`; `None` when it was evicted, purged or replaced.
+    pub(crate) fn rewrite_gen(&self, primary: &[u8], loc: &Loc) -> Option<Generation> {
+        self.indexed(primary, loc)?;
+        let r = self.rewrites();
+        Some(Generation {
+            counter: r.counter,
+            in_progress: r.in_progress.contains(&loc.id()),
+        })
     }
 
     /// Wait until no rewrite of the record is in progress; its generation then, or `None`
     /// when it is no longer indexed.
-    pub(crate) async fn rewrite_settled(
-        &self,
-        primary: &[u8],
-        variant: &[u8],
-        seq: u64,
-    ) -> Option<u64> {
+    pub(crate) async fn rewrite_settled(&self, primary: &[u8], loc: &Loc) -> Option<Generation> {
         loop {
             // Registered before the look, so an end between the look and the wait wakes it.
             let mut ended = pin!(self.rewrites_done.notified());
             ended.as_mut().enable();
-            let g = self.rewrite_gen(primary, variant, seq)?;
-            if !in_progress(g) {
+            let g = self.rewrite_gen(primary, loc)?;
+            if !g.in_progress() {
                 return Some(g);
             }
             ended.await;
@@ -91,50 +112,35 @@ impl Store {
 
     /// Mark a rewrite of the record at `loc` in progress and pin its segment, unless another
     /// rewrite of it is in progress or it is gone.
-    pub(crate) fn begin_rewrite(&self, primary: &[u8], variant: &[u8], loc: &Loc) -> Begin {
+    pub(crate) fn begin_rewrite(&self, primary: &[u8], loc: &Loc) -> Begin {
         let mut st = self.lock();
-        match st.get(primary, variant).filter(|e| e.loc.seq == loc.seq) {
-            None => return Begin::Gone,
-            Some(e) if in_progress(e.rewrite) => return Begin::Busy,
-            Some(_) => {}
+        if self.indexed(primary, loc).is_none() {
+            return Begin::Gone;
+        }
+        let mut r = self.rewrites();
+        if r.in_progress.contains(&loc.id()) {
+            return Begin::Busy;
         }
         if !st.pin(loc.seg, loc.epoch) {
             return Begin::Gone;
         }
-        if let Some(e) = st.get_mut_at(primary, variant, loc.seq) {
-            e.rewrite += 1;
-        }
+        r.in_progress.insert(loc.id());
+        r.counter += 1;
         Begin::Started
     }
 
-    /// End a rewrite begun with [`Store::begin_rewrite`]: unpin, mark it ended, and with
-    /// `Some(meta)` (its header write completed) put the new meta into the index. The RAM tier
-    /// copy goes either way (a reader that copied in the old header meanwhile drops its copy
-    /// itself, see `StoreWorker::open`). Wakes the readers and rewriters waiting for it.
-    pub(crate) fn end_rewrite(
-        &self,
-        primary: &Bytes,
-        variant: &Bytes,
-        loc: &Loc,
-        meta: Option<Bytes>,
-    ) {
+    /// End a rewrite begun with [`Store::begin_rewrite`]: unpin and mark it ended. The RAM
+    /// tier copy goes either way (a reader that copied in the old header meanwhile drops its
+    /// copy itself, see `StoreWorker::open`). Wakes the readers and rewriters waiting for it.
+    pub(crate) fn end_rewrite(&self, loc: &Loc) {
         {
             let mut st = self.lock();
             st.unpin(loc.seg);
-            let mut cost = None;
-            if let Some(e) = st.get_mut_at(primary, variant, loc.seq) {
-                e.rewrite += 1;
-                if let Some(m) = meta {
-                    let before = entry_cost(primary, e);
-                    e.meta = (m.len() <= INDEX_META_MAX).then_some(m);
-                    cost = Some((before, entry_cost(primary, e)));
-                }
-            }
-            if let Some((before, after)) = cost {
-                st.index_bytes = st.index_bytes.saturating_sub(before) + after;
-            }
+            let mut r = self.rewrites();
+            r.in_progress.remove(&loc.id());
+            r.counter += 1;
         }
-        self.ram.remove(primary, variant);
+        self.ram.remove(loc.id());
         self.rewrites_done.notify_waiters();
     }
 }
@@ -143,17 +149,11 @@ impl Store {
 /// mid-write, so that no record stays marked (and its readers waiting) for ever.
 pub(crate) struct RewriteGuard<'a> {
     pub store: &'a Store,
-    pub primary: &'a Bytes,
-    pub variant: &'a Bytes,
     pub loc: &'a Loc,
-    /// Set once the new header is on disk: the meta the index takes at the end.
-    pub written: Option<Bytes>,
 }
 
 impl Drop for RewriteGuard<'_> {
     fn drop(&mut self) {
-        let meta = self.written.take();
-        self.store
-            .end_rewrite(self.primary, self.variant, self.loc, meta);
+        self.store.end_rewrite(self.loc);
     }
 }

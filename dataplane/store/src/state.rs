@@ -1,12 +1,23 @@
-//! The in-memory index and the per-segment bookkeeping, guarded by one mutex in [`Store`].
+//! Per-segment bookkeeping, guarded by one mutex in [`Store`], and the mapping between the
+//! compact index's records ([`Rec`]) and places on disk.
+//!
+//! The objects themselves are in [`crate::index::Index`] (sharded, under its own locks, 12
+//! bytes a slot). Lock order: the state mutex, then an index shard; never the other way.
+//! A record's identity is its location (segment, epoch, offset), never its sequence number.
 //!
 //! [`Store`]: super::Store
 
-use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
+use crate::index::{self, Displaced, Found, MAX_BLOCKS, Rec};
 
-/// Where one object lives: enough to read it with one I/O and to notice it was replaced.
+use super::{ObjectRef, Store};
+
+/// 4 KiB: the unit of the index's block numbers and lengths.
+const PAGE: u64 = 4096;
+
+/// Where one object lives. `seg`, `epoch` and `off` are its identity and what the index gives;
+/// `header_len`, `body_len` and `seq` come from its header (0 until it was read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Loc {
     pub seg: u32,
@@ -23,21 +34,23 @@ impl Loc {
     pub fn record_len(&self) -> u64 {
         super::record::record_len(u64::from(self.header_len), self.body_len)
     }
+
+    /// The record's identity.
+    pub fn id(&self) -> LocId {
+        LocId {
+            seg: self.seg,
+            epoch: self.epoch,
+            off: self.off,
+        }
+    }
 }
 
-/// One indexed variant.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub variant: Bytes,
-    pub loc: Loc,
-    /// The meta blob when it is small enough to keep in RAM.
-    pub meta: Option<Bytes>,
-    /// The whole body passed its block checksums on a read in this run (see
-    /// `StoreConfig::verify_every_read`).
-    pub verified: bool,
-    /// In-place header rewrites (`update_meta`) started and ended: odd while one is in
-    /// progress. See `src/rewrite.rs`.
-    pub rewrite: u64,
+/// A record's identity: its place in the log. Within an epoch an offset is written once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct LocId {
+    pub seg: u32,
+    pub epoch: u64,
+    pub off: u64,
 }
 
 #[derive(Debug, Default)]
@@ -47,120 +60,26 @@ pub(crate) struct Seg {
     pub write_off: u64,
     /// Writers and tombstone writers currently using this segment: it cannot be reclaimed.
     pub pins: u32,
-    /// Keys whose records were published in this epoch (some may have been replaced since).
-    pub keys: Vec<(Bytes, Bytes)>,
+    /// Indexed objects in this segment at this epoch, and their bytes (as the index counts
+    /// them: whole 4 KiB blocks).
+    pub objects: u64,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    pub index: HashMap<Bytes, Vec<Entry>>,
     pub segs: Vec<Seg>,
     pub active: Option<u32>,
     pub next_epoch: u64,
-    pub objects: u64,
-    pub bytes_used: u64,
-    /// Estimated heap bytes of the index (see [`entry_cost`]).
-    pub index_bytes: u64,
-    /// Variants kept per primary key at most (0: no cap); inserting one more drops the oldest.
-    pub max_variants: usize,
-    /// Variants [`State::insert`] dropped for the cap since the caller last drained this.
-    pub trimmed: Vec<(Bytes, Bytes)>,
+    /// The index shard the next reclaim sweeps.
+    pub sweep: usize,
     /// Variants dropped for the cap, all told.
     pub variants_trimmed: u64,
-}
-
-/// Estimated heap bytes of one index entry beyond its key, variant and meta bytes: hash map
-/// slot, the variant list, the entry itself, the segment's key list and allocator overhead.
-/// Measured with `examples/store_bench.rs`: 100,000 objects with 12-byte keys and 55-byte meta
-/// blobs took 62 MiB of RSS, about 650 bytes per object.
-pub const ENTRY_OVERHEAD: u64 = 576;
-
-/// Estimated heap bytes of an index entry.
-pub fn entry_cost(primary: &[u8], e: &Entry) -> u64 {
-    ENTRY_OVERHEAD
-        + primary.len() as u64
-        + e.variant.len() as u64
-        + e.meta.as_ref().map_or(0, |m| m.len() as u64)
+    /// Objects the index dropped at its memory bound, all told.
+    pub index_evictions: u64,
 }
 
 impl State {
-    /// The entry for (primary, variant), if any.
-    pub fn get(&self, primary: &[u8], variant: &[u8]) -> Option<&Entry> {
-        self.index
-            .get(primary)?
-            .iter()
-            .find(|e| e.variant == variant)
-    }
-
-    /// The entry for (primary, variant) if it is still the record with sequence `seq`.
-    pub fn get_mut_at(&mut self, primary: &[u8], variant: &[u8], seq: u64) -> Option<&mut Entry> {
-        self.index
-            .get_mut(primary)?
-            .iter_mut()
-            .find(|e| e.variant == variant && e.loc.seq == seq)
-    }
-
-    /// Insert or replace; returns the replaced location.
-    pub fn insert(&mut self, primary: Bytes, e: Entry) -> Option<Loc> {
-        self.objects += 1;
-        self.bytes_used += e.loc.record_len();
-        self.index_bytes += entry_cost(&primary, &e);
-        if let Some(s) = self.segs.get_mut(e.loc.seg as usize) {
-            s.keys.push((primary.clone(), e.variant.clone()));
-        }
-        let plen = primary.len() as u64;
-        let key = primary.clone();
-        let list = self.index.entry(primary).or_default();
-        if let Some(slot) = list.iter_mut().find(|x| x.variant == e.variant) {
-            let old = std::mem::replace(slot, e);
-            self.objects -= 1;
-            self.bytes_used -= old.loc.record_len();
-            let old_cost = entry_cost(&[], &old) + plen;
-            self.index_bytes = self.index_bytes.saturating_sub(old_cost);
-            return Some(old.loc);
-        }
-        list.push(e);
-        // Over the cap: the oldest variants (lowest sequence) go, so a key cannot grow without
-        // bound (`Vary: User-Agent` and random agents) and a lookup reads a bounded list.
-        let mut dropped = Vec::new();
-        while self.max_variants > 0 && list.len() > self.max_variants {
-            let Some(i) = list
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, x)| x.loc.seq)
-                .map(|(i, _)| i)
-            else {
-                break;
-            };
-            dropped.push(list.swap_remove(i));
-        }
-        for old in dropped {
-            self.objects -= 1;
-            self.bytes_used -= old.loc.record_len();
-            let cost = entry_cost(&[], &old) + plen;
-            self.index_bytes = self.index_bytes.saturating_sub(cost);
-            self.variants_trimmed += 1;
-            self.trimmed.push((key.clone(), old.variant));
-        }
-        None
-    }
-
-    /// Remove (primary, variant) if it is at exactly `seq` (or any seq when `None`).
-    pub fn remove(&mut self, primary: &[u8], variant: &[u8], seq: Option<u64>) -> Option<Loc> {
-        let list = self.index.get_mut(primary)?;
-        let i = list
-            .iter()
-            .position(|x| x.variant == variant && seq.is_none_or(|s| x.loc.seq == s))?;
-        let e = list.swap_remove(i);
-        if list.is_empty() {
-            self.index.remove(primary);
-        }
-        self.index_bytes = self.index_bytes.saturating_sub(entry_cost(primary, &e));
-        self.objects -= 1;
-        self.bytes_used -= e.loc.record_len();
-        Some(e.loc)
-    }
-
     /// Pin a segment if it still is at `epoch` (so it cannot be reclaimed while we write to it).
     pub fn pin(&mut self, seg: u32, epoch: u64) -> bool {
         match self.segs.get_mut(seg as usize) {
@@ -189,109 +108,249 @@ impl State {
             .map(|(i, _)| i as u32)
     }
 
-    /// Drop every index entry that lives in `seg` at its current epoch. Returns the dropped keys.
-    pub fn drop_segment(&mut self, seg: u32) -> Vec<(Bytes, Bytes)> {
-        let Some(s) = self.segs.get_mut(seg as usize) else {
-            return Vec::new();
-        };
-        let epoch = s.epoch;
-        let keys = std::mem::take(&mut s.keys);
-        let mut dropped = Vec::new();
-        for (p, v) in keys {
-            let hit = self
-                .get(&p, &v)
-                .is_some_and(|e| e.loc.seg == seg && e.loc.epoch == epoch);
-            if hit {
-                self.remove(&p, &v, None);
-                dropped.push((p, v));
-            }
+    pub fn objects(&self) -> u64 {
+        self.segs.iter().map(|s| s.objects).sum()
+    }
+
+    pub fn bytes_used(&self) -> u64 {
+        self.segs.iter().map(|s| s.bytes).sum()
+    }
+
+    fn add(&mut self, seg: u32, bytes: u64) {
+        if let Some(s) = self.segs.get_mut(seg as usize) {
+            s.objects += 1;
+            s.bytes += bytes;
         }
-        dropped
+    }
+
+    fn sub(&mut self, seg: u32, bytes: u64) {
+        if let Some(s) = self.segs.get_mut(seg as usize) {
+            s.objects = s.objects.saturating_sub(1);
+            s.bytes = s.bytes.saturating_sub(bytes);
+        }
+    }
+
+    /// Forget a reclaimed segment's objects (their index entries went stale with its epoch);
+    /// returns how many there were.
+    pub fn drop_segment(&mut self, seg: u32) -> u64 {
+        let Some(s) = self.segs.get_mut(seg as usize) else {
+            return 0;
+        };
+        s.bytes = 0;
+        std::mem::take(&mut s.objects)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What [`Store::index_insert`] displaced, as locations.
+#[derive(Debug, Default)]
+pub(crate) struct Inserted {
+    /// The record with the same key and variant tags (live).
+    pub replaced: Option<Loc>,
+}
 
-    fn entry(v: &'static [u8], seg: u32, seq: u64) -> Entry {
-        Entry {
-            variant: Bytes::from_static(v),
+impl Store {
+    /// The index hash of a primary key.
+    pub(crate) fn key_hash(&self, primary: &[u8]) -> u64 {
+        #[cfg(test)]
+        if let Some(f) = self.key_hash_override.get() {
+            return f(primary);
+        }
+        index::key_hash(self.nonce, primary)
+    }
+
+    /// The index tag of a variant key (see [`index::variant_tag`]).
+    pub fn variant_tag(&self, variant: &[u8]) -> u8 {
+        index::variant_tag(self.nonce, variant)
+    }
+
+    fn block_of(&self, seg: u32, off: u64) -> u32 {
+        ((u64::from(seg) * self.layout.segment_size + off) / PAGE) as u32
+    }
+
+    /// (segment, offset) of an index record.
+    fn place_of(&self, rec: Rec) -> (u32, u64) {
+        let at = u64::from(rec.block) * PAGE;
+        (
+            (at / self.layout.segment_size) as u32,
+            at % self.layout.segment_size,
+        )
+    }
+
+    fn epoch_of(&self, seg: u32) -> u64 {
+        self.epochs
+            .get(seg as usize)
+            .map_or(u64::MAX, |e| e.load(Ordering::Acquire))
+    }
+
+    /// An index record for a record at `loc` (its length from `loc`'s header fields).
+    pub(crate) fn rec_at(&self, loc: &Loc, verified: bool) -> Rec {
+        Rec {
+            block: self.block_of(loc.seg, loc.off),
+            blocks: (loc.record_len() / PAGE).min(u64::from(MAX_BLOCKS)) as u32,
+            epoch_lo: loc.epoch as u8,
+            verified,
+        }
+    }
+
+    /// Bytes an index record stands for (whole blocks; a lower bound for saturated lengths).
+    fn rec_bytes(rec: Rec) -> u64 {
+        u64::from(rec.blocks) * PAGE
+    }
+
+    /// The location of an index record, in its segment's current epoch. The header fields are
+    /// what the index knows: a 4 KiB header and the rest as body, enough for a tombstone (of a
+    /// saturated length the tombstone covers the first 256 MiB, and recovery steps over the
+    /// rest 4 KiB at a time: no header of that epoch starts there).
+    pub(crate) fn loc_of(&self, rec: Rec) -> Loc {
+        let (seg, off) = self.place_of(rec);
+        Loc {
+            seg,
+            epoch: self.epoch_of(seg),
+            off,
+            header_len: PAGE as u32,
+            body_len: Self::rec_bytes(rec).saturating_sub(PAGE),
+            seq: 0,
+        }
+    }
+
+    /// Whether an index record is current: its segment's epoch still has its low byte.
+    pub(crate) fn live(&self, rec: Rec) -> bool {
+        let (seg, _) = self.place_of(rec);
+        self.epochs
+            .get(seg as usize)
+            .is_some_and(|e| e.load(Ordering::Acquire) as u8 == rec.epoch_lo)
+    }
+
+    /// The order of records (larger is newer): their reservation order.
+    pub(crate) fn age(&self, rec: Rec) -> u64 {
+        let (seg, off) = self.place_of(rec);
+        (self.epoch_of(seg) << 32) | (off / PAGE)
+    }
+
+    /// The live index entries of a primary key, newest first.
+    pub(crate) fn found(&self, primary: &[u8]) -> Vec<Found> {
+        let h = self.key_hash(primary);
+        let mut found = self.index.lookup(h, &|r| self.live(r));
+        found.sort_by_key(|f| std::cmp::Reverse(self.age(f.rec)));
+        found
+    }
+
+    /// An unopened reference to an index entry.
+    pub(crate) fn ref_of(&self, primary: &[u8], f: Found) -> ObjectRef {
+        let loc = self.loc_of(f.rec);
+        ObjectRef {
+            variant_tag: f.vtag,
+            record_len: Self::rec_bytes(f.rec),
+            variant: bytes::Bytes::new(),
+            meta: bytes::Bytes::new(),
+            primary: bytes::Bytes::copy_from_slice(primary),
             loc: Loc {
-                seg,
-                epoch: 1,
-                off: 4096,
-                header_len: 4096,
-                body_len: 10,
-                seq,
+                header_len: 0,
+                body_len: 0,
+                ..loc
             },
-            meta: None,
-            verified: false,
-            rewrite: 0,
+            verified: f.rec.verified,
+            complete: false,
         }
     }
 
-    #[test]
-    fn insert_replace_remove_reclaim() {
-        let mut s = State {
-            segs: (0..2)
-                .map(|_| Seg {
-                    epoch: 1,
-                    ..Seg::default()
-                })
-                .collect(),
-            ..State::default()
-        };
-        let p = Bytes::from_static(b"k");
-        assert!(s.insert(p.clone(), entry(b"a", 0, 1)).is_none());
-        assert!(s.insert(p.clone(), entry(b"b", 0, 2)).is_none());
-        let old = s.insert(p.clone(), entry(b"a", 1, 3)).unwrap();
-        assert_eq!(old.seq, 1);
-        assert_eq!((s.objects, s.bytes_used), (2, 2 * 8192));
-        // reclaiming segment 0 drops only "b"; "a" moved to segment 1.
-        assert_eq!(s.drop_segment(0).len(), 1);
-        assert_eq!(s.objects, 1);
-        assert!(s.get(b"k", b"a").is_some());
-        assert!(s.remove(b"k", b"a", Some(99)).is_none());
-        assert!(s.remove(b"k", b"a", Some(3)).is_some());
-        assert!(s.index.is_empty());
-        assert_eq!((s.objects, s.bytes_used, s.index_bytes), (0, 0, 0));
+    /// Whether the index still has the record at `loc` under `primary` (and its segment is at
+    /// `loc`'s epoch); its `verified` flag when it has.
+    pub(crate) fn indexed(&self, primary: &[u8], loc: &Loc) -> Option<bool> {
+        if self.epoch_of(loc.seg) != loc.epoch {
+            return None;
+        }
+        let block = self.block_of(loc.seg, loc.off);
+        self.index
+            .lookup(self.key_hash(primary), &|r| self.live(r))
+            .into_iter()
+            .find(|f| f.rec.block == block)
+            .map(|f| f.rec.verified)
     }
 
-    #[test]
-    fn the_oldest_variant_goes_past_the_cap() {
-        let mut s = State {
-            segs: vec![Seg {
-                epoch: 1,
-                ..Seg::default()
-            }],
-            max_variants: 3,
-            ..State::default()
-        };
-        let p = Bytes::from_static(b"k");
-        let names: [&'static [u8]; 5] = [b"a", b"b", b"c", b"d", b"e"];
-        for (i, v) in names.iter().enumerate() {
-            s.insert(p.clone(), entry(v, 0, i as u64 + 1));
-        }
-        assert_eq!(s.index[&p].len(), 3);
-        assert!(s.get(b"k", b"a").is_none() && s.get(b"k", b"b").is_none());
-        assert!(s.get(b"k", b"e").is_some());
-        assert_eq!(s.objects, 3);
-        assert_eq!(s.bytes_used, 3 * 8192);
-        assert_eq!(s.variants_trimmed, 2);
-        let trimmed: Vec<_> = s.trimmed.iter().map(|(_, v)| v.clone()).collect();
-        assert_eq!(
-            trimmed,
-            [Bytes::from_static(b"a"), Bytes::from_static(b"b")]
+    /// Insert the record at `loc` (its segment pinned or the store private) as variant `vtag`
+    /// of `primary`, and account for what it displaced: the replaced record (returned, to
+    /// tombstone), variants over the cap and entries evicted at the index's bound (counted).
+    pub(crate) fn index_insert(
+        &self,
+        st: &mut State,
+        primary: &[u8],
+        vtag: u8,
+        loc: &Loc,
+        verified: bool,
+    ) -> Inserted {
+        let h = self.key_hash(primary);
+        let rec = self.rec_at(loc, verified);
+        let d: Displaced = self.index.insert(
+            h,
+            vtag,
+            rec,
+            self.cfg.max_variants_per_key,
+            &|r| self.live(r),
+            &|r| self.age(r),
         );
-        // Replacing a variant is not a new one: nothing more goes.
-        s.insert(p.clone(), entry(b"d", 0, 9));
-        assert_eq!(s.index[&p].len(), 3);
-        assert_eq!(s.variants_trimmed, 2);
-        // Removing all leaves the counts at zero.
-        for v in [b"c", b"d", b"e"] {
-            assert!(s.remove(b"k", v, None).is_some());
+        st.add(loc.seg, Self::rec_bytes(rec));
+        for t in &d.trimmed {
+            st.variants_trimmed += 1;
+            self.forget(st, *t);
         }
-        assert_eq!((s.objects, s.bytes_used, s.index_bytes), (0, 0, 0));
+        for e in &d.evicted {
+            st.index_evictions += 1;
+            let (seg, _) = self.place_of(*e);
+            st.sub(seg, Self::rec_bytes(*e));
+        }
+        let replaced = d.replaced.map(|r| {
+            let l = self.loc_of(r);
+            st.sub(l.seg, Self::rec_bytes(r));
+            self.ram.remove(l.id());
+            l
+        });
+        Inserted { replaced }
+    }
+
+    /// Account for a live entry that left the index.
+    fn forget(&self, st: &mut State, rec: Rec) -> Loc {
+        let l = self.loc_of(rec);
+        st.sub(l.seg, Self::rec_bytes(rec));
+        self.ram.remove(l.id());
+        l
+    }
+
+    /// Remove the entries of `primary` with variant tag `vtag` (all when `None`), or only the
+    /// one at `at`; returns the live ones removed. A key whose tag collides with `primary`'s may
+    /// lose an entry too (an object lost, never a wrong one served).
+    pub(crate) fn index_remove(
+        &self,
+        st: &mut State,
+        primary: &[u8],
+        vtag: Option<u8>,
+        at: Option<&Loc>,
+    ) -> Vec<Loc> {
+        let h = self.key_hash(primary);
+        if at.is_some_and(|l| self.epoch_of(l.seg) != l.epoch) {
+            return Vec::new();
+        }
+        let block = at.map(|l| self.block_of(l.seg, l.off));
+        self.index
+            .remove(h, vtag, block)
+            .into_iter()
+            .filter(|r| self.live(*r))
+            .map(|r| self.forget(st, r))
+            .collect()
+    }
+
+    /// Mark the record at `loc` verified, if the index still has it.
+    pub(crate) fn index_set_verified(&self, primary: &[u8], loc: &Loc) {
+        if self.epoch_of(loc.seg) == loc.epoch {
+            let block = self.block_of(loc.seg, loc.off);
+            self.index.set_verified(self.key_hash(primary), block);
+        }
+    }
+
+    /// Drop the stale entries of the next index shard (one per reclaim, so every entry is
+    /// looked at long before its segment's epoch low byte comes round again).
+    pub(crate) fn sweep_next(&self, st: &mut State) {
+        self.index.sweep(st.sweep, &|r| self.live(r));
+        st.sweep = st.sweep.wrapping_add(1);
     }
 }

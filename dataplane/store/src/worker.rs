@@ -7,9 +7,11 @@ use bytes::Bytes;
 
 use super::body::{DiskBody, Inner, Source, StoredObject, chunk_for, read_timed, verify_blocks};
 use super::growing::{Growing, Readable};
-use super::ram::RAM_MAX_RECORD;
+use super::index::MAX_BLOCKS;
+use super::ram::{Copy as RamCopy, RAM_MAX_RECORD};
 use super::record::{self, BLOCK, RecordHeader};
-use super::rewrite::{self, Begin, REWRITE_RETRIES, RewriteGuard};
+use super::rewrite::{Begin, REWRITE_RETRIES, RewriteGuard};
+use super::state::Loc;
 use super::writer::ObjectWriter;
 use super::{ObjectRef, Store, StoreError};
 use crate::io::threads::ThreadsEngine;
@@ -92,56 +94,48 @@ impl StoreWorker {
     }
 
     /// Open a looked-up object: from the RAM tier, or with one read of header and body (the
-    /// whole record when its body is at most one chunk (256 KiB), else the header and the
-    /// first 192 KiB of body).
-    /// The header's checksum, key, sequence and epoch are checked; a key mismatch (slot
-    /// reused) or an evicted, purged or replaced object is `MissingOrReplaced`. A small body is
-    /// verified here (`Corrupt` on mismatch); a large one as it streams.
+    /// whole record when it is at most one chunk (256 KiB), else the first chunk: the header
+    /// and as much body as fills it in whole 64 KiB blocks; a header longer than that is read
+    /// again whole). The header's checksum, primary key, epoch and length are checked: another
+    /// key's record (an index tag collision) or an evicted, purged or replaced object is
+    /// `MissingOrReplaced` (the caller tries its next candidate). A small body is verified
+    /// here (`Corrupt` on mismatch); a large one as it streams. The returned object carries
+    /// the complete ref ([`StoredObject::object_ref`]).
     ///
     /// A header rewritten by [`StoreWorker::update_meta`] (on any worker) while it is read
     /// comes back old or new, never as corruption: a read that fails the header checksum
-    /// while a rewrite overlapped it waits for the rewrite to end and reads again (see
+    /// while a rewrite may have overlapped it waits for the rewrite to end and reads again (see
     /// `src/rewrite.rs`); after `REWRITE_RETRIES` (8) such reads it is `MissingOrReplaced`,
     /// and the record stays.
     pub async fn open(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
         let store = &self.store;
         let loc = &r.loc;
-        let Some(mut generation) = store.rewrite_gen(&r.primary, &r.variant, loc.seq) else {
+        let Some(mut generation) = store.rewrite_gen(&r.primary, loc) else {
             return Err(StoreError::MissingOrReplaced);
         };
-        if let Some((meta, body)) = store.ram().get(&r.primary, &r.variant, loc.seq) {
+        if let Some(c) = store.ram().get(&r.primary, loc.id()) {
+            let body_len = c.body.len() as u64;
+            let object_ref = complete(r, c.variant, c.meta.clone(), c.header_len, body_len, c.seq);
             return Ok(StoredObject {
-                meta,
-                body_len: body.len() as u64,
+                meta: c.meta,
+                body_len,
                 source: Source::Ram,
-                inner: Inner::Whole(body),
+                object_ref,
+                inner: Inner::Whole(c.body),
             });
         }
-        let hl = u64::from(loc.header_len);
-        let rec_len = loc.record_len();
-        // A body of at most one chunk: one read of the whole record. Larger: the header and
-        // the first `chunk - 64 KiB` of body, so that the read fits a chunk-sized buffer (one
-        // size class for every buffer of a stream) and ends on a checksum block.
-        let whole = rec_len <= hl + self.chunk;
+        let rec_len = r.record_len;
+        // The index's length is exact below its saturation (256 MiB), a lower bound above.
+        let exact = rec_len < u64::from(MAX_BLOCKS) * 4096;
+        // At most one chunk: one read of the whole record. Larger: one chunk-sized read (one
+        // size class for every buffer of a stream) of the header and the first body blocks.
+        let whole = exact && rec_len <= self.chunk;
         // Only whole reads can be copied into RAM. `admit` counts the lookup in the tier's
-        // frequency sketch, so it runs once per disk hit of an eligible record. `Some(reserved)`:
-        // copy it in; index memory beyond the plan's index reserve comes out of the RAM tier.
-        let to_ram = if whole && rec_len <= RAM_MAX_RECORD {
-            let reserved = store.index_overflow();
-            store
-                .ram()
-                .admit(&r.primary, &r.variant, rec_len, reserved)
-                .then_some(reserved)
-        } else {
-            None
-        };
-        let first = if whole {
-            rec_len
-        } else {
-            hl + self.chunk - BLOCK
-        };
-        let alloc_len = if whole { first } else { first.max(self.chunk) };
-        let direct = loc.body_len >= store.config().direct_io_threshold;
+        // frequency sketch, so it runs once per disk hit of an eligible record.
+        let to_ram =
+            whole && rec_len <= RAM_MAX_RECORD && store.ram().admit(&r.primary, loc.id(), rec_len);
+        let mut want = if whole { rec_len } else { self.chunk };
+        let direct = rec_len >= store.config().direct_io_threshold;
         let file = FileId {
             seg: loc.seg,
             direct,
@@ -149,92 +143,122 @@ impl StoreWorker {
         let mut overlapped = 0;
         let mut reread = false;
         let (buf, hdr) = loop {
-            let buf = self.budget.alloc_first(alloc_len as usize).await;
-            let buf = read_timed(&self.io, store, file, buf, first, loc.off, None).await?;
+            let buf = self.budget.alloc_first(want as usize).await;
+            let buf = read_timed(&self.io, store, file, buf, want, loc.off, None).await?;
             if !store.epoch_is(loc.seg, loc.epoch) {
                 return Err(StoreError::MissingOrReplaced);
             }
-            if let Ok(h) = record::decode(&buf.as_slice()[..hl as usize], store.nonce()) {
+            let bytes = &buf.as_slice()[..want as usize];
+            if let Ok((hl, used)) = record::peek(bytes)
+                && used as u64 > want
+            {
+                // A header longer than the first read: read it whole.
+                want = hl;
+                continue;
+            }
+            if let Ok(h) = record::decode(bytes, store.nonce()) {
                 break (buf, h);
             }
             drop(buf);
-            let Some(now) = store.rewrite_gen(&r.primary, &r.variant, loc.seq) else {
+            let Some(now) = store.rewrite_gen(&r.primary, loc) else {
                 return Err(StoreError::MissingOrReplaced);
             };
-            if now != generation || rewrite::in_progress(generation) {
-                // An in-place rewrite overlapped the read: the header may be half written.
+            if now != generation || generation.in_progress() {
+                // An in-place rewrite may have overlapped the read: the header may be half
+                // written.
                 overlapped += 1;
                 if overlapped >= REWRITE_RETRIES {
                     return Err(StoreError::MissingOrReplaced);
                 }
                 generation = store
-                    .rewrite_settled(&r.primary, &r.variant, loc.seq)
+                    .rewrite_settled(&r.primary, loc)
                     .await
                     .ok_or(StoreError::MissingOrReplaced)?;
             } else if !reread {
-                // No rewrite the index knows of; a dropped one's write may still be landing.
+                // No rewrite the store knows of; a dropped one's write may still be landing.
                 reread = true;
             } else {
-                store.drop_corrupt(&r.primary, &r.variant, loc);
+                store.drop_corrupt(&r.primary, &index_loc(r));
                 return Err(StoreError::Corrupt("record header checksum"));
             }
         };
-        if hdr.is_dead()
-            || hdr.primary != r.primary
-            || hdr.variant != r.variant
-            || hdr.seq != loc.seq
-            || hdr.epoch != loc.epoch
-            || hdr.body_len != loc.body_len
-            || hdr.header_len != loc.header_len
-        {
+        let hl = u64::from(hdr.header_len);
+        let real_len = record::record_len(hl, hdr.body_len);
+        let len_ok = if exact {
+            real_len == rec_len
+        } else {
+            real_len >= rec_len
+        };
+        if hdr.is_dead() || hdr.primary != r.primary || hdr.epoch != loc.epoch || !len_ok {
             return Err(StoreError::MissingOrReplaced);
         }
+        let body_len = hdr.body_len;
+        let object_ref = complete(
+            r,
+            hdr.variant.clone(),
+            hdr.meta.clone(),
+            hdr.header_len,
+            body_len,
+            hdr.seq,
+        );
+        let full = object_ref.loc.clone();
         let data = Bytes::from_owner(buf);
         let trusted = store.trusts_body(r);
         if whole {
-            let body = data.slice(hl as usize..(hl + loc.body_len) as usize);
+            let body = data.slice(hl as usize..(hl + body_len) as usize);
             if !trusted {
                 if !verify_blocks(&hdr.crcs, 0, &body) {
-                    store.drop_corrupt(&r.primary, &r.variant, loc);
+                    store.drop_corrupt(&r.primary, &full);
                     return Err(StoreError::Corrupt("body checksum"));
                 }
-                store.mark_verified(&r.primary, &r.variant, loc.seq);
+                store.mark_verified(&r.primary, &full);
             }
-            if let Some(reserved) = to_ram.filter(|_| !rewrite::in_progress(generation)) {
+            if to_ram && !generation.in_progress() {
                 store.ram().insert(
-                    r.primary.clone(),
-                    r.variant.clone(),
-                    loc.seq,
-                    hdr.meta.clone(),
-                    Bytes::copy_from_slice(&body),
-                    reserved,
+                    loc.id(),
+                    RamCopy {
+                        primary: r.primary.clone(),
+                        variant: hdr.variant,
+                        meta: hdr.meta.clone(),
+                        header_len: hdr.header_len,
+                        seq: hdr.seq,
+                        body: Bytes::copy_from_slice(&body),
+                    },
                 );
                 // A rewrite that started since the read may have ended (and cleared the RAM
                 // copy) before this insert: its meta is newer than ours, drop our copy.
-                if store.rewrite_gen(&r.primary, &r.variant, loc.seq) != Some(generation) {
-                    store.ram().remove(&r.primary, &r.variant);
+                if store.rewrite_gen(&r.primary, loc) != Some(generation) {
+                    store.ram().remove(loc.id());
                 }
             }
             return Ok(StoredObject {
                 meta: hdr.meta,
-                body_len: loc.body_len,
+                body_len,
                 source: Source::Disk,
+                object_ref,
                 inner: Inner::Whole(body),
             });
         }
-        let first_body = data.slice(hl as usize..);
+        // The body bytes of the first read, in whole checksum blocks (or to the body's end).
+        let avail = (data.len() as u64).saturating_sub(hl).min(body_len);
+        let keep = if avail < body_len {
+            avail / BLOCK * BLOCK
+        } else {
+            avail
+        };
+        let first_body = data.slice(hl as usize..(hl + keep) as usize);
         Ok(StoredObject {
             meta: hdr.meta,
-            body_len: loc.body_len,
+            body_len,
             source: Source::Disk,
+            object_ref,
             inner: Inner::Disk(Box::new(DiskBody {
                 io: Rc::clone(&self.io),
                 budget: self.budget.clone(),
                 chunk: self.chunk,
                 store: Arc::clone(store),
                 primary: r.primary.clone(),
-                variant: r.variant.clone(),
-                loc: loc.clone(),
+                loc: full,
                 crcs: hdr.crcs,
                 trusted,
                 verified_to: 0,
@@ -302,50 +326,58 @@ impl StoreWorker {
     /// `MetaTooLarge` when it does not fit in the header's reserved space; the caller may then
     /// store the object again.
     ///
-    /// The record is marked as being rewritten in the index while the header is written, so
-    /// that readers on any worker ([`StoreWorker::open`]) take a half-written header for what
-    /// it is, and a second rewrite of the same record waits for this one (see
-    /// `src/rewrite.rs`).
+    /// The record is marked as being rewritten while the header is written, so that readers
+    /// on any worker ([`StoreWorker::open`]) take a half-written header for what it is, and a
+    /// second rewrite of the same record waits for this one (see `src/rewrite.rs`).
     pub async fn update_meta(&self, r: &ObjectRef, meta: Bytes) -> Result<(), StoreError> {
         let store = &self.store;
         let loc = &r.loc;
         loop {
-            match store.begin_rewrite(&r.primary, &r.variant, loc) {
+            match store.begin_rewrite(&r.primary, loc) {
                 Begin::Started => break,
                 Begin::Gone => return Err(StoreError::MissingOrReplaced),
                 Begin::Busy => {
                     store
-                        .rewrite_settled(&r.primary, &r.variant, loc.seq)
+                        .rewrite_settled(&r.primary, loc)
                         .await
                         .ok_or(StoreError::MissingOrReplaced)?;
                 }
             }
         }
-        let mut guard = RewriteGuard {
-            store,
-            primary: &r.primary,
-            variant: &r.variant,
-            loc,
-            written: None,
-        };
-        self.rewrite_header(r, meta.clone()).await?;
-        guard.written = Some(meta);
-        Ok(())
+        let _guard = RewriteGuard { store, loc };
+        self.rewrite_header(r, meta).await
     }
 
     async fn rewrite_header(&self, r: &ObjectRef, meta: Bytes) -> Result<(), StoreError> {
         let store = &self.store;
         let loc = &r.loc;
-        let hl = u64::from(loc.header_len);
         let file = FileId {
             seg: loc.seg,
             direct: true,
         };
-        let buf = self.budget.alloc(hl as usize).await;
-        let buf = read_timed(&self.io, store, file, buf, hl, loc.off, None).await?;
+        // The whole header: its length from the ref when complete, else from its first block.
+        let mut want = if r.complete {
+            u64::from(loc.header_len)
+        } else {
+            4096
+        };
+        let buf = loop {
+            let buf = self.budget.alloc(want as usize).await;
+            let buf = read_timed(&self.io, store, file, buf, want, loc.off, None).await?;
+            match record::peek(buf.as_slice()) {
+                Ok((hl, _)) if hl > want => want = hl,
+                _ => break buf,
+            }
+        };
         let h = record::decode(buf.as_slice(), store.nonce())
             .map_err(|_| StoreError::Corrupt("record header checksum"))?;
-        if h.is_dead() || h.primary != r.primary || h.variant != r.variant || h.seq != loc.seq {
+        let hl = u64::from(h.header_len);
+        let same = !h.is_dead()
+            && h.primary == r.primary
+            && h.epoch == loc.epoch
+            && hl <= want
+            && (!r.complete || (h.variant == r.variant && h.seq == loc.seq));
+        if !same {
             return Err(StoreError::MissingOrReplaced);
         }
         if meta.len() > h.meta_cap as usize {
@@ -371,6 +403,40 @@ impl StoreWorker {
             return Err(e.into());
         }
         Ok(())
+    }
+}
+
+/// `r` completed with its header's fields.
+fn complete(
+    r: &ObjectRef,
+    variant: Bytes,
+    meta: Bytes,
+    header_len: u32,
+    body_len: u64,
+    seq: u64,
+) -> ObjectRef {
+    ObjectRef {
+        variant,
+        meta,
+        loc: Loc {
+            header_len,
+            body_len,
+            seq,
+            ..r.loc.clone()
+        },
+        complete: true,
+        ..r.clone()
+    }
+}
+
+/// `r`'s location with the lengths the index knows (a 4 KiB header, the rest as body): enough
+/// to tombstone it when its header cannot be read.
+fn index_loc(r: &ObjectRef) -> Loc {
+    Loc {
+        header_len: 4096,
+        body_len: r.record_len.saturating_sub(4096),
+        seq: 0,
+        ..r.loc.clone()
     }
 }
 
@@ -543,7 +609,8 @@ mod tests {
                 for _ in 0..2 {
                     assert!(reader.open(&r).await.unwrap().meta == meta(b'n'));
                 }
-                assert!(store.lookup(&key)[0].meta == meta(b'n'));
+                let fresh = store.lookup(&key).remove(0);
+                assert!(reader.open(&fresh).await.unwrap().meta == meta(b'n'));
                 rewriter = Rc::try_unwrap(rw).ok().unwrap();
             }
             assert_eq!(store.stats().ram_tier_objects, u64::from(ram > 0));

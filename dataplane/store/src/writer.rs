@@ -16,8 +16,8 @@ use edgecache_host::Charge;
 use super::growing::Growing;
 use super::metrics::Counters;
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
-use super::state::{Entry, Loc};
-use super::{INDEX_META_MAX, Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
+use super::state::Loc;
+use super::{Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
 use crate::io::{AlignedBuf, FileId, IoBudget, WorkerIo, write_all_at};
 
 /// Size of the staging buffer: one O_DIRECT write per 256 KiB of body.
@@ -338,23 +338,18 @@ impl ObjectWriter {
             Counters::inc(&self.store.counters().write_errors);
             return self.fail(e.into());
         }
-        let entry = Entry {
-            variant: self.variant.clone(),
-            meta: (self.meta.len() <= INDEX_META_MAX).then(|| self.meta.clone()),
-            loc: Loc {
-                seg: res.seg,
-                epoch: res.epoch,
-                off: res.off,
-                header_len: self.header_len as u32,
-                body_len: self.len,
-                seq,
-            },
-            verified: false,
-            rewrite: 0,
+        let loc = Loc {
+            seg: res.seg,
+            epoch: res.epoch,
+            off: res.off,
+            header_len: self.header_len as u32,
+            body_len: self.len,
+            seq,
         };
         // Published: from here on, Drop must not tombstone our record.
         self.res = None;
-        let stale = self.store.publish(self.primary.clone(), entry, self.mark);
+        let vtag = self.store.variant_tag(&self.variant);
+        let stale = self.store.publish(&self.primary, vtag, loc, self.mark);
         self.store.unpin(res.seg);
         if let Some(g) = self.growing.take() {
             g.end(true, &header.crcs);

@@ -152,10 +152,10 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
         put(&w, "/v", "br", "m-br", b"br body", true, 3)
             .await
             .unwrap();
-        let refs = store.lookup(b"/v");
-        assert_eq!(refs.len(), 2);
-        for r in &refs {
-            assert!(r.meta_in_index());
+        assert_eq!(store.lookup(b"/v").len(), 2);
+        let both = refs(&w, "/v").await;
+        assert_eq!(both.len(), 2);
+        for r in &both {
             let want: &[u8] = if r.variant == "gzip" {
                 b"m-gz"
             } else {
@@ -173,15 +173,15 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
             )
             .unwrap();
         wr.write(Bytes::from_static(b"new")).await.unwrap();
-        let before = store
-            .lookup(b"/v")
+        let before = refs(&w, "/v")
+            .await
             .into_iter()
             .find(|r| r.variant == "gzip")
             .unwrap();
         assert_eq!(before.meta, "m-gz");
         wr.finish().await.unwrap();
-        let after = store
-            .lookup(b"/v")
+        let after = refs(&w, "/v")
+            .await
             .into_iter()
             .find(|r| r.variant == "gzip")
             .unwrap();
@@ -198,8 +198,8 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
         w.update_meta(&after, Bytes::from_static(b"revalidated"))
             .await
             .unwrap();
-        let r = store
-            .lookup(b"/v")
+        let r = refs(&w, "/v")
+            .await
             .into_iter()
             .find(|r| r.variant == "gzip")
             .unwrap();
@@ -223,7 +223,7 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
             .await
             .unwrap();
         let r = &store.lookup(b"/bigmeta")[0];
-        assert!(!r.meta_in_index() && r.meta.is_empty());
+        assert!(!r.is_complete() && r.meta.is_empty() && r.body_len().is_none());
         assert_eq!(w.open(r).await.unwrap().meta, meta.as_bytes());
         assert_eq!(store.remove(b"/gone"), 1);
     });
@@ -421,7 +421,7 @@ fn flipped_body_byte_is_not_served(engine: EngineChoice) {
             .unwrap();
 
         // Large object: the stream yields verified chunks, then an error at the bad block.
-        let r = &store.lookup(b"/big")[0];
+        let r = &opened(&w, "/big").await;
         let loc = r.location();
         flip_byte(
             &store.segment_path(loc.segment),
@@ -444,7 +444,7 @@ fn flipped_body_byte_is_not_served(engine: EngineChoice) {
         assert_eq!(store.stats().corrupt_dropped, 1);
 
         // Small object: verified at open.
-        let r = &store.lookup(b"/small")[0];
+        let r = &opened(&w, "/small").await;
         let loc = r.location();
         flip_byte(&store.segment_path(loc.segment), loc.body_offset + 9_999);
         assert_eq!(w.open(r).await.unwrap_err().kind(), "corrupt");
@@ -467,9 +467,9 @@ fn torn_header_is_not_served(engine: EngineChoice) {
                 .await
                 .unwrap();
         }
-        let a = store.lookup(b"/a")[0].location();
-        let c = store.lookup(b"/c")[0].location();
-        let b = store.lookup(b"/b")[0].location();
+        let a = opened(&w, "/a").await.location();
+        let c = opened(&w, "/c").await.location();
+        let b = opened(&w, "/b").await.location();
         assert_eq!((a.segment, b.segment), (c.segment, c.segment));
         (
             store.segment_path(a.segment),
@@ -636,7 +636,7 @@ fn direct_reads_leave_no_page_cache(engine: EngineChoice) {
             assert!(get(&w, "/big").await.unwrap().1 == big);
             assert!(get(&w, "/small").await.unwrap().1 == small);
         }
-        let b = store.lookup(b"/big")[0].location();
+        let b = opened(&w, "/big").await.location();
         let cached = cached_pages(
             &store.segment_path(b.segment),
             b.offset,
@@ -647,7 +647,7 @@ fn direct_reads_leave_no_page_cache(engine: EngineChoice) {
             "{cached} pages of the O_DIRECT object are in page cache"
         );
         // The check itself works: the small object is read through the page cache.
-        let s = store.lookup(b"/small")[0].location();
+        let s = opened(&w, "/small").await.location();
         let cached = cached_pages(&store.segment_path(s.segment), s.body_offset, 40_000);
         assert!(cached >= 9, "buffered read left only {cached} pages cached");
     });
@@ -826,7 +826,7 @@ fn body_checks_stop_after_a_whole_read_until_restart(engine: EngineChoice) {
             assert_eq!(store.stats().body_checks_skipped, 2 * round);
         }
         assert_eq!(store.stats().corrupt_dropped, 0);
-        flip_big_and_small(&store);
+        flip_big_and_small(&w).await;
     });
     drop(store);
     // After a restart nothing is trusted: both bad bodies are found and dropped.
@@ -859,7 +859,7 @@ fn verify_every_read_checks_every_read(engine: EngineChoice) {
             assert!(get(&w, "/big").await.unwrap().1 == big);
             assert!(get(&w, "/small").await.unwrap().1 == small);
         }
-        flip_big_and_small(&store);
+        flip_big_and_small(&w).await;
         assert!(get(&w, "/big").await.is_none(), "bad big body not served");
         assert!(
             get(&w, "/small").await.is_none(),
@@ -878,10 +878,13 @@ async fn put_big_and_small(w: &StoreWorker, big: &[u8], small: &[u8]) {
 }
 
 /// Flip a byte in the first 64 KiB block of both bodies.
-fn flip_big_and_small(store: &edgecache_store::Store) {
-    for key in [&b"/big"[..], b"/small"] {
-        let loc = store.lookup(key)[0].location();
-        flip_byte(&store.segment_path(loc.segment), loc.body_offset + 9_000);
+async fn flip_big_and_small(w: &StoreWorker) {
+    for key in ["/big", "/small"] {
+        let loc = opened(w, key).await.location();
+        flip_byte(
+            &w.store().segment_path(loc.segment),
+            loc.body_offset + 9_000,
+        );
     }
 }
 
@@ -1175,7 +1178,7 @@ fn meta_rewrites_racing_reads_never_drop_the_object(engine: EngineChoice) {
         for (k, _) in keys {
             for _ in 0..3 {
                 let r = &store.lookup(k.as_bytes())[0];
-                assert_eq!(meta_version(&r.meta, META), None, "too large for the index");
+                assert_eq!(meta_version(&r.meta, META), None, "a candidate has no meta");
                 let obj = w.open(r).await.unwrap();
                 assert_eq!(meta_version(&obj.meta, META), Some(REWRITES), "{k}");
             }

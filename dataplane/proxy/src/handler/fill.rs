@@ -117,13 +117,15 @@ async fn follow(
         // Too large to replay from memory, and not stored as it arrives (unknown length):
         // wait for the stored copy.
         if flight.ended().await == End::Complete
-            && let Selected::One(r, stored) = select(ctx, &key, &parts.headers).await
+            && let Selected::One(r, stored, obj) = select(ctx, &key, &parts.headers).await
         {
             let now = ctx.shared.clock.now();
             let status = CacheStatus::hit(&ctx.policy.name)
                 .ttl(stored.freshness(now, &ctx.policy).ttl())
                 .collapsed(true);
-            if let Some(resp) = serve_stored(ctx, &parts, peer, &r, &stored, now, status).await {
+            if let Some(resp) =
+                serve_stored(ctx, &parts, peer, &r, Some(obj), &stored, now, status).await
+            {
                 return resp;
             }
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use edgecache_store::EngineChoice;
-use edgecache_store::{Store, StoreConfig, StoreError, StoreWorker, StoredObject};
+use edgecache_store::{ObjectRef, Store, StoreConfig, StoreError, StoreWorker, StoredObject};
 use futures_util::StreamExt;
 
 pub const MIB: u64 = 1 << 20;
@@ -30,6 +30,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
         reads_in_flight: 16,
         verify_every_read: false,
         max_variants_per_key: 32,
+        index_bytes: 0,
     }
 }
 
@@ -95,12 +96,36 @@ pub async fn collect(
     Ok(out)
 }
 
-/// Open the only variant of `key` and read it whole: (meta, body).
+/// The complete refs of a key's stored objects (each candidate opened; those that are not the
+/// key's, or gone, left out), newest first.
+pub async fn refs(w: &StoreWorker, key: &str) -> Vec<ObjectRef> {
+    let mut out = Vec::new();
+    for r in w.store().lookup(key.as_bytes()) {
+        if let Ok(o) = w.open(&r).await {
+            out.push(o.object_ref);
+        }
+    }
+    out
+}
+
+/// The complete ref of the newest object of `key` (panics when there is none).
+pub async fn opened(w: &StoreWorker, key: &str) -> ObjectRef {
+    refs(w, key)
+        .await
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{key} is not stored"))
+}
+
+/// Open the newest object of `key` and read it whole: (meta, body).
 pub async fn get(w: &StoreWorker, key: &str) -> Option<(Bytes, Vec<u8>)> {
-    let refs = w.store().lookup(key.as_bytes());
-    let r = refs.first()?;
-    let obj = w.open(r).await.ok()?;
-    let meta = obj.meta.clone();
-    let body = collect(obj, None).await.ok()?;
-    Some((meta, body))
+    for r in w.store().lookup(key.as_bytes()) {
+        let Ok(obj) = w.open(&r).await else {
+            continue;
+        };
+        let meta = obj.meta.clone();
+        let body = collect(obj, None).await.ok()?;
+        return Some((meta, body));
+    }
+    None
 }
