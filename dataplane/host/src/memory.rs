@@ -105,9 +105,10 @@ pub struct MemoryPlan {
     /// is left after headroom, base and buffers, at most [`IN_FLIGHT_MAX`] ([`IN_FLIGHT_NO_LIMIT`]
     /// without a limit).
     pub in_flight: u64,
-    /// Reserved for the store's index (it holds each object's key and, for most, its response
-    /// head) and per-connection state, which grow with the number of objects and clients: half of
-    /// what is left after headroom, base, buffers and in-flight bytes ([`INDEX_SHARE_PERCENT`]).
+    /// Reserved for the store's index (about 15 bytes per object, bounded by three quarters of
+    /// this: the store evicts at it) and per-connection state (the other quarter), which grow
+    /// with the number of objects and clients: half of what is left after headroom, base,
+    /// buffers and in-flight bytes ([`INDEX_SHARE_PERCENT`]).
     pub index_reserve: u64,
     /// The in-memory object tier.
     pub ram_tier: u64,

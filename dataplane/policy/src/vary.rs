@@ -146,57 +146,6 @@ pub fn select<'a>(
         })
 }
 
-/// Which of a URI's stored variants, given by their secondary keys as indexed
-/// ([`VaryKey::to_bytes`]), `request` can match: the indices whose key equals the request's own
-/// key for the same field names. Only those need their stored response decoded and checked
-/// ([`StoredResponse::matches`]), so a lookup decodes one variant however many are stored.
-/// A key that cannot be read is kept as a candidate (the full check decides).
-pub fn candidates(variant_keys: &[&[u8]], request: &HeaderMap) -> Vec<usize> {
-    // The request's key for each distinct list of names (variants of a URI usually share one).
-    let mut keys: Vec<(Vec<&[u8]>, Vec<u8>)> = Vec::new();
-    let mut out = Vec::new();
-    for (i, stored) in variant_keys.iter().enumerate() {
-        let Some(names) = key_names(stored) else {
-            out.push(i);
-            continue;
-        };
-        let own = match keys.iter().position(|(n, _)| *n == names) {
-            Some(k) => &keys[k].1,
-            None => {
-                let parsed: Option<Vec<HeaderName>> = names
-                    .iter()
-                    .map(|n| HeaderName::from_bytes(n).ok())
-                    .collect();
-                let Some(parsed) = parsed else {
-                    out.push(i);
-                    continue;
-                };
-                let own = VaryKey::for_request(&parsed, request).to_bytes();
-                keys.push((names, own));
-                &keys[keys.len() - 1].1
-            }
-        };
-        if own.as_slice() == *stored {
-            out.push(i);
-        }
-    }
-    out
-}
-
-/// The field names of an indexed secondary key (`name:value\n` or `name!\n` lines); `None`
-/// when it is not in that form.
-fn key_names(key: &[u8]) -> Option<Vec<&[u8]>> {
-    let mut names = Vec::new();
-    for line in key.split(|&b| b == b'\n') {
-        if line.is_empty() {
-            continue;
-        }
-        let end = line.iter().position(|&b| b == b':' || b == b'!')?;
-        names.push(&line[..end]);
-    }
-    Some(names)
-}
-
 /// Whether two stored responses are variants of each other that a new one should replace (it
 /// answered a request with the same secondary key).
 pub fn same_variant(a: &StoredResponse, b: &StoredResponse) -> bool {

@@ -22,7 +22,8 @@
 //!                                Bytes::from_static(b"meta"), Some(5))?;
 //!     wr.write(Bytes::from_static(b"hello")).await?;
 //!     wr.finish().await?;
-//!     // Hit: look up the variants, open one, stream its verified body.
+//!     // Hit: look up the candidates (no disk read), open the newest (its header says whose
+//!     // and which variant it is), stream its verified body.
 //!     let r = &store.lookup(b"GET example.com/a")[0];
 //!     let obj = w.open(r).await?;
 //!     let mut body = std::pin::pin!(obj.body(None));
@@ -35,8 +36,24 @@
 //! ```
 //!
 //! # The disk store
-//! A log of records over a fixed set of pre-allocated segment files, an
-//! in-memory index, a RAM tier for small hot objects, and FIFO eviction of whole segments.
+//! A log of records over a fixed set of pre-allocated segment files, a compact in-memory index
+//! (12 bytes a slot, about 15 per object, whatever the key, headers or Vary: see
+//! `src/index.rs`), a RAM tier for small hot objects, and FIFO eviction of whole segments.
+//!
+//! # The index
+//! Keys, variant keys and meta live only in the record headers on disk. The index keeps per
+//! object a 24-bit tag of the primary key's hash (xxh3 seeded with the store's nonce), a
+//! 7-bit tag of the variant key, the record's block and length, its segment's epoch low byte
+//! and a `verified` bit. [`Store::lookup`] returns the live entries with the key's tag,
+//! newest first (by reservation order), as candidates, with no disk read; a key it does not
+//! know is a miss that reads nothing. [`StoreWorker::open`] reads the record and checks its
+//! header's primary key, so a tag collision costs one extra read and never serves another
+//! key's object. Variants with equal tags, and keys with equal tags in one window, look the
+//! same to the index: the newer replaces the older (an object lost early, never a wrong one
+//! served), and a purge by key or variant may drop such a neighbour too. A record's identity
+//! is its location (segment, epoch, offset). The index grows by doublings up to
+//! `StoreConfig::index_bytes` (the memory plan's share); at that bound it evicts instead
+//! (`StoreStats::index_evictions`, `index_bytes`, `index_bound_bytes`).
 //!
 //! # Layout
 //! The cache directory holds `store.super` (nonce and layout) and `seg-NNNN.dat` segment files,
@@ -64,17 +81,17 @@
 //!   back at the next start (at most one live header per key on disk).
 //! - [`StoreWorker::update_meta`] (after a 304 revalidation) rewrites a record's header in
 //!   place, within the meta room reserved in it. That write is not atomic, and readers on any
-//!   worker may read the header meanwhile: the index marks the record as being rewritten (a
-//!   rewrite generation, see `src/rewrite.rs`), so a reader that finds the header failing
-//!   its checksum while a rewrite overlapped its read waits for the rewrite to end and reads
-//!   again (old or new meta, never a reason to drop the record), and rewrites of one record run
-//!   one at a time.
+//!   worker may read the header meanwhile: the store marks the record as being rewritten (a
+//!   side table of rewrites in progress and a store-wide generation, see `src/rewrite.rs`), so
+//!   a reader that finds the header failing its checksum while a rewrite may have overlapped
+//!   its read waits for the rewrite to end and reads again (old or new meta, never a reason to
+//!   drop the record), and rewrites of one record run one at a time.
 //! - All writes use O_DIRECT (records are aligned), so writing does not fill the page cache.
 //!   Objects below `direct_io_threshold` are read through the page cache (buffered), larger ones
 //!   with O_DIRECT.
 //!
 //! # Checksums
-//! Every read checks the record header (its crc32c, key, sequence number and epoch) and the
+//! Every read checks the record header (its crc32c, primary key, epoch and length) and the
 //! segment's epoch. Bodies are checked against their 64 KiB block checksums until a read has
 //! passed the whole body once in this run; the index then marks the record verified and later
 //! reads of it skip the body checksums (counted as `body_checks_skipped`), unless
@@ -88,9 +105,10 @@
 //!
 //! # Eviction: FIFO over whole segments
 //! When the active segment is full, the segment with the oldest epoch that no writer is using
-//! becomes active: all its index entries are dropped (counted as evictions), its epoch is set to
-//! the newest, and its segment header is rewritten (synchronously, once per segment) before any
-//! record of the new epoch. Readers check the segment's epoch after every read, so a reader
+//! becomes active: its objects are counted as evictions, its epoch is set to the newest (its
+//! index entries go stale at once, and leave the index lazily: see `src/index.rs`), one index
+//! shard is swept of stale entries, and its segment header is rewritten (synchronously, once
+//! per segment) before any record of the new epoch. Readers check the segment's epoch after every read, so a reader
 //! racing with a reclaim gets `MissingOrReplaced`, never another object's bytes.
 //! FIFO over segments was chosen over LRU because it keeps writes purely sequential (no
 //! compaction, no write amplification, no per-object free-space map), makes eviction O(objects
@@ -106,8 +124,9 @@
 //! which the kernel may keep.
 //!
 //! # Reads and buffer memory
-//! [`StoreWorker::open`] reads header and body with one I/O when the body is at most one chunk
-//! (256 KiB), else the header and the first 192 KiB; the rest streams in 256 KiB chunks, one
+//! [`StoreWorker::open`] reads header and body with one I/O when the record is at most one
+//! chunk (256 KiB), else one chunk: the header and the body's first whole 64 KiB blocks in it
+//! (192 KiB after a 4 KiB header); the rest streams in 256 KiB chunks, one
 //! read ahead when the budget and the store's read slots (`StoreConfig::reads_in_flight`) have
 //! room (see `src/body.rs`). Every read and write buffer of a worker comes from its
 //! [`IoBudget`](crate::io::IoBudget) (`crate::io::budget`): a hard bound on the bytes of
@@ -124,13 +143,10 @@
 //! A consumer that keeps more than the budget's worth of a stream's chunks alive while
 //! polling for more would wait forever; the proxy drops each chunk once hyper has written it.
 //!
-//! The in-memory index costs about 650 bytes per object plus its keys and in-index meta
-//! (measured: 100,000 objects with short keys took 62 MiB). It is not bounded by the budget
-//! above: the memory plan reserves room for it ([`Store::set_index_reserve`]), and the RAM tier
-//! gives up its own bytes for whatever the index takes beyond that reserve ([`Store::index_bytes`]
-//! minus the reserve is subtracted from `ram_tier_bytes`), so index and RAM tier together stay
-//! within their shares of the memory plan (within about 10%: allocator fragmentation, see
-//! `src/ram.rs`).
+//! The index is not in the budget above either: it takes 12 bytes a slot (about 15 per object;
+//! `examples/index_scale.rs`, bench/BENCHMARKS.md "Store index at scale") and never more than
+//! `StoreConfig::index_bytes`, the memory plan's index share (0: room for the disk's capacity
+//! in 8 KiB records), so it needs nothing from the RAM tier's share.
 //!
 //! # CPU per hit: measurements
 //! `examples/store_bench.rs` (one worker on a `tokio_uring` runtime pinned to CPU 1, 64 tasks
@@ -158,10 +174,9 @@
 //! - The rest of a 100 KiB read is the kernel's O_DIRECT path (about 25%: `iomap_dio_rw`,
 //!   page pinning, virtio notification) and a few % of index lookup (SipHash, key compares)
 //!   and header decoding (three small copies).
-//! - Small objects are one buffered read of header and body (8 KiB for a 4 KiB object), and
-//!   the index lock is taken twice per hit (lookup, then the still-current check in `open`,
-//!   which also takes the record's rewrite generation), uncontended
-//!   with one worker.
+//! - Small objects are one buffered read of header and body (8 KiB for a 4 KiB object). (These
+//!   figures predate the compact index: a hit now takes one index shard lock for the lookup
+//!   and one for the still-current check in `open`, plus the rewrite table's lock.)
 //!
 //! # Recovery
 //! [`Store::open`] takes an exclusive lock on `store.lock` (one process per directory), deletes
@@ -188,6 +203,14 @@
 //!   late write still drops the record as corrupt (see `src/rewrite.rs`).
 //! - The synchronous writes (segment header on reclaim, tombstones on abort, purge and
 //!   corruption) block the calling worker for one 4 KiB write each.
+//! - Index tags: variants of one key whose 7-bit tags collide replace each other (a key with
+//!   ten variants has such a pair about one time in three), and so do two keys whose 24-bit
+//!   tags collide in one index window (rare); a purge by key or variant may remove such a
+//!   neighbour. An object lost, never a wrong one served.
+//! - Below its bound, the index still drops a few objects early (about 3 in 10,000 measured):
+//!   an insert into two full windows of a shard under 7/8 load evicts their oldest rather than
+//!   doubling the shard. They are counted in `index_evictions`.
+//! - Block numbers are 32-bit: a store of more than 16 TiB is not supported.
 
 mod body;
 mod dir;

@@ -41,9 +41,9 @@ impl Store {
         if let Some(a) = st.active.take() {
             self.seal(a, &st.segs[a as usize]);
         }
-        // Its index entries go stale with the epoch (and leave the index lazily); RAM tier
-        // copies of them can no longer be found (they are keyed by location) and leave by CLOCK.
+        // Its index entries go stale with the epoch (and leave the index lazily).
         let dropped = st.drop_segment(v);
+        self.ram.drop_segment(v);
         self.counters
             .evictions
             .fetch_add(dropped, Ordering::Relaxed);

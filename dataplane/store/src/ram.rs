@@ -22,8 +22,8 @@
 //! - Coherence: entries are keyed by the location of the disk record they copy (segment,
 //!   epoch, offset: written once) and carry its primary key, variant key, meta and lengths, so
 //!   a RAM hit needs no disk read. A lookup only uses an entry for a location the index still
-//!   has under the same primary key; purges, replacements and rewrites remove entries, and
-//!   copies of records in a reclaimed segment (no longer found) leave by CLOCK.
+//!   has under the same primary key; purges, replacements, rewrites, index evictions and
+//!   segment reclaims remove entries.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -276,6 +276,22 @@ impl RamTier {
         if let Some(s) = g.map.remove(&at) {
             g.bytes -= s.cost();
         }
+    }
+
+    /// Drop the copies of records in segment `seg` (reclaimed: they can no longer be found).
+    pub fn drop_segment(&self, seg: u32) {
+        if !self.enabled() {
+            return;
+        }
+        let mut g = self.lock();
+        let Inner { map, bytes, .. } = &mut *g;
+        map.retain(|k, s| {
+            let keep = k.seg != seg;
+            if !keep {
+                *bytes -= s.cost();
+            }
+            keep
+        });
     }
 
     /// (bytes, objects)

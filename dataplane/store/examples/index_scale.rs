@@ -1,0 +1,236 @@
+//! The store's index at scale: RAM per object, lookup cost, disk reads per miss.
+//!
+//! Store mode (the default) fills a store in a temporary directory under `/var/tmp`, sized to
+//! hold them, with `--count` objects of `--body` bytes under 60-byte keys through the store API
+//! (one worker, io_uring), then reports the process RSS growth per object, the index's own
+//! bytes per object, the time of a lookup (hits and misses, index only), the time of a hit
+//! opened and read, and the disk reads of the misses. The directory is deleted at the end.
+//!
+//! `--index-only` inserts `--count` entries into an `Index` directly (no disk): what the index
+//! costs at counts the test machine's disk cannot hold (10 million 4 KiB records are 80 GB).
+//!
+//! ```text
+//! cargo run --release -p edgecache-store --example index_scale -- --count 1000000 --body 4096
+//! cargo run --release -p edgecache-store --example index_scale -- --count 10000000 --index-only
+//! ```
+
+#![allow(clippy::unwrap_used)] // a benchmark: a panic is the report
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use edgecache_store::index::{self, Index, Rec};
+use edgecache_store::{EngineChoice, Store, StoreConfig, StoreWorker};
+use futures_util::StreamExt;
+
+struct Args {
+    count: u64,
+    body: usize,
+    index_only: bool,
+}
+
+fn parse() -> Args {
+    let mut a = Args {
+        count: 1_000_000,
+        body: 4096,
+        index_only: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        match k.as_str() {
+            "--count" => a.count = it.next().unwrap().parse().unwrap(),
+            "--body" => a.body = it.next().unwrap().parse().unwrap(),
+            "--index-only" => a.index_only = true,
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    a
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A 60-byte key.
+fn key(i: u64) -> String {
+    format!("GET www.example.com/assets/images/thumbs/obj-{i:014}.jpg")
+}
+
+fn per_object(bytes: u64, n: u64) -> f64 {
+    bytes as f64 / n as f64
+}
+
+fn index_only(a: &Args) {
+    let rss0 = rss_kib();
+    // Sized from a sixteenth of the count, as a store's first guess for a disk of small
+    // records, then grown by doublings.
+    let ix = Index::new(a.count / 16, 1 << 34);
+    let live = |_: Rec| true;
+    let age = |r: Rec| u64::from(r.block);
+    let seed = 0x5eed;
+    let t = Instant::now();
+    let mut lost = 0;
+    for i in 0..a.count {
+        let rec = Rec {
+            block: i as u32,
+            blocks: 2,
+            epoch_lo: 1,
+            verified: false,
+        };
+        let d = ix.insert(
+            index::key_hash(seed, key(i).as_bytes()),
+            0,
+            rec,
+            32,
+            &live,
+            &age,
+        );
+        lost += d.evicted.len() + usize::from(d.replaced.is_some());
+    }
+    let insert_ns = t.elapsed().as_nanos() as f64 / a.count as f64;
+    let rss = (rss_kib() - rss0) * 1024;
+    let n = 1_000_000.min(a.count);
+    // Keys made before the clock starts; the newest `n` (the oldest are the likeliest to have
+    // been evicted by full windows).
+    let hits: Vec<String> = (a.count - n..a.count).map(key).collect();
+    let misses: Vec<String> = (a.count..a.count + n).map(key).collect();
+    let t = Instant::now();
+    let mut found = 0;
+    for k in &hits {
+        found += ix.lookup(index::key_hash(seed, k.as_bytes()), &live).len();
+    }
+    let hit_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    let t = Instant::now();
+    let mut false_candidates = 0;
+    for k in &misses {
+        false_candidates += ix.lookup(index::key_hash(seed, k.as_bytes()), &live).len();
+    }
+    let miss_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    println!(
+        "index-only count={} rss_growth/object={:.1} B index_bytes/object={:.1} B lost={} \
+         insert={:.0} ns hit_lookup={:.0} ns (found {found} of {n}) miss_lookup={:.0} ns \
+         false_candidates={false_candidates} of {n}",
+        a.count,
+        per_object(rss, a.count),
+        per_object(ix.bytes(), a.count),
+        lost,
+        insert_ns,
+        hit_ns,
+        miss_ns,
+    );
+}
+
+fn store(a: &Args) {
+    let record = 4096 + (a.body as u64).div_ceil(4096) * 4096;
+    // Room for every record and a spare segment or two.
+    let size = a.count * record + a.count * record / 50 + (256 << 20);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let rss0 = rss_kib();
+    let store = Store::open(StoreConfig {
+        dir: dir.path().to_path_buf(),
+        size,
+        engine: EngineChoice::Uring,
+        index_bytes: 1 << 32,
+        ..StoreConfig::default()
+    })
+    .unwrap();
+    let rss_open = rss_kib();
+    let run = async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let body = Bytes::from(vec![0x5a_u8; a.body]);
+        let meta = Bytes::from_static(b"status: 200\r\ncontent-type: image/jpeg\r\n");
+        let t = Instant::now();
+        for i in 0..a.count {
+            let mut wr = w
+                .begin_write(
+                    Bytes::from(key(i).into_bytes()),
+                    Bytes::new(),
+                    meta.clone(),
+                    Some(a.body as u64),
+                )
+                .unwrap();
+            wr.write(body.clone()).await.unwrap();
+            wr.finish().await.unwrap();
+        }
+        let fill_s = t.elapsed().as_secs_f64();
+        let rss_filled = rss_kib();
+        let s = store.stats();
+        let n = 1_000_000.min(a.count);
+        // Lookups alone (the index): hits, then misses; keys made before the clock starts.
+        let hits: Vec<String> = (a.count - n..a.count).map(key).collect();
+        let misses: Vec<String> = (a.count..a.count + n).map(key).collect();
+        let t = Instant::now();
+        let mut candidates = 0;
+        for k in &hits {
+            candidates += store.lookup(k.as_bytes()).len();
+        }
+        let hit_ns = t.elapsed().as_nanos() as f64 / n as f64;
+        let reads = store.stats().disk_reads;
+        let t = Instant::now();
+        let mut false_candidates = 0;
+        for k in &misses {
+            false_candidates += store.lookup(k.as_bytes()).len();
+        }
+        let miss_ns = t.elapsed().as_nanos() as f64 / n as f64;
+        let miss_reads = store.stats().disk_reads - reads;
+        // Hits opened and read whole (one read of header and body each).
+        let opened = 20_000.min(a.count);
+        let step = a.count / opened;
+        let reads = store.stats().disk_reads;
+        let t = Instant::now();
+        let mut lost = 0;
+        for j in 0..opened {
+            let Some(r) = store.lookup(key(j * step).as_bytes()).into_iter().next() else {
+                lost += 1;
+                continue;
+            };
+            let obj = w.open(&r).await.unwrap();
+            let mut b = std::pin::pin!(obj.body(None));
+            while let Some(c) = b.next().await {
+                c.unwrap();
+            }
+        }
+        let open_us = t.elapsed().as_secs_f64() * 1e6 / (opened - lost) as f64;
+        let hit_reads = store.stats().disk_reads - reads;
+        let opened = opened - lost;
+        println!(
+            "store count={} body={} objects={} index_evictions={} fill={:.1} s \
+             rss_growth/object={:.1} B (open {} KiB, filled {} KiB) index_bytes/object={:.1} B \
+             index_bytes={} bound={} hit_lookup={:.0} ns (candidates {candidates} of {n}) \
+             miss_lookup={:.0} ns miss_disk_reads={miss_reads} of {n} false_candidates={false_candidates} \
+             hit_open_read={:.1} us disk_reads/hit={:.2} (of {opened}, {lost} not found)",
+            a.count,
+            a.body,
+            s.objects,
+            s.index_evictions,
+            fill_s,
+            per_object((rss_filled - rss_open) * 1024, a.count),
+            rss_open - rss0,
+            rss_filled - rss0,
+            per_object(s.index_bytes, s.objects),
+            s.index_bytes,
+            s.index_bound_bytes,
+            hit_ns,
+            miss_ns,
+            open_us,
+            hit_reads as f64 / opened as f64,
+        );
+    };
+    tokio_uring::start(run);
+    drop(store);
+    dir.close().unwrap();
+}
+
+fn main() {
+    let a = parse();
+    if a.index_only {
+        index_only(&a);
+    } else {
+        store(&a);
+    }
+}
