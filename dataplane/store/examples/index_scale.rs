@@ -23,6 +23,9 @@ use edgecache_store::index::{self, Index, Rec};
 use edgecache_store::{EngineChoice, Store, StoreConfig, StoreWorker};
 use futures_util::StreamExt;
 
+mod support;
+use support::rss_kib;
+
 struct Args {
     count: u64,
     body: usize,
@@ -47,18 +50,16 @@ fn parse() -> Args {
     a
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// A 60-byte key.
 fn key(i: u64) -> String {
     format!("GET www.example.com/assets/images/thumbs/obj-{i:014}.jpg")
+}
+
+/// Look every key up: nanoseconds per lookup, and the candidates found in all.
+fn time_lookups(keys: &[String], find: impl Fn(&[u8]) -> usize) -> (f64, usize) {
+    let t = Instant::now();
+    let found = keys.iter().map(|k| find(k.as_bytes())).sum();
+    (t.elapsed().as_nanos() as f64 / keys.len() as f64, found)
 }
 
 fn per_object(bytes: u64, n: u64) -> f64 {
@@ -99,18 +100,9 @@ fn index_only(a: &Args) {
     // been evicted by full windows).
     let hits: Vec<String> = (a.count - n..a.count).map(key).collect();
     let misses: Vec<String> = (a.count..a.count + n).map(key).collect();
-    let t = Instant::now();
-    let mut found = 0;
-    for k in &hits {
-        found += ix.lookup(index::key_hash(seed, k.as_bytes()), &live).len();
-    }
-    let hit_ns = t.elapsed().as_nanos() as f64 / n as f64;
-    let t = Instant::now();
-    let mut false_candidates = 0;
-    for k in &misses {
-        false_candidates += ix.lookup(index::key_hash(seed, k.as_bytes()), &live).len();
-    }
-    let miss_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    let find = |k: &[u8]| ix.lookup(index::key_hash(seed, k), &live).len();
+    let (hit_ns, found) = time_lookups(&hits, find);
+    let (miss_ns, false_candidates) = time_lookups(&misses, find);
     println!(
         "index-only count={} rss_growth/object={:.1} B index_bytes/object={:.1} B lost={} \
          insert={:.0} ns hit_lookup={:.0} ns (found {found} of {n}) miss_lookup={:.0} ns \
@@ -164,19 +156,10 @@ fn store(a: &Args) {
         // Lookups alone (the index): hits, then misses; keys made before the clock starts.
         let hits: Vec<String> = (a.count - n..a.count).map(key).collect();
         let misses: Vec<String> = (a.count..a.count + n).map(key).collect();
-        let t = Instant::now();
-        let mut candidates = 0;
-        for k in &hits {
-            candidates += store.lookup(k.as_bytes()).len();
-        }
-        let hit_ns = t.elapsed().as_nanos() as f64 / n as f64;
+        let find = |k: &[u8]| store.lookup(k).len();
+        let (hit_ns, candidates) = time_lookups(&hits, find);
         let reads = store.stats().disk_reads;
-        let t = Instant::now();
-        let mut false_candidates = 0;
-        for k in &misses {
-            false_candidates += store.lookup(k.as_bytes()).len();
-        }
-        let miss_ns = t.elapsed().as_nanos() as f64 / n as f64;
+        let (miss_ns, false_candidates) = time_lookups(&misses, find);
         let miss_reads = store.stats().disk_reads - reads;
         // Hits opened and read whole (one read of header and body each).
         let opened = 20_000.min(a.count);

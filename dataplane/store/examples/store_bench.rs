@@ -28,6 +28,9 @@ use edgecache_store::EngineChoice;
 use edgecache_store::{Store, StoreConfig, StoreWorker};
 use futures_util::StreamExt;
 
+mod support;
+use support::rss_kib;
+
 struct Args {
     size: usize,
     count: usize,
@@ -74,15 +77,6 @@ fn parse() -> Args {
         }
     }
     a
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn cpu_time() -> Duration {
