@@ -31,6 +31,13 @@ fn the_oldest_variant_goes_past_the_cap_and_the_cap_survives_a_restart() {
         trimmed <= 6.0 && objects + trimmed <= 10.0,
         "{objects} {trimmed}"
     );
+    // The index's RAM and its bound are in /metrics.
+    let index = dp.metric("edgecache_dataplane_store_index_bytes");
+    assert!(index > 0.0 && index <= dp.metric("edgecache_dataplane_store_index_bound_bytes"));
+    assert_eq!(
+        dp.metric("edgecache_dataplane_store_index_evictions_total"),
+        0.0
+    );
     let hit = |dp: &Dataplane, i: u32| {
         dp.request("GET", p, &[("User-Agent", &format!("agent-{i}"))])
             .is_hit()

@@ -637,12 +637,15 @@ impl Store {
         self.remove_where(primary, None)
     }
 
+    /// Remove the key's entries with variant tag `vtag` (all when `None`: then a fill of the
+    /// key in flight must not publish what it fetched before this either).
     fn remove_where(&self, primary: &[u8], vtag: Option<u8>) -> usize {
         let locs = {
             let mut st = self.lock();
-            // A fill of this key in flight must not publish what it fetched before this (bumped
-            // under the index lock, where publish checks it).
-            self.marks.bump(primary);
+            // Bumped under the state lock, where publish checks it.
+            if vtag.is_none() {
+                self.marks.bump(primary);
+            }
             let removed = self.index_remove(&mut st, primary, vtag, None);
             let n = removed.len();
             let pinned: Vec<Loc> = removed
