@@ -408,6 +408,60 @@ mod tests {
         None
     }
 
+    /// Objects and bytes follow inserts, replacements, variants over the cap, purges and
+    /// segment reclaims (whose objects are counted as evictions).
+    #[test]
+    fn counts_follow_replacements_trims_purges_and_reclaims() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let s = Store::open(StoreConfig {
+            dir: dir.path().to_path_buf(),
+            size: 64 << 20,
+            engine: EngineChoice::Threads,
+            max_variants_per_key: 2,
+            ..StoreConfig::default()
+        })
+        .unwrap();
+        let seg = s.layout().segment_size;
+        // Three variant keys with distinct tags.
+        let mut vs: Vec<Vec<u8>> = Vec::new();
+        for i in 0.. {
+            let v = format!("v{i}").into_bytes();
+            if vs.iter().all(|o| s.variant_tag(o) != s.variant_tag(&v)) {
+                vs.push(v);
+            }
+            if vs.len() == 3 {
+                break;
+            }
+        }
+        let counts = |s: &Store| {
+            let st = s.stats();
+            (st.objects, st.bytes_used, st.variants_trimmed, st.evictions)
+        };
+        crate::io::block_on_worker(EngineChoice::Threads, async {
+            let w = StoreWorker::new(s.clone()).unwrap();
+            put(&w, "/a", &vs[0], b"one").await;
+            assert_eq!(counts(&s), (1, 8192, 0, 0));
+            put(&w, "/a", &vs[0], b"two").await;
+            assert_eq!(counts(&s), (1, 8192, 0, 0), "a replacement");
+            put(&w, "/a", &vs[1], b"x").await;
+            put(&w, "/a", &vs[2], b"y").await;
+            assert_eq!(counts(&s), (2, 2 * 8192, 1, 0), "over the cap");
+            assert_eq!(s.remove(b"/a"), 2);
+            assert_eq!(counts(&s), (0, 0, 1, 0));
+            // Fill every segment once and then some: the first is reclaimed.
+            let body = vec![0u8; (seg / 4) as usize];
+            let mut n = 0u64;
+            while s.stats().evictions == 0 {
+                put(&w, &format!("/f{n}"), b"", &body).await;
+                n += 1;
+            }
+            let (objects, bytes, _, evictions) = counts(&s);
+            assert_eq!(objects + evictions, n, "every object indexed or evicted");
+            assert_eq!(bytes, objects * (4096 + seg / 4));
+        })
+        .unwrap();
+    }
+
     /// Two keys whose index hashes are equal: each gets its own body, never the other's. With
     /// distinct variant tags both are kept, and a lookup costs at most one extra read (the
     /// other key's header); with equal ones the newer replaces the older (an object lost,
