@@ -75,6 +75,8 @@ pub struct Metrics {
     pub connections_refused: Family<Label, Counter>,
     pub fill_clients_switched: Counter,
     pub coalesce_gave_up: Counter,
+    /// Stored responses a purge rule named at lookup, by verdict (`remove`, `stale`).
+    pub purge_hits: Family<Label, Counter>,
     pub store_hit_repairs: Family<Label, Counter>,
     /// Sharding: misses sent to the key's owner, by result.
     pub peer_forwards: Family<Label, Counter>,
@@ -191,6 +193,7 @@ impl Metrics {
             connections_refused: Family::default(),
             fill_clients_switched: Counter::default(),
             coalesce_gave_up: Counter::default(),
+            purge_hits: Family::default(),
             store_hit_repairs: Family::default(),
             peer_forwards: Family::default(),
             peer_served: Counter::default(),
@@ -243,6 +246,11 @@ impl Metrics {
             "coalesce_gave_up",
             "Coalesced requests that fetched on their own: the fetch they waited on failed or passed its deadline before a response head",
             m.coalesce_gave_up.clone(),
+        );
+        r.register(
+            "purge_hits",
+            "Stored responses a purge rule named when a request found them (label verdict: remove, stale)",
+            m.purge_hits.clone(),
         );
         r.register(
             "store_write_aborts",

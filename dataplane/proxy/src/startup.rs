@@ -64,6 +64,12 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     // The index has its own share of the plan; the RAM tier only yields what the index
     // takes beyond it.
     store.set_index_reserve(plan.index_reserve);
+    // Purge rules survive restarts in the cache directory; a file that does not parse stops
+    // the start (serving content a lost purge named would be worse).
+    let purges = Arc::new(
+        crate::purges::Purges::open(std::path::Path::new(&cfg.storage.dir))
+            .with_context(|| format!("cannot read the purge rules in {}", cfg.storage.dir))?,
+    );
     let stats = store.stats();
     info!(
         engine = store.engine().as_str(),
@@ -179,6 +185,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),
         max_connections_per_worker,
         sharding: sharding.clone(),
+        purges: purges.clone(),
     });
     let sup = Supervisor::start(listeners, &cpus, steering, shared.clone(), sup_metrics)?;
     metrics.ready.set(1);
@@ -191,6 +198,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         token,
         metrics_public: cfg.admin_access.metrics_public,
         header_timeout: cfg.clients.header_timeout.get(),
+        purges,
+        node: cfg.sharding.node_name.clone().unwrap_or_default(),
     });
     info!(listen = %cfg.listen, admin = %cfg.admin, origin = %cfg.origin.url, "edgecache data plane ready");
 

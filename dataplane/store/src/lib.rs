@@ -647,6 +647,15 @@ impl Store {
         true
     }
 
+    /// The oldest and the newest epoch of the segments that hold data ((0, 0) when none).
+    /// Segments are reclaimed oldest first, so everything written while `newest` was current
+    /// is gone once a later call's `oldest` is past it.
+    pub fn epoch_span(&self) -> (u64, u64) {
+        let st = self.lock();
+        let used = st.segs.iter().map(|s| s.epoch).filter(|&e| e > 0);
+        (used.clone().min().unwrap_or(0), used.max().unwrap_or(0))
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> StoreStats {
         let (objects, bytes_used, variants_trimmed) = {
