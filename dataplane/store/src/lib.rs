@@ -221,7 +221,7 @@ pub use body::{Source, StoredObject};
 pub use error::StoreError;
 pub use growing::Growing;
 pub use layout::Layout;
-pub use metrics::{LatencyHistogram, StoreStats};
+pub use metrics::{LatencyHistogram, StoreStats, WriteKind};
 pub use worker::StoreWorker;
 pub use writer::ObjectWriter;
 
@@ -671,6 +671,9 @@ impl Store {
             disk_reads: c.disk_reads.load(Ordering::Relaxed),
             disk_read_bytes: c.disk_read_bytes.load(Ordering::Relaxed),
             disk_read_latency: c.histogram(),
+            disk_write_bytes: c.disk_writes(),
+            admitted_body_bytes: c.admitted_body_bytes.load(Ordering::Relaxed),
+            admission_rejected: c.admission_rejected.load(Ordering::Relaxed),
             engine: self.engine.as_str(),
             direct_io: self.files.iter().all(|f| f.direct_ok),
             segment_size: self.layout.segment_size,

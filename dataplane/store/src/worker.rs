@@ -370,6 +370,9 @@ impl StoreWorker {
             super::metrics::Counters::inc(&store.counters().write_errors);
             return Err(e.into());
         }
+        store
+            .counters()
+            .disk_write(super::metrics::WriteKind::MetaRewrite, hl);
         Ok(())
     }
 }
