@@ -120,6 +120,7 @@ fn main() {
         reads_in_flight: 64,
         verify_every_read: false,
         max_variants_per_key: 32,
+        admission: edgecache_store::Admission::All,
     })
     .unwrap();
     let run = async {

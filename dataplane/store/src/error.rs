@@ -15,6 +15,10 @@ pub enum StoreError {
     /// bound ([`Store::unknown_length_bodies`](super::Store::unknown_length_bodies)).
     #[error("unknown-length bodies are at their memory bound")]
     MemoryBound,
+    /// The admission policy keeps this fill off the disk (`StoreConfig::admission`): its key
+    /// was not missed recently.
+    #[error("not admitted: first miss of the key")]
+    NotAdmitted,
     /// No segment can take the record right now (every candidate has writers in flight).
     #[error("no space in the store")]
     NoSpace,
@@ -59,6 +63,7 @@ impl StoreError {
             StoreError::NotStorable(_) => "not_storable",
             StoreError::TooLarge { .. } => "too_large",
             StoreError::MemoryBound => "memory_bound",
+            StoreError::NotAdmitted => "not_admitted",
             StoreError::NoSpace => "no_space",
             StoreError::LengthMismatch { .. } => "length_mismatch",
             StoreError::MissingOrReplaced => "missing_or_replaced",

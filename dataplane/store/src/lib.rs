@@ -189,6 +189,7 @@
 //! - The synchronous writes (segment header on reclaim, tombstones on abort, purge and
 //!   corruption) block the calling worker for one 4 KiB write each.
 
+pub mod admission;
 mod body;
 mod dir;
 pub mod error;
@@ -217,6 +218,7 @@ use edgecache_host::Share;
 use tokio::sync::OwnedSemaphorePermit;
 
 pub use crate::io::{EngineChoice, EngineKind, probe_uring};
+pub use admission::Admission;
 pub use body::{Source, StoredObject};
 pub use error::StoreError;
 pub use growing::Growing;
@@ -268,6 +270,8 @@ pub struct StoreConfig {
     pub verify_every_read: bool,
     /// Variants kept per primary key; one more drops the oldest (0: no cap).
     pub max_variants_per_key: usize,
+    /// Which fills are written (see [`admission`]).
+    pub admission: Admission,
 }
 
 impl Default for StoreConfig {
@@ -284,6 +288,7 @@ impl Default for StoreConfig {
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             verify_every_read: false,
             max_variants_per_key: 32,
+            admission: Admission::default(),
         }
     }
 }
@@ -373,6 +378,8 @@ pub struct Store {
     rewrites_done: tokio::sync::Notify,
     /// Bytes of unknown-length bodies buffered by writers, and their bound.
     unknown_length: Arc<Share>,
+    /// The second-hit doorkeeper (`StoreConfig::admission`).
+    doorkeeper: Option<admission::Doorkeeper>,
     /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
     _lock: fs::File,
 }
@@ -468,7 +475,10 @@ impl Store {
         let read_slots = Arc::new(tokio::sync::Semaphore::new(
             cfg.reads_in_flight.max(1) as usize
         ));
+        let doorkeeper = (cfg.admission == Admission::SecondHit)
+            .then(|| admission::Doorkeeper::new(layout.capacity()));
         let store = Store {
+            doorkeeper,
             ram: RamTier::new(cfg.ram_tier_bytes),
             cfg,
             layout,

@@ -17,7 +17,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{
-    CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind, SteeringMode, StorageConfig,
+    AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind,
+    SteeringMode, StorageConfig,
 };
 use crate::quantity::{ByteSize, Duration};
 
@@ -250,6 +251,11 @@ pub struct StorageSpec {
     /// epochs are checked on every read either way.
     #[serde(default)]
     pub verify_every_read: bool,
+    /// Which misses are written to the disk: `all`, or `second-hit` (a URL's first miss is
+    /// served, and shared with concurrent requests, but not written, so one-hit wonders stay
+    /// off the flash). Default: `all`.
+    #[serde(default)]
+    pub admission: AdmissionPolicy,
 }
 
 impl Default for StorageSpec {
@@ -261,6 +267,7 @@ impl Default for StorageSpec {
             io_engine: IoEngineKind::Auto,
             reads_in_flight: default_reads_in_flight(),
             verify_every_read: false,
+            admission: AdmissionPolicy::default(),
         }
     }
 }

@@ -30,6 +30,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
         reads_in_flight: 16,
         verify_every_read: false,
         max_variants_per_key: 32,
+        admission: edgecache_store::Admission::All,
     }
 }
 
