@@ -45,6 +45,7 @@ pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64) -> StoreConfig {
     StoreConfig {
         dir: PathBuf::from(&s.dir),
         size: s.size.bytes(),
+        size_auto: false,
         direct_io_threshold: s.direct_io_threshold.bytes(),
         max_object_size: s.max_object_size.bytes(),
         ram_tier_bytes,

@@ -113,6 +113,7 @@ fn main() {
     let store = Store::open(StoreConfig {
         dir: dir.path().to_path_buf(),
         size,
+        size_auto: false,
         direct_io_threshold: a.threshold,
         max_object_size: 512 << 20,
         ram_tier_bytes: a.ram,

@@ -51,6 +51,10 @@ pub enum StoreError {
         dir: std::path::PathBuf,
         names: String,
     },
+    /// The configured size does not fit in the cache directory's filesystem, or `size_auto`
+    /// finds too little room (see `space`).
+    #[error("{0}")]
+    NoRoom(String),
     /// A disk error (ENOSPC, EIO, ...).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -72,6 +76,7 @@ impl StoreError {
             StoreError::Engine(_) => "engine",
             StoreError::Locked(_) => "locked",
             StoreError::NotOurs { .. } => "not_ours",
+            StoreError::NoRoom(_) => "no_room",
             StoreError::Io(_) => "io",
         }
     }

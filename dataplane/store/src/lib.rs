@@ -204,6 +204,7 @@ pub(crate) mod ram;
 pub mod record;
 pub(crate) mod recover;
 mod rewrite;
+pub mod space;
 pub(crate) mod state;
 mod worker;
 mod writer;
@@ -253,8 +254,12 @@ pub const DEFAULT_READS_IN_FLIGHT: u32 = 128;
 pub struct StoreConfig {
     /// Cache directory (created if missing).
     pub dir: PathBuf,
-    /// Disk budget in bytes (at least 64 MiB; smaller values are raised).
+    /// Disk budget in bytes (at least 64 MiB; smaller values are raised). The store refuses to
+    /// open when its filesystem cannot hold it (see [`space`]).
     pub size: u64,
+    /// Ignore `size`: take the filesystem's free space plus the store's own files, less a
+    /// reserve of 10% of the filesystem or 1 GiB, whichever is larger (see [`space`]).
+    pub size_auto: bool,
     /// Objects at or above this size are read with O_DIRECT.
     pub direct_io_threshold: u64,
     /// Largest object stored.
@@ -281,6 +286,7 @@ impl Default for StoreConfig {
         StoreConfig {
             dir: PathBuf::from("/var/cache/edgecache"),
             size: 10 << 30,
+            size_auto: false,
             direct_io_threshold: 64 << 10,
             max_object_size: 1 << 30,
             ram_tier_bytes: 0,
@@ -414,7 +420,8 @@ impl Store {
             });
         }
         remove_temp_files(&cfg.dir)?;
-        let layout = Layout::plan(cfg.size);
+        // Refuses a size the filesystem cannot hold; sizes `size_auto` from it.
+        let layout = space::plan(&cfg)?;
         let nonce = load_or_init_superblock(&cfg.dir, layout)?;
         let mut files = Vec::with_capacity(layout.segment_count as usize);
         for i in 0..layout.segment_count {

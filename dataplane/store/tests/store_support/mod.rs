@@ -23,6 +23,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
     StoreConfig {
         dir: dir.to_path_buf(),
         size,
+        size_auto: false,
         direct_io_threshold: 64 * 1024,
         max_object_size: 512 * MIB,
         ram_tier_bytes: 0,
