@@ -6,8 +6,11 @@
 //! keys missed since it was last cleared (3 hashes, 10 bits per key: about 1% false positives
 //! when full), cleared once it has recorded a window of keys, like the doorkeeper of
 //! `bench/workload/simulate.py` (whose figures chose the window). The window is twice the
-//! store's object count (what it holds now, at least its capacity over 64 KiB while it fills),
-//! so a key is admitted when it comes back within about two cache lifetimes of misses.
+//! store's object capacity: its capacity over the mean record size of what it holds (16 KiB
+//! until it holds something), taken again at every clear, so a key is admitted when it comes
+//! back within about two cache lifetimes of misses. (A first version took twice the objects
+//! held now: while the store filled, that window was so short that the replay of
+//! `bench/BENCHMARKS.md` admitted 5.6% of the missed bytes and never filled a 2 GiB store.)
 //!
 //! The filter's bits are sized once from the store's capacity over 4 KiB records (the most
 //! objects it can hold), within [`MAX_FILTER_BYTES`]: a 2 GiB store takes 1.25 MiB, 10 GiB
@@ -45,8 +48,8 @@ const BITS_PER_KEY: u64 = 10;
 const HASHES: u64 = 3;
 /// The filter never takes more than this.
 pub const MAX_FILTER_BYTES: u64 = 16 << 20;
-/// While the store fills, the window is at least its capacity over this (a mean object size).
-const WINDOW_OBJECT: u64 = 64 << 10;
+/// The mean record size assumed until the store holds something.
+const FIRST_MEAN_RECORD: u64 = 16 << 10;
 /// Nor is it ever below this.
 const MIN_WINDOW: u64 = 1024;
 
@@ -77,22 +80,28 @@ impl Doorkeeper {
             window: 0,
             clears: 0,
         };
-        f.window = Self::window_for(capacity, 0, f.bits());
+        f.window = Self::window_for(capacity, (0, 0), f.bits());
         Doorkeeper {
             inner: Mutex::new(f),
             capacity,
         }
     }
 
-    fn window_for(capacity: u64, objects: u64, bits: u64) -> u64 {
-        (2 * objects.max(capacity / WINDOW_OBJECT))
+    /// Twice the object capacity, from the store's (bytes used, objects) now.
+    fn window_for(capacity: u64, (used, objects): (u64, u64), bits: u64) -> u64 {
+        let mean = if objects > 0 && used > 0 {
+            used / objects
+        } else {
+            FIRST_MEAN_RECORD
+        };
+        (2 * capacity / mean.max(1))
             .max(MIN_WINDOW)
             .min(bits / BITS_PER_KEY)
     }
 
-    /// Whether `key` was recorded since the last clear; records it if not. `objects` gives the
-    /// store's object count, asked at a clear (the next window is twice it).
-    pub fn seen_or_add(&self, key: &[u8], objects: impl FnOnce() -> u64) -> bool {
+    /// Whether `key` was recorded since the last clear; records it if not. `usage` gives the
+    /// store's (bytes used, objects), asked at a clear to size the next window.
+    pub fn seen_or_add(&self, key: &[u8], usage: impl FnOnce() -> (u64, u64)) -> bool {
         let (h1, h2) = hashes(key);
         let mut f = match self.inner.lock() {
             Ok(g) => g,
@@ -111,7 +120,7 @@ impl Doorkeeper {
             f.words.iter_mut().for_each(|w| *w = 0);
             f.added = 0;
             f.clears += 1;
-            f.window = Self::window_for(self.capacity, objects(), m);
+            f.window = Self::window_for(self.capacity, usage(), m);
         }
         false
     }
@@ -173,9 +182,11 @@ impl super::Store {
         let Some(dk) = self.doorkeeper() else {
             return true;
         };
-        let objects = || self.stats().objects;
-        if dk.seen_or_add(&fill_key(primary, variant), objects) || !self.lookup(primary).is_empty()
-        {
+        let usage = || {
+            let s = self.stats();
+            (s.bytes_used, s.objects)
+        };
+        if dk.seen_or_add(&fill_key(primary, variant), usage) || !self.lookup(primary).is_empty() {
             return true;
         }
         super::metrics::Counters::inc(&self.counters().admission_rejected);
@@ -195,25 +206,26 @@ mod tests {
 
     #[test]
     fn second_sight_is_seen_and_the_window_forgets() {
-        // 64 MiB: bits for 32,768 keys; window max(1024, 2 * 64 MiB / 64 KiB = 2048).
+        // 64 MiB: bits for 32,768 keys; the first window is 2 * 64 MiB / 16 KiB.
         let dk = Doorkeeper::new(64 << 20);
-        assert_eq!(dk.size().1, 2048);
-        assert!(!dk.seen_or_add(b"a", || 0));
-        assert!(dk.seen_or_add(b"a", || 0));
-        // New keys fill the window (2047 more, plus the few false positives, which are not
+        assert_eq!(dk.size().1, 8192);
+        assert!(!dk.seen_or_add(b"a", || (0, 0)));
+        assert!(dk.seen_or_add(b"a", || (0, 0)));
+        // New keys fill the window (8191 more, plus the few false positives, which are not
         // recorded) and clear it: `a` is forgotten.
         let mut i = 0u32;
-        while dk.size().1 == 2048 {
-            dk.seen_or_add(format!("k{i}").as_bytes(), || 5000);
+        let held = || (5000 * (20 << 10), 5000);
+        while dk.size().1 == 8192 {
+            dk.seen_or_add(format!("k{i}").as_bytes(), held);
             i += 1;
         }
-        assert!((2047..2047 + 30).contains(&i), "{i}");
+        assert!((8191..8191 + 100).contains(&i), "{i}");
         assert!(
-            !dk.seen_or_add(b"a", || 5000),
+            !dk.seen_or_add(b"a", held),
             "cleared after a window of keys"
         );
-        // The next window is twice the store's objects, within the filter's bits.
-        assert_eq!(dk.size().1, 10_000);
+        // The next window is twice the capacity over the mean record held (20 KiB).
+        assert_eq!(dk.size().1, 6553);
     }
 
     #[test]
