@@ -232,7 +232,7 @@ pub struct StorageSpec {
     #[serde(default = "default_storage_size")]
     pub size: ByteSize,
     /// Objects at or above this size are read with O_DIRECT; a positive multiple of 4096.
-    /// Default: `64KiB`.
+    /// Default: `4KiB`.
     #[serde(default = "default_direct_io")]
     pub direct_io_threshold: ByteSize,
     /// The disk I/O engine: `auto` (io_uring when allowed, else threads), `uring` or `threads`.
@@ -283,7 +283,7 @@ fn default_storage_size() -> ByteSize {
     ByteSize::gib(10)
 }
 fn default_direct_io() -> ByteSize {
-    ByteSize::kib(64)
+    ByteSize::kib(4)
 }
 
 /// Memory, CPU and workers of each cache pod.
