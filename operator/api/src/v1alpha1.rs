@@ -17,7 +17,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{
-    CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind, SteeringMode, StorageConfig,
+    AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind,
+    SteeringMode, StorageConfig,
 };
 use crate::quantity::{ByteSize, Duration};
 
@@ -231,7 +232,7 @@ pub struct StorageSpec {
     #[serde(default = "default_storage_size")]
     pub size: ByteSize,
     /// Objects at or above this size are read with O_DIRECT; a positive multiple of 4096.
-    /// Default: `64KiB`.
+    /// Default: `4KiB`.
     #[serde(default = "default_direct_io")]
     pub direct_io_threshold: ByteSize,
     /// The disk I/O engine: `auto` (io_uring when allowed, else threads), `uring` or `threads`.
@@ -250,6 +251,11 @@ pub struct StorageSpec {
     /// epochs are checked on every read either way.
     #[serde(default)]
     pub verify_every_read: bool,
+    /// Which misses are written to the disk: `all`, or `second-hit` (a URL's first miss is
+    /// served, and shared with concurrent requests, but not written, so one-hit wonders stay
+    /// off the flash). Default: `all`.
+    #[serde(default)]
+    pub admission: AdmissionPolicy,
 }
 
 impl Default for StorageSpec {
@@ -261,6 +267,7 @@ impl Default for StorageSpec {
             io_engine: IoEngineKind::Auto,
             reads_in_flight: default_reads_in_flight(),
             verify_every_read: false,
+            admission: AdmissionPolicy::default(),
         }
     }
 }
@@ -276,7 +283,7 @@ fn default_storage_size() -> ByteSize {
     ByteSize::gib(10)
 }
 fn default_direct_io() -> ByteSize {
-    ByteSize::kib(64)
+    ByteSize::kib(4)
 }
 
 /// Memory, CPU and workers of each cache pod.

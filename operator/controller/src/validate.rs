@@ -258,6 +258,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             reads_in_flight: spec.storage.reads_in_flight,
             verify_every_read: spec.storage.verify_every_read,
             max_variants_per_key: spec.cache.max_variants_per_key,
+            admission: spec.storage.admission,
         },
         memory: MemoryConfig {
             limit: Some(spec.resources.memory),

@@ -23,6 +23,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
     StoreConfig {
         dir: dir.to_path_buf(),
         size,
+        size_auto: false,
         direct_io_threshold: 64 * 1024,
         max_object_size: 512 * MIB,
         ram_tier_bytes: 0,
@@ -30,6 +31,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
         reads_in_flight: 16,
         verify_every_read: false,
         max_variants_per_key: 32,
+        admission: edgecache_store::Admission::All,
     }
 }
 
