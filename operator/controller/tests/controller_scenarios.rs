@@ -427,9 +427,10 @@ async fn invalid_spec_goes_degraded_and_touches_nothing() {
     eventually("Ready after the fix", || is_ready(&fake)).await;
     assert_eq!(condition(&fake, "Degraded").unwrap().1, "AsExpected");
 
-    // Breaking a running EdgeCache leaves its children as they are.
+    // Breaking a running EdgeCache leaves its children as they are. (The port passes the
+    // CRD's pattern, so the API server takes it; the operator's own check refuses it.)
     let ds_before = ds(&fake).unwrap();
-    patch_spec(&fake, json!({"origin": {"url": "https://origin"}})).await;
+    patch_spec(&fake, json!({"origin": {"url": "http://origin:99999"}})).await;
     eventually("Degraded again", || {
         condition(&fake, "Degraded")
             .is_some_and(|c| c.0 == "True" && c.2.contains("spec.origin.url"))

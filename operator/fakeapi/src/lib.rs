@@ -17,6 +17,14 @@
 //!   a 409 unless `force=true`, and update operations take ownership of what they change;
 //! - CRD-defined kinds ([`FakeApiServer::install_crd`]): fields the schema does not declare are
 //!   pruned on every write, and refused (422, every one named) with `fieldValidation=Strict`;
+//!   the schema's defaults are applied; its types, enums, patterns and bounds and its CEL rules
+//!   (`x-kubernetes-validations`, transition rules included, through kube's `cel` feature) are
+//!   checked, with ratcheting on updates; a failure is a `422 Invalid` Status whose details list
+//!   every cause, with the real server's field paths and messages;
+//! - built-in kinds refused where the real server refuses them (422 with causes): object
+//!   names (DNS-1123 subdomains, DNS-1035 labels for Services), container and volume names,
+//!   required images, a DaemonSet selector that must match its template's labels, port ranges
+//!   and names, duplicate container, volume and port names, volume mounts of missing volumes;
 //! - Secrets: `stringData` folded into `data`, and `data` that is not base64 refused (400);
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
@@ -31,9 +39,8 @@
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
 //!
-//! What it does not model: OpenAPI schema validation other than unknown fields, defaulting and
-//! CEL rules (use kube's
-//! `cel` feature for those), admission, RBAC, namespaces' lifecycle, list pagination (`limit`
+//! What it does not model: built-in defaulting and the rest of the built-in validation,
+//! admission webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination (`limit`
 //! is ignored and everything comes in one page), list-map merge keys in apply (every list is
 //! atomic, so two managers cannot share one list), strategic-merge-patch directives, YAML
 //! apply bodies (kube sends JSON), foreground/orphan deletion propagation, real pods, rollouts
@@ -44,6 +51,7 @@ mod admission;
 mod fields;
 mod resources;
 mod sim;
+mod validation;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -63,6 +71,7 @@ use tokio::sync::{broadcast, mpsc};
 pub use fields::{FieldSet, Path};
 pub use resources::{ResourceInfo, Target, parse_path};
 pub use sim::{LabelSelector, daemonset_status, pod_fits_node};
+pub use validation::Cause;
 
 use fields::{changed_paths, fields_v1, get, leaf_paths, merge_patch, overlaps, remove, set};
 
@@ -134,6 +143,8 @@ pub struct ApiError {
     pub code: u16,
     pub reason: String,
     pub message: String,
+    /// The Status's `details` (for 422 Invalid: name, group, kind and every cause).
+    pub details: Option<Value>,
 }
 
 impl ApiError {
@@ -142,16 +153,21 @@ impl ApiError {
             code,
             reason: reason.into(),
             message: message.into(),
+            details: None,
         }
     }
     fn not_found(what: &str) -> Self {
         Self::new(404, "NotFound", format!("{what} not found"))
     }
     fn status(&self) -> Value {
-        json!({
+        let mut s = json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code
-        })
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
     }
 }
 
@@ -194,6 +210,8 @@ struct State {
     rollouts: BTreeMap<ObjKey, (i64, Option<i64>)>,
     /// Bumped to end every open watch.
     watch_epoch: tokio::sync::watch::Sender<u64>,
+    /// Set while [`FakeApiServer::put_object`] writes: stored as given, not validated.
+    admin_write: bool,
 }
 
 /// The fake API server. Clones share one store.
@@ -237,6 +255,7 @@ impl FakeApiServer {
                 manual_rollouts: false,
                 rollouts: BTreeMap::new(),
                 watch_epoch: tokio::sync::watch::Sender::new(0),
+                admin_write: false,
             })),
         }
     }
@@ -299,7 +318,9 @@ impl FakeApiServer {
         }
     }
 
-    /// Create or replace an object directly (as an admin would), outside any request.
+    /// Create or replace an object directly (as an admin would), outside any request. It is
+    /// pruned and defaulted but not validated: it stands for an object stored under an older
+    /// schema or version of the rules.
     pub fn put_object(&self, resource: &str, namespace: Option<&str>, mut obj: Value) {
         let mut st = self.lock();
         let name = obj
@@ -315,7 +336,9 @@ impl FakeApiServer {
             namespace.unwrap_or_default().to_string(),
             name,
         );
+        st.admin_write = true;
         let _ = st.commit(&k, obj, "fake-admin", None, "Update");
+        st.admin_write = false;
         st.after_write(resource, &k, false);
     }
 
@@ -518,15 +541,7 @@ impl FakeApiServer {
         if st.faults[i].times == 0 {
             st.faults.remove(i);
         }
-        let reason = match code {
-            409 => "Conflict",
-            410 => "Expired",
-            429 => "TooManyRequests",
-            500 => "InternalError",
-            503 => "ServiceUnavailable",
-            _ => "Unknown",
-        };
-        Some(ApiError::new(code, reason, "injected fault"))
+        Some(injected(code, method, path))
     }
 
     fn finish(
@@ -640,6 +655,59 @@ impl FakeApiServer {
         );
         resp
     }
+}
+
+/// The answer an injected fault gives: the reason the real server gives with that code, and for
+/// 403 its RBAC message (`daemonsets.apps "web" is forbidden: User ... cannot patch ...`).
+fn injected(code: u16, method: &Method, path: &str) -> ApiError {
+    let reason = match code {
+        400 => "BadRequest",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        _ => "Unknown",
+    };
+    let Some(t) = parse_path(path).filter(|_| code == 403) else {
+        return ApiError::new(code, reason, "injected fault");
+    };
+    let (group, plural) = match t.resource.split('/').collect::<Vec<_>>().as_slice() {
+        [g, _, p] => (g.to_string(), p.to_string()),
+        _ => (String::new(), t.resource.clone()),
+    };
+    let verb = match *method {
+        Method::GET if t.name.is_none() => "list",
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "access",
+    };
+    let qualified = if group.is_empty() {
+        plural.clone()
+    } else {
+        format!("{plural}.{group}")
+    };
+    let what = match &t.name {
+        Some(n) => format!("{qualified} \"{n}\""),
+        None => qualified,
+    };
+    let scope = match &t.namespace {
+        Some(ns) => format!(" in the namespace \"{ns}\""),
+        None => " at the cluster scope".into(),
+    };
+    ApiError::new(
+        403,
+        reason,
+        format!(
+            "{what} is forbidden: User \"system:serviceaccount:edgecache-system:edgecache-operator\" cannot {verb} resource \"{plural}\" in API group \"{group}\"{scope}"
+        ),
+    )
 }
 
 fn line(v: &Value) -> Bytes {
@@ -1092,9 +1160,11 @@ impl State {
             },
         );
         owners.retain(|_, o| !o.fields.is_empty());
-        self.managers.insert(k.clone(), owners);
+        let before = self.managers.insert(k.clone(), owners);
         let created = old.is_none();
-        let out = self.commit_raw(k, new, created)?;
+        let out = self.commit_raw(k, new, created).inspect_err(|_| {
+            self.restore_managers(k, before.clone());
+        })?;
         self.after_write(&target.resource, k, status_only);
         Ok((if created { 201 } else { 200 }, out))
     }
@@ -1116,6 +1186,7 @@ impl State {
             status_only,
             false,
         );
+        let before = self.managers.get(k).cloned();
         if !changed.is_empty() {
             let owners = self.managers.entry(k.clone()).or_default();
             for own in owners.values_mut() {
@@ -1132,6 +1203,15 @@ impl State {
             owners.retain(|_, o| !o.fields.is_empty());
         }
         self.commit_raw(k, new, old.is_none())
+            .inspect_err(|_| self.restore_managers(k, before))
+    }
+
+    /// Put back the field owners of `k` after a refused write.
+    fn restore_managers(&mut self, k: &ObjKey, before: Option<BTreeMap<ManagerKey, Ownership>>) {
+        match before {
+            Some(m) => self.managers.insert(k.clone(), m),
+            None => self.managers.remove(k),
+        };
     }
 
     /// Store `new` (server metadata filled in) unless nothing changed; emit the change.
@@ -1141,7 +1221,13 @@ impl State {
             new["metadata"] = json!({});
         }
         let info = self.resources.get(&k.0).cloned();
-        admission::admit(&k.0, info.as_ref(), &mut new)?;
+        admission::admit(
+            &k.0,
+            info.as_ref(),
+            &mut new,
+            old.as_ref(),
+            !self.admin_write,
+        )?;
         if let Some(info) = &info {
             new["apiVersion"] = json!(info.api_version());
             new["kind"] = json!(info.kind);
