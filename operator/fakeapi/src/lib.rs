@@ -12,9 +12,13 @@
 //!   `sendInitialEvents` with the initial-events-end bookmark;
 //! - JSON merge patch (strategic merge patch is treated as a merge patch), JSON patch (with
 //!   `test` ops), and a server-side-apply approximation: the fields each manager applied are
-//!   tracked (and shown in `metadata.managedFields`), fields a manager stops applying are
-//!   pruned unless another manager owns them, conflicting values owned by another manager are
-//!   a 409 unless `force=true`, and update operations take ownership of what they change;
+//!   tracked (and shown in `metadata.managedFields`, in the `fieldsV1` shape), fields a manager
+//!   stops applying are pruned unless another manager owns them, conflicting values owned by
+//!   another manager are a 409 unless `force=true`, and update operations take ownership of
+//!   what they change; list-maps are merged item by item by their keys (the built-in kinds'
+//!   OpenAPI `x-kubernetes-list-map-keys` for containers, env, ports, volumes, volume mounts,
+//!   Service ports and owner references; a CRD's from its schema), so one manager's apply
+//!   never removes items another owns;
 //! - CRD-defined kinds ([`FakeApiServer::install_crd`]): fields the schema does not declare are
 //!   pruned on every write, and refused (422, every one named) with `fieldValidation=Strict`;
 //!   the schema's defaults are applied; its types, enums, patterns and bounds and its CEL rules
@@ -41,8 +45,8 @@
 //!
 //! What it does not model: built-in defaulting and the rest of the built-in validation,
 //! admission webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination (`limit`
-//! is ignored and everything comes in one page), list-map merge keys in apply (every list is
-//! atomic, so two managers cannot share one list), strategic-merge-patch directives, YAML
+//! is ignored and everything comes in one page), list-map keys beyond those named above (other
+//! lists are atomic), set-type lists, strategic-merge-patch directives, YAML
 //! apply bodies (kube sends JSON), foreground/orphan deletion propagation, real pods, rollouts
 //! over time (a DaemonSet's pods are updated at once), and watch bookmarks other than the
 //! initial-events-end one.
@@ -73,7 +77,10 @@ pub use resources::{ResourceInfo, Target, parse_path};
 pub use sim::{LabelSelector, daemonset_status, pod_fits_node};
 pub use validation::Cause;
 
-use fields::{changed_paths, fields_v1, get, leaf_paths, merge_patch, overlaps, remove, set};
+use fields::{
+    ListKeys, changed_paths, fields_v1, get, leaf_paths, merge_patch, order_like, overlaps, remove,
+    set, shares,
+};
 
 /// The body type of the fake's responses.
 pub type FakeBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -1080,7 +1087,11 @@ impl State {
         }
         let status_only = sub.is_some();
         let skip_status = info.status_subresource && !status_only;
-        let applied_paths = leaf_paths(&applied, status_only, skip_status);
+        let keys = ListKeys {
+            resource: &target.resource,
+            schema: info.schema.as_ref(),
+        };
+        let applied_paths = leaf_paths(&applied, status_only, skip_status, &keys);
         let mkey: ManagerKey = (manager.to_string(), sub.map(String::from));
         let base = match &old {
             Some(o) => o.clone(),
@@ -1141,7 +1152,7 @@ impl State {
             for q in prev.fields.difference(&applied_paths) {
                 let shared = owners
                     .iter()
-                    .any(|(m, o)| *m != mkey && o.fields.iter().any(|f| overlaps(f, q)));
+                    .any(|(m, o)| *m != mkey && o.fields.iter().any(|f| shares(f, q)));
                 if !shared {
                     remove(&mut new, q);
                 }
@@ -1152,6 +1163,7 @@ impl State {
                 set(&mut new, p, v.clone());
             }
         }
+        order_like(&mut new, &applied, &keys);
         owners.insert(
             mkey,
             Ownership {
@@ -1180,11 +1192,17 @@ impl State {
     ) -> Result<Value, ApiError> {
         let old = self.objects.get(k).cloned();
         let status_only = sub.is_some();
+        let info = self.resources.get(&k.0).cloned();
+        let keys = ListKeys {
+            resource: &k.0,
+            schema: info.as_ref().and_then(|i| i.schema.as_ref()),
+        };
         let changed = changed_paths(
             old.as_ref().unwrap_or(&Value::Null),
             &new,
             status_only,
             false,
+            &keys,
         );
         let before = self.managers.get(k).cloned();
         if !changed.is_empty() {
