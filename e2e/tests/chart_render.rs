@@ -84,7 +84,11 @@ fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Rendered {
             doc["apiVersion"].as_str().unwrap_or(""),
             doc["kind"].as_str().unwrap_or(""),
         ) {
-            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => r.crds.push(typed(&doc)),
+            // Compared whole with the repo's CRD instead of round-tripped: Helm's toYaml writes
+            // the schema's float bounds (1024.0) as integers.
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+                r.crds.push(serde_json::from_value(doc).unwrap())
+            }
             ("v1", "ServiceAccount") => r.service_accounts.push(typed(&doc)),
             ("rbac.authorization.k8s.io/v1", "ClusterRole") => r.cluster_roles.push(typed(&doc)),
             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
@@ -232,29 +236,89 @@ fn assert_hardened(what: &str, pod: &PodSpec) {
     }
 }
 
+/// The chart's copy of the CRD, which `templates/crds.yaml` renders (not `crds/`: Helm installs
+/// those once and never upgrades them).
+const CHART_CRD: &str = "files/edgecache.dev_edgecaches.yaml";
+
 #[test]
 fn chart_crd_is_identical_to_the_repo_crd() {
     let repo = std::fs::read(repo_root().join("crds").join(CRD_FILE)).unwrap();
-    let chart = std::fs::read(chart_dir().join("crds").join(CRD_FILE)).unwrap_or_else(|e| {
-        panic!("charts/edgecache/crds/{CRD_FILE}: {e}; copy crds/{CRD_FILE} there")
+    let chart = std::fs::read(chart_dir().join(CHART_CRD)).unwrap_or_else(|e| {
+        panic!("charts/edgecache/{CHART_CRD}: {e}; copy crds/{CRD_FILE} there")
     });
     assert!(
         repo == chart,
-        "charts/edgecache/crds/{CRD_FILE} differs from crds/{CRD_FILE}: \
-         cp crds/{CRD_FILE} charts/edgecache/crds/"
+        "charts/edgecache/{CHART_CRD} differs from crds/{CRD_FILE}: \
+         cp crds/{CRD_FILE} charts/edgecache/{CHART_CRD}"
     );
-    let files: Vec<_> = std::fs::read_dir(chart_dir().join("crds"))
+    assert!(
+        !chart_dir().join("crds").exists(),
+        "charts/edgecache/crds/ is installed once and never upgraded by Helm: the CRD is a template"
+    );
+}
+
+/// The repo's CRD as the chart renders it: the chart's labels, and the keep policy.
+fn without_chart_metadata(crd: &CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut c = crd.clone();
+    c.metadata.labels = None;
+    c.metadata.annotations = None;
+    c
+}
+
+fn repo_crd() -> CustomResourceDefinition {
+    serde_yaml::from_str(&std::fs::read_to_string(repo_root().join("crds").join(CRD_FILE)).unwrap())
         .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    let repo_files: Vec<_> = std::fs::read_dir(repo_root().join("crds"))
+}
+
+#[test]
+fn the_crd_is_installed_and_upgraded_as_a_template_and_kept_on_uninstall() {
+    let Some(helm) = helm_or_skip() else { return };
+    // Rendered without --include-crds: it is an ordinary template, so `helm upgrade` applies it.
+    let out = chart::run(
+        &helm,
+        &[
+            "template",
+            "ec",
+            &chart_dir().to_string_lossy(),
+            "--namespace",
+            NS,
+        ],
+    );
+    assert!(out.success, "{}", out.stderr);
+    let crds: Vec<Value> = documents(&out.stdout)
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .into_iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
         .collect();
+    assert_eq!(crds.len(), 1, "the CRD is a template, on by default");
+    let crd: CustomResourceDefinition = serde_json::from_value(crds[0].clone()).unwrap();
+    assert_eq!(without_chart_metadata(&crd), repo_crd());
+    let meta = &crd.metadata;
     assert_eq!(
-        files.len(),
-        repo_files.len(),
-        "the chart's crds/ holds other files"
+        meta.annotations.as_ref().unwrap()["helm.sh/resource-policy"],
+        "keep",
+        "crds.keep (default true): helm uninstall leaves the CRD and every EdgeCache"
+    );
+    assert_eq!(
+        meta.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["crds.keep=false"],
+    );
+    assert_eq!(r.crds.len(), 1);
+    assert!(r.crds[0].metadata.annotations.is_none(), "no keep policy");
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["crds.enabled=false"],
+    );
+    assert!(
+        r.crds.is_empty(),
+        "crds.enabled=false: the CRD is managed elsewhere"
     );
 }
 
@@ -325,15 +389,13 @@ fn helm_lint_passes_for_every_ci_values_file() {
 #[test]
 fn every_ci_values_file_renders_into_valid_typed_objects() {
     let Some(helm) = helm_or_skip() else { return };
-    let repo_crd: CustomResourceDefinition = serde_yaml::from_str(
-        &std::fs::read_to_string(repo_root().join("crds").join(CRD_FILE)).unwrap(),
-    )
-    .unwrap();
+    let repo_crd = repo_crd();
     for file in ci_values() {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let r = render(&helm, std::slice::from_ref(&file), &[]);
 
-        assert_eq!(r.crds, vec![repo_crd.clone()], "{name}: the chart's CRD");
+        let crds: Vec<_> = r.crds.iter().map(without_chart_metadata).collect();
+        assert_eq!(crds, vec![repo_crd.clone()], "{name}: the chart's CRD");
         assert_eq!(r.deployments.len(), 1, "{name}: one operator Deployment");
         let d = &r.deployments[0];
         let spec = d.spec.clone();
