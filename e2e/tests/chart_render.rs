@@ -768,3 +768,33 @@ fn kind_values_use_the_locally_loaded_image() {
     let run_sh = std::fs::read_to_string(repo_root().join("e2e/run.sh")).unwrap();
     assert!(run_sh.contains("ci/kind-values.yaml") && run_sh.contains("kind load docker-image"));
 }
+
+#[test]
+fn the_helm_test_without_metrics_fails_unless_the_operator_is_ready() {
+    // With the metrics Service off, the test cannot read /readyz; it must still fail when no
+    // operator replica is ready. `kubectl get -o jsonpath` exits 0 on an empty result, so only a
+    // wait for readyReplicas to equal the Deployment's replicas (with a timeout) asserts it.
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["metrics.service.enabled=false"],
+    );
+    let replicas = r.deployments[0].spec.replicas.unwrap();
+    let pod = r.pods[0].spec.clone().unwrap();
+    assert_eq!(pod.containers.len(), 1);
+    let args = pod.containers[0].args.clone().unwrap();
+    assert_eq!(args[0], "wait", "{args:?}");
+    assert!(
+        args.contains(&format!(
+            "--for=jsonpath={{.status.readyReplicas}}={replicas}"
+        )),
+        "{args:?}"
+    );
+    assert!(args.iter().any(|a| a.starts_with("--timeout=")), "{args:?}");
+    let deployment = format!(
+        "deployment/{}",
+        r.deployments[0].metadata.name.clone().unwrap()
+    );
+    assert!(args.contains(&deployment), "{args:?}");
+}
