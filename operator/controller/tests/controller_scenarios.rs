@@ -1155,3 +1155,30 @@ async fn an_apply_the_server_finds_invalid_is_degraded_with_its_causes() {
     .await;
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edgecache_naming_no_image_runs_the_operators_own_version() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // Created through the API, which applies the CRD's schema defaults.
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    assert!(
+        ec_value(&fake).unwrap()["spec"].get("image").is_none(),
+        "no image is stored in the EdgeCache: it would freeze the image of its creation day"
+    );
+    let image = ds(&fake).unwrap()["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+    assert_eq!(
+        image,
+        edgecache_operator::validate::default_image().as_str()
+    );
+    assert!(
+        image
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
+        "the operator's own version: {image}"
+    );
+    op.stop().await;
+}

@@ -425,6 +425,15 @@ fn update_strategy_never_surges() {
 }
 
 #[test]
+fn no_image_means_the_operators_own_release() {
+    let d = desired("");
+    assert_eq!(
+        container(&d).image.as_deref(),
+        Some(crate::validate::default_image().as_str())
+    );
+}
+
+#[test]
 fn image_and_pull_policy() {
     let d = desired("image: registry.local/ec:1\nimagePullPolicy: Always\n");
     assert_eq!(container(&d).image.as_deref(), Some("registry.local/ec:1"));
