@@ -512,6 +512,31 @@ pub struct NetworkSpec {
     /// Type of the Service in front of the pods. Default: `ClusterIP`.
     #[serde(default)]
     pub service_type: ServiceType,
+    /// Where the Service sends traffic from inside the cluster: to any node's cache pod
+    /// (`Cluster`) or only to the cache pod on the client's own node (`Local`: no extra hop, and
+    /// each node's cache serves its own node's clients; a node without a cache pod drops them).
+    /// Default: `Cluster`.
+    #[serde(default)]
+    pub internal_traffic_policy: TrafficPolicy,
+}
+
+/// A Service's internal traffic policy.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+pub enum TrafficPolicy {
+    /// Any ready endpoint in the cluster.
+    #[default]
+    Cluster,
+    /// Only endpoints on the client's node.
+    Local,
+}
+
+impl TrafficPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cluster => "Cluster",
+            Self::Local => "Local",
+        }
+    }
 }
 
 impl Default for NetworkSpec {
@@ -521,6 +546,7 @@ impl Default for NetworkSpec {
             admin_port: default_admin_port(),
             host_network: false,
             service_type: ServiceType::ClusterIP,
+            internal_traffic_policy: TrafficPolicy::Cluster,
         }
     }
 }

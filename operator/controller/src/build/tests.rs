@@ -441,6 +441,16 @@ fn image_and_pull_policy() {
 }
 
 #[test]
+fn internal_traffic_policy_local_keeps_clients_on_their_nodes_cache() {
+    let d = desired("network:\n  internalTrafficPolicy: Local\n");
+    let spec = d.service.spec.as_ref().unwrap();
+    assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Local"));
+    let d = desired("");
+    let spec = d.service.spec.as_ref().unwrap();
+    assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Cluster"));
+}
+
+#[test]
 fn service_type_and_port() {
     let d = desired("network:\n  serviceType: LoadBalancer\n  port: 8081\n");
     let spec = d.service.spec.as_ref().unwrap();
