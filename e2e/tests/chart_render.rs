@@ -103,7 +103,7 @@ fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Rendered {
                 serde_json::from_value(doc.clone())
                     .unwrap_or_else(|e| panic!("the sample EdgeCache does not parse: {e}")),
             ),
-            ("monitoring.coreos.com/v1", "ServiceMonitor")
+            ("monitoring.coreos.com/v1", "ServiceMonitor" | "PodMonitor")
             | ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule") => r.others.push(doc),
             (api, kind) => panic!("unexpected object {api} {kind} in the chart"),
         }
@@ -649,7 +649,10 @@ fn full_values_render_the_optional_objects() {
         .iter()
         .map(|d| d["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, BTreeSet::from(["NodeFeatureRule", "ServiceMonitor"]));
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["NodeFeatureRule", "PodMonitor", "ServiceMonitor"])
+    );
     let nfr = r
         .others
         .iter()
@@ -797,4 +800,61 @@ fn the_helm_test_without_metrics_fails_unless_the_operator_is_ready() {
         r.deployments[0].metadata.name.clone().unwrap()
     );
     assert!(args.contains(&deployment), "{args:?}");
+}
+
+/// The chart's PodMonitor, if it renders one.
+fn pod_monitor(r: &Rendered) -> Option<&Value> {
+    r.others.iter().find(|d| d["kind"] == "PodMonitor")
+}
+
+#[test]
+fn the_pod_monitor_scrapes_the_data_plane_pods_of_every_edgecache() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("default-values.yaml")], &[]);
+    assert!(
+        pod_monitor(&r).is_none(),
+        "off by default, like the ServiceMonitor"
+    );
+
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &[
+            "metrics.podMonitor.enabled=true",
+            "metrics.podMonitor.labels.release=prometheus",
+        ],
+    );
+    let pm = pod_monitor(&r).expect("a PodMonitor");
+    assert_eq!(pm["metadata"]["labels"]["release"], "prometheus");
+    // The data-plane pods, as the operator labels them (not the operator's own pod).
+    assert_eq!(
+        pm["spec"]["selector"]["matchLabels"],
+        serde_json::json!({
+            "app.kubernetes.io/name": "edgecache",
+            "app.kubernetes.io/component": "dataplane",
+            "app.kubernetes.io/managed-by": "edgecache-operator",
+        })
+    );
+    let ep = &pm["spec"]["podMetricsEndpoints"][0];
+    assert_eq!(
+        ep["port"], "admin",
+        "the data plane's admin port serves /metrics"
+    );
+    assert_eq!(ep["path"], "/metrics");
+    assert_eq!(pm["spec"]["namespaceSelector"]["any"], true);
+
+    // Watching one namespace: the EdgeCaches, and so their pods, are there only.
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &[
+            "metrics.podMonitor.enabled=true",
+            "operator.watchNamespace=edge",
+        ],
+    );
+    let pm = pod_monitor(&r).unwrap();
+    assert_eq!(
+        pm["spec"]["namespaceSelector"],
+        serde_json::json!({"matchNames": ["edge"]})
+    );
 }
