@@ -1182,3 +1182,37 @@ async fn an_edgecache_naming_no_image_runs_the_operators_own_version() {
     );
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_and_orphan_deletion_of_an_edgecache() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    let api = Api::<EdgeCache>::namespaced(fake.client(), NS);
+    // Foreground: the children (blockOwnerDeletion) go first, then the EdgeCache; the operator
+    // recreates nothing meanwhile.
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    api.delete("web", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    eventually("children and EdgeCache gone", || {
+        children_exist(&fake) == [false; 4] && ec_value(&fake).is_none()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(children_exist(&fake), [false; 4], "nothing recreates them");
+
+    // Orphan: the EdgeCache goes, its children stay, without the owner reference.
+    create(&fake, &new_ec("")).await;
+    eventually("Ready again", || is_ready(&fake)).await;
+    api.delete("web", &DeleteParams::orphan()).await.unwrap();
+    eventually("the EdgeCache is gone", || ec_value(&fake).is_none()).await;
+    assert_eq!(children_exist(&fake), [true; 4]);
+    assert!(
+        ds(&fake).unwrap()["metadata"]
+            .get("ownerReferences")
+            .is_none()
+    );
+    op.stop().await;
+}

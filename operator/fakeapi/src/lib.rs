@@ -33,7 +33,10 @@
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
 //! - finalizers (delete sets `deletionTimestamp`; the object goes when the last finalizer is
-//!   removed) and background owner-reference garbage collection;
+//!   removed) and owner-reference garbage collection with the three propagation policies
+//!   (Background, the default; Foreground: the owner waits, with the `foregroundDeletion`
+//!   finalizer, for its `blockOwnerDeletion` dependents; Orphan), sparing dependents another
+//!   live owner keeps;
 //! - a DaemonSet "controller": every DaemonSet's status is recomputed from the fake Nodes, their
 //!   labels and taints, and the pod template's nodeSelector, required node affinity and
 //!   tolerations; pods are ready at once unless [`FakeApiServer::set_pods_ready`] says not, and
@@ -43,16 +46,16 @@
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
 //!
-//! What it does not model: built-in defaulting and the rest of the built-in validation,
-//! admission webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination (`limit`
-//! is ignored and everything comes in one page), list-map keys beyond those named above (other
-//! lists are atomic), set-type lists, strategic-merge-patch directives, YAML
-//! apply bodies (kube sends JSON), foreground/orphan deletion propagation, real pods, rollouts
-//! over time (a DaemonSet's pods are updated at once), and watch bookmarks other than the
-//! initial-events-end one.
+//! What it does not model: built-in defaulting and the rest of the built-in validation, admission
+//! webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination
+//! (`limit` is ignored and everything comes in one page), list-map keys beyond those named above
+//! (other lists are atomic), set-type lists, strategic-merge-patch directives, YAML apply bodies
+//! (kube sends JSON), real pods, rollouts over time (a DaemonSet's pods are updated at once), and
+//! watch bookmarks other than the initial-events-end one.
 
 mod admission;
 mod fields;
+mod gc;
 mod resources;
 mod sim;
 mod validation;
@@ -73,6 +76,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 pub use fields::{FieldSet, Path};
+pub use gc::{FOREGROUND, GARBAGE_COLLECTOR, Propagation};
 pub use resources::{ResourceInfo, Target, parse_path};
 pub use sim::{LabelSelector, daemonset_status, pod_fits_node};
 pub use validation::Cause;
@@ -425,7 +429,9 @@ impl FakeApiServer {
             namespace.unwrap_or_default().to_string(),
             name.to_string(),
         );
-        self.lock().delete_object(&k).is_ok()
+        self.lock()
+            .delete_object(&k, Propagation::Background)
+            .is_ok()
     }
 
     /// Every committed change so far, oldest first (compaction does not drop them here).
@@ -883,7 +889,9 @@ impl State {
                     ns_key(&target.namespace),
                     name.clone(),
                 );
-                self.delete_object(&k).map(|o| (200, o))
+                let policy =
+                    Propagation::parse(query.get("propagationPolicy").map(String::as_str), body)?;
+                self.delete_object(&k, policy).map(|o| (200, o))
             }
             _ => Err(ApiError::new(
                 405,
@@ -1358,34 +1366,6 @@ impl State {
         let _ = self.sender.send(c);
     }
 
-    /// Delete: with finalizers, mark for deletion; without, remove (and collect dependents).
-    fn delete_object(&mut self, k: &ObjKey) -> Result<Value, ApiError> {
-        let obj = self
-            .objects
-            .get(k)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&format!("{} {}", k.0, k.2)))?;
-        let has_finalizers = obj
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty());
-        if has_finalizers {
-            if obj.pointer("/metadata/deletionTimestamp").is_some() {
-                return Ok(obj);
-            }
-            let mut marked = obj;
-            marked["metadata"]["deletionTimestamp"] = json!(now());
-            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            // commit_raw keeps the old deletionTimestamp, so store it directly.
-            self.rv += 1;
-            marked["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-            self.objects.insert(k.clone(), marked.clone());
-            self.emit(k, ChangeType::Modified, marked.clone(), false);
-            return Ok(marked);
-        }
-        self.remove_object(k, obj)
-    }
-
     fn remove_object(&mut self, k: &ObjKey, mut last: Value) -> Result<Value, ApiError> {
         self.objects.remove(k);
         self.managers.remove(k);
@@ -1393,21 +1373,20 @@ impl State {
         self.rv += 1;
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         self.emit(k, ChangeType::Deleted, last.clone(), false);
-        // Background garbage collection of dependents.
+        // The garbage collector: the dependents of what went, and the owners in foreground
+        // deletion that waited for it.
         if let Some(uid) = last.pointer("/metadata/uid").and_then(Value::as_str) {
-            let dependents: Vec<ObjKey> = self
-                .objects
-                .iter()
-                .filter(|(_, o)| {
-                    o.pointer("/metadata/ownerReferences")
-                        .and_then(Value::as_array)
-                        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-            for d in dependents {
-                let _ = self.delete_object(&d);
-            }
+            self.collect_dependents(uid);
+        }
+        let owners: Vec<String> = last
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["uid"].as_str().map(String::from))
+            .collect();
+        for owner in owners {
+            self.finish_foreground(&owner);
         }
         if k.0 == keys::NODES {
             self.simulate_all();
