@@ -559,9 +559,12 @@ class EdgeCache(Cache):
              "--admin", f"127.0.0.1:{EDGE_ADMIN_PORT}",
              "--cache-dir", str(self.dir / "cache"),
              "--cache-size", f"{self.disk_bytes // (1 << 20)}MiB",
-             "--workers", str(self.args.edge_workers),
-             # The same threshold as nginx's `directio`: objects at or above it bypass page cache.
-             "--direct-io-threshold", self.args.directio.upper().replace("K", "KiB").replace("M", "MiB")]
+             "--workers", str(self.args.edge_workers)]
+        # EdgeCache runs with its shipped O_DIRECT threshold (4 KiB, nginx's `directio 4k` here)
+        # unless --edge-directio sets another.
+        if self.args.edge_directio:
+            a += ["--direct-io-threshold",
+                  self.args.edge_directio.upper().replace("K", "KiB").replace("M", "MiB")]
         if self.args.edge_config:
             a += ["--config", self.args.edge_config]
         return a
@@ -881,7 +884,9 @@ def main():
     ap.add_argument("--coalesce-delay-ms", type=int, default=200)
     ap.add_argument("--coalesce-size", default="4k", help="object size of the coalescing key")
     ap.add_argument("--directio", "--nginx-directio", dest="directio", default="4k",
-                    help="O_DIRECT threshold for nginx (`directio`) and EdgeCache (--direct-io-threshold); multiple of 4k")
+                    help="O_DIRECT threshold for nginx (`directio`); multiple of 4k")
+    ap.add_argument("--edge-directio", default=None,
+                    help="EdgeCache's --direct-io-threshold (default: unset, its shipped 4KiB)")
     ap.add_argument("--ats-ram-cache", type=int, default=16 << 20)
     ap.add_argument("--ats-fragment", type=int, default=256 << 10,
                     help="ATS target_fragment_size (the Debian default 1 MiB gets ATS OOM-killed at 1m x -c256 in 256 MiB)")

@@ -5,6 +5,8 @@
 //! - [`cluster`]: the kind end-to-end harness (`tests/kind.rs`, run by `e2e/run.sh`): a kube
 //!   client from the current KUBECONFIG, or the reason there is none, one namespace per test,
 //!   `eventually`, requests through the API server's pod proxy, diagnostics on failure.
+//! - [`scenarios`]: the EdgeCaches of the kind scenarios, also checked offline against the fake
+//!   API server (`tests/scenarios_offline.rs`).
 //! - [`dockerfile`]: the runtime stage of a Dockerfile, to prove the shipped and the local image
 //!   builds equivalent (`tests/images.rs`).
 
@@ -13,6 +15,7 @@ use std::path::PathBuf;
 pub mod chart;
 pub mod cluster;
 pub mod dockerfile;
+pub mod scenarios;
 
 /// The repository root (the workspace): the nearest directory holding `Cargo.lock` above the
 /// package cargo runs the test for. Cargo sets `CARGO_MANIFEST_DIR` when it runs a test, so the

@@ -84,7 +84,11 @@ fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Rendered {
             doc["apiVersion"].as_str().unwrap_or(""),
             doc["kind"].as_str().unwrap_or(""),
         ) {
-            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => r.crds.push(typed(&doc)),
+            // Compared whole with the repo's CRD instead of round-tripped: Helm's toYaml writes
+            // the schema's float bounds (1024.0) as integers.
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+                r.crds.push(serde_json::from_value(doc).unwrap())
+            }
             ("v1", "ServiceAccount") => r.service_accounts.push(typed(&doc)),
             ("rbac.authorization.k8s.io/v1", "ClusterRole") => r.cluster_roles.push(typed(&doc)),
             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
@@ -99,7 +103,7 @@ fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Rendered {
                 serde_json::from_value(doc.clone())
                     .unwrap_or_else(|e| panic!("the sample EdgeCache does not parse: {e}")),
             ),
-            ("monitoring.coreos.com/v1", "ServiceMonitor")
+            ("monitoring.coreos.com/v1", "ServiceMonitor" | "PodMonitor")
             | ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule") => r.others.push(doc),
             (api, kind) => panic!("unexpected object {api} {kind} in the chart"),
         }
@@ -232,29 +236,89 @@ fn assert_hardened(what: &str, pod: &PodSpec) {
     }
 }
 
+/// The chart's copy of the CRD, which `templates/crds.yaml` renders (not `crds/`: Helm installs
+/// those once and never upgrades them).
+const CHART_CRD: &str = "files/edgecache.dev_edgecaches.yaml";
+
 #[test]
 fn chart_crd_is_identical_to_the_repo_crd() {
     let repo = std::fs::read(repo_root().join("crds").join(CRD_FILE)).unwrap();
-    let chart = std::fs::read(chart_dir().join("crds").join(CRD_FILE)).unwrap_or_else(|e| {
-        panic!("charts/edgecache/crds/{CRD_FILE}: {e}; copy crds/{CRD_FILE} there")
+    let chart = std::fs::read(chart_dir().join(CHART_CRD)).unwrap_or_else(|e| {
+        panic!("charts/edgecache/{CHART_CRD}: {e}; copy crds/{CRD_FILE} there")
     });
     assert!(
         repo == chart,
-        "charts/edgecache/crds/{CRD_FILE} differs from crds/{CRD_FILE}: \
-         cp crds/{CRD_FILE} charts/edgecache/crds/"
+        "charts/edgecache/{CHART_CRD} differs from crds/{CRD_FILE}: \
+         cp crds/{CRD_FILE} charts/edgecache/{CHART_CRD}"
     );
-    let files: Vec<_> = std::fs::read_dir(chart_dir().join("crds"))
+    assert!(
+        !chart_dir().join("crds").exists(),
+        "charts/edgecache/crds/ is installed once and never upgraded by Helm: the CRD is a template"
+    );
+}
+
+/// The repo's CRD as the chart renders it: the chart's labels, and the keep policy.
+fn without_chart_metadata(crd: &CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut c = crd.clone();
+    c.metadata.labels = None;
+    c.metadata.annotations = None;
+    c
+}
+
+fn repo_crd() -> CustomResourceDefinition {
+    serde_yaml::from_str(&std::fs::read_to_string(repo_root().join("crds").join(CRD_FILE)).unwrap())
         .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    let repo_files: Vec<_> = std::fs::read_dir(repo_root().join("crds"))
+}
+
+#[test]
+fn the_crd_is_installed_and_upgraded_as_a_template_and_kept_on_uninstall() {
+    let Some(helm) = helm_or_skip() else { return };
+    // Rendered without --include-crds: it is an ordinary template, so `helm upgrade` applies it.
+    let out = chart::run(
+        &helm,
+        &[
+            "template",
+            "ec",
+            &chart_dir().to_string_lossy(),
+            "--namespace",
+            NS,
+        ],
+    );
+    assert!(out.success, "{}", out.stderr);
+    let crds: Vec<Value> = documents(&out.stdout)
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .into_iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
         .collect();
+    assert_eq!(crds.len(), 1, "the CRD is a template, on by default");
+    let crd: CustomResourceDefinition = serde_json::from_value(crds[0].clone()).unwrap();
+    assert_eq!(without_chart_metadata(&crd), repo_crd());
+    let meta = &crd.metadata;
     assert_eq!(
-        files.len(),
-        repo_files.len(),
-        "the chart's crds/ holds other files"
+        meta.annotations.as_ref().unwrap()["helm.sh/resource-policy"],
+        "keep",
+        "crds.keep (default true): helm uninstall leaves the CRD and every EdgeCache"
+    );
+    assert_eq!(
+        meta.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["crds.keep=false"],
+    );
+    assert_eq!(r.crds.len(), 1);
+    assert!(r.crds[0].metadata.annotations.is_none(), "no keep policy");
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["crds.enabled=false"],
+    );
+    assert!(
+        r.crds.is_empty(),
+        "crds.enabled=false: the CRD is managed elsewhere"
     );
 }
 
@@ -325,15 +389,13 @@ fn helm_lint_passes_for_every_ci_values_file() {
 #[test]
 fn every_ci_values_file_renders_into_valid_typed_objects() {
     let Some(helm) = helm_or_skip() else { return };
-    let repo_crd: CustomResourceDefinition = serde_yaml::from_str(
-        &std::fs::read_to_string(repo_root().join("crds").join(CRD_FILE)).unwrap(),
-    )
-    .unwrap();
+    let repo_crd = repo_crd();
     for file in ci_values() {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let r = render(&helm, std::slice::from_ref(&file), &[]);
 
-        assert_eq!(r.crds, vec![repo_crd.clone()], "{name}: the chart's CRD");
+        let crds: Vec<_> = r.crds.iter().map(without_chart_metadata).collect();
+        assert_eq!(crds, vec![repo_crd.clone()], "{name}: the chart's CRD");
         assert_eq!(r.deployments.len(), 1, "{name}: one operator Deployment");
         let d = &r.deployments[0];
         let spec = d.spec.clone();
@@ -587,7 +649,10 @@ fn full_values_render_the_optional_objects() {
         .iter()
         .map(|d| d["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, BTreeSet::from(["NodeFeatureRule", "ServiceMonitor"]));
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["NodeFeatureRule", "PodMonitor", "ServiceMonitor"])
+    );
     let nfr = r
         .others
         .iter()
@@ -705,4 +770,91 @@ fn kind_values_use_the_locally_loaded_image() {
     assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
     let run_sh = std::fs::read_to_string(repo_root().join("e2e/run.sh")).unwrap();
     assert!(run_sh.contains("ci/kind-values.yaml") && run_sh.contains("kind load docker-image"));
+}
+
+#[test]
+fn the_helm_test_without_metrics_fails_unless_the_operator_is_ready() {
+    // With the metrics Service off, the test cannot read /readyz; it must still fail when no
+    // operator replica is ready. `kubectl get -o jsonpath` exits 0 on an empty result, so only a
+    // wait for readyReplicas to equal the Deployment's replicas (with a timeout) asserts it.
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["metrics.service.enabled=false"],
+    );
+    let replicas = r.deployments[0].spec.replicas.unwrap();
+    let pod = r.pods[0].spec.clone().unwrap();
+    assert_eq!(pod.containers.len(), 1);
+    let args = pod.containers[0].args.clone().unwrap();
+    assert_eq!(args[0], "wait", "{args:?}");
+    assert!(
+        args.contains(&format!(
+            "--for=jsonpath={{.status.readyReplicas}}={replicas}"
+        )),
+        "{args:?}"
+    );
+    assert!(args.iter().any(|a| a.starts_with("--timeout=")), "{args:?}");
+    let deployment = format!(
+        "deployment/{}",
+        r.deployments[0].metadata.name.clone().unwrap()
+    );
+    assert!(args.contains(&deployment), "{args:?}");
+}
+
+/// The chart's PodMonitor, if it renders one.
+fn pod_monitor(r: &Rendered) -> Option<&Value> {
+    r.others.iter().find(|d| d["kind"] == "PodMonitor")
+}
+
+#[test]
+fn the_pod_monitor_scrapes_the_data_plane_pods_of_every_edgecache() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("default-values.yaml")], &[]);
+    assert!(
+        pod_monitor(&r).is_none(),
+        "off by default, like the ServiceMonitor"
+    );
+
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &[
+            "metrics.podMonitor.enabled=true",
+            "metrics.podMonitor.labels.release=prometheus",
+        ],
+    );
+    let pm = pod_monitor(&r).expect("a PodMonitor");
+    assert_eq!(pm["metadata"]["labels"]["release"], "prometheus");
+    // The data-plane pods, as the operator labels them (not the operator's own pod).
+    assert_eq!(
+        pm["spec"]["selector"]["matchLabels"],
+        serde_json::json!({
+            "app.kubernetes.io/name": "edgecache",
+            "app.kubernetes.io/component": "dataplane",
+            "app.kubernetes.io/managed-by": "edgecache-operator",
+        })
+    );
+    let ep = &pm["spec"]["podMetricsEndpoints"][0];
+    assert_eq!(
+        ep["port"], "admin",
+        "the data plane's admin port serves /metrics"
+    );
+    assert_eq!(ep["path"], "/metrics");
+    assert_eq!(pm["spec"]["namespaceSelector"]["any"], true);
+
+    // Watching one namespace: the EdgeCaches, and so their pods, are there only.
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &[
+            "metrics.podMonitor.enabled=true",
+            "operator.watchNamespace=edge",
+        ],
+    );
+    let pm = pod_monitor(&r).unwrap();
+    assert_eq!(
+        pm["spec"]["namespaceSelector"],
+        serde_json::json!({"matchNames": ["edge"]})
+    );
 }

@@ -13,15 +13,16 @@ use edgecache_api::v1alpha1::EdgeCache;
 use edgecache_e2e::cluster::{
     ProxyResponse, eventually, info_label, nodes_with, proxy_get, scenario,
 };
+use edgecache_e2e::scenarios::{
+    ADMIN_PORT, ORIGIN_PORT, PORT, ROLLOUT_TTL, dataplane_image, edgecache, placement,
+    rollout_patch,
+};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
 use kube::api::{DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt as _};
-use serde_json::{Value, json};
+use serde_json::json;
 
-const PORT: u16 = 8080;
-const ADMIN_PORT: u16 = 9090;
-const ORIGIN_PORT: u16 = 8000;
 const READY: Duration = Duration::from_secs(240);
 const POLL: Duration = Duration::from_secs(2);
 const NVME: &str = "edgecache.dev/nvme";
@@ -30,48 +31,8 @@ const ROLE: &str = "edgecache.dev/e2e-role";
 const SECCOMP_DEFAULT_ROLE: &str = "nvme-seccomp-default";
 const DENY_URING_PROFILE: &str = "edgecache/deny-io-uring.json";
 
-fn dataplane_image() -> String {
-    std::env::var("EDGECACHE_E2E_DATAPLANE_IMAGE")
-        .unwrap_or_else(|_| "edgecache-dataplane:dev".into())
-}
-
 fn origin_image() -> String {
     std::env::var("EDGECACHE_E2E_ORIGIN_IMAGE").unwrap_or_else(|_| "edgecache-origin:dev".into())
-}
-
-/// Deep-merge `patch` into `base` (objects merged, everything else replaced).
-fn merge(base: &mut Value, patch: &Value) {
-    match (base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            for (k, v) in p {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, p) => *b = p.clone(),
-    }
-}
-
-/// An EdgeCache for the in-namespace origin, cpu steering, `capabilities` mode, a small memory
-/// limit and a cache directory of its own under each node's /mnt/nvme0; `spec` is merged in.
-fn edgecache(ns: &str, name: &str, spec: Value) -> EdgeCache {
-    let mut s = json!({
-        "origin": {"url": format!("http://origin.{ns}.svc.cluster.local:{ORIGIN_PORT}")},
-        "storage": {"hostPath": format!("/mnt/nvme0/{ns}-{name}"), "size": "512MiB"},
-        "resources": {"memory": "256Mi"},
-        "steering": {"mode": "cpu"},
-        "network": {"port": PORT, "adminPort": ADMIN_PORT},
-        "security": {"mode": "capabilities"},
-        "image": dataplane_image(),
-        "imagePullPolicy": "IfNotPresent",
-    });
-    merge(&mut s, &spec);
-    serde_json::from_value(json!({
-        "apiVersion": "edgecache.dev/v1alpha1",
-        "kind": "EdgeCache",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": s,
-    }))
-    .expect("a valid EdgeCache")
 }
 
 async fn create(client: &Client, ec: &EdgeCache) -> anyhow::Result<EdgeCache> {
@@ -226,13 +187,11 @@ async fn daemonset_lands_on_exactly_the_labelled_nodes() {
             !nvme.is_empty() && nvme_adq.len() < nvme.len() && nvme.len() < all.len(),
             "e2e/kind.yaml labels: nvme {nvme:?}, nvme+adq {nvme_adq:?}, all {all:?}"
         );
-        // cpu steering: every NVMe node; queue steering: NVMe nodes that also have ADQ.
-        create(&client, &edgecache(&ns, "cpu", json!({}))).await?;
-        create(
-            &client,
-            &edgecache(&ns, "queue", json!({"steering": {"mode": "queue"}})),
-        )
-        .await?;
+        // cpu steering: every NVMe node; queue steering (on the host network, as the CRD
+        // requires): NVMe nodes that also have ADQ.
+        for (name, spec) in placement() {
+            create(&client, &edgecache(&ns, name, spec)).await?;
+        }
         for (name, want) in [("cpu", &nvme), ("queue", &nvme_adq)] {
             let ds_api = Api::<DaemonSet>::namespaced(client.clone(), &ns);
             let pod_api = Api::<Pod>::namespaced(client.clone(), &ns);
@@ -338,7 +297,7 @@ async fn a_spec_change_rolls_the_pods() {
             .patch(
                 "web",
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"cache": {"defaultTtl": "120s"}}})),
+                &Patch::Merge(rollout_patch()),
             )
             .await?;
         let after = wait_ready(&client, &ns, "web").await?;
@@ -361,12 +320,20 @@ async fn a_spec_change_rolls_the_pods() {
                 .get("web-config")
                 .await?;
             ensure!(hash.is_some(), "{node}: no config hash annotation");
+            // Parsed, not searched for "120": the config writes durations in their largest
+            // whole unit (120s is `2m`).
+            let text = cm
+                .data
+                .unwrap_or_default()
+                .remove("config.yaml")
+                .unwrap_or_default();
+            let cfg = edgecache_api::dataplane::parse(&text)
+                .map_err(|e| anyhow::anyhow!("the ConfigMap's config: {e}"))?;
+            let want: edgecache_api::Duration = ROLLOUT_TTL.parse()?;
             ensure!(
-                cm.data
-                    .unwrap_or_default()
-                    .get("config.yaml")
-                    .is_some_and(|c| c.contains("120")),
-                "the ConfigMap does not carry the new TTL"
+                cfg.cache.default_ttl == Some(want),
+                "the ConfigMap does not carry the new TTL {ROLLOUT_TTL}: {:?}",
+                cfg.cache.default_ttl
             );
         }
         Ok(())

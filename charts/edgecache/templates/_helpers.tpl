@@ -42,6 +42,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/component: operator
 {{- end }}
 
+{{/* Replicas of the operator Deployment (one: no leader election); the helm test waits for them. */}}
+{{- define "edgecache.replicas" -}}
+1
+{{- end }}
+
 {{/* The operator's ServiceAccount name. */}}
 {{- define "edgecache.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}

@@ -25,7 +25,7 @@ use http::{HeaderMap, StatusCode, request, response};
 
 use super::cache_control::ResponseDirectives;
 use super::config::PolicyConfig;
-use super::freshness::Freshness;
+use super::freshness::{Freshness, current_age};
 use super::syntax;
 use super::vary::{Vary, VaryKey};
 
@@ -64,6 +64,10 @@ pub struct StoredResponse {
     pub response_time: SystemTime,
     /// The normalized values of the request fields named by Vary (4.1).
     pub vary: VaryKey,
+    /// Stale from this instant on whatever its freshness lifetime says: set by the cache for a
+    /// soft purge (the next request revalidates; RFC 5861 stale-* still count from here).
+    /// Not part of the stored blob: the cache sets it after [`StoredResponse::decode`].
+    pub expired_at: Option<SystemTime>,
 }
 
 impl StoredResponse {
@@ -109,6 +113,7 @@ impl StoredResponse {
             request_time,
             response_time,
             vary,
+            expired_at: None,
         }
     }
 
@@ -119,14 +124,20 @@ impl StoredResponse {
 
     /// Freshness at `now`.
     pub fn freshness(&self, now: SystemTime, cfg: &PolicyConfig) -> Freshness {
-        Freshness::at(
+        let mut f = Freshness::at(
             self.status,
             &self.headers,
             self.request_time,
             self.response_time,
             now,
             cfg,
-        )
+        );
+        if let Some(at) = self.expired_at {
+            // Its lifetime ends at the age it had then: stale since `at`, by `now - at`.
+            let age_then = current_age(&self.headers, self.request_time, self.response_time, at);
+            f.lifetime.secs = f.lifetime.secs.min(age_then.as_secs());
+        }
+        f
     }
 
     /// Whether this response may be selected for a request with these header fields (4.1).
@@ -226,6 +237,7 @@ impl StoredResponse {
             request_time,
             response_time,
             vary: VaryKey(vary),
+            expired_at: None,
         })
     }
 }

@@ -169,5 +169,6 @@ fn update(
         request_time,
         response_time,
         vary: stored.vary.clone(),
+        expired_at: None,
     }
 }

@@ -514,3 +514,40 @@ fn policy_decisions_map_to_cache_status_rfc9211() {
     }
     assert_eq!(Reason::VaryMiss.fwd(), Fwd::VaryMiss);
 }
+
+/// A soft purge (`expired_at`) makes a fresh response stale from that instant: the next
+/// request revalidates, and stale-while-revalidate counts from the purge, not from the end of
+/// the lifetime the origin gave.
+#[test]
+fn soft_purged_response_is_stale_from_the_purge_rfc5861() {
+    let cfg = PolicyConfig::default();
+    let fields = [
+        ("date", date(0)),
+        (
+            "cache-control",
+            "max-age=3600, stale-while-revalidate=300".to_string(),
+        ),
+    ];
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut s = stored(&fields);
+    assert!(matches!(
+        serve::decide(&get(&[]), &s, at(200), &cfg),
+        ServeDecision::Serve { .. }
+    ));
+    s.expired_at = Some(at(100));
+    // 100 s stale at 200: within stale-while-revalidate.
+    assert!(matches!(
+        serve::decide(&get(&[]), &s, at(200), &cfg),
+        ServeDecision::ServeStale { .. }
+    ));
+    // 400 s stale at 500: revalidate (and the freshness says so too).
+    match serve::decide(&get(&[]), &s, at(500), &cfg) {
+        ServeDecision::Revalidate {
+            reason, freshness, ..
+        } => {
+            assert_eq!(reason, Reason::Stale);
+            assert_eq!(freshness.staleness().as_secs(), 400);
+        }
+        d => panic!("{d:?}"),
+    }
+}

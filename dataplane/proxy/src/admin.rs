@@ -1,6 +1,7 @@
-//! The admin endpoint: `/healthz`, `/readyz`, `/metrics` (Prometheus text), and `PURGE` of a
+//! The admin endpoint: `/healthz`, `/readyz`, `/metrics` (Prometheus text), `PURGE` of a
 //! URL (`curl -X PURGE -H 'Host: www.example' http://ADMIN/path?query` removes every stored
-//! variant of `http://www.example/path?query`).
+//! variant of `http://www.example/path?query`), and `POST /purge?...` for purges by prefix,
+//! tag or everything, soft or hard (src/purges.rs).
 //!
 //! Mutating calls need the bearer token of `adminAccess.tokenFile` (src/admin/access.rs). The
 //! listener has the client listener's header timeout, a cap on open connections, and backs
@@ -44,6 +45,10 @@ pub struct Admin {
     pub metrics_public: bool,
     /// Time allowed for a request head (and for an idle keep-alive connection).
     pub header_timeout: Duration,
+    /// Purge rules (`POST /purge`).
+    pub purges: Arc<crate::purges::Purges>,
+    /// This node's name, in purge answers (empty when not set).
+    pub node: String,
 }
 
 /// Open admin connections at most; more are refused at accept.
@@ -122,6 +127,7 @@ impl Admin {
                 }
             }
             ("PURGE", _) => self.purge(req),
+            ("POST", "/purge") => self.purge_rules(req),
             ("POST", "/debug/clock") if self.clock.adjustable() => {
                 let secs = req
                     .uri()
@@ -164,6 +170,52 @@ impl Admin {
             None => text(
                 StatusCode::BAD_REQUEST,
                 "PURGE needs a Host header and a path\n",
+            ),
+        }
+    }
+}
+
+impl Admin {
+    /// `POST /purge?id=..&prefix=..&tag=..&url=..&all&soft&at=..` (src/purges.rs): add purge
+    /// rules, kept on disk before the answer, a JSON object: `{"id", "node", "rules",
+    /// "objects", "repeated"}`.
+    fn purge_rules(&self, req: &Request<Incoming>) -> Resp {
+        let parsed = crate::purges::parse_query(req.uri().query().unwrap_or(""));
+        let r = match parsed {
+            Ok(r) => r,
+            Err(why) => return text(StatusCode::BAD_REQUEST, format!("bad purge: {why}\n")),
+        };
+        let store = &self.store;
+        let applied = self
+            .purges
+            .apply(&r, self.clock.now(), store.epoch_span(), |url| {
+                store.remove(url.as_bytes())
+            });
+        match applied {
+            Ok(a) => {
+                #[derive(serde::Serialize)]
+                struct Answer<'a> {
+                    #[serde(flatten)]
+                    applied: &'a crate::purges::Applied,
+                    node: &'a str,
+                    rules_in_force: usize,
+                }
+                let body = serde_json::to_string(&Answer {
+                    applied: &a,
+                    node: &self.node,
+                    rules_in_force: self.purges.len(),
+                })
+                .unwrap_or_default();
+                let mut resp = text(StatusCode::OK, body + "\n");
+                resp.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                resp
+            }
+            Err(e) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot keep the purge rules: {e}\n"),
             ),
         }
     }

@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use edgecache_api::dataplane::{CachePolicyConfig, CookiePolicy, IoEngineKind, StorageConfig};
+use edgecache_api::dataplane::{
+    AdmissionPolicy, CachePolicyConfig, CookiePolicy, IoEngineKind, StorageConfig,
+};
 use edgecache_policy::PolicyConfig;
-use edgecache_store::{EngineChoice, StoreConfig};
+use edgecache_store::{Admission, EngineChoice, StoreConfig};
 
 /// The policy settings of `cache:`.
 pub fn policy_config(c: &CachePolicyConfig) -> PolicyConfig {
@@ -44,6 +46,7 @@ pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64, index_bytes: u64) ->
     StoreConfig {
         dir: PathBuf::from(&s.dir),
         size: s.size.bytes(),
+        size_auto: false,
         direct_io_threshold: s.direct_io_threshold.bytes(),
         max_object_size: s.max_object_size.bytes(),
         ram_tier_bytes,
@@ -52,6 +55,15 @@ pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64, index_bytes: u64) ->
         verify_every_read: s.verify_every_read,
         max_variants_per_key: s.max_variants_per_key as usize,
         index_bytes,
+        admission: admission(s.admission),
+    }
+}
+
+/// The admission policy of `storage.admission`.
+pub fn admission(a: AdmissionPolicy) -> Admission {
+    match a {
+        AdmissionPolicy::All => Admission::All,
+        AdmissionPolicy::SecondHit => Admission::SecondHit,
     }
 }
 
@@ -78,5 +90,12 @@ mod tests {
         assert_eq!(engine_choice(IoEngineKind::Uring), EngineChoice::Uring);
         assert_eq!(engine_choice(IoEngineKind::Threads), EngineChoice::Threads);
         assert_eq!(engine_choice(IoEngineKind::Auto), EngineChoice::Auto);
+    }
+
+    #[test]
+    fn every_admission_policy_maps_to_its_namesake() {
+        for a in [AdmissionPolicy::All, AdmissionPolicy::SecondHit] {
+            assert_eq!(admission(a).as_str(), a.as_str());
+        }
     }
 }

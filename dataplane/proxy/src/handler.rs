@@ -183,7 +183,7 @@ async fn lookup(
 ) -> Response<Body> {
     let now = ctx.shared.clock.now();
     let mut opened = None;
-    let (selected, decision) = match select(ctx, &key, &parts.headers).await {
+    let (selected, decision) = match purged(ctx, &key, select(ctx, &key, &parts.headers).await) {
         Selected::One(r, stored, obj) => {
             let d = serve::decide(&parts, &stored, now, &ctx.policy);
             opened = Some(obj);
@@ -319,6 +319,35 @@ async fn after_revalidation(
             serve_stored(ctx, parts, peer, &r, Some(obj), &stored, now, status).await
         }
         _ => None,
+    }
+}
+
+/// The selected response as the purge rules leave it: removed (from the store too) when a
+/// hard rule names it, stale from the purge when only soft ones do.
+fn purged(ctx: &Ctx, key: &CacheKey, selected: Selected) -> Selected {
+    let Selected::One(r, mut stored, obj) = selected else {
+        return selected;
+    };
+    match ctx.shared.purges.verdict(key.as_str(), &stored) {
+        crate::purges::Verdict::Keep => Selected::One(r, stored, obj),
+        crate::purges::Verdict::Remove => {
+            ctx.shared
+                .metrics
+                .purge_hits
+                .get_or_create(&[("verdict", "remove".into())])
+                .inc();
+            ctx.shared.store.remove_object(&r);
+            Selected::None
+        }
+        crate::purges::Verdict::Stale(at) => {
+            ctx.shared
+                .metrics
+                .purge_hits
+                .get_or_create(&[("verdict", "stale".into())])
+                .inc();
+            stored.expired_at = Some(at);
+            Selected::One(r, stored, obj)
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod key;
 mod metrics;
 mod origin;
 mod popularity;
+mod purges;
 mod ring;
 mod server;
 mod sharding;

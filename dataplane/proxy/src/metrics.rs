@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use edgecache_host::{MemoryPlan, Part, Share, part_bound};
 use edgecache_policy::interim::InterimAction;
-use edgecache_store::Store;
+use edgecache_store::{Store, WriteKind};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -75,6 +75,8 @@ pub struct Metrics {
     pub connections_refused: Family<Label, Counter>,
     pub fill_clients_switched: Counter,
     pub coalesce_gave_up: Counter,
+    /// Stored responses a purge rule named at lookup, by verdict (`remove`, `stale`).
+    pub purge_hits: Family<Label, Counter>,
     pub store_hit_repairs: Family<Label, Counter>,
     /// Sharding: misses sent to the key's owner, by result.
     pub peer_forwards: Family<Label, Counter>,
@@ -191,6 +193,7 @@ impl Metrics {
             connections_refused: Family::default(),
             fill_clients_switched: Counter::default(),
             coalesce_gave_up: Counter::default(),
+            purge_hits: Family::default(),
             store_hit_repairs: Family::default(),
             peer_forwards: Family::default(),
             peer_served: Counter::default(),
@@ -243,6 +246,11 @@ impl Metrics {
             "coalesce_gave_up",
             "Coalesced requests that fetched on their own: the fetch they waited on failed or passed its deadline before a response head",
             m.coalesce_gave_up.clone(),
+        );
+        r.register(
+            "purge_hits",
+            "Stored responses a purge rule named when a request found them (label verdict: remove, stale)",
+            m.purge_hits.clone(),
         );
         r.register(
             "store_write_aborts",
@@ -387,7 +395,17 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 11] = [
+        let counters: [(&str, &str, u64); 13] = [
+            (
+                "store_admitted_body_bytes",
+                "Body bytes of the records the store wrote whole (what admission let in)",
+                s.admitted_body_bytes,
+            ),
+            (
+                "store_admission_rejected",
+                "Fills served but not written: storage.admission kept them off the disk",
+                s.admission_rejected,
+            ),
             (
                 "store_publishes_invalidated",
                 "Fills not stored because their URL was invalidated (unsafe method, PURGE) while they ran",
@@ -443,6 +461,19 @@ impl Collector for StoreCollector {
         for (name, help, v) in counters {
             let c = ConstCounter::new(v);
             c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;
+        }
+        // Write amplification: the sum over kinds, over store_admitted_body_bytes_total; per
+        // byte served, over response_body_bytes_total.
+        let mut family = encoder.encode_descriptor(
+            "store_disk_write_bytes",
+            "Bytes written to the disk store, by what for (record: bodies with their padding \
+             and headers; tombstone; segment_header; meta_rewrite)",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for kind in WriteKind::ALL {
+            let c = ConstCounter::new(s.disk_write_bytes[kind as usize]);
+            c.encode(family.encode_family(&[("kind", kind.as_str())])?)?;
         }
         let gauges: [(&str, &str, u64); 10] = [
             ("store_objects", "Objects in the disk store", s.objects),

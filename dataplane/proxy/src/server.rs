@@ -52,6 +52,8 @@ pub struct Shared {
     pub max_connections_per_worker: usize,
     /// Who owns which key, when sharding is on.
     pub sharding: Option<Arc<crate::sharding::Sharding>>,
+    /// Purge rules checked at lookup (src/purges.rs).
+    pub purges: Arc<crate::purges::Purges>,
 }
 
 /// How a worker ended, sent to the supervisor from the worker's thread after its runtime, its

@@ -68,6 +68,12 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     // Every read and write buffer of a worker comes out of this budget, so in-flight bodies
     // cannot outgrow the memory plan however many clients there are.
     store.set_io_buffer_bytes_per_worker(plan.io_buffers_per_worker);
+    // Purge rules survive restarts in the cache directory; a file that does not parse stops
+    // the start (serving content a lost purge named would be worse).
+    let purges = Arc::new(
+        crate::purges::Purges::open(std::path::Path::new(&cfg.storage.dir))
+            .with_context(|| format!("cannot read the purge rules in {}", cfg.storage.dir))?,
+    );
     let stats = store.stats();
     info!(
         engine = store.engine().as_str(),
@@ -183,6 +189,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),
         max_connections_per_worker,
         sharding: sharding.clone(),
+        purges: purges.clone(),
     });
     let sup = Supervisor::start(listeners, &cpus, steering, shared.clone(), sup_metrics)?;
     metrics.ready.set(1);
@@ -195,6 +202,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         token,
         metrics_public: cfg.admin_access.metrics_public,
         header_timeout: cfg.clients.header_timeout.get(),
+        purges,
+        node: cfg.sharding.node_name.clone().unwrap_or_default(),
     });
     info!(listen = %cfg.listen, admin = %cfg.admin, origin = %cfg.origin.url, "edgecache data plane ready");
 

@@ -206,23 +206,54 @@ impl Drop for Tmpfs {
     }
 }
 
+/// Write `path` until the filesystem is full, then give back `free` bytes of it.
+fn fill_but(path: &std::path::Path, free: u64) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    let mut len = 0u64;
+    while f.write_all(&chunk).is_ok() {
+        len += chunk.len() as u64;
+    }
+    let _ = f.flush();
+    f.set_len(len.saturating_sub(free)).unwrap();
+}
+
 #[test]
 fn a_full_disk_never_gives_a_truncated_200_and_the_store_keeps_working() {
     if needs_root(
         "a_full_disk_never_gives_a_truncated_200_and_the_store_keeps_working",
-        "mounting a 24 MiB tmpfs (a full disk)",
+        "mounting a 96 MiB tmpfs (a disk that fills up)",
     ) {
         return;
     }
     let o = origin();
-    let fs = Tmpfs::mount("24m");
+    let fs = Tmpfs::mount("96m");
     let cache = fs.0.join("cache");
     let url = o.url();
     let mut opts = Opts::new(&url, &cache);
-    opts.size = "256MiB";
+    // The store refuses at start a size its filesystem cannot hold and preallocates its
+    // segments, so a disk fills up under it only where that did not take (a filesystem
+    // without fallocate): punch the empty segments' space out again, then let another file
+    // take all but 8 MiB of the disk.
+    opts.size = "64MiB";
     opts.engine = "threads";
     let dp = Dataplane::start(opts);
-    // 60 MiB through a 24 MiB disk: writes fail with ENOSPC along the way.
+    for e in std::fs::read_dir(&cache).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "dat") {
+            let len = std::fs::metadata(&p).unwrap().len();
+            let st = std::process::Command::new("fallocate")
+                .args(["--punch-hole", "--offset", "4096", "--length"])
+                .arg((len - 4096).to_string())
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(st.success(), "fallocate --punch-hole {}", p.display());
+        }
+    }
+    fill_but(&fs.0.join("filler"), 8 << 20);
+    // 60 MiB through 8 MiB of free disk: writes fail with ENOSPC along the way.
     for i in 0..60 {
         let r = dp.get(&format!("/obj/1m/full{i}"));
         assert_eq!(r.status, 200, "object {i}");

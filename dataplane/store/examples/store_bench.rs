@@ -107,6 +107,7 @@ fn main() {
     let store = Store::open(StoreConfig {
         dir: dir.path().to_path_buf(),
         size,
+        size_auto: false,
         direct_io_threshold: a.threshold,
         max_object_size: 512 << 20,
         ram_tier_bytes: a.ram,
@@ -115,6 +116,7 @@ fn main() {
         verify_every_read: false,
         max_variants_per_key: 32,
         index_bytes: 0,
+        admission: edgecache_store::Admission::All,
     })
     .unwrap();
     let run = async {

@@ -17,7 +17,7 @@ pub(crate) const CLAIM_FILE: &str = "edgecache-store";
 const CLAIM_TEXT: &[u8] = b"EdgeCache disk store: the files here are EdgeCache's own.\n";
 
 /// Whether `name` is a file the store creates (and so may delete).
-fn is_ours(name: &str) -> bool {
+pub(crate) fn is_ours(name: &str) -> bool {
     let seg = name
         .strip_prefix("seg-")
         .and_then(|n| n.strip_suffix(".dat"))

@@ -15,6 +15,10 @@ pub enum StoreError {
     /// bound ([`Store::unknown_length_bodies`](super::Store::unknown_length_bodies)).
     #[error("unknown-length bodies are at their memory bound")]
     MemoryBound,
+    /// The admission policy keeps this fill off the disk (`StoreConfig::admission`): its key
+    /// was not missed recently.
+    #[error("not admitted: first miss of the key")]
+    NotAdmitted,
     /// No segment can take the record right now (every candidate has writers in flight).
     #[error("no space in the store")]
     NoSpace,
@@ -47,6 +51,10 @@ pub enum StoreError {
         dir: std::path::PathBuf,
         names: String,
     },
+    /// The configured size does not fit in the cache directory's filesystem, or `size_auto`
+    /// finds too little room (see `space`).
+    #[error("{0}")]
+    NoRoom(String),
     /// A disk error (ENOSPC, EIO, ...).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -59,6 +67,7 @@ impl StoreError {
             StoreError::NotStorable(_) => "not_storable",
             StoreError::TooLarge { .. } => "too_large",
             StoreError::MemoryBound => "memory_bound",
+            StoreError::NotAdmitted => "not_admitted",
             StoreError::NoSpace => "no_space",
             StoreError::LengthMismatch { .. } => "length_mismatch",
             StoreError::MissingOrReplaced => "missing_or_replaced",
@@ -67,6 +76,7 @@ impl StoreError {
             StoreError::Engine(_) => "engine",
             StoreError::Locked(_) => "locked",
             StoreError::NotOurs { .. } => "not_ours",
+            StoreError::NoRoom(_) => "no_room",
             StoreError::Io(_) => "io",
         }
     }

@@ -53,6 +53,7 @@ pub const BUCKET: usize = 8;
 pub const WINDOW: usize = 2;
 /// Slots a lookup compares: two windows.
 const PROBE: usize = 2 * WINDOW * BUCKET;
+const _: () = assert!(WINDOW == 2, "probe() dedupes two-bucket windows");
 /// Hash bits kept per slot for doublings.
 pub const EXT_BITS: u32 = 6;
 /// RAM bytes per slot: a 2-byte tag and a 10-byte record.
@@ -226,30 +227,36 @@ impl Shard {
 
     /// Slot `j` (0..WINDOW * BUCKET) of the window starting at bucket `home`.
     fn slot(&self, home: usize, j: usize) -> usize {
-        ((home + j / BUCKET) % self.nb) * BUCKET + j % BUCKET
+        self.wrap(home + j / BUCKET) * BUCKET + j % BUCKET
     }
 
     /// The slots of both of `h`'s windows, choice 0's first; where the windows overlap, the
     /// shared slots once (`n` of the array are used).
     fn probe(&self, h: u64) -> Probe {
         let homes = [self.home(h, 0), self.home(h, 1)];
+        let first = [homes[0], self.wrap(homes[0] + 1)];
         let mut p = Probe {
             slots: [0; PROBE],
             n: 0,
         };
         for (c, &home) in homes.iter().enumerate() {
-            for w in 0..WINDOW {
-                let b = (home + w) % self.nb;
-                if c == 1 && (0..WINDOW).any(|v| (homes[0] + v) % self.nb == b) {
-                    continue;
+            let mut b = home;
+            for _ in 0..WINDOW {
+                if c == 0 || !first.contains(&b) {
+                    for j in 0..BUCKET {
+                        p.slots[p.n] = b * BUCKET + j;
+                        p.n += 1;
+                    }
                 }
-                for j in 0..BUCKET {
-                    p.slots[p.n] = b * BUCKET + j;
-                    p.n += 1;
-                }
+                b = self.wrap(b + 1);
             }
         }
         p
+    }
+
+    /// `b` for a bucket number at most `nb` past the end.
+    fn wrap(&self, b: usize) -> usize {
+        if b >= self.nb { b - self.nb } else { b }
     }
 
     fn free_in(&self, home: usize) -> usize {

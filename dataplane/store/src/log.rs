@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use super::layout::SEGMENT_HEADER;
-use super::metrics::Counters;
+use super::metrics::{Counters, WriteKind};
 use super::record::{self, RecordHeader};
 use super::state::{Loc, Seg};
 use super::{ObjectRef, Reservation, Store, StoreError};
@@ -63,6 +63,7 @@ impl Store {
             Counters::inc(&self.counters.write_errors);
             return Err(e.into());
         }
+        self.counters.disk_write(WriteKind::SegmentHeader, 4096);
         st.active = Some(v);
         let s = &mut st.segs[v as usize];
         s.write_off = SEGMENT_HEADER + len;
@@ -190,9 +191,12 @@ impl Store {
                 None => Ok(()),
             }
         });
-        if let Err(e) = written {
-            Counters::inc(&self.counters.write_errors);
-            tracing::warn!(error = %e, "tombstone write failed");
+        match written {
+            Ok(()) => self.counters.disk_write(WriteKind::Tombstone, 4096),
+            Err(e) => {
+                Counters::inc(&self.counters.write_errors);
+                tracing::warn!(error = %e, "tombstone write failed");
+            }
         }
     }
 

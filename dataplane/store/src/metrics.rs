@@ -9,8 +9,43 @@ pub const LATENCY_BOUNDS_US: [u64; 12] = [
     50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 1_000_000,
 ];
 
+/// What a disk write was for: the `kind` of [`StoreStats::disk_write_bytes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteKind {
+    /// A record: its body (padded to 4096) and its header, including records abandoned part way.
+    Record = 0,
+    /// A 4 KiB tombstone header: over an abandoned, replaced, purged or corrupt record, or
+    /// sealing the unused tail of a full segment.
+    Tombstone = 1,
+    /// The 4 KiB segment header written when a segment is reclaimed (once per segment's epoch).
+    SegmentHeader = 2,
+    /// A record header rewritten in place with new meta (after a 304).
+    MetaRewrite = 3,
+}
+
+impl WriteKind {
+    pub const ALL: [WriteKind; 4] = [
+        Self::Record,
+        Self::Tombstone,
+        Self::SegmentHeader,
+        Self::MetaRewrite,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Record => "record",
+            Self::Tombstone => "tombstone",
+            Self::SegmentHeader => "segment_header",
+            Self::MetaRewrite => "meta_rewrite",
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counters {
+    pub disk_write_bytes: [AtomicU64; WriteKind::ALL.len()],
+    pub admitted_body_bytes: AtomicU64,
+    pub admission_rejected: AtomicU64,
     pub evictions: AtomicU64,
     pub corrupt_dropped: AtomicU64,
     pub body_checks_skipped: AtomicU64,
@@ -25,6 +60,15 @@ pub(crate) struct Counters {
 impl Counters {
     pub fn inc(c: &AtomicU64) {
         c.fetch_add(1, Relaxed);
+    }
+
+    /// Bytes that reached the disk in a completed write.
+    pub fn disk_write(&self, kind: WriteKind, bytes: u64) {
+        self.disk_write_bytes[kind as usize].fetch_add(bytes, Relaxed);
+    }
+
+    pub fn disk_writes(&self) -> [u64; WriteKind::ALL.len()] {
+        WriteKind::ALL.map(|k| self.disk_write_bytes[k as usize].load(Relaxed))
     }
 
     pub fn disk_read(&self, bytes: usize, took: Duration) {
@@ -103,6 +147,13 @@ pub struct StoreStats {
     pub disk_reads: u64,
     pub disk_read_bytes: u64,
     pub disk_read_latency: LatencyHistogram,
+    /// Bytes written to the disk, by [`WriteKind`] (index with `kind as usize`). Their sum over
+    /// `admitted_body_bytes` is the store's write amplification.
+    pub disk_write_bytes: [u64; WriteKind::ALL.len()],
+    /// Body bytes of the records written whole (header on disk): what admission let in.
+    pub admitted_body_bytes: u64,
+    /// Fills the admission policy kept off the disk (`StoreConfig::admission`).
+    pub admission_rejected: u64,
     /// The resolved engine.
     pub engine: &'static str,
     /// Whether every segment could be opened with O_DIRECT.

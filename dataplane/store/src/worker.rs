@@ -303,7 +303,8 @@ impl StoreWorker {
         })
     }
 
-    /// Start storing a response. `Err` means: do not store, just proxy.
+    /// Start storing a response. `Err` means: do not store, just proxy; `NotAdmitted` when the
+    /// admission policy keeps this fill off the disk (`StoreConfig::admission`).
     pub fn begin_write(
         &self,
         primary: Bytes,
@@ -311,6 +312,9 @@ impl StoreWorker {
         meta: Bytes,
         content_length: Option<u64>,
     ) -> Result<ObjectWriter, StoreError> {
+        if !self.store.admits(&primary, &variant) {
+            return Err(StoreError::NotAdmitted);
+        }
         ObjectWriter::begin(
             Arc::clone(&self.store),
             Rc::clone(&self.io),
@@ -402,6 +406,9 @@ impl StoreWorker {
             super::metrics::Counters::inc(&store.counters().write_errors);
             return Err(e.into());
         }
+        store
+            .counters()
+            .disk_write(super::metrics::WriteKind::MetaRewrite, hl);
         Ok(())
     }
 }

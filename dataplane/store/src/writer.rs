@@ -14,7 +14,7 @@ use bytes::Bytes;
 use edgecache_host::Charge;
 
 use super::growing::Growing;
-use super::metrics::Counters;
+use super::metrics::{Counters, WriteKind};
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
 use super::state::Loc;
 use super::{Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
@@ -222,6 +222,7 @@ impl ObjectWriter {
         }
         let filled = buf.len() as u64;
         buf.pad_to_alignment();
+        let padded = buf.len() as u64;
         let file = FileId {
             seg: res.seg,
             direct: true,
@@ -233,6 +234,7 @@ impl ObjectWriter {
             tracing::debug!(error = %e, "store write failed");
             return self.fail(e.into());
         }
+        self.store.counters().disk_write(WriteKind::Record, padded);
         self.flushed += filled;
         buf.clear();
         self.stage = Some(buf);
@@ -338,6 +340,10 @@ impl ObjectWriter {
             Counters::inc(&self.store.counters().write_errors);
             return self.fail(e.into());
         }
+        let c = self.store.counters();
+        c.disk_write(WriteKind::Record, self.header_len);
+        c.admitted_body_bytes
+            .fetch_add(self.len, std::sync::atomic::Ordering::Relaxed);
         let loc = Loc {
             seg: res.seg,
             epoch: res.epoch,
@@ -362,8 +368,9 @@ impl ObjectWriter {
                 direct: true,
             };
             let (r, _) = write_all_at(&*self.io, file, block, old.off).await;
-            if r.is_err() {
-                Counters::inc(&self.store.counters().write_errors);
+            match r {
+                Ok(()) => self.store.counters().disk_write(WriteKind::Tombstone, 4096),
+                Err(_) => Counters::inc(&self.store.counters().write_errors),
             }
             self.store.unpin(old.seg);
         }

@@ -521,22 +521,41 @@ fn enospc_fails_the_write_only(engine: EngineChoice) {
     let mnt = base.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let st = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=20m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=96m", "tmpfs"])
         .arg(&mnt)
         .status()
         .unwrap();
     assert!(st.success(), "mount tmpfs (needs root)");
     let _guard = Mount(mnt.clone());
     let dir = mnt.join("cache");
+    // The store refuses a size its filesystem cannot hold and preallocates its segments: punch
+    // their space out again (as on a filesystem without fallocate), then fill the disk.
     let store = open(&dir, 64 * MIB, engine);
-    // Fill what the pre-allocated segments left free.
+    for e in fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "dat") {
+            let len = fs::metadata(&p).unwrap().len();
+            let st = Command::new("fallocate")
+                .args(["--punch-hole", "--offset", "4096", "--length"])
+                .arg((len - 4096).to_string())
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(st.success(), "fallocate --punch-hole {}", p.display());
+        }
+    }
     let mut filler = File::create(mnt.join("filler")).unwrap();
     let chunk = vec![7u8; 64 * 1024];
+    let mut len = 0u64;
     while filler
         .write_all(&chunk)
         .and_then(|()| filler.sync_all())
         .is_ok()
-    {}
+    {
+        len += chunk.len() as u64;
+    }
+    // Leave 8 MiB: some writes fit, then the disk is full.
+    filler.set_len(len.saturating_sub(8 * MIB)).unwrap();
     drop(filler);
     let failed_key = run(engine, async {
         let w = StoreWorker::new(store.clone()).unwrap();

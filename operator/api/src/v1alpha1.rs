@@ -17,7 +17,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{
-    CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind, SteeringMode, StorageConfig,
+    AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind,
+    SteeringMode, StorageConfig,
 };
 use crate::quantity::{ByteSize, Duration};
 
@@ -29,6 +30,9 @@ pub const VERSION: &str = "v1alpha1";
 pub const NFD_NONROTATIONAL_LABEL: &str = "feature.node.kubernetes.io/storage-nonrotationaldisk";
 /// Node label an admin (or a NodeFeatureRule) sets on NVMe nodes.
 pub const NVME_LABEL: &str = "edgecache.dev/nvme";
+/// Repository of the data-plane image the operator runs when an EdgeCache names none (tagged
+/// with the operator's version).
+pub const DATAPLANE_IMAGE_REPOSITORY: &str = "ghcr.io/edgecache/edgecache-dataplane";
 /// Node label an admin (or a NodeFeatureRule) sets on nodes with an ADQ-capable NIC.
 pub const ADQ_LABEL: &str = "edgecache.dev/adq";
 
@@ -98,10 +102,13 @@ pub struct EdgeCacheSpec {
     /// Privileges of the cache container.
     #[serde(default)]
     pub security: SecuritySpec,
-    /// The data-plane image. Default: `ghcr.io/edgecache/edgecache-dataplane:0.1.0`.
-    #[serde(default = "default_image")]
+    /// The data-plane image. Default: unset, which means the data-plane image of the operator's
+    /// own release (`ghcr.io/edgecache/edgecache-dataplane:<operator version>`), chosen at every
+    /// reconcile: upgrading the operator upgrades the EdgeCaches that name no image. (A schema
+    /// default would be stored in each EdgeCache and freeze the image of its creation day.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
-    pub image: String,
+    pub image: Option<String>,
     /// When the kubelet pulls the image. Default: `IfNotPresent`.
     #[serde(default)]
     pub image_pull_policy: PullPolicy,
@@ -118,9 +125,6 @@ pub struct EdgeCacheSpec {
     pub paused: bool,
 }
 
-fn default_image() -> String {
-    "ghcr.io/edgecache/edgecache-dataplane:0.1.0".into()
-}
 fn default_log() -> String {
     "info".into()
 }
@@ -231,7 +235,7 @@ pub struct StorageSpec {
     #[serde(default = "default_storage_size")]
     pub size: ByteSize,
     /// Objects at or above this size are read with O_DIRECT; a positive multiple of 4096.
-    /// Default: `64KiB`.
+    /// Default: `4KiB`.
     #[serde(default = "default_direct_io")]
     pub direct_io_threshold: ByteSize,
     /// The disk I/O engine: `auto` (io_uring when allowed, else threads), `uring` or `threads`.
@@ -250,6 +254,11 @@ pub struct StorageSpec {
     /// epochs are checked on every read either way.
     #[serde(default)]
     pub verify_every_read: bool,
+    /// Which misses are written to the disk: `all`, or `second-hit` (a URL's first miss is
+    /// served, and shared with concurrent requests, but not written, so one-hit wonders stay
+    /// off the flash). Default: `all`.
+    #[serde(default)]
+    pub admission: AdmissionPolicy,
 }
 
 impl Default for StorageSpec {
@@ -261,6 +270,7 @@ impl Default for StorageSpec {
             io_engine: IoEngineKind::Auto,
             reads_in_flight: default_reads_in_flight(),
             verify_every_read: false,
+            admission: AdmissionPolicy::default(),
         }
     }
 }
@@ -276,7 +286,7 @@ fn default_storage_size() -> ByteSize {
     ByteSize::gib(10)
 }
 fn default_direct_io() -> ByteSize {
-    ByteSize::kib(64)
+    ByteSize::kib(4)
 }
 
 /// Memory, CPU and workers of each cache pod.
@@ -509,6 +519,31 @@ pub struct NetworkSpec {
     /// Type of the Service in front of the pods. Default: `ClusterIP`.
     #[serde(default)]
     pub service_type: ServiceType,
+    /// Where the Service sends traffic from inside the cluster: to any node's cache pod
+    /// (`Cluster`) or only to the cache pod on the client's own node (`Local`: no extra hop, and
+    /// each node's cache serves its own node's clients; a node without a cache pod drops them).
+    /// Default: `Cluster`.
+    #[serde(default)]
+    pub internal_traffic_policy: TrafficPolicy,
+}
+
+/// A Service's internal traffic policy.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+pub enum TrafficPolicy {
+    /// Any ready endpoint in the cluster.
+    #[default]
+    Cluster,
+    /// Only endpoints on the client's node.
+    Local,
+}
+
+impl TrafficPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cluster => "Cluster",
+            Self::Local => "Local",
+        }
+    }
 }
 
 impl Default for NetworkSpec {
@@ -518,6 +553,7 @@ impl Default for NetworkSpec {
             admin_port: default_admin_port(),
             host_network: false,
             service_type: ServiceType::ClusterIP,
+            internal_traffic_policy: TrafficPolicy::Cluster,
         }
     }
 }

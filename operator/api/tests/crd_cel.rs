@@ -120,6 +120,10 @@ fn schema_carries_patterns_bounds_and_enums() {
         serde_json::json!(["privileged", "capabilities"])
     );
     assert_eq!(
+        spec["network"]["properties"]["internalTrafficPolicy"]["enum"],
+        serde_json::json!(["Cluster", "Local"])
+    );
+    assert_eq!(
         spec["storage"]["properties"]["ioEngine"]["enum"],
         serde_json::json!(["auto", "uring", "threads"])
     );

@@ -1,11 +1,18 @@
 //! Step 3 of the pipeline, I/O: server-side apply of the built children, one field manager,
 //! forced (the operator owns these objects; a hand edit is put back).
+//!
+//! Forcing is safe only on objects the operator made: a forced apply onto someone else's
+//! Service of the same name would take it over (and add the owner reference that makes the
+//! garbage collector delete it with the EdgeCache). So every child that already exists must
+//! carry this EdgeCache's controller owner reference; if one does not, nothing is applied and
+//! the EdgeCache is Degraded with `NameConflict`.
 
 use std::marker::PhantomData;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -40,40 +47,118 @@ pub struct ChildChange {
     pub change: Change,
 }
 
+/// Why applying the children failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A child's name is taken by an object this EdgeCache does not control.
+    #[error(
+        "{kind} {namespace}/{name} already exists and was not created by this EdgeCache ({owner}); rename or delete it, or rename the EdgeCache"
+    )]
+    NameConflict {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        /// Who controls it instead, in words.
+        owner: String,
+    },
+    /// The API server refused or failed a request about one child.
+    #[error("{kind} {name}: {source}")]
+    Api {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// The API server's status code, when it answered with one.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Self::Api {
+                source: kube::Error::Api(s),
+                ..
+            } => Some(s.code),
+            _ => None,
+        }
+    }
+
+    /// The API server's own message (or the client error), without the child's name.
+    pub fn api_message(&self) -> String {
+        match self {
+            Self::Api {
+                source: kube::Error::Api(s),
+                ..
+            } => s.message.clone(),
+            Self::Api { source, .. } => source.to_string(),
+            Self::NameConflict { .. } => self.to_string(),
+        }
+    }
+}
+
+fn api_error<K: Resource<DynamicType = ()>>(name: &str) -> impl FnOnce(kube::Error) -> Error {
+    let name = name.to_string();
+    move |source| Error::Api {
+        kind: kind_of::<K>(),
+        name,
+        source,
+    }
+}
+
 /// Apply every child in order (ServiceAccount, admin token Secret, ConfigMap, Service,
-/// DaemonSet). Stops at the first failure; what was applied before it stays (the next reconcile
-/// converges).
+/// DaemonSet), after checking that none of them is someone else's object. Stops at the first
+/// failure; what was applied before it stays (the next reconcile converges).
 pub async fn apply(
     client: &Client,
     namespace: &str,
     desired: Desired<Prepared>,
-) -> Result<(Desired<Applied>, Vec<ChildChange>), kube::Error> {
-    let mut changes = Vec::with_capacity(4);
-    let service_account = apply_one::<ServiceAccount>(
+) -> Result<(Desired<Applied>, Vec<ChildChange>), Error> {
+    let existing = Existing {
+        service_account: claim::<ServiceAccount>(client, namespace, &desired.service_account)
+            .await?,
+        admin_secret: claim::<Secret>(client, namespace, &desired.admin_secret).await?,
+        config_map: claim::<ConfigMap>(client, namespace, &desired.config_map).await?,
+        service: claim::<Service>(client, namespace, &desired.service).await?,
+        daemon_set: claim::<DaemonSet>(client, namespace, &desired.daemon_set).await?,
+    };
+    let mut changes = Vec::with_capacity(5);
+    let service_account = apply_one(
         client,
         namespace,
         &desired.service_account,
-        "ServiceAccount",
+        existing.service_account,
         &mut changes,
     )
     .await?;
-    let admin_secret =
-        ensure_admin_secret(client, namespace, &desired.admin_secret, &mut changes).await?;
-    let config_map = apply_one::<ConfigMap>(
+    let admin_secret = ensure_admin_secret(
+        client,
+        namespace,
+        &desired.admin_secret,
+        existing.admin_secret.is_some(),
+        &mut changes,
+    )
+    .await?;
+    let config_map = apply_one(
         client,
         namespace,
         &desired.config_map,
-        "ConfigMap",
+        existing.config_map,
         &mut changes,
     )
     .await?;
-    let service =
-        apply_one::<Service>(client, namespace, &desired.service, "Service", &mut changes).await?;
-    let daemon_set = apply_one::<DaemonSet>(
+    let service = apply_one(
+        client,
+        namespace,
+        &desired.service,
+        existing.service,
+        &mut changes,
+    )
+    .await?;
+    let daemon_set = apply_one(
         client,
         namespace,
         &desired.daemon_set,
-        "DaemonSet",
+        existing.daemon_set,
         &mut changes,
     )
     .await?;
@@ -91,13 +176,80 @@ pub async fn apply(
     ))
 }
 
+/// The resourceVersion of each child that exists already (`None`: not there yet).
+struct Existing {
+    service_account: Option<String>,
+    admin_secret: Option<String>,
+    config_map: Option<String>,
+    service: Option<String>,
+    daemon_set: Option<String>,
+}
+
+/// The stored child's resourceVersion, if it exists and this EdgeCache controls it; a
+/// [`Error::NameConflict`] if it exists and does not.
+async fn claim<K>(client: &Client, namespace: &str, obj: &K) -> Result<Option<String>, Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let name = obj.name_any();
+    let Some(stored) = api
+        .get_metadata_opt(&name)
+        .await
+        .map_err(api_error::<K>(&name))?
+    else {
+        return Ok(None);
+    };
+    match foreign_owner(&stored.metadata, obj.meta()) {
+        None => Ok(Some(stored.metadata.resource_version.unwrap_or_default())),
+        Some(owner) => Err(Error::NameConflict {
+            kind: kind_of::<K>(),
+            namespace: namespace.to_string(),
+            name,
+            owner,
+        }),
+    }
+}
+
+/// `None` when `stored` has the controller owner reference `desired` asks for; otherwise who
+/// controls it, in words.
+fn foreign_owner(stored: &ObjectMeta, desired: &ObjectMeta) -> Option<String> {
+    let want = desired.owner_references.as_ref()?.first()?;
+    let refs = stored.owner_references.as_deref().unwrap_or_default();
+    if refs
+        .iter()
+        .any(|r| r.uid == want.uid && r.controller == Some(true))
+    {
+        return None;
+    }
+    Some(match refs.iter().find(|r| r.controller == Some(true)) {
+        Some(r) => format!("it is controlled by {} {}", r.kind, r.name),
+        None => "it has no controller owner reference".to_string(),
+    })
+}
+
+fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
+    // The kinds this module applies; `Resource::kind` is a `Cow` of a `&'static str` for them.
+    match K::kind(&()).as_ref() {
+        "ServiceAccount" => "ServiceAccount",
+        "Secret" => "Secret",
+        "ConfigMap" => "ConfigMap",
+        "Service" => "Service",
+        "DaemonSet" => "DaemonSet",
+        _ => "object",
+    }
+}
+
 async fn apply_one<K>(
     client: &Client,
     namespace: &str,
     obj: &K,
-    kind: &'static str,
+    before: Option<String>,
     changes: &mut Vec<ChildChange>,
-) -> Result<K, kube::Error>
+) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -107,12 +259,12 @@ where
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let name = obj.name_any();
-    let before = api
-        .get_metadata_opt(&name)
-        .await?
-        .and_then(|m| m.metadata.resource_version);
+    let kind = kind_of::<K>();
     let params = PatchParams::apply(MANAGER).force();
-    let after = api.patch(&name, &params, &Patch::Apply(obj)).await?;
+    let after = api
+        .patch(&name, &params, &Patch::Apply(obj))
+        .await
+        .map_err(api_error::<K>(&name))?;
     let change = match (before, after.meta().resource_version.as_ref()) {
         (None, _) => Change::Created,
         (Some(b), Some(a)) if &b == a => Change::Unchanged,
@@ -134,11 +286,29 @@ async fn ensure_admin_secret(
     client: &Client,
     namespace: &str,
     template: &Secret,
+    exists: bool,
     changes: &mut Vec<ChildChange>,
-) -> Result<Secret, kube::Error> {
+) -> Result<Secret, Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let name = template.name_any();
-    let (secret, change) = match api.get_opt(&name).await? {
+    ensure_secret(&api, &name, template, exists, changes)
+        .await
+        .map_err(api_error::<Secret>(&name))
+}
+
+async fn ensure_secret(
+    api: &Api<Secret>,
+    name: &str,
+    template: &Secret,
+    exists: bool,
+    changes: &mut Vec<ChildChange>,
+) -> Result<Secret, kube::Error> {
+    let stored = if exists {
+        api.get_opt(name).await?
+    } else {
+        None
+    };
+    let (secret, change) = match stored {
         Some(s) => (s, Change::Unchanged),
         None => {
             let token = random_token().map_err(|e| kube::Error::Service(Box::new(e)))?;
@@ -148,7 +318,7 @@ async fn ensure_admin_secret(
                 Ok(created) => (created, Change::Created),
                 // Created meanwhile (another reconcile): keep that one.
                 Err(kube::Error::Api(e)) if e.code == 409 => {
-                    (api.get(&name).await?, Change::Unchanged)
+                    (api.get(name).await?, Change::Unchanged)
                 }
                 Err(e) => return Err(e),
             }
@@ -157,7 +327,7 @@ async fn ensure_admin_secret(
     changes.push(ChildChange {
         kind: "Secret",
         api_version: Secret::api_version(&()).into_owned(),
-        name,
+        name: name.to_string(),
         change,
     });
     Ok(Secret {

@@ -3,7 +3,7 @@
 use edgecache_api::v1alpha1::EdgeCache;
 use kube::CustomResourceExt;
 
-/// The committed CRD file name under `crds/` (and the Helm chart's `crds/`).
+/// The committed CRD file name under `crds/` (and the Helm chart's copy in `files/`).
 pub const CRD_FILE: &str = "edgecache.dev_edgecaches.yaml";
 
 /// The CRD YAML, exactly as committed in `crds/edgecache.dev_edgecaches.yaml`.

@@ -31,9 +31,15 @@ pub enum Error {
     /// The spec cannot be reconciled; it waits for the user to change it.
     #[error(transparent)]
     InvalidSpec(#[from] validate::Error),
-    /// Applying a child failed (transient: requeued with backoff).
+    /// Applying a child failed: requeued with backoff. A refusal by the API server (403
+    /// Forbidden, 422 Invalid) also sets Degraded with its message, since retrying alone will
+    /// not fix it.
     #[error("applying the children failed: {0}")]
-    Apply(#[source] kube::Error),
+    Apply(#[source] apply::Error),
+    /// A child's name is taken by an object the operator did not create; it waits (rechecked at
+    /// every resync) and touches nothing.
+    #[error("{0}")]
+    NameConflict(#[source] apply::Error),
     /// Writing the status failed (transient).
     #[error("writing the status failed: {0}")]
     Status(#[source] kube::Error),
@@ -55,6 +61,7 @@ impl Error {
         match self {
             Self::InvalidSpec(_) => "invalid_spec",
             Self::Apply(_) => "apply",
+            Self::NameConflict(_) => "name_conflict",
             Self::Status(_) => "status",
             Self::List(_) => "list",
             Self::Conflict(_) => "conflict",
@@ -66,7 +73,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         !matches!(
             self,
-            Self::InvalidSpec(_) | Self::InvalidObject(_) | Self::Conflict(_)
+            Self::InvalidSpec(_)
+                | Self::InvalidObject(_)
+                | Self::Conflict(_)
+                | Self::NameConflict(_)
         )
     }
 }
@@ -113,17 +123,32 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
     let desired = build(&validated);
     let (applied, changes) = match apply::apply(&ctx.client, &namespace, desired).await {
         Ok(r) => r,
+        Err(e @ apply::Error::NameConflict { .. }) => {
+            refuse(&ctx, &api, &ec, "NameConflict", "Apply", e.to_string()).await?;
+            return Err(Error::NameConflict(e));
+        }
         Err(e) => {
-            publish(
-                &ctx,
-                &ec,
-                EventType::Warning,
-                "ApplyFailed",
-                "Apply",
-                e.to_string(),
-                None,
-            )
-            .await;
+            match refusal_reason(&e) {
+                // The API server refuses what the operator sends: a human must act (RBAC, an
+                // admission policy, a spec the children cannot be built from).
+                Some(reason) => {
+                    let message = format!("applying the children was refused: {e}");
+                    refuse(&ctx, &api, &ec, reason, "Apply", message).await?;
+                }
+                None => {
+                    let note = e.to_string();
+                    publish(
+                        &ctx,
+                        &ec,
+                        EventType::Warning,
+                        "ApplyFailed",
+                        "Apply",
+                        note,
+                        None,
+                    )
+                    .await;
+                }
+            }
             return Err(Error::Apply(e));
         }
     };
@@ -170,6 +195,16 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
     status::write(&api, &ec, &st).await.map_err(Error::Status)?;
     ctx.reset_backoff(&key(&ec));
     Ok(Action::requeue(RESYNC))
+}
+
+/// The Degraded reason for an apply the API server refused (as opposed to one that may pass
+/// when retried as it is).
+fn refusal_reason(e: &apply::Error) -> Option<&'static str> {
+    match e.code()? {
+        403 => Some("ApplyForbidden"),
+        422 => Some("ApplyInvalid"),
+        _ => None,
+    }
 }
 
 /// Degraded (with `reason`) and, unless the same Degraded condition is already there, one
@@ -223,6 +258,10 @@ fn policy(key: &str, err: &Error, ctx: &Context) -> Action {
     ctx.metrics.failure(err.category());
     if let Error::Conflict(c) = err {
         warn!(edgecache = %key, conflict = %c, "waiting for a conflicting EdgeCache");
+        return Action::requeue(RESYNC);
+    }
+    if let Error::NameConflict(c) = err {
+        warn!(edgecache = %key, conflict = %c, "a child's name is taken; waiting");
         return Action::requeue(RESYNC);
     }
     if err.is_transient() {

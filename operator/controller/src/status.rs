@@ -51,7 +51,7 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                 condition::READY,
                 false,
                 reason,
-                "nothing is applied; see the Degraded condition".into(),
+                "the spec is not applied; see the Degraded condition".into(),
             );
             set(
                 condition::PROGRESSING,

@@ -69,6 +69,22 @@ pub struct ValidatedEdgeCache {
     pub host_path: String,
     /// The config the data plane reads, as the ConfigMap will carry it.
     pub dataplane: DataplaneConfig,
+    /// `spec.image`, or [`default_image`] when unset.
+    pub image: String,
+}
+
+/// The data-plane image of this operator's release: `EDGECACHE_DATAPLANE_IMAGE` at build time
+/// (an image built for a private registry), else the public repository tagged with the
+/// operator's version. What an EdgeCache that names no image runs.
+pub fn default_image() -> String {
+    match option_env!("EDGECACHE_DATAPLANE_IMAGE") {
+        Some(image) if !image.is_empty() => image.to_string(),
+        _ => format!(
+            "{}:{}",
+            edgecache_api::v1alpha1::DATAPLANE_IMAGE_REPOSITORY,
+            env!("CARGO_PKG_VERSION")
+        ),
+    }
 }
 
 /// Check `ec` against its own rules and the operator's `policy`, and derive its data-plane config.
@@ -223,7 +239,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
                 .into(),
         );
     }
-    if spec.image.trim().is_empty() {
+    if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
         bad("image", "must not be empty".into());
     }
     match &spec.update_strategy.max_unavailable {
@@ -258,6 +274,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             reads_in_flight: spec.storage.reads_in_flight,
             verify_every_read: spec.storage.verify_every_read,
             max_variants_per_key: spec.cache.max_variants_per_key,
+            admission: spec.storage.admission,
         },
         memory: MemoryConfig {
             limit: Some(spec.resources.memory),
@@ -314,6 +331,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         spec: spec.clone(),
         host_path,
         dataplane: cfg,
+        image: spec.image.clone().unwrap_or_else(default_image),
     })
 }
 

@@ -427,9 +427,10 @@ async fn invalid_spec_goes_degraded_and_touches_nothing() {
     eventually("Ready after the fix", || is_ready(&fake)).await;
     assert_eq!(condition(&fake, "Degraded").unwrap().1, "AsExpected");
 
-    // Breaking a running EdgeCache leaves its children as they are.
+    // Breaking a running EdgeCache leaves its children as they are. (The port passes the
+    // CRD's pattern, so the API server takes it; the operator's own check refuses it.)
     let ds_before = ds(&fake).unwrap();
-    patch_spec(&fake, json!({"origin": {"url": "https://origin"}})).await;
+    patch_spec(&fake, json!({"origin": {"url": "http://origin:99999"}})).await;
     eventually("Degraded again", || {
         condition(&fake, "Degraded")
             .is_some_and(|c| c.0 == "True" && c.2.contains("spec.origin.url"))
@@ -979,5 +980,239 @@ async fn an_unknown_spec_field_is_dropped_by_the_api_server_not_used() {
         .unwrap()["hostPath"]["path"]
         .clone();
     assert_eq!(path, "/var/cache/edgecache");
+    op.stop().await;
+}
+
+/// A user's own Service named like the EdgeCache, created through the API by another manager.
+async fn user_service(fake: &FakeApiServer, name: &str) -> Value {
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "labels": {"team": "payments"}},
+        "spec": {"selector": {"app": "payments"},
+                 "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    let api: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(fake.client(), NS);
+    let params = PostParams {
+        field_manager: Some("kubectl-create".into()),
+        ..PostParams::default()
+    };
+    serde_json::to_value(api.create(&params, &svc).await.unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_object_with_a_childs_name_is_refused_and_left_alone() {
+    let fake = fake();
+    nodes(&fake);
+    let before = user_service(&fake, "web").await;
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Degraded NameConflict", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "NameConflict")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert!(
+        message.contains("Service edge/web") && message.contains("not created by"),
+        "names the object: {message}"
+    );
+    assert_eq!(condition(&fake, "Ready").unwrap().0, "False");
+    eventually("a NameConflict event", || {
+        event_reasons(&fake).contains(&"NameConflict".to_string())
+    })
+    .await;
+    // The user's Service is exactly as it was: no owner reference, no operator fields.
+    let after = fake.get(keys::SERVICES, Some(NS), "web").unwrap();
+    assert_eq!(after, before, "the user's Service is not touched");
+    assert!(
+        ds(&fake).is_none(),
+        "no pods behind a Service the operator does not own"
+    );
+
+    // Deleting the EdgeCache leaves the user's Service (the garbage collector has no claim).
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the EdgeCache is gone", || ec_value(&fake).is_none()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fake.get(keys::SERVICES, Some(NS), "web").unwrap(), before);
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_another_owner_are_refused_too() {
+    let fake = fake();
+    nodes(&fake);
+    // A DaemonSet named `web` that some other controller owns.
+    fake.put_object(
+        keys::DAEMONSETS,
+        Some(NS),
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "web", "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "Deployment", "name": "other",
+                "uid": "11111111-2222-4333-8444-555555555555", "controller": true}]},
+            "spec": {"selector": {"matchLabels": {"app": "other"}},
+                     "template": {"metadata": {"labels": {"app": "other"}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+    );
+    let before = ds(&fake).unwrap()["spec"].clone();
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Degraded NameConflict", || {
+        condition(&fake, "Degraded").is_some_and(|c| {
+            c.0 == "True" && c.1 == "NameConflict" && c.2.contains("DaemonSet edge/web")
+        })
+    })
+    .await;
+    assert_eq!(ds(&fake).unwrap()["spec"], before);
+    op.stop().await;
+}
+
+fn daemonset_patches(fake: &FakeApiServer) -> Vec<std::time::Instant> {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == http::Method::PATCH && r.uri.contains("/daemonsets/"))
+        .map(|r| r.at)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_apply_is_degraded_with_the_servers_message_and_backs_off() {
+    let fake = fake();
+    nodes(&fake);
+    // The operator's RBAC lost `patch` on DaemonSets.
+    fake.inject_fault(Fault {
+        method: Some(http::Method::PATCH),
+        path_contains: "/daemonsets/".into(),
+        code: 403,
+        times: u32::MAX,
+    });
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Degraded ApplyForbidden", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "ApplyForbidden")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert!(
+        message.contains("DaemonSet web")
+            && message.contains("daemonsets.apps \"web\" is forbidden")
+            && message.contains("cannot patch resource \"daemonsets\""),
+        "the API server's message: {message}"
+    );
+    assert_eq!(condition(&fake, "Ready").unwrap().0, "False");
+    // Retried with a growing delay, not in a loop; one event, not one per retry.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let tries = daemonset_patches(&fake);
+    assert!(
+        (2..=10).contains(&tries.len()),
+        "{} tries in about 1.5 s",
+        tries.len()
+    );
+    let gaps: Vec<Duration> = tries.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.last().unwrap() > gaps.first().unwrap(),
+        "the delay grows: {gaps:?}"
+    );
+    let warnings = event_reasons(&fake)
+        .iter()
+        .filter(|r| *r == "ApplyForbidden")
+        .count();
+    assert_eq!(warnings, 1);
+    assert!(op.failures("apply") >= 2);
+
+    // RBAC fixed: the next retry converges and Degraded clears.
+    fake.clear_faults();
+    eventually("Ready", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().1, "AsExpected");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_the_server_finds_invalid_is_degraded_with_its_causes() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // A valid EdgeCache name (a DNS subdomain), but no valid Service name (a DNS-1035 label):
+    // the API server refuses the Service with 422.
+    create(&fake, &named_ec("web.v2", "")).await;
+    eventually("Degraded ApplyInvalid", || {
+        condition_of(&fake, "web.v2", "Degraded")
+            .is_some_and(|c| c.0 == "True" && c.1 == "ApplyInvalid")
+    })
+    .await;
+    let (_, _, message) = condition_of(&fake, "web.v2", "Degraded").unwrap();
+    assert!(
+        message.contains("Service \"web.v2\" is invalid: metadata.name: Invalid value: \"web.v2\": a DNS-1035 label"),
+        "{message}"
+    );
+    assert!(fake.get(keys::SERVICES, Some(NS), "web.v2").is_none());
+    assert!(fake.get(keys::DAEMONSETS, Some(NS), "web.v2").is_none());
+    eventually("a Warning event", || {
+        event_reasons(&fake).contains(&"ApplyInvalid".to_string())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edgecache_naming_no_image_runs_the_operators_own_version() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // Created through the API, which applies the CRD's schema defaults.
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    assert!(
+        ec_value(&fake).unwrap()["spec"].get("image").is_none(),
+        "no image is stored in the EdgeCache: it would freeze the image of its creation day"
+    );
+    let image = ds(&fake).unwrap()["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+    assert_eq!(
+        image,
+        edgecache_operator::validate::default_image().as_str()
+    );
+    assert!(
+        image
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
+        "the operator's own version: {image}"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_and_orphan_deletion_of_an_edgecache() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    let api = Api::<EdgeCache>::namespaced(fake.client(), NS);
+    // Foreground: the children (blockOwnerDeletion) go first, then the EdgeCache; the operator
+    // recreates nothing meanwhile.
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    api.delete("web", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    eventually("children and EdgeCache gone", || {
+        children_exist(&fake) == [false; 4] && ec_value(&fake).is_none()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(children_exist(&fake), [false; 4], "nothing recreates them");
+
+    // Orphan: the EdgeCache goes, its children stay, without the owner reference.
+    create(&fake, &new_ec("")).await;
+    eventually("Ready again", || is_ready(&fake)).await;
+    api.delete("web", &DeleteParams::orphan()).await.unwrap();
+    eventually("the EdgeCache is gone", || ec_value(&fake).is_none()).await;
+    assert_eq!(children_exist(&fake), [true; 4]);
+    assert!(
+        ds(&fake).unwrap()["metadata"]
+            .get("ownerReferences")
+            .is_none()
+    );
     op.stop().await;
 }

@@ -143,3 +143,51 @@ fn an_unknown_field_alone_fails_the_render() {
         "{err}"
     );
 }
+
+/// The least Kubernetes minor version (1.x) the chart's `kubeVersion` admits.
+fn chart_min_minor() -> u32 {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../charts/edgecache/Chart.yaml"
+    );
+    let chart: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let constraint = chart["kubeVersion"]
+        .as_str()
+        .expect("Chart.yaml has a kubeVersion");
+    let version = constraint
+        .strip_prefix(">=")
+        .unwrap_or_else(|| panic!("a lower bound, like >=1.30.0-0: {constraint}"));
+    let minor = version.split('.').nth(1).unwrap();
+    minor.parse().unwrap()
+}
+
+/// Kubernetes features the rendered pods use, with the minor version that serves them by
+/// default (the feature gate's beta, on by default).
+fn features_used(pod: &k8s_openapi::api::core::v1::PodSpec) -> Vec<(&'static str, u32)> {
+    let mut out = Vec::new();
+    for c in &pod.containers {
+        let lifecycle = c.lifecycle.as_ref();
+        let hooks = lifecycle
+            .into_iter()
+            .flat_map(|l| [&l.pre_stop, &l.post_start]);
+        if hooks.flatten().any(|h| h.sleep.is_some()) {
+            // PodLifecycleSleepAction: alpha in 1.29, beta and on by default in 1.30.
+            out.push(("a sleep lifecycle hook", 30));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_chart_admits_no_kubernetes_older_than_the_pods_need() {
+    let ds: DaemonSet = serde_yaml::from_value(docs()[3].clone()).unwrap();
+    let pod = ds.spec.template.spec.unwrap();
+    let min = chart_min_minor();
+    for (feature, needs) in features_used(&pod) {
+        assert!(
+            min >= needs,
+            "the pods use {feature}, served from Kubernetes 1.{needs}, but charts/edgecache/Chart.yaml admits 1.{min}"
+        );
+    }
+}

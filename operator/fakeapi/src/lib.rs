@@ -12,16 +12,31 @@
 //!   `sendInitialEvents` with the initial-events-end bookmark;
 //! - JSON merge patch (strategic merge patch is treated as a merge patch), JSON patch (with
 //!   `test` ops), and a server-side-apply approximation: the fields each manager applied are
-//!   tracked (and shown in `metadata.managedFields`), fields a manager stops applying are
-//!   pruned unless another manager owns them, conflicting values owned by another manager are
-//!   a 409 unless `force=true`, and update operations take ownership of what they change;
+//!   tracked (and shown in `metadata.managedFields`, in the `fieldsV1` shape), fields a manager
+//!   stops applying are pruned unless another manager owns them, conflicting values owned by
+//!   another manager are a 409 unless `force=true`, and update operations take ownership of
+//!   what they change; list-maps are merged item by item by their keys (the built-in kinds'
+//!   OpenAPI `x-kubernetes-list-map-keys` for containers, env, ports, volumes, volume mounts,
+//!   Service ports and owner references; a CRD's from its schema), so one manager's apply
+//!   never removes items another owns;
 //! - CRD-defined kinds ([`FakeApiServer::install_crd`]): fields the schema does not declare are
 //!   pruned on every write, and refused (422, every one named) with `fieldValidation=Strict`;
+//!   the schema's defaults are applied; its types, enums, patterns and bounds and its CEL rules
+//!   (`x-kubernetes-validations`, transition rules included, through kube's `cel` feature) are
+//!   checked, with ratcheting on updates; a failure is a `422 Invalid` Status whose details list
+//!   every cause, with the real server's field paths and messages;
+//! - built-in kinds refused where the real server refuses them (422 with causes): object
+//!   names (DNS-1123 subdomains, DNS-1035 labels for Services), container and volume names,
+//!   required images, a DaemonSet selector that must match its template's labels, port ranges
+//!   and names, duplicate container, volume and port names, volume mounts of missing volumes;
 //! - Secrets: `stringData` folded into `data`, and `data` that is not base64 refused (400);
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
 //! - finalizers (delete sets `deletionTimestamp`; the object goes when the last finalizer is
-//!   removed) and background owner-reference garbage collection;
+//!   removed) and owner-reference garbage collection with the three propagation policies
+//!   (Background, the default; Foreground: the owner waits, with the `foregroundDeletion`
+//!   finalizer, for its `blockOwnerDeletion` dependents; Orphan), sparing dependents another
+//!   live owner keeps;
 //! - a DaemonSet "controller": every DaemonSet's status is recomputed from the fake Nodes, their
 //!   labels and taints, and the pod template's nodeSelector, required node affinity and
 //!   tolerations; pods are ready at once unless [`FakeApiServer::set_pods_ready`] says not, and
@@ -31,19 +46,19 @@
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
 //!
-//! What it does not model: OpenAPI schema validation other than unknown fields, defaulting and
-//! CEL rules (use kube's
-//! `cel` feature for those), admission, RBAC, namespaces' lifecycle, list pagination (`limit`
-//! is ignored and everything comes in one page), list-map merge keys in apply (every list is
-//! atomic, so two managers cannot share one list), strategic-merge-patch directives, YAML
-//! apply bodies (kube sends JSON), foreground/orphan deletion propagation, real pods, rollouts
-//! over time (a DaemonSet's pods are updated at once), and watch bookmarks other than the
-//! initial-events-end one.
+//! What it does not model: built-in defaulting and the rest of the built-in validation, admission
+//! webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination
+//! (`limit` is ignored and everything comes in one page), list-map keys beyond those named above
+//! (other lists are atomic), set-type lists, strategic-merge-patch directives, YAML apply bodies
+//! (kube sends JSON), real pods, rollouts over time (a DaemonSet's pods are updated at once), and
+//! watch bookmarks other than the initial-events-end one.
 
 mod admission;
 mod fields;
+mod gc;
 mod resources;
 mod sim;
+mod validation;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -61,10 +76,15 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 pub use fields::{FieldSet, Path};
+pub use gc::{FOREGROUND, GARBAGE_COLLECTOR, Propagation};
 pub use resources::{ResourceInfo, Target, parse_path};
 pub use sim::{LabelSelector, daemonset_status, pod_fits_node};
+pub use validation::Cause;
 
-use fields::{changed_paths, fields_v1, get, leaf_paths, merge_patch, overlaps, remove, set};
+use fields::{
+    ListKeys, changed_paths, fields_v1, get, leaf_paths, merge_patch, order_like, overlaps, remove,
+    set, shares,
+};
 
 /// The body type of the fake's responses.
 pub type FakeBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -134,6 +154,8 @@ pub struct ApiError {
     pub code: u16,
     pub reason: String,
     pub message: String,
+    /// The Status's `details` (for 422 Invalid: name, group, kind and every cause).
+    pub details: Option<Value>,
 }
 
 impl ApiError {
@@ -142,16 +164,21 @@ impl ApiError {
             code,
             reason: reason.into(),
             message: message.into(),
+            details: None,
         }
     }
     fn not_found(what: &str) -> Self {
         Self::new(404, "NotFound", format!("{what} not found"))
     }
     fn status(&self) -> Value {
-        json!({
+        let mut s = json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code
-        })
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
     }
 }
 
@@ -194,6 +221,8 @@ struct State {
     rollouts: BTreeMap<ObjKey, (i64, Option<i64>)>,
     /// Bumped to end every open watch.
     watch_epoch: tokio::sync::watch::Sender<u64>,
+    /// Set while [`FakeApiServer::put_object`] writes: stored as given, not validated.
+    admin_write: bool,
 }
 
 /// The fake API server. Clones share one store.
@@ -237,6 +266,7 @@ impl FakeApiServer {
                 manual_rollouts: false,
                 rollouts: BTreeMap::new(),
                 watch_epoch: tokio::sync::watch::Sender::new(0),
+                admin_write: false,
             })),
         }
     }
@@ -299,7 +329,9 @@ impl FakeApiServer {
         }
     }
 
-    /// Create or replace an object directly (as an admin would), outside any request.
+    /// Create or replace an object directly (as an admin would), outside any request. It is
+    /// pruned and defaulted but not validated: it stands for an object stored under an older
+    /// schema or version of the rules.
     pub fn put_object(&self, resource: &str, namespace: Option<&str>, mut obj: Value) {
         let mut st = self.lock();
         let name = obj
@@ -315,7 +347,9 @@ impl FakeApiServer {
             namespace.unwrap_or_default().to_string(),
             name,
         );
+        st.admin_write = true;
         let _ = st.commit(&k, obj, "fake-admin", None, "Update");
+        st.admin_write = false;
         st.after_write(resource, &k, false);
     }
 
@@ -395,7 +429,9 @@ impl FakeApiServer {
             namespace.unwrap_or_default().to_string(),
             name.to_string(),
         );
-        self.lock().delete_object(&k).is_ok()
+        self.lock()
+            .delete_object(&k, Propagation::Background)
+            .is_ok()
     }
 
     /// Every committed change so far, oldest first (compaction does not drop them here).
@@ -518,15 +554,7 @@ impl FakeApiServer {
         if st.faults[i].times == 0 {
             st.faults.remove(i);
         }
-        let reason = match code {
-            409 => "Conflict",
-            410 => "Expired",
-            429 => "TooManyRequests",
-            500 => "InternalError",
-            503 => "ServiceUnavailable",
-            _ => "Unknown",
-        };
-        Some(ApiError::new(code, reason, "injected fault"))
+        Some(injected(code, method, path))
     }
 
     fn finish(
@@ -640,6 +668,59 @@ impl FakeApiServer {
         );
         resp
     }
+}
+
+/// The answer an injected fault gives: the reason the real server gives with that code, and for
+/// 403 its RBAC message (`daemonsets.apps "web" is forbidden: User ... cannot patch ...`).
+fn injected(code: u16, method: &Method, path: &str) -> ApiError {
+    let reason = match code {
+        400 => "BadRequest",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        _ => "Unknown",
+    };
+    let Some(t) = parse_path(path).filter(|_| code == 403) else {
+        return ApiError::new(code, reason, "injected fault");
+    };
+    let (group, plural) = match t.resource.split('/').collect::<Vec<_>>().as_slice() {
+        [g, _, p] => (g.to_string(), p.to_string()),
+        _ => (String::new(), t.resource.clone()),
+    };
+    let verb = match *method {
+        Method::GET if t.name.is_none() => "list",
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "access",
+    };
+    let qualified = if group.is_empty() {
+        plural.clone()
+    } else {
+        format!("{plural}.{group}")
+    };
+    let what = match &t.name {
+        Some(n) => format!("{qualified} \"{n}\""),
+        None => qualified,
+    };
+    let scope = match &t.namespace {
+        Some(ns) => format!(" in the namespace \"{ns}\""),
+        None => " at the cluster scope".into(),
+    };
+    ApiError::new(
+        403,
+        reason,
+        format!(
+            "{what} is forbidden: User \"system:serviceaccount:edgecache-system:edgecache-operator\" cannot {verb} resource \"{plural}\" in API group \"{group}\"{scope}"
+        ),
+    )
 }
 
 fn line(v: &Value) -> Bytes {
@@ -808,7 +889,9 @@ impl State {
                     ns_key(&target.namespace),
                     name.clone(),
                 );
-                self.delete_object(&k).map(|o| (200, o))
+                let policy =
+                    Propagation::parse(query.get("propagationPolicy").map(String::as_str), body)?;
+                self.delete_object(&k, policy).map(|o| (200, o))
             }
             _ => Err(ApiError::new(
                 405,
@@ -1012,7 +1095,11 @@ impl State {
         }
         let status_only = sub.is_some();
         let skip_status = info.status_subresource && !status_only;
-        let applied_paths = leaf_paths(&applied, status_only, skip_status);
+        let keys = ListKeys {
+            resource: &target.resource,
+            schema: info.schema.as_ref(),
+        };
+        let applied_paths = leaf_paths(&applied, status_only, skip_status, &keys);
         let mkey: ManagerKey = (manager.to_string(), sub.map(String::from));
         let base = match &old {
             Some(o) => o.clone(),
@@ -1073,7 +1160,7 @@ impl State {
             for q in prev.fields.difference(&applied_paths) {
                 let shared = owners
                     .iter()
-                    .any(|(m, o)| *m != mkey && o.fields.iter().any(|f| overlaps(f, q)));
+                    .any(|(m, o)| *m != mkey && o.fields.iter().any(|f| shares(f, q)));
                 if !shared {
                     remove(&mut new, q);
                 }
@@ -1084,6 +1171,7 @@ impl State {
                 set(&mut new, p, v.clone());
             }
         }
+        order_like(&mut new, &applied, &keys);
         owners.insert(
             mkey,
             Ownership {
@@ -1092,9 +1180,11 @@ impl State {
             },
         );
         owners.retain(|_, o| !o.fields.is_empty());
-        self.managers.insert(k.clone(), owners);
+        let before = self.managers.insert(k.clone(), owners);
         let created = old.is_none();
-        let out = self.commit_raw(k, new, created)?;
+        let out = self.commit_raw(k, new, created).inspect_err(|_| {
+            self.restore_managers(k, before.clone());
+        })?;
         self.after_write(&target.resource, k, status_only);
         Ok((if created { 201 } else { 200 }, out))
     }
@@ -1110,12 +1200,19 @@ impl State {
     ) -> Result<Value, ApiError> {
         let old = self.objects.get(k).cloned();
         let status_only = sub.is_some();
+        let info = self.resources.get(&k.0).cloned();
+        let keys = ListKeys {
+            resource: &k.0,
+            schema: info.as_ref().and_then(|i| i.schema.as_ref()),
+        };
         let changed = changed_paths(
             old.as_ref().unwrap_or(&Value::Null),
             &new,
             status_only,
             false,
+            &keys,
         );
+        let before = self.managers.get(k).cloned();
         if !changed.is_empty() {
             let owners = self.managers.entry(k.clone()).or_default();
             for own in owners.values_mut() {
@@ -1132,6 +1229,15 @@ impl State {
             owners.retain(|_, o| !o.fields.is_empty());
         }
         self.commit_raw(k, new, old.is_none())
+            .inspect_err(|_| self.restore_managers(k, before))
+    }
+
+    /// Put back the field owners of `k` after a refused write.
+    fn restore_managers(&mut self, k: &ObjKey, before: Option<BTreeMap<ManagerKey, Ownership>>) {
+        match before {
+            Some(m) => self.managers.insert(k.clone(), m),
+            None => self.managers.remove(k),
+        };
     }
 
     /// Store `new` (server metadata filled in) unless nothing changed; emit the change.
@@ -1141,7 +1247,13 @@ impl State {
             new["metadata"] = json!({});
         }
         let info = self.resources.get(&k.0).cloned();
-        admission::admit(&k.0, info.as_ref(), &mut new)?;
+        admission::admit(
+            &k.0,
+            info.as_ref(),
+            &mut new,
+            old.as_ref(),
+            !self.admin_write,
+        )?;
         if let Some(info) = &info {
             new["apiVersion"] = json!(info.api_version());
             new["kind"] = json!(info.kind);
@@ -1254,34 +1366,6 @@ impl State {
         let _ = self.sender.send(c);
     }
 
-    /// Delete: with finalizers, mark for deletion; without, remove (and collect dependents).
-    fn delete_object(&mut self, k: &ObjKey) -> Result<Value, ApiError> {
-        let obj = self
-            .objects
-            .get(k)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&format!("{} {}", k.0, k.2)))?;
-        let has_finalizers = obj
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty());
-        if has_finalizers {
-            if obj.pointer("/metadata/deletionTimestamp").is_some() {
-                return Ok(obj);
-            }
-            let mut marked = obj;
-            marked["metadata"]["deletionTimestamp"] = json!(now());
-            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            // commit_raw keeps the old deletionTimestamp, so store it directly.
-            self.rv += 1;
-            marked["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-            self.objects.insert(k.clone(), marked.clone());
-            self.emit(k, ChangeType::Modified, marked.clone(), false);
-            return Ok(marked);
-        }
-        self.remove_object(k, obj)
-    }
-
     fn remove_object(&mut self, k: &ObjKey, mut last: Value) -> Result<Value, ApiError> {
         self.objects.remove(k);
         self.managers.remove(k);
@@ -1289,21 +1373,20 @@ impl State {
         self.rv += 1;
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         self.emit(k, ChangeType::Deleted, last.clone(), false);
-        // Background garbage collection of dependents.
+        // The garbage collector: the dependents of what went, and the owners in foreground
+        // deletion that waited for it.
         if let Some(uid) = last.pointer("/metadata/uid").and_then(Value::as_str) {
-            let dependents: Vec<ObjKey> = self
-                .objects
-                .iter()
-                .filter(|(_, o)| {
-                    o.pointer("/metadata/ownerReferences")
-                        .and_then(Value::as_array)
-                        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-            for d in dependents {
-                let _ = self.delete_object(&d);
-            }
+            self.collect_dependents(uid);
+        }
+        let owners: Vec<String> = last
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["uid"].as_str().map(String::from))
+            .collect();
+        for owner in owners {
+            self.finish_foreground(&owner);
         }
         if k.0 == keys::NODES {
             self.simulate_all();

@@ -271,7 +271,11 @@ pub(super) async fn relay_origin_response(
                     status = status.stored(true);
                 }
                 Err(e) => {
-                    ctx.shared.metrics.write_abort(e.as_str());
+                    // A fill kept off the disk by storage.admission is counted by the store
+                    // (store_admission_rejected_total); it is served and shared all the same.
+                    if !matches!(e, edgecache_store::StoreError::NotAdmitted) {
+                        ctx.shared.metrics.write_abort(e.as_str());
+                    }
                     status = status.detail(e.as_str());
                     debug!("not storing: {e}");
                 }

@@ -77,6 +77,22 @@ fn fallocate(f: &File, size: u64) -> io::Result<()> {
     }
 }
 
+/// The space of the filesystem holding `dir`: (total bytes, bytes free to unprivileged users).
+#[allow(unsafe_code)]
+pub(crate) fn filesystem_space(dir: &std::path::Path) -> io::Result<(u64, u64)> {
+    let d = File::open(dir)?;
+    // SAFETY: all-zero bytes are a valid `statvfs` (plain integers).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor we own for the duration of the call, and a pointer to a live
+    // `statvfs` the kernel fills.
+    let r = unsafe { libc::fstatvfs(d.as_raw_fd(), &mut st) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let unit = st.f_frsize as u64;
+    Ok((st.f_blocks as u64 * unit, st.f_bavail as u64 * unit))
+}
+
 /// Synchronous read filling `buf`'s capacity (short at end of file).
 pub(crate) fn pread(f: &File, buf: &mut AlignedBuf, off: u64) -> io::Result<usize> {
     let mut done = 0;

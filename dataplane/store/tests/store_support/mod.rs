@@ -23,6 +23,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
     StoreConfig {
         dir: dir.to_path_buf(),
         size,
+        size_auto: false,
         direct_io_threshold: 64 * 1024,
         max_object_size: 512 * MIB,
         ram_tier_bytes: 0,
@@ -31,6 +32,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
         verify_every_read: false,
         max_variants_per_key: 32,
         index_bytes: 0,
+        admission: edgecache_store::Admission::All,
     }
 }
 

@@ -158,7 +158,7 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
     };
     Container {
         name: CONTAINER.into(),
-        image: Some(spec.image.clone()),
+        image: Some(ec.image.clone()),
         image_pull_policy: Some(spec.image_pull_policy.as_str().into()),
         command: Some(vec!["edgecache-dataplane".into()]),
         // The admin listener binds the pod IP, not 0.0.0.0 (the flag overrides the config

@@ -13,6 +13,7 @@ pub(super) fn service(ec: &ValidatedEdgeCache) -> Service {
         metadata: child_meta(ec, ec.name.clone()),
         spec: Some(ServiceSpec {
             type_: Some(ec.spec.network.service_type.as_str().into()),
+            internal_traffic_policy: Some(ec.spec.network.internal_traffic_policy.as_str().into()),
             selector: Some(selector_labels(&ec.name)),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),

@@ -425,10 +425,29 @@ fn update_strategy_never_surges() {
 }
 
 #[test]
+fn no_image_means_the_operators_own_release() {
+    let d = desired("");
+    assert_eq!(
+        container(&d).image.as_deref(),
+        Some(crate::validate::default_image().as_str())
+    );
+}
+
+#[test]
 fn image_and_pull_policy() {
     let d = desired("image: registry.local/ec:1\nimagePullPolicy: Always\n");
     assert_eq!(container(&d).image.as_deref(), Some("registry.local/ec:1"));
     assert_eq!(container(&d).image_pull_policy.as_deref(), Some("Always"));
+}
+
+#[test]
+fn internal_traffic_policy_local_keeps_clients_on_their_nodes_cache() {
+    let d = desired("network:\n  internalTrafficPolicy: Local\n");
+    let spec = d.service.spec.as_ref().unwrap();
+    assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Local"));
+    let d = desired("");
+    let spec = d.service.spec.as_ref().unwrap();
+    assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Cluster"));
 }
 
 #[test]

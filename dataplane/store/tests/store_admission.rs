@@ -1,0 +1,66 @@
+//! `StoreConfig::admission` (issue 15 item 4): with second-hit admission a key's first fill is
+//! refused before anything is reserved or written, its second is written, and a key already
+//! stored is always admitted; with `All` every fill is written.
+
+#![allow(clippy::unwrap_used)] // tests: a panic is the failure report
+
+mod store_support;
+
+use edgecache_store::{Admission, EngineChoice, Store, StoreError, StoreWorker, WriteKind};
+use store_support::*;
+
+fn second_hit(engine: EngineChoice) {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let mut c = cfg(dir.path(), 64 * MIB, engine);
+    c.admission = Admission::SecondHit;
+    let store = Store::open(c).unwrap();
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let body = content("/a", 1, 5000);
+        let first = put(&w, "/a", "", "m", &body, true, 4096).await;
+        assert!(matches!(first, Err(StoreError::NotAdmitted)), "{first:?}");
+        let s = store.stats();
+        assert_eq!(s.admission_rejected, 1);
+        assert_eq!(
+            s.disk_write_bytes, [0; 4],
+            "nothing written, not even a segment header"
+        );
+        assert!(store.lookup(b"/a").is_empty());
+        // The second miss is admitted and stored.
+        put(&w, "/a", "", "m", &body, true, 4096).await.unwrap();
+        assert_eq!(get(&w, "/a").await.unwrap().1, body);
+        // A stored key's next fill (a refetch after expiry, another variant) is admitted even
+        // when the doorkeeper has not seen it: here, a variant never filled before.
+        put(&w, "/a", "gzip", "m", &body, true, 4096).await.unwrap();
+        let s = store.stats();
+        assert_eq!(s.admission_rejected, 1);
+        assert_eq!(s.admitted_body_bytes, 10_000);
+        assert!(s.disk_write_bytes[WriteKind::Record as usize] > 0);
+        // Unknown length: refused at begin as well.
+        let unknown = put(&w, "/b", "", "m", &body, false, 4096).await;
+        assert!(matches!(unknown, Err(StoreError::NotAdmitted)));
+    });
+}
+
+#[test]
+fn uring_second_hit_keeps_first_fills_off_the_disk() {
+    second_hit(EngineChoice::Uring);
+}
+
+#[test]
+fn threads_second_hit_keeps_first_fills_off_the_disk() {
+    second_hit(EngineChoice::Threads);
+}
+
+#[test]
+fn admission_all_writes_every_fill() {
+    let engine = EngineChoice::Threads;
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let store = Store::open(cfg(dir.path(), 64 * MIB, engine)).unwrap();
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        put(&w, "/a", "", "m", b"x", true, 1).await.unwrap();
+        assert!(get(&w, "/a").await.is_some());
+        assert_eq!(store.stats().admission_rejected, 0);
+    });
+}

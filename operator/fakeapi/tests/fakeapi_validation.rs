@@ -1,0 +1,448 @@
+//! The fake refuses what a real API server refuses: invalid built-in objects (422 with every
+//! cause), and EdgeCaches that break their CRD's schema or CEL rules; it applies the schema's
+//! defaults, as the real one does.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use edgecache_api::v1alpha1::EdgeCache;
+use edgecache_fakeapi::{FakeApiServer, keys};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use kube::CustomResourceExt as _;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::Status;
+use serde_json::{Value, json};
+
+fn status(err: kube::Error) -> Box<Status> {
+    match err {
+        kube::Error::Api(s) => s,
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+/// The causes of a 422, as (reason, field) pairs.
+fn causes(s: &Status) -> Vec<(String, String)> {
+    assert_eq!(s.code, 422, "{s:?}");
+    assert_eq!(s.reason, "Invalid");
+    s.details
+        .as_ref()
+        .expect("a 422 has details")
+        .causes
+        .iter()
+        .map(|c| (c.reason.clone(), c.field.clone()))
+        .collect()
+}
+
+/// The Status message has `text`.
+fn says(s: &Status, text: &str) {
+    assert!(s.message.contains(text), "{text:?} in {}", s.message);
+}
+
+fn pair(reason: &str, field: &str) -> (String, String) {
+    (reason.to_string(), field.to_string())
+}
+
+fn daemon_set(v: Value) -> DaemonSet {
+    serde_json::from_value(v).unwrap()
+}
+
+fn good_ds(name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web", "tier": "edge"}},
+                "spec": {
+                    "containers": [{"name": "dataplane", "image": "edgecache:1",
+                        "ports": [{"name": "http", "containerPort": 8080}],
+                        "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}],
+                    "volumes": [{"name": "cache", "emptyDir": {}}]
+                }
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_valid_daemon_set_is_stored() {
+    let fake = FakeApiServer::new();
+    let api: Api<DaemonSet> = Api::namespaced(fake.client(), "edge");
+    api.create(&PostParams::default(), &daemon_set(good_ds("web")))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_invalid_daemon_set_is_refused_with_every_cause() {
+    let fake = FakeApiServer::new();
+    let api: Api<DaemonSet> = Api::namespaced(fake.client(), "edge");
+    let mut bad = good_ds("Web_1");
+    bad["spec"]["selector"]["matchLabels"]["app"] = json!("other");
+    bad["spec"]["template"]["spec"]["containers"] = json!([
+        {"name": "dataplane", "image": "",
+         "ports": [{"name": "http", "containerPort": 0}, {"name": "http", "containerPort": 9090}],
+         "volumeMounts": [{"name": "missing", "mountPath": "/x"}]},
+        {"name": "dataplane", "image": "sidecar:1"},
+        {"name": "Bad_Name", "image": "x:1"}
+    ]);
+    let err = status(
+        api.create(&PostParams::default(), &daemon_set(bad))
+            .await
+            .unwrap_err(),
+    );
+    let got = causes(&err);
+    let c = "spec.template.spec.containers";
+    for want in [
+        pair("FieldValueInvalid", "metadata.name"),
+        pair("FieldValueInvalid", "spec.template.metadata.labels"),
+        pair("FieldValueRequired", &format!("{c}[0].image")),
+        pair(
+            "FieldValueInvalid",
+            &format!("{c}[0].ports[0].containerPort"),
+        ),
+        pair("FieldValueDuplicate", &format!("{c}[0].ports[1].name")),
+        pair(
+            "FieldValueNotFound",
+            &format!("{c}[0].volumeMounts[0].name"),
+        ),
+        pair("FieldValueDuplicate", &format!("{c}[1].name")),
+        pair("FieldValueInvalid", &format!("{c}[2].name")),
+    ] {
+        assert!(got.contains(&want), "{want:?} in {got:?}");
+    }
+    assert_eq!(got.len(), 8, "{got:?}");
+    assert!(
+        err.message
+            .starts_with("DaemonSet.apps \"Web_1\" is invalid: ["),
+        "{}",
+        err.message
+    );
+    says(
+        &err,
+        "spec.template.metadata.labels: Invalid value: {\"app\":\"web\",\"tier\":\"edge\"}: `selector` does not match template `labels`",
+    );
+    assert!(fake.get(keys::DAEMONSETS, Some("edge"), "Web_1").is_none());
+
+    // Server-side apply is validated the same way, and so is a patch that breaks a stored one.
+    api.create(&PostParams::default(), &daemon_set(good_ds("web")))
+        .await
+        .unwrap();
+    let err = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "dataplane"}]}}}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    // (A merge patch replaces the list whole: the container has no volumeMounts left.)
+    assert_eq!(
+        causes(&status(err)),
+        [pair(
+            "FieldValueRequired",
+            "spec.template.spec.containers[0].image"
+        )]
+    );
+    let mut empty = good_ds("empty");
+    empty["spec"]["template"]["spec"]["containers"] = json!([]);
+    let err = api
+        .patch(
+            "empty",
+            &PatchParams::apply("me"),
+            &Patch::Apply(daemon_set(empty)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        causes(&status(err)),
+        [pair("FieldValueRequired", "spec.template.spec.containers")]
+    );
+}
+
+#[tokio::test]
+async fn services_need_dns_1035_names_ports_in_range_and_unique_ports() {
+    let fake = FakeApiServer::new();
+    let api: Api<Service> = Api::namespaced(fake.client(), "edge");
+    let svc = |name: &str, ports: Value| -> Service {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name}, "spec": {"selector": {"app": "web"}, "ports": ports}}))
+        .unwrap()
+    };
+    api.create(
+        &PostParams::default(),
+        &svc(
+            "web",
+            json!([{"name": "http", "port": 8080, "targetPort": "http"}]),
+        ),
+    )
+    .await
+    .unwrap();
+    // A dotted name is a valid DNS subdomain (an EdgeCache may have it) but no Service name.
+    let err = status(
+        api.create(
+            &PostParams::default(),
+            &svc("web.v2", json!([{"name": "http", "port": 8080}])),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "metadata.name")]);
+    assert!(
+        err.message.starts_with(
+            "Service \"web.v2\" is invalid: metadata.name: Invalid value: \"web.v2\": a DNS-1035 label"
+        ),
+        "{}",
+        err.message
+    );
+    let err = status(
+        api.create(
+            &PostParams::default(),
+            &svc(
+                "api",
+                json!([{"name": "http", "port": 70000},
+                       {"name": "http", "port": 80, "targetPort": 0},
+                       {"port": 80, "protocol": "TCP"}]),
+            ),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueInvalid", "spec.ports[0].port"),
+            pair("FieldValueDuplicate", "spec.ports[1].name"),
+            pair("FieldValueInvalid", "spec.ports[1].targetPort"),
+            pair("FieldValueRequired", "spec.ports[2].name"),
+            pair("FieldValueDuplicate", "spec.ports[2]"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn config_maps_and_service_accounts_need_valid_names() {
+    let fake = FakeApiServer::new();
+    let cms: Api<ConfigMap> = Api::namespaced(fake.client(), "edge");
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "web-config"}, "data": {"config.yaml": "x", "bad key": "y"}}),
+    )
+    .unwrap();
+    let err = status(cms.create(&PostParams::default(), &cm).await.unwrap_err());
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "data")]);
+    let sas: Api<ServiceAccount> = Api::namespaced(fake.client(), "edge");
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "-web"}})).unwrap();
+    let err = status(sas.create(&PostParams::default(), &sa).await.unwrap_err());
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "metadata.name")]);
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "web.v2"}})).unwrap();
+    sas.create(&PostParams::default(), &sa).await.unwrap();
+}
+
+fn edgecaches(fake: &FakeApiServer) -> Api<DynamicObject> {
+    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
+    Api::namespaced_with(
+        fake.client(),
+        "edge",
+        &kube::api::ApiResource::erase::<EdgeCache>(&()),
+    )
+}
+
+/// The Status of a refused create of the EdgeCache `web` with `spec`.
+async fn refused(api: &Api<DynamicObject>, spec: Value) -> Box<Status> {
+    status(
+        api.create(&PostParams::default(), &ec(spec))
+            .await
+            .expect_err("the create is refused"),
+    )
+}
+
+fn ec(spec: Value) -> DynamicObject {
+    serde_json::from_value(
+        json!({"apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCache",
+        "metadata": {"name": "web"}, "spec": spec}),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn edgecaches_get_the_schema_defaults() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    api.create(
+        &PostParams::default(),
+        &ec(json!({"origin": {"url": "http://origin:8080"}})),
+    )
+    .await
+    .unwrap();
+    let stored = fake.get(keys::EDGECACHES, Some("edge"), "web").unwrap();
+    assert_eq!(
+        stored["spec"]["storage"]["hostPath"],
+        "/var/cache/edgecache"
+    );
+    assert_eq!(stored["spec"]["network"]["port"], 8080);
+    assert_eq!(stored["spec"]["origin"]["connectTimeout"], "2s");
+    assert_eq!(stored["spec"]["steering"]["mode"], "off");
+    // What the real server stores parses into the Rust type as the Rust defaults would.
+    let parsed: EdgeCache = serde_json::from_value(stored).unwrap();
+    let plain: EdgeCache = serde_json::from_value(json!({"apiVersion": "edgecache.dev/v1alpha1",
+        "kind": "EdgeCache", "metadata": {"name": "web"},
+        "spec": {"origin": {"url": "http://origin:8080"}}}))
+    .unwrap();
+    assert_eq!(parsed.spec, plain.spec);
+}
+
+#[tokio::test]
+async fn edgecaches_breaking_the_cel_rules_are_refused() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    // `queue` steering without the host network: the CEL rule on the spec.
+    let err = refused(
+        &api,
+        json!({"origin": {"url": "http://o:8080"}, "steering": {"mode": "queue"}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.network.hostNetwork")]
+    );
+    says(
+        &err,
+        "spec.network.hostNetwork: Invalid value: \"object\": steering.mode queue needs network.hostNetwork: true",
+    );
+    assert!(fake.get(keys::EDGECACHES, Some("edge"), "web").is_none());
+    // The ports must differ, through the defaults (adminPort defaults to 9090).
+    let err = refused(
+        &api,
+        json!({"origin": {"url": "http://o:8080"}, "network": {"port": 9090}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.network.adminPort")]
+    );
+
+    // The transition rule: the cache path is immutable on update, by apply or patch.
+    let spec = json!({"origin": {"url": "http://o:8080"}, "storage": {"hostPath": "/mnt/a"}});
+    api.patch(
+        "web",
+        &PatchParams::apply("kubectl"),
+        &Patch::Apply(ec(spec)),
+    )
+    .await
+    .unwrap();
+    let moved = json!({"origin": {"url": "http://o:8080"}, "storage": {"hostPath": "/mnt/b"}});
+    let err = status(
+        api.patch(
+            "web",
+            &PatchParams::apply("kubectl"),
+            &Patch::Apply(ec(moved)),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.storage.hostPath")]
+    );
+    says(&err, "storage.hostPath is immutable");
+    let err = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"hostPath": "/mnt/c"}}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status(err).code, 422);
+    let stored = fake.get(keys::EDGECACHES, Some("edge"), "web").unwrap();
+    assert_eq!(stored["spec"]["storage"]["hostPath"], "/mnt/a");
+    // Other changes go through.
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"storage": {"size": "20GiB"}}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn edgecaches_breaking_the_openapi_schema_are_refused() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    let err = refused(
+        &api,
+        json!({"origin": {"url": "https://o"},
+                       "storage": {"size": "lots", "readsInFlight": 0},
+                       "network": {"port": "http"},
+                       "steering": {"mode": "adq"}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueTypeInvalid", "spec.network.port"),
+            pair("FieldValueInvalid", "spec.origin.url"),
+            pair("FieldValueNotSupported", "spec.steering.mode"),
+            pair("FieldValueInvalid", "spec.storage.readsInFlight"),
+            pair("FieldValueInvalid", "spec.storage.size"),
+            // The CEL rules wait for an object of the right shape.
+            pair("FieldValueInvalid", "<nil>"),
+        ]
+    );
+    says(
+        &err,
+        "spec.storage.readsInFlight: Invalid value: 0: spec.storage.readsInFlight in body should be greater than or equal to 1",
+    );
+    let err = refused(&api, json!({"storage": {}})).await;
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueRequired", "spec.origin"),
+            pair("FieldValueInvalid", "<nil>"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_object_an_older_schema_let_in_still_takes_status_writes() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    fake.put_object(
+        keys::EDGECACHES,
+        Some("edge"),
+        json!({"apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCache",
+            "metadata": {"name": "web"},
+            "spec": {"origin": {"url": "http://o"}, "storage": {"size": "lots"}}}),
+    );
+    api.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"readyNodes": 1}})),
+    )
+    .await
+    .unwrap();
+    // A spec change that keeps the old problem and adds none goes through too (ratcheting).
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"log": "debug"}})),
+    )
+    .await
+    .unwrap();
+    // One that adds a new problem does not.
+    let err = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"log": ""}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        causes(&status(err)),
+        [pair("FieldValueInvalid", "spec.log")]
+    );
+}
