@@ -434,6 +434,23 @@ impl Index {
         live: &dyn Fn(Rec) -> bool,
         age: &dyn Fn(Rec) -> u64,
     ) -> Displaced {
+        self.insert_checked(h, vtag, rec, max_variants, live, age, &|_| true)
+    }
+
+    /// [`Index::insert`], but an entry with the same tags is replaced only if `same` says it
+    /// holds the same object (the caller read its header): tags are 24 + 7 bits, so two
+    /// variants of a key share theirs one time in 128. Other entries with the tags stay.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_checked(
+        &self,
+        h: u64,
+        vtag: u8,
+        rec: Rec,
+        max_variants: usize,
+        live: &dyn Fn(Rec) -> bool,
+        age: &dyn Fn(Rec) -> u64,
+        same: &dyn Fn(Rec) -> bool,
+    ) -> Displaced {
         let tag = tag_of(h);
         let mut s = self.shard(h);
         let mut out = Displaced::default();
@@ -449,7 +466,7 @@ impl Index {
                 continue;
             }
             if s.is(i, tag) {
-                if p.vtag() == vtag && out.replaced.is_none() {
+                if p.vtag() == vtag && out.replaced.is_none() && same(p.rec()) {
                     out.replaced = Some(p.rec());
                     s.recs[i] = Packed::new(rec, vtag, p.ext(), p.place(), tag.1);
                 } else {

@@ -218,6 +218,7 @@ mod dir;
 pub mod error;
 mod frequency;
 mod growing;
+mod identity;
 pub mod index;
 pub mod io;
 pub mod layout;
@@ -553,31 +554,46 @@ impl Store {
         Ok(Arc::new(store))
     }
 
-    /// Index the records found by the recovery scan: latest sequence wins, in sequence
-    /// order, the replaced ones tombstoned. Variants over the cap and entries past the index's
-    /// bound are dropped from the index only (they come back, and go again, at the next start).
+    /// Index the records found by the recovery scan: of each primary and variant key the
+    /// latest sequence wins, the older ones are tombstoned; the winners go in in sequence
+    /// order, and another object with the same index tags never replaces one (see `identity`).
+    /// Variants over the cap and entries past the index's bound are dropped from the index only
+    /// (they come back, and go again, at the next start).
     fn recover(&mut self, mut found: Vec<(u32, u64, recover::Found)>) {
-        found.sort_by_key(|(_, _, r)| r.header.seq);
+        let loc_of = |(seg, epoch, r): &(u32, u64, recover::Found)| Loc {
+            seg: *seg,
+            epoch: *epoch,
+            off: r.off,
+            header_len: r.header.header_len,
+            body_len: r.header.body_len,
+            seq: r.header.seq,
+        };
+        found.sort_by(|(_, _, a), (_, _, b)| {
+            let (a, b) = (&a.header, &b.header);
+            (&a.primary, &a.variant, a.seq).cmp(&(&b.primary, &b.variant, b.seq))
+        });
         let mut losers = Vec::new();
+        let mut winners = Vec::with_capacity(found.len());
+        let mut rest = found.into_iter().peekable();
+        while let Some(f) = rest.next() {
+            let newer = rest.peek().is_some_and(|n| {
+                (&n.2.header.primary, &n.2.header.variant)
+                    == (&f.2.header.primary, &f.2.header.variant)
+            });
+            if newer {
+                losers.push(loc_of(&f));
+            } else {
+                winners.push(f);
+            }
+        }
+        winners.sort_by_key(|(_, _, r)| r.header.seq);
         let recovered = {
             let mut st = self.lock();
-            for (seg, epoch, r) in found {
-                let h = r.header;
-                let loc = Loc {
-                    seg,
-                    epoch,
-                    off: r.off,
-                    header_len: h.header_len,
-                    body_len: h.body_len,
-                    seq: h.seq,
-                };
+            for f in winners {
+                let loc = loc_of(&f);
+                let h = f.2.header;
                 let vtag = self.variant_tag(&h.variant);
-                if let Some(old) = self
-                    .index_insert(&mut st, &h.primary, vtag, &loc, false)
-                    .replaced
-                {
-                    losers.push(old);
-                }
+                self.index_insert(&mut st, &h.primary, vtag, &loc, false, &|_| false);
             }
             st.variants_trimmed = 0;
             st.objects()
@@ -651,20 +667,13 @@ impl Store {
     /// a tombstone header synchronously (one 4 KiB write) so the object does not come back at
     /// the next start. By the key's hash: another key whose hash tag collides in the index
     /// loses its objects too (rare; an object lost, never a wrong one served).
+    /// A fill of the key in flight must not publish what it fetched before this either.
     pub fn remove(&self, primary: &[u8]) -> usize {
-        self.remove_where(primary, None)
-    }
-
-    /// Remove the key's entries with variant tag `vtag` (all when `None`: then a fill of the
-    /// key in flight must not publish what it fetched before this either).
-    fn remove_where(&self, primary: &[u8], vtag: Option<u8>) -> usize {
         let locs = {
             let mut st = self.lock();
             // Bumped under the state lock, where publish checks it.
-            if vtag.is_none() {
-                self.marks.bump(primary);
-            }
-            let removed = self.index_remove(&mut st, primary, vtag, None);
+            self.marks.bump(primary);
+            let removed = self.index_remove(&mut st, primary, None);
             let n = removed.len();
             let pinned: Vec<Loc> = removed
                 .into_iter()
@@ -688,7 +697,7 @@ impl Store {
     pub fn remove_object(&self, r: &ObjectRef) -> bool {
         let loc = {
             let mut st = self.lock();
-            let removed = self.index_remove(&mut st, &r.primary, None, Some(&r.loc));
+            let removed = self.index_remove(&mut st, &r.primary, Some(&r.loc));
             removed.into_iter().find(|l| st.pin(l.seg, l.epoch))
         };
         let found = loc.is_some();
@@ -696,11 +705,6 @@ impl Store {
             self.tombstone_pinned(&[loc]);
         }
         found
-    }
-
-    /// Purge one variant (by its tag: variants of the key with the same tag go too).
-    pub fn remove_variant(&self, primary: &[u8], variant: &[u8]) -> bool {
-        self.remove_where(primary, Some(self.variant_tag(variant))) > 0
     }
 
     /// The oldest and the newest epoch of the segments that hold data ((0, 0) when none).

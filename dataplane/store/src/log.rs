@@ -2,6 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::identity::Checked;
 use super::layout::SEGMENT_HEADER;
 use super::metrics::{Counters, WriteKind};
 use super::record::{self, RecordHeader};
@@ -101,13 +102,15 @@ impl Store {
     /// Publish a record whose header is on disk. Returns the location to tombstone: the
     /// replaced record (pinned), or this very record when a newer one (by reservation order)
     /// won meanwhile. With `mark`, a key invalidated since then is not published either (this
-    /// record is returned to tombstone): the response predates the invalidation.
+    /// record is returned to tombstone): the response predates the invalidation. `checked`
+    /// says which entries with the record's tags are the same object ([`Store::check_same`]).
     pub(crate) fn publish(
         &self,
         primary: &[u8],
         vtag: u8,
         loc: Loc,
         mark: Option<u64>,
+        checked: &Checked,
     ) -> Option<Loc> {
         let mut st = self.lock();
         if !st.pin(loc.seg, loc.epoch) {
@@ -121,13 +124,13 @@ impl Store {
         let newer = self
             .found(primary)
             .iter()
-            .any(|f| f.vtag == vtag && self.age(f.rec) > age);
+            .any(|f| f.vtag == vtag && checked.same(f.rec) && self.age(f.rec) > age);
         if newer {
             return Some(loc);
         }
         st.unpin(loc.seg);
         let old = self
-            .index_insert(&mut st, primary, vtag, &loc, false)
+            .index_insert(&mut st, primary, vtag, &loc, false, &|r| checked.same(r))
             .replaced?;
         st.pin(old.seg, old.epoch).then_some(old)
     }
@@ -139,10 +142,7 @@ impl Store {
         self.ram.remove(loc.id());
         let pinned = {
             let mut st = self.lock();
-            !self
-                .index_remove(&mut st, primary, None, Some(loc))
-                .is_empty()
-                && st.pin(loc.seg, loc.epoch)
+            !self.index_remove(&mut st, primary, Some(loc)).is_empty() && st.pin(loc.seg, loc.epoch)
         };
         if pinned {
             self.tombstone_pinned(std::slice::from_ref(loc));

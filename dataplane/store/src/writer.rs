@@ -352,10 +352,18 @@ impl ObjectWriter {
             body_len: self.len,
             seq,
         };
+        // Which entries with our tags are this object (a header read each): before the
+        // publish step, so that a writer dropped here still tombstones its record.
+        let vtag = self.store.variant_tag(&self.variant);
+        let checked = self
+            .store
+            .check_same(&self.io, &self.budget, &self.primary, &self.variant, vtag)
+            .await;
         // Published: from here on, Drop must not tombstone our record.
         self.res = None;
-        let vtag = self.store.variant_tag(&self.variant);
-        let stale = self.store.publish(&self.primary, vtag, loc, self.mark);
+        let stale = self
+            .store
+            .publish(&self.primary, vtag, loc, self.mark, &checked);
         self.store.unpin(res.seg);
         if let Some(g) = self.growing.take() {
             g.end(true, &header.crcs);

@@ -30,6 +30,7 @@ macro_rules! engine_suite {
 engine_suite!(
     roundtrip_sizes_and_ranges,
     variants_replace_purge_and_meta,
+    variants_whose_tags_collide_both_stay,
     ram_tier_serves_second_hit,
     reopen_keeps_objects,
     eviction_stays_within_budget,
@@ -173,18 +174,10 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
             )
             .unwrap();
         wr.write(Bytes::from_static(b"new")).await.unwrap();
-        let before = refs(&w, "/v")
-            .await
-            .into_iter()
-            .find(|r| r.variant == "gzip")
-            .unwrap();
+        let before = variant_ref(&w, "/v", "gzip").await;
         assert_eq!(before.meta, "m-gz");
         wr.finish().await.unwrap();
-        let after = refs(&w, "/v")
-            .await
-            .into_iter()
-            .find(|r| r.variant == "gzip")
-            .unwrap();
+        let after = variant_ref(&w, "/v", "gzip").await;
         assert_eq!(after.meta, "m2");
         assert!(matches!(
             w.open(&before).await,
@@ -198,11 +191,7 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
         w.update_meta(&after, Bytes::from_static(b"revalidated"))
             .await
             .unwrap();
-        let r = refs(&w, "/v")
-            .await
-            .into_iter()
-            .find(|r| r.variant == "gzip")
-            .unwrap();
+        let r = variant_ref(&w, "/v", "gzip").await;
         assert_eq!(r.meta, "revalidated");
         assert_eq!(w.open(&r).await.unwrap().meta, "revalidated");
         let big = Bytes::from(vec![b'x'; 10_000]);
@@ -211,8 +200,9 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
             "meta_too_large"
         );
         // Purges.
-        assert!(store.remove_variant(b"/v", b"br"));
-        assert!(!store.remove_variant(b"/v", b"br"));
+        let br = variant_ref(&w, "/v", "br").await;
+        assert!(store.remove_object(&br));
+        assert!(!store.remove_object(&br));
         assert_eq!(store.lookup(b"/v").len(), 1);
         put(&w, "/gone", "", "", b"x", true, 1).await.unwrap();
         assert_eq!(store.remove(b"/v"), 1);
@@ -237,6 +227,72 @@ fn variants_replace_purge_and_meta(engine: EngineChoice) {
         let w = StoreWorker::new(store.clone()).unwrap();
         let (meta, _) = get(&w, "/bigmeta").await.unwrap();
         assert_eq!(meta.len(), 6000);
+    });
+}
+
+/// The index keeps 7 bits of a variant key: one pair of variants in 128 shares a tag. Neither
+/// a fill of one, nor its replacement, nor a restart may take the other's place.
+fn variants_whose_tags_collide_both_stay(engine: EngineChoice) {
+    let dir = tmp();
+    let store = open(dir.path(), 64 * MIB, engine);
+    let tag = store.variant_tag(b"gzip");
+    let other = (0..10_000)
+        .map(|i| format!("v{i}"))
+        .find(|v| store.variant_tag(v.as_bytes()) == tag)
+        .unwrap();
+    let variants = |refs: Vec<edgecache_store::ObjectRef>| {
+        let mut v: Vec<(String, String)> = refs
+            .iter()
+            .map(|r| {
+                (
+                    String::from_utf8_lossy(&r.variant).into_owned(),
+                    String::from_utf8_lossy(&r.meta).into_owned(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        put(&w, "/c", "gzip", "gz1", b"gz body", true, 3)
+            .await
+            .unwrap();
+        put(&w, "/c", &other, "other1", b"other body", true, 3)
+            .await
+            .unwrap();
+        assert_eq!(
+            variants(refs(&w, "/c").await),
+            [
+                ("gzip".into(), "gz1".into()),
+                (other.clone(), "other1".into())
+            ]
+        );
+        // The same variant again replaces only itself.
+        put(&w, "/c", "gzip", "gz2", b"gz body 2", true, 3)
+            .await
+            .unwrap();
+        assert_eq!(store.lookup(b"/c").len(), 2);
+        assert_eq!(
+            variants(refs(&w, "/c").await),
+            [
+                ("gzip".into(), "gz2".into()),
+                (other.clone(), "other1".into())
+            ]
+        );
+    });
+    drop(store);
+    let store = open(dir.path(), 64 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        assert_eq!(
+            variants(refs(&w, "/c").await),
+            [
+                ("gzip".into(), "gz2".into()),
+                (other.clone(), "other1".into())
+            ],
+            "a restart keeps both colliding variants, the newest of each"
+        );
     });
 }
 

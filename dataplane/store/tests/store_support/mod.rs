@@ -110,6 +110,15 @@ pub async fn refs(w: &StoreWorker, key: &str) -> Vec<ObjectRef> {
     out
 }
 
+/// The complete ref of `key`'s object with the variant key `variant` (panics when none).
+pub async fn variant_ref(w: &StoreWorker, key: &str, variant: &str) -> ObjectRef {
+    refs(w, key)
+        .await
+        .into_iter()
+        .find(|r| r.variant == variant)
+        .unwrap_or_else(|| panic!("no {key} variant {variant:?}"))
+}
+
 /// The complete ref of the newest object of `key` (panics when there is none).
 pub async fn opened(w: &StoreWorker, key: &str) -> ObjectRef {
     refs(w, key)
