@@ -99,6 +99,8 @@ pub mod keys {
     pub const DAEMONSETS: &str = "apps/v1/daemonsets";
     pub const EVENTS: &str = "events.k8s.io/v1/events";
     pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
+    pub const EDGECACHEPURGES: &str = "edgecache.dev/v1alpha1/edgecachepurges";
+    pub const PODS: &str = "/v1/pods";
 }
 
 /// Manager name of the writes the simulated DaemonSet controller makes.
@@ -351,6 +353,52 @@ impl FakeApiServer {
         let _ = st.commit(&k, obj, "fake-admin", None, "Update");
         st.admin_write = false;
         st.after_write(resource, &k, false);
+    }
+
+    /// Create or replace a Pod as the kubelet would report it: scheduled on `node`, with
+    /// `status.podIP` = `ip` (none when `None`), phase Running and a `Ready` condition of
+    /// `ready`. The simulated DaemonSets make no Pod objects; a test that needs pods (their
+    /// IPs, nodes and readiness) adds them here. A Pod deleted and put again gets a new uid.
+    pub fn put_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        node: &str,
+        ip: Option<&str>,
+        ready: bool,
+    ) {
+        let mut status = json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        });
+        if let Some(ip) = ip {
+            status["podIP"] = json!(ip);
+            status["podIPs"] = json!([{ "ip": ip }]);
+        }
+        self.put_object(
+            keys::PODS,
+            Some(namespace),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"nodeName": node, "containers": [{"name": "dataplane", "image": "edgecache-dataplane"}]},
+                "status": status,
+            }),
+        );
+    }
+
+    /// Turn a Pod's `Ready` condition on or off (the kubelet's readiness probe); false when
+    /// there is no such Pod.
+    pub fn set_pod_ready(&self, namespace: &str, name: &str, ready: bool) -> bool {
+        let Some(mut pod) = self.get(keys::PODS, Some(namespace), name) else {
+            return false;
+        };
+        pod["status"]["conditions"] =
+            json!([{"type": "Ready", "status": if ready { "True" } else { "False" }}]);
+        self.put_object(keys::PODS, Some(namespace), pod);
+        true
     }
 
     /// Whether the simulated DaemonSet pods are ready (default: true). Re-simulates every
