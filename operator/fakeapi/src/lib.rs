@@ -42,6 +42,9 @@
 //!   tolerations; pods are ready at once unless [`FakeApiServer::set_pods_ready`] says not, and
 //!   a new pod template is rolled out at once, or step by step (`maxUnavailable` pods per
 //!   [`FakeApiServer::advance_rollouts`]) after [`FakeApiServer::set_manual_rollouts`];
+//! - Pods as the kubelet reports them, put by the test ([`FakeApiServer::put_pod`]: node,
+//!   `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips); the
+//!   simulated DaemonSets make none;
 //! - fault injection ([`FakeApiServer::inject_fault`]), dropping every open watch
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
@@ -50,8 +53,9 @@
 //! webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination
 //! (`limit` is ignored and everything comes in one page), list-map keys beyond those named above
 //! (other lists are atomic), set-type lists, strategic-merge-patch directives, YAML apply bodies
-//! (kube sends JSON), real pods, rollouts over time (a DaemonSet's pods are updated at once), and
-//! watch bookmarks other than the initial-events-end one.
+//! (kube sends JSON), pods made by controllers or run by a kubelet, rollouts over time (a
+//! DaemonSet's pods are updated at once), and watch bookmarks other than the initial-events-end
+//! one.
 
 mod admission;
 mod fields;
