@@ -3,8 +3,8 @@
 //! One `EdgeCachePurge` asks every data-plane pod of one `EdgeCache` (same namespace) to purge
 //! some URLs, URL prefixes, tags, or everything, hard or soft. The operator delivers it to each
 //! pod's authenticated admin endpoint, dated at the resource's creationTimestamp (so a pod that
-//! gets it late still purges exactly what it stored before the purge was made), and records
-//! each pod's confirmation in the status. The spec is immutable: a purge is an event, and what
+//! gets it late still purges what it stored before the purge was made, to the second), and
+//! records each pod's confirmation in the status. The spec is immutable: a purge is an event, and what
 //! a pod confirmed must stay what the resource says.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

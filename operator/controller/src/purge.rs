@@ -5,8 +5,9 @@
 //! Durable delivery: a purge is re-sent to each current pod that has not confirmed it under its
 //! present uid, with backoff, and at once when one of the EdgeCache's pods changes (turns ready,
 //! is added, is replaced). Re-sending is safe: every call carries an id derived from the
-//! purge's uid, which the data plane applies once, and `at` = the purge's creationTimestamp,
-//! which makes a late delivery purge exactly what was stored before the purge was made.
+//! purge's uid, which the data plane applies once, and `at` = the purge's creationTimestamp
+//! (to the end of its second), which makes a late delivery purge what was stored before the
+//! purge was made and spare what was stored later.
 //!
 //! [`plan`] holds the pure decisions, [`reconcile`] the I/O around them, [`run`] the wiring.
 

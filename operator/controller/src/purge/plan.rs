@@ -40,8 +40,9 @@ pub enum PlanError {
 }
 
 /// The admin calls every pod gets for `purge`: one per URL, prefix or tag (or one for `all`),
-/// in spec order, each with the id `UID-INDEX` and `at` = the creationTimestamp in Unix
-/// seconds, so a late delivery purges exactly what the pod stored before the purge was made.
+/// in spec order, each with the id `UID-INDEX` and `at` = the end of the creationTimestamp's
+/// second in Unix seconds, so a late delivery purges what the pod stored before the purge was
+/// made (and within its second), and nothing it stored later.
 pub fn calls(purge: &EdgeCachePurge) -> Result<Vec<AdminCall>, PlanError> {
     let uid = purge
         .metadata
@@ -56,7 +57,11 @@ pub fn calls(purge: &EdgeCachePurge) -> Result<Vec<AdminCall>, PlanError> {
         .ok_or(PlanError::NotStored("creationTimestamp"))?
         .0
         .as_second()
-        .max(0);
+        .max(0)
+        // The timestamp has whole seconds and the data plane stores receipt times in whole
+        // seconds: cover the whole second the purge was made in (as the data plane does for a
+        // purge without `at`), so nothing received before the purge escapes it.
+        .saturating_add(1);
     let spec = &purge.spec;
     let lists = [
         ("url", &spec.urls),

@@ -36,8 +36,8 @@ fn complete(st: &EdgeCachePurgeStatus) -> (&str, &str, &str) {
 
 #[test]
 fn one_call_per_selector_with_a_stable_id_and_the_creation_time() {
-    // 2026-12-01T10:00:00Z
-    let at = "at=1796119200";
+    // 2026-12-01T10:00:00Z, to the end of that second.
+    let at = "at=1796119201";
     let p = purge("tags: [product-42, \"a b&c\"]\nsoft: true\n");
     let c = calls(&p).unwrap();
     assert_eq!(
