@@ -164,6 +164,13 @@ fn confirmation<'a>(
         .find(|n| n.pod == pod.name && n.pod_uid == pod.uid)
 }
 
+/// Whether `status` says every current pod confirmed.
+pub fn is_complete(status: &EdgeCachePurgeStatus) -> bool {
+    status
+        .condition(condition::COMPLETE)
+        .is_some_and(|c| c.status == "True")
+}
+
 /// What sending every call to one pod came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
@@ -227,8 +234,9 @@ pub struct Blocked<'a> {
 
 /// The status after one round: every current pod is either confirmed (an earlier
 /// confirmation under its uid, or one from `deliveries`, keyed by pod uid) or pending with a
-/// reason. `Complete` is true when there is at least one pod and every one confirmed; its
-/// lastTransitionTime is kept while it holds.
+/// reason. `Complete` is true when there is at least one pod and every one confirmed;
+/// otherwise its reason is `blocked`'s, `NoPods` or `PodsPending`. Its lastTransitionTime is
+/// kept while it holds.
 pub fn compute(
     purge: &EdgeCachePurge,
     pods: &[PodView],
@@ -275,22 +283,19 @@ pub fn compute(
         });
     }
     let total = pods.len();
-    let (complete, reason, message) = match (blocked, total, pending.is_empty()) {
-        (_, 0, _) => (
-            false,
-            "NoPods",
-            blocked.map_or(
-                "the EdgeCache has no data-plane pods yet".to_string(),
-                |b| b.message.to_string(),
-            ),
-        ),
-        (_, _, true) => (
+    let (complete, reason, message) = match blocked {
+        _ if total > 0 && pending.is_empty() => (
             true,
             "AllPodsConfirmed",
             format!("all {total} pod(s) confirmed the purge"),
         ),
-        (Some(b), _, false) => (false, b.reason, b.message.to_string()),
-        (None, _, false) => (
+        Some(b) => (false, b.reason, b.message.to_string()),
+        None if total == 0 => (
+            false,
+            "NoPods",
+            "the EdgeCache has no data-plane pods yet".to_string(),
+        ),
+        None => (
             false,
             "PodsPending",
             pending_message(&pending, nodes.len(), total),

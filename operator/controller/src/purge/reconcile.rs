@@ -144,7 +144,7 @@ pub async fn reconcile(
         message: message.as_str(),
     });
     let status = plan::compute(&purge, &round.pods, &round.deliveries, blocked, &Time(now));
-    let complete = status.pending.is_empty() && !round.pods.is_empty() && blocked.is_none();
+    let complete = plan::is_complete(&status);
     crate::status::patch_status_if_changed(&api, &purge.name_any(), purge.status.as_ref(), &status)
         .await
         .map_err(Error::Status)?;

@@ -268,6 +268,7 @@ fn complete_when_every_current_pod_confirmed_and_not_after_a_new_pod() {
     assert_eq!(st.nodes[0].confirmed_at, "2023-11-14T22:13:20Z");
     assert_eq!(st.nodes[2].confirmed_at, "2023-11-14T22:13:30Z");
     assert_eq!(complete(&st).0, "True");
+    assert!(is_complete(&st));
     let since = st.conditions[0].last_transition_time.clone();
     assert_eq!(since, t(10));
 
@@ -315,6 +316,22 @@ fn no_pods_or_blocked_is_not_complete_and_says_why() {
         )
     );
     assert_eq!(st.pending[0].reason, blocked.message);
+    assert!(!is_complete(&st));
+
+    // The EdgeCache is gone: no pods, and the reason says why.
+    let gone = Blocked {
+        reason: "EdgeCacheNotFound",
+        message: "EdgeCache edge/web does not exist",
+    };
+    let st = compute(&p, &[], &BTreeMap::new(), Some(gone), &t(0));
+    assert_eq!(
+        complete(&st),
+        (
+            "False",
+            "EdgeCacheNotFound",
+            "EdgeCache edge/web does not exist"
+        )
+    );
 }
 
 #[test]
