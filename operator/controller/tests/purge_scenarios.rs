@@ -328,6 +328,10 @@ async fn a_pod_added_later_gets_the_earlier_purges() {
     let mut want = ids_of(&p1, 1);
     want.extend(ids_of(&p2, 1));
     assert_eq!(c.ids(), want);
+    // The earlier confirmations are kept as they were (not re-sent, not rewritten).
+    let nodes = status(&fake, "one")["nodes"].clone();
+    assert_eq!(nodes[0]["objects"], 1);
+    assert_eq!(nodes[1]["objects"], 1);
 
     // The pod is replaced (new uid, same name): it is sent the purges again, and its answers
     // (repeated ids on a node that kept them) confirm it.

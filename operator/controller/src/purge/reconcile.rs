@@ -119,11 +119,24 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let ctx = &pctx.ctx;
     let settings = &pctx.settings;
+    let namespace = purge.namespace().unwrap_or_default();
+    let api: Api<EdgeCachePurge> = Api::namespaced(ctx.client.clone(), &namespace);
+    // The controller's copy may not have our last status write yet (a pod event can come
+    // first): read it fresh, so a confirmed pod is not sent the purge again and its
+    // confirmation (time, objects) is kept as it was.
+    let Some(purge) = api
+        .get_opt(&purge.name_any())
+        .await
+        .map_err(|source| Error::Read {
+            what: "the EdgeCachePurge",
+            source,
+        })?
+    else {
+        return Ok(Action::await_change());
+    };
     if purge.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let namespace = purge.namespace().unwrap_or_default();
-    let api: Api<EdgeCachePurge> = Api::namespaced(ctx.client.clone(), &namespace);
     let now = Timestamp::now();
     let left = time_left(&purge, settings.retention, now);
     if left.is_zero() {
