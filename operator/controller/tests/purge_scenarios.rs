@@ -204,6 +204,13 @@ async fn a_purge_reaches_three_pods_and_becomes_complete() {
     );
     let (_, reason, _) = complete(&fake, "tags").unwrap();
     assert_eq!(reason, "AllPodsConfirmed");
+    assert_eq!(op.deliveries("confirmed"), 3);
+    assert!(
+        op.ctx
+            .metrics
+            .encode()
+            .contains("edgecache_operator_purge_deliveries_total{outcome=\"confirmed\"} 3")
+    );
 
     // Every pod got one authorized call per tag, with the stable id, the soft flag and `at` =
     // the end of the creation second.
@@ -365,6 +372,8 @@ async fn a_wrong_token_is_not_confirmed_and_the_status_says_why() {
     assert_eq!(st["nodes"], json!([]));
     assert!(!a.calls().is_empty());
     assert!(a.ids().is_empty(), "no call was accepted");
+    assert!(op.deliveries("refused") >= 1);
+    assert_eq!(op.deliveries("confirmed"), 0);
 
     // The Secret holds the pods' token again: the retry confirms.
     put_token(&fake, TOKEN);

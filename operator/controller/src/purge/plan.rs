@@ -181,8 +181,55 @@ pub enum Delivery {
         /// Objects removed at once, over all calls.
         objects: u64,
     },
-    /// A call failed; the reason, in words, for the status.
-    Failed(String),
+    /// A call failed.
+    Failed(Failure),
+}
+
+impl Delivery {
+    /// A bounded label for metrics: `confirmed`, or the failure's cause.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::Confirmed { .. } => "confirmed",
+            Self::Failed(f) => f.cause.as_str(),
+        }
+    }
+}
+
+/// Why a pod did not confirm: a bounded cause and the reason in words, for the status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub cause: Cause,
+    pub why: String,
+}
+
+impl Failure {
+    pub fn new(cause: Cause, why: impl Into<String>) -> Self {
+        Self {
+            cause,
+            why: why.into(),
+        }
+    }
+}
+
+/// The kinds of [`Failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// No answer: no IP, no connection, a timeout, a broken exchange.
+    Unreachable,
+    /// The pod refused the admin token (401, 403).
+    Refused,
+    /// The pod answered, but not with a confirmation of the call.
+    BadAnswer,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unreachable => "unreachable",
+            Self::Refused => "refused",
+            Self::BadAnswer => "bad_answer",
+        }
+    }
 }
 
 /// The data plane's answer to `POST /purge`.
@@ -199,7 +246,7 @@ pub struct Answer {
 
 /// Read a pod's answer to `call`: a 200 with the JSON confirmation of the same id, or the
 /// reason it is not one.
-pub fn read_answer(call: &AdminCall, code: u16, body: &[u8]) -> Result<Answer, String> {
+pub fn read_answer(call: &AdminCall, code: u16, body: &[u8]) -> Result<Answer, Failure> {
     let text = || {
         let t = String::from_utf8_lossy(body);
         let first = t.lines().next().unwrap_or("").trim();
@@ -207,21 +254,31 @@ pub fn read_answer(call: &AdminCall, code: u16, body: &[u8]) -> Result<Answer, S
     };
     match code {
         200 => {
-            let a: Answer = serde_json::from_slice(body)
-                .map_err(|e| format!("the pod's purge answer is not the expected JSON: {e}"))?;
+            let a: Answer = serde_json::from_slice(body).map_err(|e| {
+                Failure::new(
+                    Cause::BadAnswer,
+                    format!("the pod's purge answer is not the expected JSON: {e}"),
+                )
+            })?;
             if a.id != call.id {
-                return Err(format!(
-                    "the pod confirmed purge id {:?}, not {:?}",
-                    a.id, call.id
+                return Err(Failure::new(
+                    Cause::BadAnswer,
+                    format!("the pod confirmed purge id {:?}, not {:?}", a.id, call.id),
                 ));
             }
             Ok(a)
         }
-        401 | 403 => Err(format!(
-            "the pod refused the admin token (HTTP {code}: {}); check the EdgeCache's admin token Secret",
-            text()
+        401 | 403 => Err(Failure::new(
+            Cause::Refused,
+            format!(
+                "the pod refused the admin token (HTTP {code}: {}); check the EdgeCache's admin token Secret",
+                text()
+            ),
         )),
-        _ => Err(format!("the pod answered HTTP {code}: {}", text())),
+        _ => Err(Failure::new(
+            Cause::BadAnswer,
+            format!("the pod answered HTTP {code}: {}", text()),
+        )),
     }
 }
 
@@ -270,7 +327,7 @@ pub fn compute(
                 });
                 continue;
             }
-            (Some(Delivery::Failed(why)), _) => why.clone(),
+            (Some(Delivery::Failed(f)), _) => f.why.clone(),
             (None, Some(b)) => b.message.to_string(),
             (None, None) if !pod.ready => "the pod is not ready".to_string(),
             (None, None) if pod.ip.is_none() => "the pod has no IP yet".to_string(),

@@ -19,7 +19,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::{info, instrument, warn};
 
-use super::plan::{self, AdminCall, Blocked, Delivery, PodView};
+use super::plan::{self, AdminCall, Blocked, Cause, Delivery, Failure, PodView};
 use crate::build::{ADMIN_TOKEN_KEY, admin_secret_name, selector_labels};
 use crate::context::Context;
 use crate::pod_admin;
@@ -267,6 +267,9 @@ async fn deliver(
         .buffer_unordered(PODS_IN_PARALLEL)
         .collect()
         .await;
+    for (_, d) in &sent {
+        ctx.metrics.purge_delivery(d.outcome());
+    }
     round.deliveries = sent.into_iter().collect();
     Ok(round)
 }
@@ -281,10 +284,10 @@ async fn deliver_one(
 ) -> (String, Delivery) {
     let delivery = match pod.ip {
         Some(ip) => send_all(SocketAddr::new(ip, port), calls, token, timeout).await,
-        None => Delivery::Failed("the pod has no IP yet".into()),
+        None => Delivery::Failed(Failure::new(Cause::Unreachable, "the pod has no IP yet")),
     };
-    if let Delivery::Failed(why) = &delivery {
-        warn!(pod = %pod.name, node = %pod.node, %why, "purge not confirmed");
+    if let Delivery::Failed(f) = &delivery {
+        warn!(pod = %pod.name, node = %pod.node, why = %f.why, "purge not confirmed");
     }
     (pod.uid.clone(), delivery)
 }
@@ -325,14 +328,17 @@ async fn send_all(
         let answer =
             match pod_admin::call("POST", addr, &call.path_and_query, Some(token), timeout).await {
                 Ok((code, body)) => plan::read_answer(call, code, &body),
-                Err(e) => Err(format!("unreachable: {e}")),
+                Err(e) => Err(Failure::new(
+                    Cause::Unreachable,
+                    format!("unreachable: {e}"),
+                )),
             };
         match answer {
             Ok(a) => {
                 node = a.node;
                 objects = objects.saturating_add(a.objects);
             }
-            Err(why) => return Delivery::Failed(why),
+            Err(f) => return Delivery::Failed(f),
         }
     }
     Delivery::Confirmed { node, objects }

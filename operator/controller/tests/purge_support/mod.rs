@@ -41,6 +41,7 @@ pub async fn common_port(ips: &[&str]) -> u16 {
 pub struct Operator {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
+    pub ctx: Arc<Context>,
 }
 
 impl Operator {
@@ -59,13 +60,24 @@ impl Operator {
                 resync: Duration::from_secs(1),
             },
         };
-        let task = tokio::spawn(purge::run(Arc::new(ctx), cfg, async move {
+        let ctx = Arc::new(ctx);
+        let task = tokio::spawn(purge::run(ctx.clone(), cfg, async move {
             let _ = rx.await;
         }));
         Self {
             stop: Some(tx),
             task,
+            ctx,
         }
+    }
+
+    /// `edgecache_operator_purge_deliveries_total{outcome}`.
+    pub fn deliveries(&self, outcome: &'static str) -> u64 {
+        self.ctx
+            .metrics
+            .purge_deliveries
+            .get_or_create(&edgecache_operator::metrics::OutcomeLabels { outcome })
+            .get()
     }
 
     pub async fn stop(mut self) {

@@ -147,12 +147,30 @@ fn answers() {
         b"unauthorized: this call needs `Authorization: Bearer <admin token>`\n",
     )
     .unwrap_err();
-    assert!(err.contains("refused the admin token (HTTP 401"), "{err}");
+    assert_eq!(err.cause, Cause::Refused);
+    assert!(
+        err.why.contains("refused the admin token (HTTP 401"),
+        "{err:?}"
+    );
     let err = read_answer(&call, 400, b"bad purge: id: 1 to 128\n").unwrap_err();
-    assert_eq!(err, "the pod answered HTTP 400: bad purge: id: 1 to 128");
-    assert!(read_answer(&call, 200, b"ok\n").is_err());
+    assert_eq!(
+        err,
+        Failure::new(
+            Cause::BadAnswer,
+            "the pod answered HTTP 400: bad purge: id: 1 to 128"
+        )
+    );
+    assert_eq!(
+        read_answer(&call, 200, b"ok\n").map_err(|f| f.cause),
+        Err(Cause::BadAnswer)
+    );
     let other = br#"{"id":"u-1","objects":0,"node":"n1"}"#;
-    assert!(read_answer(&call, 200, other).unwrap_err().contains("u-1"));
+    assert!(
+        read_answer(&call, 200, other)
+            .unwrap_err()
+            .why
+            .contains("u-1")
+    );
 }
 
 #[test]
@@ -210,7 +228,10 @@ fn complete_when_every_current_pod_confirmed_and_not_after_a_new_pod() {
                 objects: 0,
             },
         ),
-        ("uc".to_string(), Delivery::Failed("unreachable".into())),
+        (
+            "uc".to_string(),
+            Delivery::Failed(Failure::new(Cause::Unreachable, "unreachable")),
+        ),
     ]
     .into();
     let st = compute(&p, &pods, &deliveries, None, &t(0));
