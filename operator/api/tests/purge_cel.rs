@@ -92,3 +92,15 @@ fn schema_bounds_and_columns() {
     );
     assert_eq!(status["conditions"]["x-kubernetes-list-type"], "map");
 }
+
+/// The sample the README and the chart's notes point to passes the schema's CEL rules.
+#[test]
+fn the_sample_passes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../controller/examples/edgecachepurge.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let sample: EdgeCachePurge = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(sample.spec.edge_cache, "web");
+    assert_eq!(sample.spec.tags, ["product-42"]);
+    validate_cel(&sample).unwrap();
+}
