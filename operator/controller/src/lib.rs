@@ -1,5 +1,6 @@
 //! The EdgeCache operator: turns each `EdgeCache` into a data-plane DaemonSet (plus its
-//! ConfigMap, Service and ServiceAccount) and reports how the rollout goes.
+//! ConfigMap, Service and ServiceAccount) and reports how the rollout goes; and delivers each
+//! `EdgeCachePurge` to the data-plane pods of its EdgeCache ([`purge`]).
 //!
 //! The reconcile pipeline is [`validate`] (pure) → [`build`] (pure) → [`apply`] (server-side
 //! apply) → [`status`]; only the last two talk to the API server.
@@ -12,6 +13,8 @@ pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod metrics;
+pub mod pod_admin;
+pub mod purge;
 pub mod reconcile;
 pub mod render;
 pub mod status;
