@@ -86,13 +86,35 @@ fn a_restart_keeps_the_hits() {
         "{}",
         dp.metrics()
     );
-    for i in 0..20 {
-        let size = 1 + i * 37;
-        let r = dp.get(&format!("/obj/{size}k/r{i}"));
-        assert!(r.is_hit(), "object {i} after restart: {}", r.cache_status());
-        check_body(size as u64 * 1024, format!("r{i}"), &r.body).unwrap();
-    }
+    // A clean stop wrote the index checkpoint, and the start restored it without a scan.
+    assert!(
+        dp.log_text().contains("from_checkpoint=true"),
+        "{}",
+        dp.log_text()
+    );
+    let hits = |dp: &Dataplane| {
+        for i in 0..20 {
+            let size = 1 + i * 37;
+            let r = dp.get(&format!("/obj/{size}k/r{i}"));
+            assert!(r.is_hit(), "object {i} after restart: {}", r.cache_status());
+            check_body(size as u64 * 1024, format!("r{i}"), &r.body).unwrap();
+        }
+    };
+    hits(&dp);
     assert_eq!(o.requests(), 20);
+    // Killed: no checkpoint, the scan finds everything, the one stored since too.
+    dp.get("/obj/3k/after");
+    let mut dp = dp;
+    dp.kill9();
+    let dp = dp.restart();
+    assert!(
+        dp.log_text().contains("from_checkpoint=false"),
+        "{}",
+        dp.log_text()
+    );
+    hits(&dp);
+    assert!(dp.get("/obj/3k/after").is_hit());
+    assert_eq!(o.requests(), 21);
 }
 
 fn dir_bytes(dir: &Path) -> u64 {

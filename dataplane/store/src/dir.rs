@@ -22,9 +22,14 @@ pub(crate) fn is_ours(name: &str) -> bool {
         .strip_prefix("seg-")
         .and_then(|n| n.strip_suffix(".dat"))
         .is_some_and(|n| n.len() == 4 && n.bytes().all(|b| b.is_ascii_digit()));
-    seg || [SUPER_FILE, LOCK_FILE, CLAIM_FILE]
-        .iter()
-        .any(|ours| name == *ours || name.strip_suffix(".tmp") == Some(*ours))
+    seg || [
+        SUPER_FILE,
+        LOCK_FILE,
+        CLAIM_FILE,
+        super::checkpoint::CKPT_FILE,
+    ]
+    .iter()
+    .any(|ours| name == *ours || name.strip_suffix(".tmp") == Some(*ours))
 }
 
 /// Claim `dir` for the store: a claimed directory is used as it is; an unclaimed one is claimed

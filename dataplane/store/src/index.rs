@@ -591,5 +591,6 @@ impl Index {
     }
 }
 
+mod persist;
 #[cfg(test)]
 mod tests;

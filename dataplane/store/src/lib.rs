@@ -214,6 +214,7 @@
 
 pub mod admission;
 mod body;
+mod checkpoint;
 mod dir;
 pub mod error;
 mod frequency;
@@ -235,7 +236,7 @@ mod worker;
 mod writer;
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -422,6 +423,8 @@ pub struct Store {
     /// One permit per disk read in flight (`StoreConfig::reads_in_flight`).
     read_slots: Arc<tokio::sync::Semaphore>,
     recovered: u64,
+    /// The index came from a checkpoint, not a scan.
+    from_checkpoint: bool,
     /// The buffer budget each new [`StoreWorker`] gets.
     io_buffer_bytes: AtomicU64,
     /// The 4 KiB buffer of the synchronous writes (segment headers, tombstones).
@@ -486,17 +489,37 @@ impl Store {
         let mut corrupt = 0;
         let mut max_seq = 0;
         let mut found = Vec::new();
-        for (i, f) in files.iter().enumerate() {
-            let scan = recover::scan_segment(&f.direct, i as u32, layout.segment_size, nonce)?;
-            corrupt += scan.corrupt;
-            max_seq = max_seq.max(scan.max_seq);
-            st.segs[i].epoch = scan.epoch;
-            st.next_epoch = st.next_epoch.max(scan.epoch);
-            for r in scan.records {
-                found.push((i as u32, scan.epoch, r));
+        let id = checkpoint::Identity {
+            nonce,
+            layout,
+            index_bytes: cfg.index_bytes,
+        };
+        let restored = restore(&cfg.dir, id, &files);
+        // Used at most once, whatever happens next (see `checkpoint`).
+        checkpoint::remove(&cfg.dir)?;
+        let restored = match restored {
+            Some(ck) => {
+                for (seg, &epoch) in st.segs.iter_mut().zip(&ck.epochs) {
+                    seg.epoch = epoch;
+                }
+                max_seq = ck.max_seq;
+                Some(ck.index)
             }
-        }
-        st.next_epoch += 1;
+            None => {
+                for (i, f) in files.iter().enumerate() {
+                    let scan =
+                        recover::scan_segment(&f.direct, i as u32, layout.segment_size, nonce)?;
+                    corrupt += scan.corrupt;
+                    max_seq = max_seq.max(scan.max_seq);
+                    st.segs[i].epoch = scan.epoch;
+                    for r in scan.records {
+                        found.push((i as u32, scan.epoch, r));
+                    }
+                }
+                None
+            }
+        };
+        st.next_epoch = st.segs.iter().map(|s| s.epoch).max().unwrap_or(0) + 1;
         let epochs = st.segs.iter().map(|s| AtomicU64::new(s.epoch)).collect();
         let pool = match engine {
             EngineKind::Threads => Some(ThreadPool::start(Arc::clone(&files), POOL_THREADS)?),
@@ -505,7 +528,8 @@ impl Store {
         let read_slots = Arc::new(tokio::sync::Semaphore::new(
             cfg.reads_in_flight.max(1) as usize
         ));
-        let index = new_index(layout, cfg.index_bytes);
+        let from_checkpoint = restored.is_some();
+        let index = restored.unwrap_or_else(|| new_index(layout, cfg.index_bytes));
         let doorkeeper = (cfg.admission == Admission::SecondHit)
             .then(|| admission::Doorkeeper::new(layout.capacity()));
         let mut store = Store {
@@ -527,6 +551,7 @@ impl Store {
             counters: Counters::default(),
             read_slots,
             recovered: 0,
+            from_checkpoint: false,
             io_buffer_bytes: AtomicU64::new(DEFAULT_IO_BUFFER_BYTES),
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
@@ -535,7 +560,12 @@ impl Store {
             unknown_length: Arc::new(Share::default()),
             _lock: lock,
         };
-        store.recover(found);
+        if from_checkpoint {
+            store.restore_accounting();
+        } else {
+            store.recover(found);
+        }
+        store.from_checkpoint = from_checkpoint;
         store
             .counters
             .corrupt_dropped
@@ -549,6 +579,7 @@ impl Store {
             segment_size = layout.segment_size,
             recovered,
             corrupt,
+            from_checkpoint = store.from_checkpoint,
             "store opened"
         );
         Ok(Arc::new(store))
@@ -602,6 +633,31 @@ impl Store {
         for old in &losers {
             self.write_tombstone_sync(old);
         }
+    }
+
+    /// Write the restart checkpoint (see `checkpoint`), for a clean stop: call it once nothing
+    /// writes any more (every worker stopped). Refused while a write is in flight. Its size.
+    pub fn checkpoint(&self) -> Result<u64, StoreError> {
+        let st = self.lock();
+        if st.segs.iter().any(|s| s.pins > 0) {
+            return Err(StoreError::NotStorable("a write is in flight"));
+        }
+        let epochs: Vec<u64> = st.segs.iter().map(|s| s.epoch).collect();
+        let id = checkpoint::Identity {
+            nonce: self.nonce,
+            layout: self.layout,
+            index_bytes: self.cfg.index_bytes,
+        };
+        let max_seq = self.seq.load(Ordering::Acquire).saturating_sub(1);
+        // The state lock is held throughout: no insert or removal meanwhile.
+        let len = checkpoint::write(&self.cfg.dir, id, &epochs, max_seq, &self.index)?;
+        drop(st);
+        Ok(len)
+    }
+
+    /// Whether this start restored the index from a checkpoint (else it scanned the segments).
+    pub fn restored_from_checkpoint(&self) -> bool {
+        self.from_checkpoint
     }
 
     /// The resolved I/O engine.
@@ -865,6 +921,36 @@ impl Store {
 /// The object index for a layout: first sized for the disk's capacity in 64 KiB records,
 /// growing to `max_bytes` (0: room for the capacity in 8 KiB records; never below the first
 /// size, and a bound below it makes the first size smaller).
+/// The checkpoint of this store, if it is whole and every segment is still at the epoch it
+/// recorded (see `checkpoint`); why not is logged.
+fn restore(dir: &Path, id: checkpoint::Identity, files: &[SegFile]) -> Option<checkpoint::Loaded> {
+    let ck = match checkpoint::load(dir, id) {
+        Ok(ck) => ck,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(error = %e, "index checkpoint not usable; scanning the segments");
+            return None;
+        }
+    };
+    for (i, f) in files.iter().enumerate() {
+        match recover::segment_epoch(&f.direct, i as u32, id.nonce) {
+            Ok(e) if ck.epochs.get(i) == Some(&e) => {}
+            Ok(_) => {
+                tracing::warn!(
+                    segment = i,
+                    "index checkpoint is stale (a segment was written since); scanning the segments"
+                );
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(segment = i, error = %e, "cannot read a segment header; scanning the segments");
+                return None;
+            }
+        }
+    }
+    Some(ck)
+}
+
 fn new_index(layout: Layout, max_bytes: u64) -> Index {
     let cap = layout.capacity();
     let max = if max_bytes == 0 {

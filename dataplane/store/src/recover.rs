@@ -65,6 +65,13 @@ impl Window {
     }
 }
 
+/// The epoch in a segment's header (0: no valid header, never written).
+pub(crate) fn segment_epoch(f: &File, seg: u32, nonce: u64) -> std::io::Result<u64> {
+    let mut buf = AlignedBuf::new(4096);
+    pread(f, &mut buf, 0)?;
+    Ok(record::decode_segment(buf.as_slice(), nonce, seg).unwrap_or(0))
+}
+
 /// Scan one segment.
 pub(crate) fn scan_segment(
     f: &File,

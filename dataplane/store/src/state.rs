@@ -310,6 +310,21 @@ impl Store {
         Inserted { replaced }
     }
 
+    /// Count a restored index's live entries into the segments' accounting (a start from a
+    /// checkpoint); sets the recovered count.
+    pub(crate) fn restore_accounting(&mut self) {
+        let mut recs = Vec::new();
+        self.index.for_each(|r| recs.push(r));
+        let mut st = self.lock();
+        for r in recs.into_iter().filter(|&r| self.live(r)) {
+            let (seg, _) = self.place_of(r);
+            st.add(seg, Self::rec_bytes(r));
+        }
+        let n = st.objects();
+        drop(st);
+        self.recovered = n;
+    }
+
     /// Account for a live entry that left the index.
     fn forget(&self, st: &mut State, rec: Rec) -> Loc {
         let l = self.loc_of(rec);

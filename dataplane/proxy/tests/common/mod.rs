@@ -172,6 +172,9 @@ impl Dataplane {
         self.stop();
         let args = std::mem::take(&mut self.args);
         let (listen, admin, dir) = (self.listen, self.admin, self.dir.clone());
+        // The new process logs to the same path: this one's drop must not remove it.
+        let _ = std::fs::remove_file(&self.log);
+        self.log = PathBuf::new();
         Self::spawn(args, listen, admin, dir, |_| {})
             .unwrap_or_else(|log| panic!("data plane exited before it was ready; log:\n{log}"))
     }

@@ -1,0 +1,112 @@
+//! The index as bytes, for the restart checkpoint (`src/checkpoint.rs`): each shard's geometry
+//! and its slots as they are, so a restore is a copy, not ten million inserts. The `verified`
+//! flags are cleared on the way back: a body is checked again once after every start.
+
+use std::io::{self, Read, Write};
+
+use super::{BUCKET, EXT_BITS, Index, MIN_BUCKETS, Packed, Rec, SHARDS, Shard};
+
+impl Index {
+    /// Write every shard: its bucket count, doublings left and used slots, then its tags and
+    /// records. Takes each shard's lock in turn (call it when nothing writes).
+    pub fn write_to(&self, w: &mut impl Write) -> io::Result<()> {
+        for m in self.shards.iter() {
+            let s = match m.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            w.write_all(&(s.nb as u64).to_le_bytes())?;
+            w.write_all(&s.doublings.to_le_bytes())?;
+            w.write_all(&(s.used as u64).to_le_bytes())?;
+            let mut tags = Vec::with_capacity(s.tags.len() * 2);
+            for t in &s.tags {
+                tags.extend_from_slice(&t.to_le_bytes());
+            }
+            w.write_all(&tags)?;
+            let mut recs = Vec::with_capacity(s.recs.len() * 10);
+            for p in &s.recs {
+                recs.extend_from_slice(&p.0);
+            }
+            w.write_all(&recs)?;
+        }
+        Ok(())
+    }
+
+    /// Read an index written by [`Index::write_to`]; `InvalidData` when its shape is not one
+    /// an index can have (the caller also checks the file's checksum).
+    pub fn read_from(r: &mut impl Read) -> io::Result<Index> {
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+        let mut shards = Vec::with_capacity(SHARDS);
+        for _ in 0..SHARDS {
+            let nb = read_u64(r)? as usize;
+            let doublings = u32::from_le_bytes(read_array(r)?);
+            let used = read_u64(r)? as usize;
+            // At most 2^40 slots a shard: far past any disk, and no huge allocation from a
+            // corrupt count.
+            if !(MIN_BUCKETS..=(1 << 37)).contains(&nb) || doublings > EXT_BITS {
+                return Err(bad("index checkpoint: shard geometry"));
+            }
+            let slots = nb * BUCKET;
+            if used > slots {
+                return Err(bad("index checkpoint: used slots"));
+            }
+            let mut tags_raw = vec![0u8; slots * 2];
+            r.read_exact(&mut tags_raw)?;
+            let tags: Vec<u16> = tags_raw
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            drop(tags_raw);
+            let mut recs_raw = vec![0u8; slots * 10];
+            r.read_exact(&mut recs_raw)?;
+            let recs: Vec<Packed> = recs_raw
+                .chunks_exact(10)
+                .map(|c| {
+                    let mut p = [0u8; 10];
+                    p.copy_from_slice(c);
+                    // Not verified in this run.
+                    p[7] &= 0x7f;
+                    Packed(p)
+                })
+                .collect();
+            if tags.iter().filter(|&&t| t != 0).count() != used {
+                return Err(bad("index checkpoint: used slots"));
+            }
+            shards.push(std::sync::Mutex::new(Shard {
+                nb,
+                doublings,
+                tags,
+                recs,
+                used,
+            }));
+        }
+        Ok(Index {
+            shards: shards.into_boxed_slice(),
+        })
+    }
+
+    /// Call `f` with every occupied slot's record (live or stale).
+    pub fn for_each(&self, mut f: impl FnMut(Rec)) {
+        for m in self.shards.iter() {
+            let s = match m.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            for (t, p) in s.tags.iter().zip(&s.recs) {
+                if *t != 0 {
+                    f(p.rec());
+                }
+            }
+        }
+    }
+}
+
+fn read_array<const N: usize>(r: &mut impl Read) -> io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    r.read_exact(&mut b)?;
+    Ok(b)
+}
+
+fn read_u64(r: &mut impl Read) -> io::Result<u64> {
+    Ok(u64::from_le_bytes(read_array(r)?))
+}
