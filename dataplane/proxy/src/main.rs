@@ -15,6 +15,7 @@ mod conn_timer;
 mod contract;
 mod error;
 mod handler;
+mod index_budget;
 mod interim;
 mod key;
 mod metrics;

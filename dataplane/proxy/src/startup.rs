@@ -57,12 +57,26 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     );
 
     // The index reserve is shared with the connections, which take a quarter of it
-    // (`edgecache_host::connections_per_worker`): the object index is bounded by the rest.
-    let index_bytes = plan.index_reserve - plan.index_reserve / 4;
+    // (`edgecache_host::connections_per_worker`): the object index is bounded by the rest, and
+    // what this store's index can never use goes to the RAM tier.
+    let split = crate::index_budget::split(
+        plan.index_reserve,
+        plan.ram_tier,
+        plan.ram_tier_source == edgecache_host::RamTierSource::Planned,
+        cfg.storage.size.bytes(),
+    );
+    if split.given_back > 0 {
+        info!(
+            index_bound = split.index_bytes,
+            ram_tier = split.ram_tier,
+            given_back = split.given_back,
+            "the index of this store needs less than its reserve: the rest goes to the RAM tier"
+        );
+    }
     let store = Store::open(crate::contract::store_config(
         &cfg.storage,
-        plan.ram_tier,
-        index_bytes,
+        split.ram_tier,
+        split.index_bytes,
     ))
     .with_context(|| format!("cannot open the store in {}", cfg.storage.dir))?;
     // Every read and write buffer of a worker comes out of this budget, so in-flight bodies
@@ -106,8 +120,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     metrics::register_const(
         &mut registry,
         "ram_tier_capacity_bytes",
-        "RAM tier size from the memory plan",
-        plan.ram_tier as i64,
+        "RAM tier size from the memory plan (with what the store's index cannot use)",
+        split.ram_tier as i64,
     );
     metrics::register_const(
         &mut registry,
