@@ -12,6 +12,8 @@ pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod metrics;
+pub mod node_status;
+pub mod peers;
 pub mod reconcile;
 pub mod render;
 pub mod status;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_api::v1alpha1::{EdgeCache, condition};
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -21,6 +21,7 @@ use crate::conflict;
 use crate::context::Context;
 use crate::status::{self, Outcome};
 use crate::validate::{self, validate};
+use crate::{node_status, peers};
 
 /// How often a converged EdgeCache is looked at again even without a watch event.
 pub const RESYNC: Duration = Duration::from_secs(300);
@@ -46,6 +47,9 @@ pub enum Error {
     /// Listing the other EdgeCaches (for conflicts) failed (transient).
     #[error("listing the EdgeCaches failed: {0}")]
     List(#[source] kube::Error),
+    /// Listing the cache pods (for the peer list and status) failed (transient).
+    #[error("listing the cache pods failed: {0}")]
+    Pods(#[source] kube::Error),
     /// Another, earlier EdgeCache holds a cache directory or host port this one needs; it waits
     /// (rechecked when that one changes or goes, and at every resync).
     #[error("{0}")]
@@ -64,6 +68,7 @@ impl Error {
             Self::NameConflict(_) => "name_conflict",
             Self::Status(_) => "status",
             Self::List(_) => "list",
+            Self::Pods(_) => "pods",
             Self::Conflict(_) => "conflict",
             Self::InvalidObject(_) => "invalid_object",
         }
@@ -120,7 +125,10 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         return Err(Error::Conflict(c));
     }
 
-    let desired = build(&validated);
+    let pods = list_pods(&ctx, &namespace, &validated.name).await?;
+    let peers = peers::peers(&pods, validated.spec.network.port);
+    let desired = build(&validated).with_peers(&peers);
+    let sharding = desired.peers_config_map.is_some().then_some(peers.len());
     let (applied, changes) = match apply::apply(&ctx.client, &namespace, desired).await {
         Ok(r) => r,
         Err(e @ apply::Error::NameConflict { .. }) => {
@@ -162,6 +170,7 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
             .inc();
         let reason = match c.change {
             Change::Created => "Created",
+            Change::Deleted => "Deleted",
             _ => "Updated",
         };
         info!(kind = c.kind, name = %c.name, change = c.change.as_str(), "applied");
@@ -189,6 +198,8 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         Outcome::Applied {
             daemon_set: &applied.daemon_set,
             config_hash: &applied.config_hash,
+            nodes: &node_status::nodes(&pods),
+            peers: sharding,
         },
         &now(),
     );
@@ -232,6 +243,25 @@ async fn refuse(
         publish(ctx, ec, EventType::Warning, reason, action, message, None).await;
     }
     Ok(())
+}
+
+/// The pods of this EdgeCache's DaemonSet (pods that only carry its labels are left out).
+async fn list_pods(ctx: &Context, namespace: &str, name: &str) -> Result<Vec<Pod>, Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let selector = crate::build::selector_labels(name)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let list = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::Pods)?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|p| peers::controlled_by(p, name))
+        .collect())
 }
 
 /// Every EdgeCache the operator watches (objects that do not parse are left out: they get no

@@ -74,8 +74,8 @@ fn crd_names_columns_and_conditions() {
         cols,
         [
             ("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),
-            ("Desired", ".status.desiredNodes"),
-            ("Ready nodes", ".status.readyNodes"),
+            ("Nodes", ".status.nodesReady"),
+            ("Sharding", ".status.sharding.mode"),
             ("Steering", ".spec.steering.mode"),
             ("Age", ".metadata.creationTimestamp"),
         ]
@@ -83,15 +83,17 @@ fn crd_names_columns_and_conditions() {
     let schema = serde_json::to_value(v.schema.as_ref().unwrap()).unwrap();
     let root = &schema["openAPIV3Schema"]["properties"];
     // Every printer column path exists in the schema.
-    assert!(root["status"]["properties"]["desiredNodes"].is_object());
-    assert!(root["status"]["properties"]["readyNodes"].is_object());
+    assert!(root["status"]["properties"]["nodesReady"].is_object());
+    assert!(root["status"]["properties"]["sharding"]["properties"]["mode"].is_object());
     assert!(root["spec"]["properties"]["steering"]["properties"]["mode"].is_object());
-    let conds = &root["status"]["properties"]["conditions"];
-    assert_eq!(conds["x-kubernetes-list-type"], "map");
-    assert_eq!(
-        conds["x-kubernetes-list-map-keys"],
-        serde_json::json!(["type"])
-    );
+    let list_map_keys = |field: &str| {
+        let list = &root["status"]["properties"][field];
+        assert_eq!(list["x-kubernetes-list-type"], "map", "{field}");
+        list["x-kubernetes-list-map-keys"].clone()
+    };
+    assert_eq!(list_map_keys("conditions"), serde_json::json!(["type"]));
+    // Keyed by pod: a node has two pods while one replaces the other.
+    assert_eq!(list_map_keys("nodes"), serde_json::json!(["pod"]));
     // YAML 1.1 readers (kubectl) must see the string `off`, not false.
     assert!(
         text.contains("default: 'off'"),
