@@ -784,7 +784,7 @@ pub struct ShardingStatus {
 }
 
 /// One cache pod, as the operator last saw it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatus {
     /// The node the pod runs on (its name in the peer list); the pod's name while it is not
@@ -804,6 +804,23 @@ pub struct NodeStatus {
     /// Restarts of the cache container.
     #[serde(default)]
     pub restarts: i32,
+    /// The disk I/O engine the pod runs (`uring` or `threads`), from its `/metrics`, read at
+    /// each reconcile of a ready pod. Unset when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_engine: Option<String>,
+    /// The connection steering in effect (it may have fallen back to `off`), from `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<String>,
+    /// Bytes used in the node's disk store, from `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<i64>,
+    /// Objects in the node's disk store, from `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<i64>,
+    /// Hits (RAM or disk) over requests looked up in the cache since the pod started, from
+    /// `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_ratio: Option<f64>,
 }
 
 impl EdgeCacheStatus {

@@ -14,6 +14,8 @@ pub mod crd;
 pub mod metrics;
 pub mod node_status;
 pub mod peers;
+pub mod pod_admin;
+pub mod pod_metrics;
 pub mod reconcile;
 pub mod render;
 pub mod status;

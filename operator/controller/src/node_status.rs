@@ -5,11 +5,14 @@
 //! last termination's exit code and message), its terminated state, the pod's phase, and last
 //! the `Ready` condition itself (a running pod whose readiness probe fails).
 
+use std::collections::BTreeMap;
+
 use edgecache_api::v1alpha1::NodeStatus;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use crate::build::CONTAINER;
 use crate::peers::is_ready;
+use crate::pod_metrics::PodMetrics;
 
 /// Longest message kept per pod (kubelet messages can carry whole logs).
 const MESSAGE_MAX: usize = 512;
@@ -27,9 +30,23 @@ const NEEDS_A_HUMAN: &[&str] = &[
     "Unschedulable",
 ];
 
-/// One entry per pod, sorted by node then pod.
-pub fn nodes(pods: &[Pod]) -> Vec<NodeStatus> {
-    let mut out: Vec<NodeStatus> = pods.iter().map(node).collect();
+/// One entry per pod, sorted by node then pod, with the figures read from its `/metrics` (by
+/// pod name) where there are some.
+pub fn nodes(pods: &[Pod], metrics: &BTreeMap<String, PodMetrics>) -> Vec<NodeStatus> {
+    let mut out: Vec<NodeStatus> = pods
+        .iter()
+        .map(|p| {
+            let mut n = node(p);
+            if let Some(m) = metrics.get(&n.pod) {
+                n.io_engine = m.io_engine.clone();
+                n.steering = m.steering.clone();
+                n.disk_bytes = m.disk_bytes;
+                n.objects = m.objects;
+                n.hit_ratio = m.hit_ratio;
+            }
+            n
+        })
+        .collect();
     out.sort_by(|a, b| (&a.node, &a.pod).cmp(&(&b.node, &b.pod)));
     out
 }
@@ -56,6 +73,7 @@ fn node(pod: &Pod) -> NodeStatus {
         reason,
         message,
         restarts: container.map_or(0, |c| c.restart_count),
+        ..NodeStatus::default()
     }
 }
 
@@ -205,7 +223,7 @@ mod tests {
                        "image": "i", "imageID": "", "state": {"running": {}}}]}),
         );
         assert_eq!(
-            nodes(&[p]),
+            nodes(std::slice::from_ref(&p), &BTreeMap::new()),
             vec![NodeStatus {
                 node: "node-a".into(),
                 pod: "web-a".into(),
@@ -213,7 +231,21 @@ mod tests {
                 reason: None,
                 message: None,
                 restarts: 2,
+                ..NodeStatus::default()
             }]
+        );
+        let metrics = BTreeMap::from([(
+            "web-a".to_string(),
+            PodMetrics {
+                io_engine: Some("uring".into()),
+                hit_ratio: Some(0.5),
+                ..PodMetrics::default()
+            },
+        )]);
+        let n = &nodes(&[p], &metrics)[0];
+        assert_eq!(
+            (n.io_engine.as_deref(), n.hit_ratio),
+            (Some("uring"), Some(0.5))
         );
     }
 
@@ -225,7 +257,7 @@ mod tests {
             json!({"phase": "Pending", "conditions": [not_ready()], "containerStatuses": [
                 waiting("ImagePullBackOff", "Back-off pulling image \"ghcr.io/x:9\"", 0)]}),
         );
-        let n = &nodes(&[p])[0];
+        let n = &nodes(&[p], &BTreeMap::new())[0];
         assert_eq!(n.reason.as_deref(), Some("ImagePullBackOff"));
         assert_eq!(
             n.message.as_deref(),
@@ -252,7 +284,7 @@ mod tests {
             Some("node-c"),
             json!({"phase": "Running", "conditions": [not_ready()], "containerStatuses": [container]}),
         );
-        let n = &nodes(&[p])[0];
+        let n = &nodes(&[p], &BTreeMap::new())[0];
         assert_eq!(n.reason.as_deref(), Some("CrashLoopBackOff"));
         assert_eq!(
             n.message.as_deref(),
@@ -272,7 +304,7 @@ mod tests {
             json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
                 "reason": "Unschedulable", "message": "0/3 nodes are available: 3 Insufficient memory."}]}),
         );
-        let n = &nodes(&[p])[0];
+        let n = &nodes(&[p], &BTreeMap::new())[0];
         assert_eq!(
             (n.node.as_str(), n.reason.as_deref(), n.message.as_deref()),
             (
@@ -297,7 +329,7 @@ mod tests {
             Some("node-f"),
             json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
         ));
-        let ns = nodes(&[going, running]);
+        let ns = nodes(&[going, running], &BTreeMap::new());
         assert_eq!(ns[0].node, "node-e", "sorted by node");
         assert_eq!(ns[0].reason.as_deref(), Some("NotReady"));
         assert_eq!(

@@ -1,11 +1,13 @@
 //! The reconcile pipeline: validate (pure) → build (pure) → apply (I/O) → status (I/O), and the
 //! error policy.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_api::v1alpha1::{EdgeCache, condition};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use http::Method;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -19,9 +21,10 @@ use crate::apply::{self, Change};
 use crate::build::build;
 use crate::conflict;
 use crate::context::Context;
+use crate::pod_metrics::{self, PodMetrics};
 use crate::status::{self, Outcome};
 use crate::validate::{self, validate};
-use crate::{node_status, peers};
+use crate::{node_status, peers, pod_admin};
 
 /// How often a converged EdgeCache is looked at again even without a watch event.
 pub const RESYNC: Duration = Duration::from_secs(300);
@@ -198,7 +201,7 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         Outcome::Applied {
             daemon_set: &applied.daemon_set,
             config_hash: &applied.config_hash,
-            nodes: &node_status::nodes(&pods),
+            nodes: &node_status::nodes(&pods, &scrape(&ctx, &validated, &pods).await),
             peers: sharding,
         },
         &now(),
@@ -262,6 +265,62 @@ async fn list_pods(ctx: &Context, namespace: &str, name: &str) -> Result<Vec<Pod
         .into_iter()
         .filter(|p| peers::controlled_by(p, name))
         .collect())
+}
+
+/// The `/metrics` of each ready pod with an IP, by pod name, read at once (a pod that cannot be
+/// read within `ctx.scrape_timeout` is left out and logged: status shows what Kubernetes knows
+/// of it). Nothing when scraping is off or the admin token cannot be read.
+async fn scrape(
+    ctx: &Context,
+    ec: &validate::ValidatedEdgeCache,
+    pods: &[Pod],
+) -> BTreeMap<String, PodMetrics> {
+    let Some(timeout) = ctx.scrape_timeout else {
+        return BTreeMap::new();
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ec.namespace);
+    let token = match secrets
+        .get_opt(&crate::build::admin_secret_name(&ec.name))
+        .await
+    {
+        Ok(s) => s
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(crate::build::ADMIN_TOKEN_KEY).cloned())
+            .and_then(|t| String::from_utf8(t.0).ok()),
+        Err(e) => {
+            warn!(error = %e, "cannot read the admin token; pod metrics not read");
+            return BTreeMap::new();
+        }
+    };
+    let port = ec.spec.network.admin_port;
+    let calls = pods.iter().filter(|p| peers::is_ready(p)).filter_map(|p| {
+        let name = p.metadata.name.clone()?;
+        let ip: std::net::IpAddr = p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()?;
+        let token = token.clone();
+        Some(async move {
+            let addr = std::net::SocketAddr::new(ip, port);
+            let got =
+                pod_admin::call(Method::GET, addr, "/metrics", token.as_deref(), timeout).await;
+            match got {
+                Ok((200, body)) => {
+                    Some((name, pod_metrics::parse(&String::from_utf8_lossy(&body))))
+                }
+                Ok((code, _)) => {
+                    warn!(pod = %name, code, "pod /metrics refused");
+                    None
+                }
+                Err(e) => {
+                    warn!(pod = %name, error = %e, "pod /metrics not read");
+                    None
+                }
+            }
+        })
+    });
+    futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Every EdgeCache the operator watches (objects that do not parse are left out: they get no

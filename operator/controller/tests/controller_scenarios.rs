@@ -30,9 +30,15 @@ struct Operator {
 
 impl Operator {
     fn start(fake: &FakeApiServer) -> Self {
+        Self::start_with(fake, |_| {})
+    }
+
+    /// The operator with `configure` applied to its context.
+    fn start_with(fake: &FakeApiServer, configure: impl FnOnce(&mut Context)) -> Self {
         let mut ctx = Context::new(fake.client());
         ctx.base_backoff = Duration::from_millis(50);
         ctx.max_backoff = Duration::from_millis(400);
+        configure(&mut ctx);
         let ctx = Arc::new(ctx);
         let (tx, rx) = oneshot::channel::<()>();
         let cfg = Config {
@@ -1453,5 +1459,88 @@ async fn status_names_the_node_whose_pod_cannot_pull_its_image() {
     fake.set_pod_status(NS, "web-nvme-1", None);
     eventually("Ready again", || is_ready(&fake)).await;
     assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    op.stop().await;
+}
+
+/// A stand-in for a pod's admin endpoint on 127.0.0.1: answers every request with `body` and
+/// keeps each request head.
+async fn admin_endpoint(body: &'static str) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 8192];
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).to_lowercase());
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(reply.as_bytes()).await;
+        }
+    });
+    (port, heads)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_nodes_carry_what_each_pod_reports_on_its_metrics() {
+    let (port, heads) = admin_endpoint(
+        "edgecache_dataplane_io_engine_info{engine=\"threads\"} 1\n\
+         edgecache_dataplane_steering_info{mode=\"off\"} 1\n\
+         edgecache_dataplane_store_bytes 4096\n\
+         edgecache_dataplane_store_objects 3\n\
+         edgecache_dataplane_requests_total{cache=\"hit_disk\"} 3\n\
+         edgecache_dataplane_requests_total{cache=\"miss\"} 1\n",
+    )
+    .await;
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start_with(&fake, |ctx| {
+        ctx.scrape_timeout = Some(Duration::from_millis(300));
+    });
+    create(&fake, &new_ec(&format!("network:\n  adminPort: {port}\n"))).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    // nvme-1's pod answers on 127.0.0.1; ssd-1's address has nothing behind it.
+    let local = json!({"phase": "Running", "podIP": "127.0.0.1",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "dataplane", "image": "i", "imageID": "", "ready": true,
+                               "restartCount": 0, "state": {"running": {}}}]});
+    fake.set_pod_status(NS, "web-nvme-1", Some(local));
+    eventually("nvme-1's figures", || {
+        node_entry(&fake, "nvme-1").is_some_and(|n| {
+            n["ioEngine"] == "threads"
+                && n["steering"] == "off"
+                && n["diskBytes"] == 4096
+                && n["objects"] == 3
+                && n["hitRatio"] == 0.75
+        })
+    })
+    .await;
+    let ssd = node_entry(&fake, "ssd-1").unwrap();
+    assert_eq!(ssd["ready"], true);
+    assert!(ssd.get("ioEngine").is_none(), "not read: {ssd}");
+    // Read with the admin token of the EdgeCache's Secret.
+    let secret = fake
+        .get(keys::SECRETS, Some(NS), "web-admin-token")
+        .unwrap();
+    let token: k8s_openapi::ByteString =
+        serde_json::from_value(secret["data"]["token"].clone()).unwrap();
+    let token = String::from_utf8(token.0).unwrap();
+    let heads = heads.lock().unwrap().clone();
+    assert!(
+        heads.iter().all(|h| h.starts_with("get /metrics http/1.1")),
+        "{heads:?}"
+    );
+    assert!(
+        heads
+            .iter()
+            .all(|h| h.contains(&format!("authorization: bearer {token}"))),
+        "{heads:?}"
+    );
     op.stop().await;
 }
