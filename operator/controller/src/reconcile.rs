@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_api::v1alpha1::{EdgeCache, condition};
+use futures_util::StreamExt as _;
 use http::Method;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -25,6 +26,9 @@ use crate::pod_metrics::{self, PodMetrics};
 use crate::status::{self, Outcome};
 use crate::validate::{self, validate};
 use crate::{node_status, peers, pod_admin};
+
+/// Pods whose `/metrics` are read at the same time.
+const SCRAPES_AT_ONCE: usize = 32;
 
 /// How often a converged EdgeCache is looked at again even without a watch event.
 pub const RESYNC: Duration = Duration::from_secs(300);
@@ -267,7 +271,7 @@ async fn list_pods(ctx: &Context, namespace: &str, name: &str) -> Result<Vec<Pod
         .collect())
 }
 
-/// The `/metrics` of each ready pod with an IP, by pod name, read at once (a pod that cannot be
+/// The `/metrics` of each ready pod with an IP, by pod name, [`SCRAPES_AT_ONCE`] at a time (a pod that cannot be
 /// read within `ctx.scrape_timeout` is left out and logged: status shows what Kubernetes knows
 /// of it). Nothing when scraping is off or the admin token cannot be read.
 async fn scrape(
@@ -293,34 +297,39 @@ async fn scrape(
         }
     };
     let port = ec.spec.network.admin_port;
-    let calls = pods.iter().filter(|p| peers::is_ready(p)).filter_map(|p| {
-        let name = p.metadata.name.clone()?;
-        let ip: std::net::IpAddr = p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()?;
-        let token = token.clone();
-        Some(async move {
-            let addr = std::net::SocketAddr::new(ip, port);
-            let got =
-                pod_admin::call(Method::GET, addr, "/metrics", token.as_deref(), timeout).await;
-            match got {
-                Ok((200, body)) => {
-                    Some((name, pod_metrics::parse(&String::from_utf8_lossy(&body))))
+    // Collected first: the futures own what they use (no borrow of `pods` crosses an await).
+    let calls: Vec<_> = pods
+        .iter()
+        .filter(|p| peers::is_ready(p))
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let ip: std::net::IpAddr = p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()?;
+            let token = token.clone();
+            Some(async move {
+                let addr = std::net::SocketAddr::new(ip, port);
+                let got =
+                    pod_admin::call(Method::GET, addr, "/metrics", token.as_deref(), timeout).await;
+                match got {
+                    Ok((200, body)) => {
+                        Some((name, pod_metrics::parse(&String::from_utf8_lossy(&body))))
+                    }
+                    Ok((code, _)) => {
+                        warn!(pod = %name, code, "pod /metrics refused");
+                        None
+                    }
+                    Err(e) => {
+                        warn!(pod = %name, error = %e, "pod /metrics not read");
+                        None
+                    }
                 }
-                Ok((code, _)) => {
-                    warn!(pod = %name, code, "pod /metrics refused");
-                    None
-                }
-                Err(e) => {
-                    warn!(pod = %name, error = %e, "pod /metrics not read");
-                    None
-                }
-            }
+            })
         })
-    });
-    futures_util::future::join_all(calls)
-        .await
-        .into_iter()
-        .flatten()
+        .collect();
+    futures_util::stream::iter(calls)
+        .buffer_unordered(SCRAPES_AT_ONCE)
+        .filter_map(std::future::ready)
         .collect()
+        .await
 }
 
 /// Every EdgeCache the operator watches (objects that do not parse are left out: they get no
