@@ -121,7 +121,15 @@ pub async fn apply(
             .await?,
         admin_secret: claim::<Secret>(client, namespace, &desired.admin_secret).await?,
         config_map: claim::<ConfigMap>(client, namespace, &desired.config_map).await?,
-        peers_config_map: claim::<ConfigMap>(client, namespace, &peers_template(&desired)).await?,
+        peers_config_map: match &desired.peers_config_map {
+            Some(cm) => claim::<ConfigMap>(client, namespace, cm).await?,
+            // Not needed: only a leftover of this EdgeCache's matters; someone else's
+            // ConfigMap of that name is no conflict and is left alone.
+            None => match claim::<ConfigMap>(client, namespace, &peers_template(&desired)).await {
+                Err(Error::NameConflict { .. }) => None,
+                other => other?,
+            },
+        },
         service: claim::<Service>(client, namespace, &desired.service).await?,
         daemon_set: claim::<DaemonSet>(client, namespace, &desired.daemon_set).await?,
     };

@@ -782,15 +782,17 @@ async fn recovers_from_dropped_watches_and_expired_resource_versions() {
         observed_generation(&fake) == Some(2)
     })
     .await;
-    let daemonset_lists = fake
-        .requests()
-        .iter()
-        .filter(|r| r.uri.starts_with("/apis/apps/v1/daemonsets?") && !r.uri.contains("watch="))
-        .count();
-    assert!(
-        daemonset_lists >= 2,
-        "the 410 made the watcher relist ({daemonset_lists} lists)"
-    );
+    // (The pod watch may bring the DaemonSet back first: its pods went with it.)
+    let daemonset_lists = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.uri.starts_with("/apis/apps/v1/daemonsets?") && !r.uri.contains("watch="))
+            .count()
+    };
+    eventually_within(relist, "the 410 made the DaemonSet watcher relist", || {
+        daemonset_lists() >= 2
+    })
+    .await;
     op.stop().await;
 }
 
@@ -1403,6 +1405,33 @@ async fn sharding_off_has_no_peer_list_and_turning_it_off_removes_it() {
     })
     .await;
     eventually_event(&fake, "Deleted").await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_peers_config_map_is_no_conflict_while_sharding_is_off() {
+    let fake = fake();
+    nodes(&fake);
+    fake.put_object(
+        keys::CONFIGMAPS,
+        Some(NS),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-peers"},
+               "data": {"peers": "someone else's"}}),
+    );
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("sharding:\n  mode: \"off\"\n")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-peers").unwrap();
+    assert_eq!(cm["data"]["peers"], "someone else's");
+    // Turned on, the name is needed: NameConflict, and the ConfigMap is still not touched.
+    patch_spec(&fake, json!({"sharding": {"mode": "consistent"}})).await;
+    eventually("NameConflict", || {
+        condition(&fake, "Degraded")
+            .is_some_and(|c| c.1 == "NameConflict" && c.2.contains("web-peers"))
+    })
+    .await;
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-peers").unwrap();
+    assert_eq!(cm["data"]["peers"], "someone else's");
     op.stop().await;
 }
 
