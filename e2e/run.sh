@@ -36,8 +36,9 @@ diagnostics() {
     log "collecting diagnostics into $ARTIFACTS"
     mkdir -p "$ARTIFACTS"
     kubectl get nodes -o wide --show-labels >"$ARTIFACTS/nodes.txt" 2>&1 || true
-    kubectl get all,edgecaches,configmaps,serviceaccounts,events -A -o wide >"$ARTIFACTS/all.txt" 2>&1 || true
+    kubectl get all,edgecaches,edgecachepurges,configmaps,serviceaccounts,events -A -o wide >"$ARTIFACTS/all.txt" 2>&1 || true
     kubectl get edgecaches -A -o yaml >"$ARTIFACTS/edgecaches.yaml" 2>&1 || true
+    kubectl get edgecachepurges -A -o yaml >"$ARTIFACTS/edgecachepurges.yaml" 2>&1 || true
     kubectl describe pods -A >"$ARTIFACTS/pods-describe.txt" 2>&1 || true
     kubectl -n "$NAMESPACE" logs deploy/"$RELEASE" --tail=-1 >"$ARTIFACTS/operator.log" 2>&1 || true
     for ns in $(kubectl get ns -l edgecache.dev/e2e=true -o name 2>/dev/null | cut -d/ -f2); do
@@ -104,7 +105,7 @@ log "helm install $RELEASE (namespace $NAMESPACE)"
 kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/edgecache" --namespace "$NAMESPACE" \
     --values "$ROOT/charts/edgecache/ci/kind-values.yaml" --wait --timeout 5m
-kubectl get crd edgecaches.edgecache.dev >/dev/null
+kubectl get crd edgecaches.edgecache.dev edgecachepurges.edgecache.dev >/dev/null
 log "helm test $RELEASE"
 "$HELM" test "$RELEASE" --namespace "$NAMESPACE" --timeout 5m --logs
 

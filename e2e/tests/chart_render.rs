@@ -19,7 +19,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-const CRD_FILE: &str = "edgecache.dev_edgecaches.yaml";
+/// The CRDs under `crds/`, each copied to the chart's `files/` (EdgeCache, EdgeCachePurge).
+const CRD_FILES: [&str; 2] = [
+    "edgecache.dev_edgecaches.yaml",
+    "edgecache.dev_edgecachepurges.yaml",
+];
 const NS: &str = "edge-system";
 
 fn helm_or_skip() -> Option<PathBuf> {
@@ -166,12 +170,19 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     add("", "services", &owned);
     // The peers ConfigMap goes when sharding is turned off.
     add("", "configmaps", &["delete"]);
-    // The data-plane pods: the peer list and status.nodes.
-    add("", "pods", &["list", "watch"]);
     add("", "serviceaccounts", &["get", "create", "patch"]);
     // The admin token Secret: read, and created once when missing; never listed or changed.
     add("", "secrets", &["get", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
+    // purge.rs: EdgeCachePurges watched, their status written, deleted past the retention;
+    // the data-plane pods listed and watched (their IPs and readiness).
+    add(
+        "edgecache.dev",
+        "edgecachepurges",
+        &["get", "list", "watch", "delete"],
+    );
+    add("edgecache.dev", "edgecachepurges/status", &["get", "patch"]);
+    add("", "pods", &["list", "watch"]);
     want
 }
 
@@ -241,21 +252,21 @@ fn assert_hardened(what: &str, pod: &PodSpec) {
     }
 }
 
-/// The chart's copy of the CRD, which `templates/crds.yaml` renders (not `crds/`: Helm installs
-/// those once and never upgrades them).
-const CHART_CRD: &str = "files/edgecache.dev_edgecaches.yaml";
-
+/// The chart's copies of the CRDs are in `files/`, which `templates/crds.yaml` renders (not
+/// `crds/`: Helm installs those once and never upgrades them).
 #[test]
 fn chart_crd_is_identical_to_the_repo_crd() {
-    let repo = std::fs::read(repo_root().join("crds").join(CRD_FILE)).unwrap();
-    let chart = std::fs::read(chart_dir().join(CHART_CRD)).unwrap_or_else(|e| {
-        panic!("charts/edgecache/{CHART_CRD}: {e}; copy crds/{CRD_FILE} there")
-    });
-    assert!(
-        repo == chart,
-        "charts/edgecache/{CHART_CRD} differs from crds/{CRD_FILE}: \
-         cp crds/{CRD_FILE} charts/edgecache/{CHART_CRD}"
-    );
+    for file in CRD_FILES {
+        let repo = std::fs::read(repo_root().join("crds").join(file)).unwrap();
+        let chart = std::fs::read(chart_dir().join("files").join(file)).unwrap_or_else(|e| {
+            panic!("charts/edgecache/files/{file}: {e}; copy crds/{file} there")
+        });
+        assert!(
+            repo == chart,
+            "charts/edgecache/files/{file} differs from crds/{file}: \
+             cp crds/{file} charts/edgecache/files/"
+        );
+    }
     assert!(
         !chart_dir().join("crds").exists(),
         "charts/edgecache/crds/ is installed once and never upgraded by Helm: the CRD is a template"
@@ -270,9 +281,16 @@ fn without_chart_metadata(crd: &CustomResourceDefinition) -> CustomResourceDefin
     c
 }
 
-fn repo_crd() -> CustomResourceDefinition {
-    serde_yaml::from_str(&std::fs::read_to_string(repo_root().join("crds").join(CRD_FILE)).unwrap())
-        .unwrap()
+fn repo_crds() -> Vec<CustomResourceDefinition> {
+    CRD_FILES
+        .iter()
+        .map(|f| {
+            serde_yaml::from_str(
+                &std::fs::read_to_string(repo_root().join("crds").join(f)).unwrap(),
+            )
+            .unwrap()
+        })
+        .collect()
 }
 
 #[test]
@@ -295,27 +313,38 @@ fn the_crd_is_installed_and_upgraded_as_a_template_and_kept_on_uninstall() {
         .into_iter()
         .filter(|d| d["kind"] == "CustomResourceDefinition")
         .collect();
-    assert_eq!(crds.len(), 1, "the CRD is a template, on by default");
-    let crd: CustomResourceDefinition = serde_json::from_value(crds[0].clone()).unwrap();
-    assert_eq!(without_chart_metadata(&crd), repo_crd());
-    let meta = &crd.metadata;
+    assert_eq!(crds.len(), 2, "the CRDs are templates, on by default");
+    let crds: Vec<CustomResourceDefinition> = crds
+        .into_iter()
+        .map(|c| serde_json::from_value(c).unwrap())
+        .collect();
     assert_eq!(
-        meta.annotations.as_ref().unwrap()["helm.sh/resource-policy"],
-        "keep",
-        "crds.keep (default true): helm uninstall leaves the CRD and every EdgeCache"
+        crds.iter().map(without_chart_metadata).collect::<Vec<_>>(),
+        repo_crds()
     );
-    assert_eq!(
-        meta.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
-        "Helm"
-    );
+    for crd in &crds {
+        let meta = &crd.metadata;
+        assert_eq!(
+            meta.annotations.as_ref().unwrap()["helm.sh/resource-policy"],
+            "keep",
+            "crds.keep (default true): helm uninstall leaves the CRD and every EdgeCache"
+        );
+        assert_eq!(
+            meta.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
+            "Helm"
+        );
+    }
 
     let r = render(
         &helm,
         &[values("default-values.yaml")],
         &["crds.keep=false"],
     );
-    assert_eq!(r.crds.len(), 1);
-    assert!(r.crds[0].metadata.annotations.is_none(), "no keep policy");
+    assert_eq!(r.crds.len(), 2);
+    assert!(
+        r.crds.iter().all(|c| c.metadata.annotations.is_none()),
+        "no keep policy"
+    );
     let r = render(
         &helm,
         &[values("default-values.yaml")],
@@ -394,13 +423,13 @@ fn helm_lint_passes_for_every_ci_values_file() {
 #[test]
 fn every_ci_values_file_renders_into_valid_typed_objects() {
     let Some(helm) = helm_or_skip() else { return };
-    let repo_crd = repo_crd();
+    let repo_crds = repo_crds();
     for file in ci_values() {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let r = render(&helm, std::slice::from_ref(&file), &[]);
 
         let crds: Vec<_> = r.crds.iter().map(without_chart_metadata).collect();
-        assert_eq!(crds, vec![repo_crd.clone()], "{name}: the chart's CRD");
+        assert_eq!(crds, repo_crds, "{name}: the chart's CRDs");
         assert_eq!(r.deployments.len(), 1, "{name}: one operator Deployment");
         let d = &r.deployments[0];
         let spec = d.spec.clone();

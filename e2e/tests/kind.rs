@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
+use edgecache_api::purge::EdgeCachePurge;
 use edgecache_api::v1alpha1::EdgeCache;
 use edgecache_e2e::cluster::{
     ProxyResponse, eventually, info_label, nodes_with, proxy_get, scenario,
@@ -416,6 +417,60 @@ async fn a_spec_change_rolls_the_pods() {
                 cfg.cache.default_ttl == Some(want),
                 "the ConfigMap does not carry the new TTL {ROLLOUT_TTL}: {:?}",
                 cfg.cache.default_ttl
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
+
+/// An EdgeCachePurge reaches every node's pod through its admin endpoint: Complete with every
+/// node confirmed, and what each node had stored is a miss afterwards.
+#[tokio::test]
+async fn an_edgecachepurge_reaches_every_node() {
+    scenario("purge", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        wait_ready(&client, &ns, "web").await?;
+        let pods = pods_by_node(&client, &ns, "web").await?;
+        for (node, pod) in &pods {
+            miss_then_hit(
+                &client,
+                &ns,
+                &pod.name_any(),
+                &format!("/obj/4k/purge-{node}"),
+            )
+            .await?;
+        }
+        let purge: EdgeCachePurge = serde_json::from_value(json!({
+            "apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCachePurge",
+            "metadata": {"name": "everything", "namespace": ns},
+            "spec": {"edgeCache": "web", "all": true},
+        }))?;
+        let api = Api::<EdgeCachePurge>::namespaced(client.clone(), &ns);
+        api.create(&PostParams::default(), &purge).await?;
+        let want = format!("{}/{}", pods.len(), pods.len());
+        let done = eventually("the purge Complete on every node", READY, POLL, || async {
+            let p = api.get("everything").await?;
+            let st = p.status.unwrap_or_default();
+            let complete = st.condition("Complete").is_some_and(|c| c.status == "True");
+            Ok((complete && st.confirmed == want).then_some(st))
+        })
+        .await?;
+        let confirmed: BTreeSet<&str> = done.nodes.iter().map(|n| n.node.as_str()).collect();
+        let nodes: BTreeSet<&str> = pods.keys().map(String::as_str).collect();
+        ensure!(
+            confirmed == nodes,
+            "confirmed {confirmed:?}, nodes {nodes:?}"
+        );
+        for (node, pod) in &pods {
+            let path = format!("/obj/4k/purge-{node}");
+            let status = get(&client, &ns, &pod.name_any(), &path)
+                .await?
+                .cache_status();
+            ensure!(
+                !status.contains("hit"),
+                "{node}: {path} was purged, yet Cache-Status {status:?}"
             );
         }
         Ok(())

@@ -22,6 +22,8 @@ use std::time::Duration;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use tokio::time::Instant;
 
+use crate::send_room::SendRoom;
+
 /// The limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -173,16 +175,27 @@ impl Drop for RequestGuard {
 }
 
 /// Resolve when a limit expires (the connection is then to be dropped); `pressure` says
-/// whether requests on the worker wait for I/O buffer memory.
-pub async fn watch(clock: Rc<ConnClock>, t: Timeouts, pressure: impl Fn() -> bool) -> Expiry {
+/// whether requests on the worker wait for I/O buffer memory. A body that waits for room in
+/// the socket (`paced`, src/paced.rs) is a blocked write too.
+pub async fn watch(
+    clock: Rc<ConnClock>,
+    t: Timeouts,
+    pressure: impl Fn() -> bool,
+    paced: SendRoom,
+) -> Expiry {
     loop {
         let (phase, blocked) = clock.state();
+        let blocked = match (blocked, paced.waiting_since().map(Instant::from_std)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match check(phase, blocked, &pressure, &t, Instant::now()) {
             Err(e) => return e,
             Ok(next) => {
                 tokio::select! {
                     _ = tokio::time::sleep_until(next) => {}
                     _ = clock.changed.notified() => {}
+                    _ = paced.wait_began() => {}
                 }
             }
         }

@@ -67,6 +67,7 @@ use crate::coalesce::{End, Flight, Head, LeaderGuard, Role, TAIL_LIMIT};
 use crate::error::ProxyError;
 use crate::metrics::Outcome;
 use crate::origin::{self, Origin};
+use crate::paced;
 use crate::server::Shared;
 use crate::stream_slots::{self, StreamSlots};
 
@@ -90,6 +91,8 @@ pub struct Ctx {
     pub policy: PolicyConfig,
     /// Large disk streams per client address on this worker.
     pub stream_slots: StreamSlots,
+    /// Disk streams that keep a chunk for a client socket without room (src/paced.rs).
+    pub keepers: Rc<crate::paced::Keepers>,
 }
 
 impl Ctx {
@@ -111,6 +114,7 @@ impl Ctx {
             peers,
             policy,
             stream_slots: StreamSlots::new(slots),
+            keepers: Rc::default(),
         }
     }
 }
@@ -466,7 +470,21 @@ async fn serve_stored(
             ctx.shared.metrics.response_bytes.inc_by(sent);
             let whole = range.start == 0 && range.end == obj.body_len;
             let body_len = obj.body_len;
-            let chunks = obj.body(if whole { None } else { Some(range.clone()) });
+            let object_ref = obj.object_ref.clone();
+            let mut chunks: paced::Chunks =
+                Box::pin(obj.body(if whole { None } else { Some(range.clone()) }));
+            let room = parts.extensions.get::<crate::send_room::SendRoom>();
+            if let (Outcome::HitDisk, Some(room)) = (outcome, room)
+                && sent > STREAM_SLOT_MIN
+            {
+                chunks = Box::pin(paced::paced(
+                    chunks,
+                    range.clone(),
+                    room.clone(),
+                    ctx.keepers.clone(),
+                    reopen(ctx, object_ref),
+                ));
+            }
             if outcome == Outcome::HitDisk {
                 // A disk body may fail after the head is sent: finish it from the origin.
                 let repair = repair::Repair::new(ctx, parts, peer, stored, body_len);
@@ -481,6 +499,20 @@ async fn serve_stored(
         None => body,
     };
     Some(respond(out.status, out.headers, cache_status, body))
+}
+
+/// Open the record of `r` again for the body bytes of a range (a paced stream whose chunk went
+/// back to the budget): the same record or an error, never another object.
+fn reopen(ctx: &Rc<Ctx>, r: ObjectRef) -> paced::Reopen {
+    let ctx = ctx.clone();
+    Rc::new(move |range| {
+        let ctx = ctx.clone();
+        let r = r.clone();
+        Box::pin(async move {
+            let obj = ctx.store.open(&r).await.map_err(std::io::Error::other)?;
+            Ok(Box::pin(obj.body(Some(range))) as paced::Chunks)
+        })
+    })
 }
 
 /// Revalidate a stale stored response with a conditional request (RFC 9111 4.3).

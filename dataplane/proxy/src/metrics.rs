@@ -74,6 +74,7 @@ pub struct Metrics {
     pub connections_closed: Family<Label, Counter>,
     pub connections_refused: Family<Label, Counter>,
     pub fill_clients_switched: Counter,
+    pub paced_chunks_released: Counter,
     pub coalesce_gave_up: Counter,
     /// Stored responses a purge rule named at lookup, by verdict (`remove`, `stale`).
     pub purge_hits: Family<Label, Counter>,
@@ -192,6 +193,7 @@ impl Metrics {
             connections_closed: Family::default(),
             connections_refused: Family::default(),
             fill_clients_switched: Counter::default(),
+            paced_chunks_released: Counter::default(),
             coalesce_gave_up: Counter::default(),
             purge_hits: Family::default(),
             store_hit_repairs: Family::default(),
@@ -241,6 +243,11 @@ impl Metrics {
             "fill_clients_switched",
             "Clients that fell behind the fill they caused and read the rest from the store or the coalescing tail",
             m.fill_clients_switched.clone(),
+        );
+        r.register(
+            "paced_chunks_released",
+            "Stored-body chunks given back to the I/O budget by streams whose client socket had no room (read again when it drains)",
+            m.paced_chunks_released.clone(),
         );
         r.register(
             "coalesce_gave_up",

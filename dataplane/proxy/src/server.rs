@@ -14,6 +14,7 @@
 
 use std::cell::Cell;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,7 @@ use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimIo, InterimSlot};
 use crate::metrics::Metrics;
 use crate::origin::Origin;
+use crate::send_room::SendRoom;
 use edgecache_api::DataplaneConfig;
 
 /// What every worker shares.
@@ -263,6 +265,14 @@ async fn run_worker(
         None => None,
     };
     let ctx = Rc::new(Ctx::new(shared.clone(), store, origin, peers));
+    let budget = ctx.store.io_budget().clone();
+    let released = shared.metrics.paced_chunks_released.clone();
+    tokio::task::spawn_local(ctx.keepers.clone().run(
+        move || budget.has_waiters(),
+        move |n| {
+            released.inc_by(n as u64);
+        },
+    ));
     let accepted = shared.metrics.accepted_on(index);
     let open = Rc::new(OpenConns::default());
     let mut shutdown = shared.shutdown.clone();
@@ -380,12 +390,15 @@ async fn serve_connection(
     };
     let clock = ConnClock::new();
     let slot = InterimSlot::new(ctx.shared.metrics.clone());
+    // Stored bodies are paced by the socket's send queue (src/paced.rs).
+    let (room, room_guard) = SendRoom::new(stream.as_raw_fd());
     let io = InterimIo::new(
         TimedIo::new(TokioIo::new(stream), clock.clone()),
         slot.clone(),
     );
     let svc_ctx = ctx.clone();
     let svc_clock = clock.clone();
+    let svc_room = room.clone();
     let svc = service_fn(move |mut req: Request<Incoming>| {
         let ctx = svc_ctx.clone();
         let busy = svc_clock.begin_request();
@@ -394,6 +407,7 @@ async fn serve_connection(
             interim::client_awaits_continue(req.version(), req.headers()),
         );
         req.extensions_mut().insert(interim.clone());
+        req.extensions_mut().insert(svc_room.clone());
         async move {
             let resp = handler::handle(ctx, req, peer).await;
             // No 1xx after this; those queued go out before the final response's head.
@@ -410,11 +424,16 @@ async fn serve_connection(
         .header_read_timeout(None)
         .max_buf_size(64 * 1024)
         .serve_connection(io, svc);
+    // Declared after `conn`, so dropped before it closes the socket.
+    let _room_guard = room_guard;
     tokio::pin!(conn);
     let pressure_ctx = ctx.clone();
-    let watchdog = conn_timer::watch(clock, timeouts, move || {
-        pressure_ctx.store.io_budget().has_waiters()
-    });
+    let watchdog = conn_timer::watch(
+        clock,
+        timeouts,
+        move || pressure_ctx.store.io_budget().has_waiters(),
+        room,
+    );
     tokio::pin!(watchdog);
     let res = tokio::select! {
         res = conn.as_mut() => res,

@@ -1,7 +1,7 @@
 //! The contract crate. [`dataplane`] is the config the operator writes and the data plane reads;
 //! [`quantity`] holds the byte-size and duration types both use. With the `crd` feature it also
-//! carries the `EdgeCache` custom resource types (kube, k8s-openapi, schemars), which the data
-//! plane never pulls in.
+//! carries the `EdgeCache` and `EdgeCachePurge` custom resource types (kube, k8s-openapi,
+//! schemars), which the data plane never pulls in.
 
 pub mod dataplane;
 pub mod quantity;
@@ -9,6 +9,8 @@ pub mod quantity;
 pub use dataplane::{DataplaneConfig, SteeringMode};
 pub use quantity::{ByteSize, Duration};
 
+#[cfg(feature = "crd")]
+pub mod purge;
 #[cfg(feature = "crd")]
 pub mod schema;
 #[cfg(feature = "crd")]

@@ -45,7 +45,8 @@ impl Default for Config {
     }
 }
 
-fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+/// An `Api` on one namespace, or on all when `ns` is `None`.
+pub fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     K::DynamicType: Default,
@@ -54,6 +55,30 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
+}
+
+/// The objects of `api` as a watch stream that feeds `writer` (the controller's store) with
+/// every change but yields an object only when its generation changed: status-only updates
+/// (ours included) cause no work.
+pub fn generation_changes<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+) -> impl futures_util::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default())
 }
 
 /// Run until `shutdown` resolves; in-flight reconciliations finish first. `ready` turns true
@@ -69,14 +94,7 @@ pub async fn run(
     let (reader, writer) = reflector::store();
     // Status-only updates (ours included) do not bump the generation, so they cause no work.
     // DeserializeGuard: an object that does not parse is reported, and cannot wedge the others.
-    let edgecaches = watcher(
-        api::<DeserializeGuard<EdgeCache>>(&client, ns),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    let edgecaches = generation_changes(api::<DeserializeGuard<EdgeCache>>(&client, ns), writer);
     let children =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=edgecache-operator");
     // Another EdgeCache changing or going away may lift (or cause) a conflict on a cache

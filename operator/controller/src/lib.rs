@@ -1,5 +1,6 @@
 //! The EdgeCache operator: turns each `EdgeCache` into a data-plane DaemonSet (plus its
-//! ConfigMap, Service and ServiceAccount) and reports how the rollout goes.
+//! ConfigMap, Service and ServiceAccount) and reports how the rollout goes; and delivers each
+//! `EdgeCachePurge` to the data-plane pods of its EdgeCache ([`purge`]).
 //!
 //! The reconcile pipeline is [`validate`] (pure) → [`build`] (pure) → [`apply`] (server-side
 //! apply) → [`status`]; only the last two talk to the API server.
@@ -16,6 +17,7 @@ pub mod node_status;
 pub mod peers;
 pub mod pod_admin;
 pub mod pod_metrics;
+pub mod purge;
 pub mod reconcile;
 pub mod render;
 pub mod status;

@@ -15,8 +15,13 @@ struct Cli {
 enum Command {
     /// Run the controller against the cluster of the current kubeconfig or service account.
     Run(RunArgs),
-    /// Print the EdgeCache CRD as YAML (what crds/edgecache.dev_edgecaches.yaml holds).
-    Crd,
+    /// Print a CRD as YAML: `edgecaches` (the default; crds/edgecache.dev_edgecaches.yaml) or
+    /// `edgecachepurges` (crds/edgecache.dev_edgecachepurges.yaml).
+    Crd {
+        /// The resource's plural name.
+        #[arg(default_value = "edgecaches")]
+        plural: String,
+    },
     /// Print, offline, every object the operator would apply for an EdgeCache manifest.
     Render {
         /// The EdgeCache manifest (`-` for standard input).
@@ -57,6 +62,13 @@ struct RunArgs {
     /// EdgeCaches reconciled at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     concurrency: u16,
+    /// How long an EdgeCachePurge is kept after its creation before it is deleted (delivered
+    /// or not); a node away longer than this no longer gets it when it comes back.
+    #[arg(long, env = "EDGECACHE_PURGE_RETENTION", default_value = "24h")]
+    purge_retention: edgecache_api::Duration,
+    /// Bound on one admin call to a data-plane pod (connect, answer and body).
+    #[arg(long, default_value = "5s")]
+    pod_call_timeout: edgecache_api::Duration,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
@@ -68,7 +80,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args).map(|()| String::new()),
-        Command::Crd => edgecache_operator::crd::crd_yaml().map_err(anyhow::Error::from),
+        Command::Crd { plural } => {
+            edgecache_operator::crd::crd_yaml_of(&plural).map_err(anyhow::Error::from)
+        }
         Command::Render { file, policy } => policy.policy().and_then(|policy| {
             let text = read(&file)?;
             edgecache_operator::render::render(&text, &policy).map_err(anyhow::Error::from)
@@ -135,12 +149,27 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             ctx.clone(),
             ready.clone(),
         ));
+        let purge_cfg = edgecache_operator::purge::Config {
+            namespace: args.namespace.clone(),
+            concurrency: args.concurrency,
+            settings: edgecache_operator::purge::Settings {
+                retention: args.purge_retention.get(),
+                call_timeout: args.pod_call_timeout.get(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         let cfg = edgecache_operator::controller::Config {
             namespace: args.namespace,
             concurrency: args.concurrency,
             ..Default::default()
         };
-        edgecache_operator::controller::run(ctx, cfg, ready, shutdown_signal()).await;
+        // One signal stops both controllers; each finishes its in-flight work.
+        let shutdown = futures_util::FutureExt::shared(Box::pin(shutdown_signal()));
+        tokio::join!(
+            edgecache_operator::controller::run(ctx.clone(), cfg, ready, shutdown.clone()),
+            edgecache_operator::purge::run(ctx, purge_cfg, shutdown),
+        );
         admin.abort();
         Ok(())
     })

@@ -21,12 +21,20 @@ pub struct WriteLabels {
     pub change: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
 /// The operator's metric families.
 pub struct Metrics {
     pub reconciles: Counter,
     pub failures: Family<ReasonLabels, Counter>,
     pub duration: Histogram,
     pub child_writes: Family<WriteLabels, Counter>,
+    /// Deliveries of a purge to one pod, by outcome (`confirmed`, `unreachable`, `refused`,
+    /// `bad_answer`).
+    pub purge_deliveries: Family<OutcomeLabels, Counter>,
     pub registry: Arc<Registry>,
 }
 
@@ -54,11 +62,18 @@ impl Default for Metrics {
             "Children created or changed by server-side apply, by kind",
             child_writes.clone(),
         );
+        let purge_deliveries = Family::<OutcomeLabels, Counter>::default();
+        sub.register(
+            "purge_deliveries",
+            "Deliveries of an EdgeCachePurge to one data-plane pod, by outcome",
+            purge_deliveries.clone(),
+        );
         Self {
             reconciles,
             failures,
             duration,
             child_writes,
+            purge_deliveries,
             registry: Arc::new(registry),
         }
     }
@@ -76,6 +91,13 @@ impl Metrics {
 
     pub fn failure(&self, reason: &'static str) {
         self.failures.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Count one delivery of a purge to a pod.
+    pub fn purge_delivery(&self, outcome: &'static str) {
+        self.purge_deliveries
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// The metrics in the Prometheus text format.

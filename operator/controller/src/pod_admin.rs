@@ -1,90 +1,125 @@
-//! One HTTP/1.1 call to a data-plane pod's admin endpoint (`/metrics`, a purge): a fresh
-//! connection to the pod IP, the admin token as a bearer token, one deadline for the whole
-//! exchange. The data plane never calls the operator; this is the only way the operator talks to
-//! a running pod.
+//! A minimal HTTP/1.1 client for the data-plane pods' admin endpoints (purges, metrics).
+//!
+//! One connection per call (calls are rare and go to many pods), the whole call bounded by a
+//! timeout, and the answer's body bounded in size, so a slow or misbehaving pod can neither
+//! stall a reconcile nor make the operator buffer without limit.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Request, header};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-/// Why a call to a pod's admin endpoint failed.
+/// The largest answer body read from a pod; a longer one is an error.
+pub const MAX_BODY: usize = 4 << 20;
+
+/// Why a call to a pod failed (its answer, whatever the status code, is not an error).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("connecting to {addr}: {source}")]
+pub enum PodAdminError {
+    /// No TCP connection (refused, unreachable).
+    #[error("cannot connect to {addr}: {source}")]
     Connect {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("{addr}: no answer within {timeout:?}")]
+    /// The call did not finish in time.
+    #[error("no answer from {addr} within {timeout:?}")]
     Timeout { addr: SocketAddr, timeout: Duration },
-    #[error("{addr}: {source}")]
+    /// The request could not be built (a bad method or path).
+    #[error("bad request to {addr}: {source}")]
+    Request {
+        addr: SocketAddr,
+        #[source]
+        source: http::Error,
+    },
+    /// The HTTP exchange failed (connection reset, malformed answer).
+    #[error("HTTP exchange with {addr} failed: {source}")]
     Http {
         addr: SocketAddr,
         #[source]
         source: hyper::Error,
     },
-    #[error("{addr}: bad request {path_and_query:?}: {source}")]
-    Request {
-        addr: SocketAddr,
-        path_and_query: String,
-        #[source]
-        source: http::Error,
-    },
+    /// The answer body was longer than [`MAX_BODY`] or broke off.
+    #[error("reading the answer of {addr} failed: {why}")]
+    Body { addr: SocketAddr, why: String },
 }
 
-/// `method path_and_query` on `addr`; the status code and the whole body.
+impl PodAdminError {
+    /// A bounded label for metrics and short status messages.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Connect { .. } => "connect",
+            Self::Timeout { .. } => "timeout",
+            Self::Request { .. } => "request",
+            Self::Http { .. } => "http",
+            Self::Body { .. } => "body",
+        }
+    }
+}
+
+/// Send `method path_and_query` to `addr` (with `Authorization: Bearer token` when given) and
+/// return the status code and body. The connect, the exchange and reading the body together
+/// take at most `timeout`.
 pub async fn call(
-    method: Method,
+    method: &str,
     addr: SocketAddr,
     path_and_query: &str,
     token: Option<&str>,
     timeout: Duration,
-) -> Result<(u16, Bytes), Error> {
-    tokio::time::timeout(timeout, exchange(method, addr, path_and_query, token))
-        .await
-        .unwrap_or(Err(Error::Timeout { addr, timeout }))
+) -> Result<(u16, Bytes), PodAdminError> {
+    match tokio::time::timeout(timeout, exchange(method, addr, path_and_query, token)).await {
+        Ok(result) => result,
+        Err(_) => Err(PodAdminError::Timeout { addr, timeout }),
+    }
 }
 
 async fn exchange(
-    method: Method,
+    method: &str,
     addr: SocketAddr,
     path_and_query: &str,
     token: Option<&str>,
-) -> Result<(u16, Bytes), Error> {
-    let mut req = Request::builder()
+) -> Result<(u16, Bytes), PodAdminError> {
+    let mut req = http::Request::builder()
         .method(method)
         .uri(path_and_query)
-        .header(header::HOST, addr.to_string());
-    if let Some(t) = token {
-        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        .header(http::header::HOST, addr.to_string())
+        .header(http::header::USER_AGENT, crate::build::MANAGER);
+    if let Some(token) = token {
+        req = req.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
     }
     let req = req
         .body(Empty::<Bytes>::new())
-        .map_err(|source| Error::Request {
-            addr,
-            path_and_query: path_and_query.to_string(),
-            source,
-        })?;
+        .map_err(|source| PodAdminError::Request { addr, source })?;
     let stream = TcpStream::connect(addr)
         .await
-        .map_err(|source| Error::Connect { addr, source })?;
-    let http = |source| Error::Http { addr, source };
+        .map_err(|source| PodAdminError::Connect { addr, source })?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(http)?;
-    // The connection is driven until the response is read, then dropped with it.
-    let driver = tokio::spawn(conn);
-    let resp = sender.send_request(req).await.map_err(http)?;
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.map_err(http)?.to_bytes();
-    driver.abort();
-    Ok((status, body))
+        .map_err(|source| PodAdminError::Http { addr, source })?;
+    // The connection task ends with the call: the sender is dropped when this function returns.
+    let conn = tokio::spawn(conn);
+    let result = async {
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|source| PodAdminError::Http { addr, source })?;
+        let code = resp.status().as_u16();
+        let body = Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| PodAdminError::Body {
+                addr,
+                why: e.to_string(),
+            })?
+            .to_bytes();
+        Ok((code, body))
+    }
+    .await;
+    conn.abort();
+    result
 }
 
 #[cfg(test)]
@@ -93,47 +128,102 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
-    #[tokio::test]
-    async fn a_get_with_the_token_and_the_answer() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
-            let mut buf = vec![0u8; 4096];
-            let n = s.read(&mut buf).await.unwrap();
-            let head = String::from_utf8_lossy(&buf[..n]).to_string();
-            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
-                .await
-                .unwrap();
-            head
+    /// A one-shot server that answers `answer` and hands back the request head it read.
+    async fn serve_once(answer: &'static [u8]) -> (SocketAddr, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let task = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.expect("read");
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(answer).await.expect("write");
+            String::from_utf8_lossy(&head).into_owned()
         });
-        let (status, body) = call(
-            Method::GET,
-            addr,
-            "/metrics",
-            Some("t0k"),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-        assert_eq!((status, &body[..]), (200, &b"hello"[..]));
-        let head = server.await.unwrap().to_lowercase();
-        assert!(head.starts_with("get /metrics http/1.1"), "{head}");
-        assert!(head.contains("authorization: bearer t0k"), "{head}");
+        (addr, task)
     }
 
     #[tokio::test]
-    async fn a_silent_pod_times_out_and_a_closed_port_is_a_connect_error() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let err = call(Method::GET, addr, "/", None, Duration::from_millis(200))
+    async fn sends_the_token_and_returns_code_and_body() {
+        let (addr, head) =
+            serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
+                .await;
+        let (code, body) = call(
+            "POST",
+            addr,
+            "/purge?id=a-0&all",
+            Some("sekrit"),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("call");
+        assert_eq!((code, &body[..]), (200, &b"hello"[..]));
+        let head = head.await.expect("server");
+        assert!(
+            head.starts_with("POST /purge?id=a-0&all HTTP/1.1\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("authorization: bearer sekrit\r\n"),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn refused_connection_and_silence_are_errors() {
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr")
+        };
+        let err = call("GET", addr, "/metrics", None, Duration::from_secs(5))
             .await
-            .unwrap_err();
-        assert!(matches!(err, Error::Timeout { .. }), "{err}");
-        drop(listener);
-        let err = call(Method::GET, addr, "/", None, Duration::from_secs(5))
+            .expect_err("nothing listens");
+        assert_eq!(err.category(), "connect");
+
+        // Accepts, never answers.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _hold = tokio::spawn(async move {
+            let conn = listener.accept().await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(conn);
+        });
+        let err = call("GET", addr, "/metrics", None, Duration::from_millis(200))
             .await
-            .unwrap_err();
-        assert!(matches!(err, Error::Connect { .. }), "{err}");
+            .expect_err("no answer");
+        assert_eq!(err.category(), "timeout");
+    }
+
+    #[tokio::test]
+    async fn an_oversized_body_is_refused() {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            MAX_BODY + 1
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(head.as_bytes()).await;
+            let chunk = vec![b'x'; 64 << 10];
+            for _ in 0..(MAX_BODY / chunk.len() + 2) {
+                if s.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let err = call("GET", addr, "/metrics", None, Duration::from_secs(10))
+            .await
+            .expect_err("too long");
+        assert_eq!(err.category(), "body");
     }
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use edgecache_api::v1alpha1::{EdgeCache, condition};
 use futures_util::StreamExt as _;
-use http::Method;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -307,8 +306,7 @@ async fn scrape(
             let token = token.clone();
             Some(async move {
                 let addr = std::net::SocketAddr::new(ip, port);
-                let got =
-                    pod_admin::call(Method::GET, addr, "/metrics", token.as_deref(), timeout).await;
+                let got = pod_admin::call("GET", addr, "/metrics", token.as_deref(), timeout).await;
                 match got {
                     Ok((200, body)) => {
                         Some((name, pod_metrics::parse(&String::from_utf8_lossy(&body))))

@@ -265,12 +265,27 @@ pub async fn write(
     ec: &EdgeCache,
     status: &EdgeCacheStatus,
 ) -> Result<bool, kube::Error> {
-    if ec.status.as_ref() == Some(status) {
+    patch_status_if_changed(api, &ec.name_any(), ec.status.as_ref(), status).await
+}
+
+/// Merge-patch `status` onto the object `name` (field manager [`MANAGER`]) unless it equals
+/// `current`. Returns whether it wrote.
+pub async fn patch_status_if_changed<K, S>(
+    api: &Api<K>,
+    name: &str,
+    current: Option<&S>,
+    status: &S,
+) -> Result<bool, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: PartialEq + serde::Serialize,
+{
+    if current == Some(status) {
         return Ok(false);
     }
     let patch = json!({ "status": status });
     api.patch_status(
-        &ec.name_any(),
+        name,
         &PatchParams {
             field_manager: Some(MANAGER.into()),
             ..PatchParams::default()

@@ -1,13 +1,15 @@
-//! The committed CRD and the Helm chart's copy must equal what the Rust types generate.
+//! The committed CRDs and the Helm chart's copies must equal what the Rust types generate.
 //! Regenerate with:
 //! `cargo run -p edgecache-operator -- crd > crds/edgecache.dev_edgecaches.yaml &&
-//!  cp crds/edgecache.dev_edgecaches.yaml charts/edgecache/files/`.
+//!  cargo run -p edgecache-operator -- crd edgecachepurges > crds/edgecache.dev_edgecachepurges.yaml &&
+//!  cp crds/edgecache.dev_*.yaml charts/edgecache/files/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
 use std::path::PathBuf;
 
-use edgecache_operator::crd::{CRD_FILE, crd_yaml};
+use edgecache_operator::crd::{CRDS, crd_yaml, crd_yaml_of};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::{Value, json};
 
 /// The checkout under test: cargo sets `CARGO_MANIFEST_DIR` when it runs the test (a binary
 /// reused from a shared target directory may have been built in another checkout).
@@ -18,40 +20,52 @@ fn repo_root() -> PathBuf {
 }
 
 #[test]
-fn committed_crd_matches_the_rust_types() {
-    let want = crd_yaml().unwrap();
-    let path = repo_root().join("crds").join(CRD_FILE);
-    let got = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        got == want,
-        "{} drifted from the Rust types; regenerate it with \
-         `cargo run -p edgecache-operator -- crd > crds/{CRD_FILE}`",
-        path.display()
-    );
+fn committed_crds_match_the_rust_types() {
+    for (plural, file) in CRDS {
+        let want = crd_yaml_of(plural).unwrap();
+        let path = repo_root().join("crds").join(file);
+        let got = std::fs::read_to_string(&path).unwrap_or_default();
+        let arg = if plural == "edgecaches" { "" } else { plural };
+        assert!(
+            got == want,
+            "{} drifted from the Rust types; regenerate it with \
+             `cargo run -p edgecache-operator -- crd {arg} > crds/{file}`",
+            path.display()
+        );
+    }
 }
 
 #[test]
-fn chart_crd_copy_matches() {
-    // The chart renders this copy from templates/crds.yaml (so `helm upgrade` updates the CRD).
-    let path = repo_root().join("charts/edgecache/files").join(CRD_FILE);
-    let got = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        got == crd_yaml().unwrap(),
-        "{} drifted; cp crds/{CRD_FILE} charts/edgecache/files/",
-        path.display()
-    );
+fn chart_crd_copies_match() {
+    for (plural, file) in CRDS {
+        // The chart renders these copies from templates/crds.yaml (so `helm upgrade` updates
+        // the CRDs).
+        let path = repo_root().join("charts/edgecache/files").join(file);
+        let got = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            got == crd_yaml_of(plural).unwrap(),
+            "{} drifted; cp crds/{file} charts/edgecache/files/",
+            path.display()
+        );
+    }
 }
 
 #[test]
-fn crd_names_columns_and_conditions() {
-    let text = crd_yaml().unwrap();
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
-    assert_eq!(
-        crd.metadata.name.as_deref(),
-        Some("edgecaches.edgecache.dev")
-    );
+fn the_default_crd_subcommand_output_is_the_edgecache_crd() {
+    assert_eq!(crd_yaml_of("edgecaches").unwrap(), crd_yaml().unwrap());
+    assert!(crd_yaml_of("edgecache").is_err());
+}
+
+/// The common contract of every CRD the operator owns: its name, namespaced scope, short name,
+/// `edgecache` category, `v1alpha1` with a status subresource, these printer columns, and
+/// conditions as a list-map keyed by `type`. Returns the version's `openAPIV3Schema`
+/// properties.
+fn check_contract(text: &str, plural: &str, short: &str, columns: &[(&str, &str)]) -> Value {
+    let crd: CustomResourceDefinition = serde_yaml::from_str(text).unwrap();
+    let name = format!("{plural}.edgecache.dev");
+    assert_eq!(crd.metadata.name.as_deref(), Some(name.as_str()));
     assert_eq!(crd.spec.scope, "Namespaced");
-    assert_eq!(crd.spec.names.short_names, Some(vec!["ec".to_string()]));
+    assert_eq!(crd.spec.names.short_names, Some(vec![short.to_string()]));
     assert_eq!(
         crd.spec.names.categories,
         Some(vec!["edgecache".to_string()])
@@ -70,30 +84,66 @@ fn crd_names_columns_and_conditions() {
         .flatten()
         .map(|c| (c.name.as_str(), c.json_path.as_str()))
         .collect();
-    assert_eq!(
-        cols,
-        [
+    assert_eq!(cols, columns);
+    let schema = serde_json::to_value(v.schema.as_ref().unwrap()).unwrap();
+    let root = schema["openAPIV3Schema"]["properties"].clone();
+    let conds = &root["status"]["properties"]["conditions"];
+    assert_eq!(conds["x-kubernetes-list-type"], "map");
+    assert_eq!(conds["x-kubernetes-list-map-keys"], json!(["type"]));
+    root
+}
+
+#[test]
+fn purge_crd_names_columns_and_conditions() {
+    let text = crd_yaml_of("edgecachepurges").unwrap();
+    let root = check_contract(
+        &text,
+        "edgecachepurges",
+        "ecp",
+        &[
+            ("EdgeCache", ".spec.edgeCache"),
+            ("Kind", ".status.kind"),
+            (
+                "Complete",
+                ".status.conditions[?(@.type==\"Complete\")].status",
+            ),
+            ("Nodes confirmed", ".status.confirmed"),
+            ("Age", ".metadata.creationTimestamp"),
+        ],
+    );
+    // Every printer column path exists in the schema.
+    assert!(root["spec"]["properties"]["edgeCache"].is_object());
+    assert!(root["status"]["properties"]["kind"].is_object());
+    assert!(root["status"]["properties"]["confirmed"].is_object());
+    // The CEL rules: one selector kind, immutable spec.
+    let rules = root["spec"]["x-kubernetes-validations"].as_array().unwrap();
+    assert_eq!(rules.len(), 2);
+    assert_eq!(rules[1]["rule"], "self == oldSelf");
+}
+
+#[test]
+fn crd_names_columns_and_conditions() {
+    let text = crd_yaml().unwrap();
+    let root = check_contract(
+        &text,
+        "edgecaches",
+        "ec",
+        &[
             ("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),
             ("Nodes", ".status.nodesReady"),
             ("Sharding", ".status.sharding.mode"),
             ("Steering", ".spec.steering.mode"),
             ("Age", ".metadata.creationTimestamp"),
-        ]
+        ],
     );
-    let schema = serde_json::to_value(v.schema.as_ref().unwrap()).unwrap();
-    let root = &schema["openAPIV3Schema"]["properties"];
     // Every printer column path exists in the schema.
     assert!(root["status"]["properties"]["nodesReady"].is_object());
     assert!(root["status"]["properties"]["sharding"]["properties"]["mode"].is_object());
     assert!(root["spec"]["properties"]["steering"]["properties"]["mode"].is_object());
-    let list_map_keys = |field: &str| {
-        let list = &root["status"]["properties"][field];
-        assert_eq!(list["x-kubernetes-list-type"], "map", "{field}");
-        list["x-kubernetes-list-map-keys"].clone()
-    };
-    assert_eq!(list_map_keys("conditions"), serde_json::json!(["type"]));
-    // Keyed by pod: a node has two pods while one replaces the other.
-    assert_eq!(list_map_keys("nodes"), serde_json::json!(["pod"]));
+    // status.nodes is keyed by pod: a node has two pods while one replaces the other.
+    let nodes = &root["status"]["properties"]["nodes"];
+    assert_eq!(nodes["x-kubernetes-list-type"], "map");
+    assert_eq!(nodes["x-kubernetes-list-map-keys"], json!(["pod"]));
     // YAML 1.1 readers (kubectl) must see the string `off`, not false.
     assert!(
         text.contains("default: 'off'"),

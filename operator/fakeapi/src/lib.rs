@@ -47,6 +47,9 @@
 //!   loop), the DaemonSet's ready counts follow its pods, and
 //!   a new pod template is rolled out at once, or step by step (`maxUnavailable` pods per
 //!   [`FakeApiServer::advance_rollouts`]) after [`FakeApiServer::set_manual_rollouts`];
+//! - Pods as the kubelet reports them, put by the test ([`FakeApiServer::put_pod`]: node,
+//!   `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips); the
+//!   simulated DaemonSets make none;
 //! - fault injection ([`FakeApiServer::inject_fault`]), dropping every open watch
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
@@ -55,9 +58,10 @@
 //! webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination
 //! (`limit` is ignored and everything comes in one page), list-map keys beyond those named above
 //! (other lists are atomic), set-type lists, strategic-merge-patch directives, YAML apply bodies
-//! (kube sends JSON), containers that run (a pod's spec is its template's when it is made and is
-//! not replaced by a rollout), rollouts over time (a DaemonSet's pods are updated at once), and
-//! watch bookmarks other than the initial-events-end one.
+//! (kube sends JSON), containers that run (the pods of the simulated DaemonSets have the spec of
+//! the template they were made from; a rollout does not replace them), kubelets (pod statuses
+//! are what the fake or the test puts there), rollouts over time (a DaemonSet's pods are
+//! updated at once), and watch bookmarks other than the initial-events-end one.
 
 mod admission;
 mod fields;
@@ -107,6 +111,7 @@ pub mod keys {
     pub const PODS: &str = super::pods::PODS;
     pub const EVENTS: &str = "events.k8s.io/v1/events";
     pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
+    pub const EDGECACHEPURGES: &str = "edgecache.dev/v1alpha1/edgecachepurges";
 }
 
 /// Manager name of the writes the simulated DaemonSet controller makes.
@@ -370,6 +375,52 @@ impl FakeApiServer {
         let _ = st.commit(&k, obj, "fake-admin", None, "Update");
         st.admin_write = false;
         st.react(resource, &k, false);
+    }
+
+    /// Create or replace a Pod as the kubelet would report it: scheduled on `node`, with
+    /// `status.podIP` = `ip` (none when `None`), phase Running and a `Ready` condition of
+    /// `ready`. The simulated DaemonSets make no Pod objects; a test that needs pods (their
+    /// IPs, nodes and readiness) adds them here. A Pod deleted and put again gets a new uid.
+    pub fn put_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        node: &str,
+        ip: Option<&str>,
+        ready: bool,
+    ) {
+        let mut status = json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        });
+        if let Some(ip) = ip {
+            status["podIP"] = json!(ip);
+            status["podIPs"] = json!([{ "ip": ip }]);
+        }
+        self.put_object(
+            keys::PODS,
+            Some(namespace),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"nodeName": node, "containers": [{"name": "dataplane", "image": "edgecache-dataplane"}]},
+                "status": status,
+            }),
+        );
+    }
+
+    /// Turn a Pod's `Ready` condition on or off (the kubelet's readiness probe); false when
+    /// there is no such Pod.
+    pub fn set_pod_ready(&self, namespace: &str, name: &str, ready: bool) -> bool {
+        let Some(mut pod) = self.get(keys::PODS, Some(namespace), name) else {
+            return false;
+        };
+        pod["status"]["conditions"] =
+            json!([{"type": "Ready", "status": if ready { "True" } else { "False" }}]);
+        self.put_object(keys::PODS, Some(namespace), pod);
+        true
     }
 
     /// Whether the simulated DaemonSet pods are ready (default: true). Re-simulates every

@@ -94,6 +94,14 @@ pub fn defaults() -> BTreeMap<String, ResourceInfo> {
             true,
             true,
         ),
+        ResourceInfo::new(
+            "edgecache.dev",
+            "v1alpha1",
+            "edgecachepurges",
+            "EdgeCachePurge",
+            true,
+            true,
+        ),
     ]
     .into_iter()
     .map(|r| (r.key(), r))
