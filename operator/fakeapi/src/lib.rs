@@ -47,9 +47,9 @@
 //!   loop), the DaemonSet's ready counts follow its pods, and
 //!   a new pod template is rolled out at once, or step by step (`maxUnavailable` pods per
 //!   [`FakeApiServer::advance_rollouts`]) after [`FakeApiServer::set_manual_rollouts`];
-//! - Pods as the kubelet reports them, put by the test ([`FakeApiServer::put_pod`]: node,
-//!   `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips); the
-//!   simulated DaemonSets make none;
+//! - Pods put by the test as well, as the kubelet reports them ([`FakeApiServer::put_pod`]:
+//!   node, `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips),
+//!   for tests that want pods of their own and no fake Nodes (so no DaemonSet pods);
 //! - fault injection ([`FakeApiServer::inject_fault`]), dropping every open watch
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
@@ -379,8 +379,9 @@ impl FakeApiServer {
 
     /// Create or replace a Pod as the kubelet would report it: scheduled on `node`, with
     /// `status.podIP` = `ip` (none when `None`), phase Running and a `Ready` condition of
-    /// `ready`. The simulated DaemonSets make no Pod objects; a test that needs pods (their
-    /// IPs, nodes and readiness) adds them here. A Pod deleted and put again gets a new uid.
+    /// `ready`, owned by nothing. The simulated DaemonSets make their own pods on the fake
+    /// Nodes; a test that wants pods of its own (their IPs, nodes and readiness) and adds no
+    /// Nodes puts them here. A Pod deleted and put again gets a new uid.
     pub fn put_pod(
         &self,
         namespace: &str,
