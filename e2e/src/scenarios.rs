@@ -31,7 +31,9 @@ pub fn merge(base: &mut Value, patch: &Value) {
 }
 
 /// An EdgeCache for the in-namespace origin, cpu steering, `capabilities` mode, a small memory
-/// limit and a cache directory of its own under each node's /mnt/nvme0; `spec` is merged in.
+/// limit, a cache directory of its own under each node's /mnt/nvme0, and sharding off (the
+/// scenarios check each node's own cache: a miss then a hit on every node; [`sharding`] turns
+/// it on); `spec` is merged in.
 pub fn edgecache(ns: &str, name: &str, spec: Value) -> EdgeCache {
     let mut s = json!({
         "origin": {"url": format!("http://origin.{ns}.svc.cluster.local:{ORIGIN_PORT}")},
@@ -40,6 +42,7 @@ pub fn edgecache(ns: &str, name: &str, spec: Value) -> EdgeCache {
         "steering": {"mode": "cpu"},
         "network": {"port": PORT, "adminPort": ADMIN_PORT},
         "security": {"mode": "capabilities"},
+        "sharding": {"mode": "off"},
         "image": dataplane_image(),
         "imagePullPolicy": "IfNotPresent",
     });
@@ -72,4 +75,9 @@ pub const ROLLOUT_TTL: &str = "120s";
 /// The merge patch of the rollout scenario.
 pub fn rollout_patch() -> Value {
     json!({"spec": {"cache": {"defaultTtl": ROLLOUT_TTL}}})
+}
+
+/// The sharding scenario's spec: the nodes share one cache (each key on its owner).
+pub fn sharding() -> Value {
+    json!({"sharding": {"mode": "consistent", "popularityThreshold": 0}})
 }

@@ -151,8 +151,9 @@ fn triples(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
 }
 
 /// Exactly what edgecache-operator calls (operator/controller/src: controller.rs watches
-/// EdgeCaches and owns DaemonSets/ConfigMaps/Services; apply.rs gets and server-side applies
-/// the four children; status.rs/reconcile.rs patch the status; context.rs records events).
+/// EdgeCaches and owns DaemonSets/ConfigMaps/Services and watches the data-plane pods; apply.rs
+/// gets and server-side applies the children and deletes the peers ConfigMap of an EdgeCache
+/// no longer sharded; status.rs/reconcile.rs patch the status; context.rs records events).
 fn operator_rbac() -> BTreeSet<(String, String, String)> {
     let mut want = BTreeSet::new();
     let mut add = |g: &str, r: &str, verbs: &[&str]| {
@@ -167,6 +168,8 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     add("apps", "daemonsets", &owned);
     add("", "configmaps", &owned);
     add("", "services", &owned);
+    // The peers ConfigMap goes when sharding is turned off.
+    add("", "configmaps", &["delete"]);
     add("", "serviceaccounts", &["get", "create", "patch"]);
     // The admin token Secret: read, and created once when missing; never listed or changed.
     add("", "secrets", &["get", "create"]);

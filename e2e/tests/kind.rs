@@ -16,7 +16,7 @@ use edgecache_e2e::cluster::{
 };
 use edgecache_e2e::scenarios::{
     ADMIN_PORT, ORIGIN_PORT, PORT, ROLLOUT_TTL, dataplane_image, edgecache, placement,
-    rollout_patch,
+    rollout_patch, sharding,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
@@ -282,6 +282,87 @@ async fn miss_then_hit_through_every_node() {
     .await;
 }
 
+/// The sum of a counter's samples whose labels contain `label` (`result="ok"`), e.g. of
+/// `edgecache_dataplane_peer_forwards_total{result="ok"} 3`.
+fn counter(metrics: &str, metric: &str, label: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(metric) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn sharded_nodes_list_each_other_and_serve_each_others_keys() {
+    scenario("sharding", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", sharding())).await?;
+        wait_ready(&client, &ns, "web").await?;
+        let pods = pods_by_node(&client, &ns, "web").await?;
+        // The peer list: every ready pod, by node name, pod IP and client port, sorted.
+        let want: Vec<String> = pods
+            .iter()
+            .map(|(node, p)| {
+                let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+                format!("{node} {}:{PORT}", ip.unwrap_or_default())
+            })
+            .collect();
+        let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        eventually(
+            "the peer list names every ready pod",
+            READY,
+            POLL,
+            || async {
+                let cm = cms.get("web-peers").await?;
+                let text = cm
+                    .data
+                    .unwrap_or_default()
+                    .remove("peers")
+                    .unwrap_or_default();
+                let lines: Vec<String> = text
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(String::from)
+                    .collect();
+                Ok((lines == want).then_some(()))
+            },
+        )
+        .await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        eventually("status.nodes: every pod ready", READY, POLL, || async {
+            let st = api.get("web").await?.status.unwrap_or_default();
+            Ok((st.nodes.len() == pods.len()
+                && st.nodes.iter().all(|n| n.ready)
+                && st
+                    .sharding
+                    .is_some_and(|s| s.peers == i32::try_from(pods.len()).unwrap_or(0)))
+            .then_some(()))
+        })
+        .await?;
+        // Through every node: a node that does not own the key asks its owner, which serves it
+        // (the pod proxy may give each node its own Host, so its own key: counted, not assumed).
+        for pod in pods.values() {
+            get(&client, &ns, &pod.name_any(), "/obj/4k/sharded").await?;
+        }
+        let (mut forwarded, mut served) = (0.0, 0.0);
+        for pod in pods.values() {
+            let m = metrics(&client, &ns, &pod.name_any()).await?;
+            forwarded += counter(
+                &m,
+                "edgecache_dataplane_peer_forwards_total",
+                "result=\"ok\"",
+            );
+            served += counter(&m, "edgecache_dataplane_peer_served_total", "");
+        }
+        ensure!(
+            forwarded == served,
+            "{forwarded} forwards answered but {served} requests served for a peer"
+        );
+        Ok(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_spec_change_rolls_the_pods() {
     scenario("rollout", |client, ns| async move {
@@ -328,7 +409,8 @@ async fn a_spec_change_rolls_the_pods() {
                 .unwrap_or_default()
                 .remove("config.yaml")
                 .unwrap_or_default();
-            let cfg = edgecache_api::dataplane::parse(&text)
+            // Read as far as its shape goes: the node name comes from each pod's environment.
+            let (cfg, _) = edgecache_api::dataplane::parse_shape(&text)
                 .map_err(|e| anyhow::anyhow!("the ConfigMap's config: {e}"))?;
             let want: edgecache_api::Duration = ROLLOUT_TTL.parse()?;
             ensure!(

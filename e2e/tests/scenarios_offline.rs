@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
 use edgecache_api::v1alpha1::EdgeCache;
-use edgecache_e2e::scenarios::{edgecache, placement, rollout_patch};
+use edgecache_e2e::scenarios::{edgecache, placement, rollout_patch, sharding};
 use edgecache_fakeapi::FakeApiServer;
 use kube::CustomResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -21,7 +21,11 @@ fn api() -> Api<EdgeCache> {
 #[tokio::test]
 async fn every_scenario_edgecache_is_one_the_api_server_accepts() {
     let api = api();
-    let mut all = vec![("web", json!({})), ("caps", json!({}))];
+    let mut all = vec![
+        ("web", json!({})),
+        ("caps", json!({})),
+        ("shard", sharding()),
+    ];
     all.extend(placement());
     for (name, spec) in all {
         api.create(&PostParams::default(), &edgecache(NS, name, spec))

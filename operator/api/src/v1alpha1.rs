@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{
     AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind,
-    SteeringMode, StorageConfig,
+    ShardingConfig, ShardingMode, SteeringMode, StorageConfig,
 };
 use crate::quantity::{ByteSize, Duration};
 
@@ -51,8 +51,8 @@ pub const ADQ_LABEL: &str = "edgecache.dev/adq";
     derive = "PartialEq",
     doc = "An HTTP edge cache: one data-plane pod per selected node, caching on the node's NVMe.",
     printcolumn = r#"{"name":"Ready","type":"string","description":"Whether every selected node runs an up-to-date, ready cache pod","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Desired","type":"integer","description":"Nodes that should run a cache pod","jsonPath":".status.desiredNodes"}"#,
-    printcolumn = r#"{"name":"Ready nodes","type":"integer","description":"Nodes whose cache pod is ready","jsonPath":".status.readyNodes"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"string","description":"Nodes whose cache pod is ready, of the nodes the placement matches","jsonPath":".status.nodesReady"}"#,
+    printcolumn = r#"{"name":"Sharding","type":"string","description":"Sharding mode in effect","jsonPath":".status.sharding.mode"}"#,
     printcolumn = r#"{"name":"Steering","type":"string","description":"Connection steering mode","jsonPath":".spec.steering.mode"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
@@ -74,6 +74,9 @@ pub const ADQ_LABEL: &str = "edgecache.dev/adq";
 #[x_kube(validation = Rule::new(
     "self.storage.hostPath == oldSelf.storage.hostPath"
 ).message("storage.hostPath is immutable: the cache on every node lives there; create a new EdgeCache to move it").field_path(".storage.hostPath"))]
+#[x_kube(validation = Rule::new(
+    "!has(self.sharding) || !has(self.sharding.mode) || self.sharding.mode != 'off' || (!has(self.sharding.popularityThreshold) && !has(self.sharding.popularityWindow) && !has(self.sharding.peerTimeout))"
+).message("sharding.popularityThreshold, popularityWindow and peerTimeout apply only when sharding.mode is not off").field_path(".sharding.mode"))]
 #[serde(rename_all = "camelCase")]
 pub struct EdgeCacheSpec {
     /// The origin this cache fronts.
@@ -102,6 +105,10 @@ pub struct EdgeCacheSpec {
     /// Privileges of the cache container.
     #[serde(default)]
     pub security: SecuritySpec,
+    /// Whether the nodes hold one cache between them (each key on one owner node) or each node
+    /// caches for itself.
+    #[serde(default)]
+    pub sharding: ShardingSpec,
     /// The data-plane image. Default: unset, which means the data-plane image of the operator's
     /// own release (`ghcr.io/edgecache/edgecache-dataplane:<operator version>`), chosen at every
     /// reconcile: upgrading the operator upgrades the EdgeCaches that name no image. (A schema
@@ -587,6 +594,70 @@ impl ServiceType {
     }
 }
 
+/// Sharding the cache across the nodes. The operator keeps the peer list (one line per ready
+/// cache pod: its node name and pod IP with the client port) in the ConfigMap `NAME-peers`,
+/// mounted into every pod; the pods reload it when it changes, and since it is not part of the
+/// config hash a node joining or leaving restarts no pod.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardingSpec {
+    /// `consistent`: each key has one owner among the ready nodes, a node that misses a key it
+    /// does not own asks the owner, so N nodes hold about N times the distinct objects of one
+    /// and the fleet makes one origin fetch per object. `off`: every node caches what its own
+    /// clients ask for. Default: unset, which means `consistent`, so sharding is on as soon as
+    /// more than one node matches the placement. The operator does not switch the config
+    /// between the modes as nodes come and go (a config change restarts every pod): with one
+    /// node in the peer list that node owns every key, which is what `off` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_sharding_mode")]
+    pub mode: Option<ShardingMode>,
+    /// Requests within `popularityWindow` for an object another node owns after which this
+    /// node keeps a copy too (one hot object then stops crossing the network on every request);
+    /// `0`: never keep a copy. Only when sharding is on. Default: unset (4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 1000000))]
+    pub popularity_threshold: Option<u32>,
+    /// The window of `popularityThreshold`. Only when sharding is on. Default: unset (`60s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub popularity_window: Option<Duration>,
+    /// Time allowed from a request to the owner node until its response head; past it the node
+    /// fetches from the origin itself and marks the owner down for a while. The owner answers a
+    /// miss once its origin did, so keep it above the origin's usual first-byte time. Only when
+    /// sharding is on. Default: unset (`5s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_timeout: Option<Duration>,
+}
+
+/// The schema of an optional [`ShardingMode`], written out: kube's hoisting of `Option<enum>`
+/// would replace the field's description with the enum's.
+fn optional_sharding_mode(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": [ShardingMode::Off.as_str(), ShardingMode::Consistent.as_str()],
+        "nullable": true,
+    })
+}
+
+impl ShardingSpec {
+    /// The mode in effect: `consistent` unless the spec says `off`.
+    pub fn effective_mode(&self) -> ShardingMode {
+        self.mode.unwrap_or(ShardingMode::Consistent)
+    }
+
+    /// The data plane's sharding settings for this spec (without `nodeName` and `peersFile`,
+    /// which the pod and the mount supply): the data plane's defaults for the unset knobs.
+    pub fn to_config(&self) -> ShardingConfig {
+        let d = ShardingConfig::default();
+        ShardingConfig {
+            mode: self.effective_mode(),
+            popularity_threshold: self.popularity_threshold.unwrap_or(d.popularity_threshold),
+            popularity_window: self.popularity_window.unwrap_or(d.popularity_window),
+            peer_timeout: self.peer_timeout.unwrap_or(d.peer_timeout),
+            ..d
+        }
+    }
+}
+
 /// Privileges of the cache container.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -683,9 +754,73 @@ pub struct EdgeCacheStatus {
     /// Nodes whose cache pod has been ready for minReadySeconds.
     #[serde(default)]
     pub available_nodes: i32,
+    /// `READY/DESIRED` nodes, e.g. `2/3`: the `Nodes` column of `kubectl get ec`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes_ready: Option<String>,
     /// sha256 of the data-plane config in effect (also on the pod template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
+    /// Sharding as it is in effect: the mode and the peer list the pods were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharding: Option<ShardingStatus>,
+    /// One entry per cache pod, sorted by node: whether it is ready and, when not, why (the
+    /// kubelet's reason and message: an image that cannot be pulled, a crash loop with the last
+    /// termination message, a pod the scheduler cannot place). Keyed by pod: while a node's
+    /// pod is replaced, its old and new pod are both listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["pod".into()]))]
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// Sharding as the operator set it up.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardingStatus {
+    /// `consistent` or `off`.
+    pub mode: String,
+    /// Nodes in the peer list (the ready cache pods).
+    #[serde(default)]
+    pub peers: i32,
+}
+
+/// One cache pod, as the operator last saw it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// The node the pod runs on (its name in the peer list); the pod's name while it is not
+    /// scheduled yet.
+    pub node: String,
+    /// The pod.
+    pub pod: String,
+    /// Whether the pod is ready (its readiness probe passes).
+    pub ready: bool,
+    /// Why it is not ready, as one word: `ImagePullBackOff`, `ErrImagePull`,
+    /// `CrashLoopBackOff`, `Unschedulable`, `ContainerCreating`, `Terminating`, `NotReady`...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What the kubelet or scheduler said (for a crash loop, the last termination message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Restarts of the cache container.
+    #[serde(default)]
+    pub restarts: i32,
+    /// The disk I/O engine the pod runs (`uring` or `threads`), from its `/metrics`, read at
+    /// each reconcile of a ready pod. Unset when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_engine: Option<String>,
+    /// The connection steering in effect (it may have fallen back to `off`), from `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<String>,
+    /// Bytes used in the node's disk store, from `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<i64>,
+    /// Objects in the node's disk store, from `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<i64>,
+    /// Hits (RAM or disk) over requests looked up in the cache since the pod started, from
+    /// `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_ratio: Option<f64>,
 }
 
 impl EdgeCacheStatus {

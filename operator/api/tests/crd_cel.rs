@@ -155,3 +155,22 @@ fn cache_path_is_immutable() {
     // On create the transition rule does not apply.
     validate_cel(&moved).unwrap();
 }
+
+#[test]
+fn sharding_knobs_only_when_sharding_is_on() {
+    validate_cel(&ec(&format!(
+        "{MINIMAL}sharding:\n  popularityThreshold: 2\n  peerTimeout: 2s\n"
+    )))
+    .unwrap();
+    validate_cel(&ec(&format!(
+        "{MINIMAL}sharding:\n  mode: consistent\n  popularityWindow: 30s\n"
+    )))
+    .unwrap();
+    validate_cel(&ec(&format!("{MINIMAL}sharding:\n  mode: off\n"))).unwrap();
+    rejects(
+        &ec(&format!(
+            "{MINIMAL}sharding:\n  mode: off\n  popularityThreshold: 2\n"
+        )),
+        "apply only when sharding.mode is not off",
+    );
+}

@@ -26,6 +26,8 @@ pub enum Change {
     Created,
     Updated,
     Unchanged,
+    /// A child the spec no longer needs (the peers ConfigMap once sharding is off).
+    Deleted,
 }
 
 impl Change {
@@ -34,6 +36,7 @@ impl Change {
             Self::Created => "created",
             Self::Updated => "updated",
             Self::Unchanged => "unchanged",
+            Self::Deleted => "deleted",
         }
     }
 }
@@ -105,8 +108,8 @@ fn api_error<K: Resource<DynamicType = ()>>(name: &str) -> impl FnOnce(kube::Err
     }
 }
 
-/// Apply every child in order (ServiceAccount, admin token Secret, ConfigMap, Service,
-/// DaemonSet), after checking that none of them is someone else's object. Stops at the first
+/// Apply every child in order (ServiceAccount, admin token Secret, ConfigMap, peers ConfigMap,
+/// Service, DaemonSet), after checking that none of them is someone else's object. Stops at the first
 /// failure; what was applied before it stays (the next reconcile converges).
 pub async fn apply(
     client: &Client,
@@ -118,6 +121,15 @@ pub async fn apply(
             .await?,
         admin_secret: claim::<Secret>(client, namespace, &desired.admin_secret).await?,
         config_map: claim::<ConfigMap>(client, namespace, &desired.config_map).await?,
+        peers_config_map: match &desired.peers_config_map {
+            Some(cm) => claim::<ConfigMap>(client, namespace, cm).await?,
+            // Not needed: only a leftover of this EdgeCache's matters; someone else's
+            // ConfigMap of that name is no conflict and is left alone.
+            None => match claim::<ConfigMap>(client, namespace, &peers_template(&desired)).await {
+                Err(Error::NameConflict { .. }) => None,
+                other => other?,
+            },
+        },
         service: claim::<Service>(client, namespace, &desired.service).await?,
         daemon_set: claim::<DaemonSet>(client, namespace, &desired.daemon_set).await?,
     };
@@ -146,6 +158,25 @@ pub async fn apply(
         &mut changes,
     )
     .await?;
+    // Before the DaemonSet: its pods mount it.
+    let peers_config_map = match &desired.peers_config_map {
+        Some(cm) => Some(
+            apply_one(
+                client,
+                namespace,
+                cm,
+                existing.peers_config_map,
+                &mut changes,
+            )
+            .await?,
+        ),
+        None => {
+            if existing.peers_config_map.is_some() {
+                remove_peers(client, namespace, &peers_template(&desired), &mut changes).await?;
+            }
+            None
+        }
+    };
     let service = apply_one(
         client,
         namespace,
@@ -169,6 +200,7 @@ pub async fn apply(
             service,
             daemon_set,
             admin_secret,
+            peers_config_map,
             config_hash: desired.config_hash,
             state: PhantomData,
         },
@@ -181,8 +213,48 @@ struct Existing {
     service_account: Option<String>,
     admin_secret: Option<String>,
     config_map: Option<String>,
+    peers_config_map: Option<String>,
     service: Option<String>,
     daemon_set: Option<String>,
+}
+
+/// The peers ConfigMap this EdgeCache has or had: the desired one, or (sharding off) one
+/// with its name and owner, to find and delete a leftover.
+fn peers_template(desired: &Desired<Prepared>) -> ConfigMap {
+    desired.peers_config_map.clone().unwrap_or_else(|| {
+        let owner = desired.config_map.metadata.clone();
+        let name = desired.daemon_set.name_any();
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(crate::build::peers_config_map_name(&name)),
+                ..owner
+            },
+            ..ConfigMap::default()
+        }
+    })
+}
+
+/// Delete the peers ConfigMap once sharding is turned off (the pods no longer mount it).
+async fn remove_peers(
+    client: &Client,
+    namespace: &str,
+    cm: &ConfigMap,
+    changes: &mut Vec<ChildChange>,
+) -> Result<(), Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let name = cm.name_any();
+    match api.delete(&name, &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(e) => return Err(api_error::<ConfigMap>(&name)(e)),
+    }
+    changes.push(ChildChange {
+        kind: "ConfigMap",
+        api_version: ConfigMap::api_version(&()).into_owned(),
+        name,
+        change: Change::Deleted,
+    });
+    Ok(())
 }
 
 /// The stored child's resourceVersion, if it exists and this EdgeCache controls it; a

@@ -3,6 +3,7 @@
 
 mod config_map;
 mod daemon_set;
+mod peers_config_map;
 pub mod placement;
 mod service;
 
@@ -16,6 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 
+use crate::peers::Peer;
 use crate::validate::ValidatedEdgeCache;
 
 /// Field manager of every write the operator makes.
@@ -51,6 +53,9 @@ pub struct Desired<S> {
     /// The Secret holding the data plane's admin token: built without data; `apply` creates it
     /// with a random token only when it does not exist, and never rewrites it.
     pub admin_secret: Secret,
+    /// The ConfigMap holding the peer list, when sharding is on (see [`Desired::with_peers`]).
+    /// Not part of `config_hash`: a change of membership restarts no pod.
+    pub peers_config_map: Option<ConfigMap>,
     /// sha256 (hex) of the ConfigMap's `config.yaml`.
     pub config_hash: String,
     pub state: PhantomData<S>,
@@ -60,12 +65,27 @@ impl<S> Desired<S> {
     /// The objects in apply order (ServiceAccount and ConfigMap before the pods that use them),
     /// as JSON values.
     pub fn objects(&self) -> Result<Vec<serde_json::Value>, serde_json::Error> {
-        Ok(vec![
+        let mut objects = vec![
             serde_json::to_value(&self.service_account)?,
             serde_json::to_value(&self.config_map)?,
-            serde_json::to_value(&self.service)?,
-            serde_json::to_value(&self.daemon_set)?,
-        ])
+        ];
+        if let Some(peers) = &self.peers_config_map {
+            objects.push(serde_json::to_value(peers)?);
+        }
+        objects.push(serde_json::to_value(&self.service)?);
+        objects.push(serde_json::to_value(&self.daemon_set)?);
+        Ok(objects)
+    }
+}
+
+impl Desired<Prepared> {
+    /// The same children with `peers` in the peers ConfigMap (nothing changes when sharding is
+    /// off). `build` starts from an empty list: the pods are not known before they exist.
+    pub fn with_peers(mut self, peers: &[Peer]) -> Self {
+        if let Some(cm) = &mut self.peers_config_map {
+            peers_config_map::set_peers(cm, peers);
+        }
+        self
     }
 }
 
@@ -77,6 +97,7 @@ pub fn build(ec: &ValidatedEdgeCache) -> Desired<Prepared> {
         service: service::service(ec),
         daemon_set: daemon_set::daemon_set(ec, &config_hash),
         admin_secret: admin_secret(ec),
+        peers_config_map: peers_config_map::peers_config_map(ec),
         config_map,
         config_hash,
         state: PhantomData,
@@ -105,6 +126,11 @@ pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
 /// Names of the children.
 pub fn config_map_name(name: &str) -> String {
     format!("{name}-config")
+}
+
+/// Name of the ConfigMap holding the peer list.
+pub fn peers_config_map_name(name: &str) -> String {
+    format!("{name}-peers")
 }
 
 /// Name of the admin token Secret.

@@ -17,6 +17,9 @@ pub struct Context {
     pub metrics: Metrics,
     /// What the operator was installed to allow (e.g. the host paths).
     pub policy: Policy,
+    /// How long reading a ready pod's `/metrics` (for `status.nodes`) may take; `None`: the
+    /// pods are not read (tests whose fake pods have no endpoint behind their IPs).
+    pub scrape_timeout: Option<Duration>,
     /// The one namespace watched, or all when `None` (where other EdgeCaches are listed).
     pub watch_namespace: Option<String>,
     /// Consecutive transient failures per object (`namespace/name`), for the requeue backoff.
@@ -38,6 +41,7 @@ impl Context {
             metrics: Metrics::default(),
             policy: Policy::default(),
             watch_namespace: None,
+            scrape_timeout: None,
             failures: Mutex::new(HashMap::new()),
             base_backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),

@@ -1,4 +1,5 @@
-//! The controller: watches EdgeCaches (generation changes only) and the children it owns, and
+//! The controller: watches EdgeCaches (generation changes only), the children it owns and the
+//! cache pods (for the peer list and per-node status), and
 //! runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
 //! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
 //! port with it, so a conflict clears when the earlier EdgeCache goes.
@@ -11,7 +12,7 @@ use std::time::Duration;
 use edgecache_api::v1alpha1::EdgeCache;
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::core::error_boundary::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -113,6 +114,22 @@ pub async fn run(
             .map(|g| ObjectRef::from_obj(&**g))
             .collect::<Vec<_>>()
     };
+    // The cache pods (owned by the DaemonSet, not by the EdgeCache): their readiness and IPs
+    // make the peer list, their states `status.nodes`.
+    let pods = watcher::Config::default().labels(&format!(
+        "app.kubernetes.io/managed-by={},app.kubernetes.io/name=edgecache",
+        crate::build::MANAGER
+    ));
+    let pod_owner = |pod: Pod| {
+        let ns = pod.metadata.namespace.clone()?;
+        let name = pod
+            .metadata
+            .labels
+            .as_ref()?
+            .get("app.kubernetes.io/instance")?
+            .clone();
+        Some(ObjectRef::<DeserializeGuard<EdgeCache>>::new(&name).within(&ns))
+    };
     let store = reader.clone();
     tokio::spawn(async move {
         if store.wait_until_ready().await.is_ok() {
@@ -128,6 +145,7 @@ pub async fn run(
         .owns(api::<DaemonSet>(&client, ns), children.clone())
         .owns(api::<ConfigMap>(&client, ns), children.clone())
         .owns(api::<Service>(&client, ns), children)
+        .watches(api::<Pod>(&client, ns), pods, pod_owner)
         .watches(
             api::<DeserializeGuard<EdgeCache>>(&client, ns),
             watcher::Config::default(),

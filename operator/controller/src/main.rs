@@ -137,6 +137,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let mut ctx = edgecache_operator::context::Context::new(client);
         ctx.policy = policy;
         ctx.watch_namespace = args.namespace.clone();
+        ctx.scrape_timeout = Some(std::time::Duration::from_secs(2));
         let ctx = Arc::new(ctx);
         let ready = Arc::new(AtomicBool::new(false));
         let listener = edgecache_operator::admin::bind(args.admin_addr)

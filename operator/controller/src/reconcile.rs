@@ -1,11 +1,13 @@
 //! The reconcile pipeline: validate (pure) → build (pure) → apply (I/O) → status (I/O), and the
 //! error policy.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_api::v1alpha1::{EdgeCache, condition};
-use k8s_openapi::api::core::v1::ObjectReference;
+use futures_util::StreamExt as _;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -19,8 +21,13 @@ use crate::apply::{self, Change};
 use crate::build::build;
 use crate::conflict;
 use crate::context::Context;
+use crate::pod_metrics::{self, PodMetrics};
 use crate::status::{self, Outcome};
 use crate::validate::{self, validate};
+use crate::{node_status, peers, pod_admin};
+
+/// Pods whose `/metrics` are read at the same time.
+const SCRAPES_AT_ONCE: usize = 32;
 
 /// How often a converged EdgeCache is looked at again even without a watch event.
 pub const RESYNC: Duration = Duration::from_secs(300);
@@ -46,6 +53,9 @@ pub enum Error {
     /// Listing the other EdgeCaches (for conflicts) failed (transient).
     #[error("listing the EdgeCaches failed: {0}")]
     List(#[source] kube::Error),
+    /// Listing the cache pods (for the peer list and status) failed (transient).
+    #[error("listing the cache pods failed: {0}")]
+    Pods(#[source] kube::Error),
     /// Another, earlier EdgeCache holds a cache directory or host port this one needs; it waits
     /// (rechecked when that one changes or goes, and at every resync).
     #[error("{0}")]
@@ -64,6 +74,7 @@ impl Error {
             Self::NameConflict(_) => "name_conflict",
             Self::Status(_) => "status",
             Self::List(_) => "list",
+            Self::Pods(_) => "pods",
             Self::Conflict(_) => "conflict",
             Self::InvalidObject(_) => "invalid_object",
         }
@@ -120,7 +131,10 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         return Err(Error::Conflict(c));
     }
 
-    let desired = build(&validated);
+    let pods = list_pods(&ctx, &namespace, &validated.name).await?;
+    let peers = peers::peers(&pods, validated.spec.network.port);
+    let desired = build(&validated).with_peers(&peers);
+    let sharding = desired.peers_config_map.is_some().then_some(peers.len());
     let (applied, changes) = match apply::apply(&ctx.client, &namespace, desired).await {
         Ok(r) => r,
         Err(e @ apply::Error::NameConflict { .. }) => {
@@ -162,6 +176,7 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
             .inc();
         let reason = match c.change {
             Change::Created => "Created",
+            Change::Deleted => "Deleted",
             _ => "Updated",
         };
         info!(kind = c.kind, name = %c.name, change = c.change.as_str(), "applied");
@@ -189,6 +204,8 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         Outcome::Applied {
             daemon_set: &applied.daemon_set,
             config_hash: &applied.config_hash,
+            nodes: &node_status::nodes(&pods, &scrape(&ctx, &validated, &pods).await),
+            peers: sharding,
         },
         &now(),
     );
@@ -232,6 +249,85 @@ async fn refuse(
         publish(ctx, ec, EventType::Warning, reason, action, message, None).await;
     }
     Ok(())
+}
+
+/// The pods of this EdgeCache's DaemonSet (pods that only carry its labels are left out).
+async fn list_pods(ctx: &Context, namespace: &str, name: &str) -> Result<Vec<Pod>, Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let selector = crate::build::selector_labels(name)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let list = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::Pods)?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|p| peers::controlled_by(p, name))
+        .collect())
+}
+
+/// The `/metrics` of each ready pod with an IP, by pod name, [`SCRAPES_AT_ONCE`] at a time (a pod that cannot be
+/// read within `ctx.scrape_timeout` is left out and logged: status shows what Kubernetes knows
+/// of it). Nothing when scraping is off or the admin token cannot be read.
+async fn scrape(
+    ctx: &Context,
+    ec: &validate::ValidatedEdgeCache,
+    pods: &[Pod],
+) -> BTreeMap<String, PodMetrics> {
+    let Some(timeout) = ctx.scrape_timeout else {
+        return BTreeMap::new();
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ec.namespace);
+    let token = match secrets
+        .get_opt(&crate::build::admin_secret_name(&ec.name))
+        .await
+    {
+        Ok(s) => s
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(crate::build::ADMIN_TOKEN_KEY).cloned())
+            .and_then(|t| String::from_utf8(t.0).ok()),
+        Err(e) => {
+            warn!(error = %e, "cannot read the admin token; pod metrics not read");
+            return BTreeMap::new();
+        }
+    };
+    let port = ec.spec.network.admin_port;
+    // Collected first: the futures own what they use (no borrow of `pods` crosses an await).
+    let calls: Vec<_> = pods
+        .iter()
+        .filter(|p| peers::is_ready(p))
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let ip: std::net::IpAddr = p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()?;
+            let token = token.clone();
+            Some(async move {
+                let addr = std::net::SocketAddr::new(ip, port);
+                let got = pod_admin::call("GET", addr, "/metrics", token.as_deref(), timeout).await;
+                match got {
+                    Ok((200, body)) => {
+                        Some((name, pod_metrics::parse(&String::from_utf8_lossy(&body))))
+                    }
+                    Ok((code, _)) => {
+                        warn!(pod = %name, code, "pod /metrics refused");
+                        None
+                    }
+                    Err(e) => {
+                        warn!(pod = %name, error = %e, "pod /metrics not read");
+                        None
+                    }
+                }
+            })
+        })
+        .collect();
+    futures_util::stream::iter(calls)
+        .buffer_unordered(SCRAPES_AT_ONCE)
+        .filter_map(std::future::ready)
+        .collect()
+        .await
 }
 
 /// Every EdgeCache the operator watches (objects that do not parse are left out: they get no

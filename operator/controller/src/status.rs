@@ -1,7 +1,7 @@
 //! Step 4 of the pipeline: the status. `compute` is pure (conditions from the resource, the
 //! outcome of the earlier steps and the DaemonSet status); `write` sends it when it changed.
 
-use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheStatus, condition};
+use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheStatus, NodeStatus, ShardingStatus, condition};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Patch, PatchParams};
@@ -9,6 +9,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::build::MANAGER;
+use crate::node_status;
 
 /// What the earlier steps found.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +22,10 @@ pub enum Outcome<'a> {
     Applied {
         daemon_set: &'a DaemonSet,
         config_hash: &'a str,
+        /// The cache pods as `status.nodes` reports them.
+        nodes: &'a [NodeStatus],
+        /// Nodes in the peer list; `None` when sharding is off.
+        peers: Option<usize>,
     },
 }
 
@@ -71,6 +76,8 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
         Outcome::Applied {
             daemon_set,
             config_hash,
+            nodes,
+            peers,
         } => {
             let ds = daemon_set.status.clone().unwrap_or_default();
             let observed = match (ds.observed_generation, daemon_set.metadata.generation) {
@@ -87,7 +94,42 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
             st.updated_nodes = updated;
             st.available_nodes = available;
             st.config_hash = Some(config_hash.to_string());
+            st.nodes_ready = Some(format!("{ready}/{desired}"));
+            st.nodes = nodes.to_vec();
+            st.sharding = Some(ShardingStatus {
+                mode: if peers.is_some() { "consistent" } else { "off" }.into(),
+                peers: peers.map_or(0, |n| i32::try_from(n).unwrap_or(i32::MAX)),
+            });
+            let failing: Vec<&NodeStatus> = nodes.iter().filter(|n| !n.ready).collect();
+            let stuck: Vec<&NodeStatus> = failing
+                .iter()
+                .copied()
+                .filter(|n| node_status::needs_a_human(n))
+                .collect();
             let counts = format!("{ready}/{desired} nodes ready, {updated}/{desired} updated");
+            // The Ready condition also names the nodes that are not, and why.
+            let ready_message = if failing.is_empty() {
+                counts.clone()
+            } else {
+                format!("{counts}; not ready: {}", node_status::describe(&failing))
+            };
+            let degraded = |set: &mut dyn FnMut(&str, bool, &str, String)| {
+                if stuck.is_empty() {
+                    set(condition::DEGRADED, false, "AsExpected", String::new());
+                } else {
+                    set(
+                        condition::DEGRADED,
+                        true,
+                        "PodsFailing",
+                        format!(
+                            "{} of {} cache pods cannot start without a fix: {}",
+                            stuck.len(),
+                            nodes.len(),
+                            node_status::describe(&stuck)
+                        ),
+                    );
+                }
+            };
             if !observed {
                 set(
                     condition::PROGRESSING,
@@ -95,8 +137,8 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                     "RollingOut",
                     "waiting for the DaemonSet controller to see the new pod template".into(),
                 );
-                set(condition::READY, false, "RollingOut", counts);
-                set(condition::DEGRADED, false, "AsExpected", String::new());
+                set(condition::READY, false, "RollingOut", ready_message);
+                degraded(&mut set);
             } else if desired == 0 {
                 let message = no_match_message(ec);
                 set(
@@ -120,11 +162,11 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                     "RolloutComplete",
                     format!("every node runs config {}", short(config_hash)),
                 );
-                set(condition::DEGRADED, false, "AsExpected", String::new());
+                degraded(&mut set);
             } else {
-                set(condition::READY, false, "NodesNotReady", counts.clone());
+                set(condition::READY, false, "NodesNotReady", ready_message);
                 set(condition::PROGRESSING, true, "RollingOut", counts);
-                set(condition::DEGRADED, false, "AsExpected", String::new());
+                degraded(&mut set);
             }
         }
     }
@@ -294,6 +336,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "abc",
+                nodes: &[],
+                peers: None,
             },
             &t(0),
         );
@@ -330,6 +374,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "h",
+                nodes: &[],
+                peers: None,
             },
             &t(0),
         );
@@ -345,6 +391,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "h",
+                nodes: &[],
+                peers: None,
             },
             &t(0),
         );
@@ -361,6 +409,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "h",
+                nodes: &[],
+                peers: None,
             },
             &t(0),
         );
@@ -386,6 +436,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "h",
+                nodes: &[],
+                peers: None,
             },
             &t(0),
         ));
@@ -419,6 +471,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "h",
+                nodes: &[],
+                peers: None,
             },
             &t(0),
         );
@@ -430,6 +484,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "h",
+                nodes: &[],
+                peers: None,
             },
             &t(60),
         );
@@ -446,6 +502,8 @@ mod tests {
             Outcome::Applied {
                 daemon_set: &d,
                 config_hash: "h",
+                nodes: &[],
+                peers: None,
             },
             &t(120),
         );
@@ -458,7 +516,9 @@ mod tests {
                 &ec,
                 Outcome::Applied {
                     daemon_set: &d,
-                    config_hash: "h"
+                    config_hash: "h",
+                    nodes: &[],
+                    peers: None,
                 },
                 &t(180)
             ),

@@ -31,6 +31,14 @@ pub fn minimal_edgecache(spec_yaml: &str) -> EdgeCache {
     serde_yaml::from_value(doc).unwrap_or_else(|e| panic!("fixture does not parse: {e}"))
 }
 
+/// `pod` with a deletionTimestamp: being deleted.
+pub fn terminating(mut pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
+    pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    pod
+}
+
 /// Parse a whole manifest (e.g. `examples/edgecache.yaml`).
 pub fn edgecache_from_manifest(yaml: &str) -> EdgeCache {
     serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("manifest does not parse: {e}"))

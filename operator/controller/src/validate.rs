@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use edgecache_api::dataplane::{
     self, CachePolicyConfig, ClientLimitsConfig, DataplaneConfig, HostHeader, MemoryConfig,
-    OriginConfig, StorageConfig, WorkersConfig,
+    OriginConfig, ShardingConfig, ShardingMode, StorageConfig, WorkersConfig,
 };
 use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheSpec, HostHeaderMode, SecurityMode};
 use edgecache_api::{ByteSize, SteeringMode};
@@ -22,6 +22,14 @@ pub use host_path::AllowedHostPaths;
 
 /// Where the cache directory is mounted inside the container (the data plane's `storage.dir`).
 pub const CONTAINER_CACHE_DIR: &str = "/var/cache/edgecache";
+/// Where the peers ConfigMap is mounted inside the container (a directory of its own, not a
+/// `subPath`: the kubelet updates only whole ConfigMap volumes).
+pub const PEERS_DIR: &str = "/etc/edgecache-peers";
+/// Key of the peer list in the peers ConfigMap (and its file name in [`PEERS_DIR`]).
+pub const PEERS_KEY: &str = "peers";
+/// Stands in for the node name when the operator checks the config against the data plane's
+/// rules: the real one comes from each pod's `EDGECACHE_NODE_NAME`.
+const NODE_NAME_STAND_IN: &str = "node";
 
 /// One problem in a spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,6 +250,16 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
     if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
         bad("image", "must not be empty".into());
     }
+    let sharding_knobs = spec.sharding.popularity_threshold.is_some()
+        || spec.sharding.popularity_window.is_some()
+        || spec.sharding.peer_timeout.is_some();
+    if spec.sharding.mode == Some(ShardingMode::Off) && sharding_knobs {
+        bad(
+            "sharding.mode",
+            "is off, so sharding.popularityThreshold, popularityWindow and peerTimeout do not apply"
+                .into(),
+        );
+    }
     match &spec.update_strategy.max_unavailable {
         IntOrString::Int(n) if *n < 1 => bad(
             "updateStrategy.maxUnavailable",
@@ -305,13 +323,14 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             max_connections_per_worker: spec.clients.max_connections_per_worker,
             max_disk_streams_per_ip: spec.clients.max_disk_streams_per_ip,
         },
+        sharding: sharding_config(spec),
         log: spec.log.clone(),
         ..DataplaneConfig::default()
     };
     // The data plane's own rules, so the pods never refuse the config the operator wrote.
     // Problems already reported above under their spec names are not repeated.
     if errors.is_empty()
-        && let Err(e) = dataplane::validate(&cfg)
+        && let Err(e) = dataplane::validate(&with_stand_in_node_name(&cfg))
     {
         for e in e.0 {
             errors.push(FieldError {
@@ -333,6 +352,33 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         dataplane: cfg,
         image: spec.image.clone().unwrap_or_else(default_image),
     })
+}
+
+/// The data plane's sharding section: the mode and knobs of the spec, the peers file where the
+/// peers ConfigMap is mounted; no `nodeName` (every pod has its own, from the downward API).
+fn sharding_config(spec: &EdgeCacheSpec) -> ShardingConfig {
+    let mut s = spec.sharding.to_config();
+    if s.mode == ShardingMode::Consistent {
+        s.peers_file = Some(format!("{PEERS_DIR}/{PEERS_KEY}"));
+    }
+    s
+}
+
+/// Read a ConfigMap's `config.yaml` as a pod on `node` does (`EDGECACHE_NODE_NAME` applied
+/// before the data plane's checks).
+pub fn parse_as_pod(yaml: &str, node: &str) -> Result<DataplaneConfig, dataplane::ConfigErrors> {
+    let (mut cfg, shape) = dataplane::parse_shape(yaml)?;
+    cfg.sharding.node_name = Some(node.into());
+    dataplane::check(cfg, shape)
+}
+
+/// `cfg` as a pod sees it once `EDGECACHE_NODE_NAME` is applied.
+fn with_stand_in_node_name(cfg: &DataplaneConfig) -> DataplaneConfig {
+    let mut cfg = cfg.clone();
+    if cfg.sharding.mode == ShardingMode::Consistent {
+        cfg.sharding.node_name = Some(NODE_NAME_STAND_IN.into());
+    }
+    cfg
 }
 
 fn is_cpu_quantity(s: &str) -> bool {
@@ -364,6 +410,26 @@ mod tests {
             Err(Error::InvalidSpec(e)) => e.into_iter().map(|e| e.field).collect(),
             other => panic!("expected InvalidSpec, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn sharding_knobs_need_sharding_on_and_peer_timeout_must_be_positive() {
+        assert_eq!(
+            errors("sharding:\n  mode: off\n  popularityThreshold: 2\n"),
+            ["spec.sharding.mode"]
+        );
+        assert_eq!(
+            errors("sharding:\n  peerTimeout: 0s\n"),
+            ["spec (data-plane config sharding.peerTimeout)"]
+        );
+        // The config passes the data plane's rules although it names no node.
+        let v = validate(&minimal_edgecache(""), &Policy::default()).unwrap();
+        assert_eq!(v.dataplane.sharding.node_name, None);
+        assert!(
+            dataplane::validate(&v.dataplane).is_err(),
+            "the pod's name is needed"
+        );
+        assert!(dataplane::validate(&with_stand_in_node_name(&v.dataplane)).is_ok());
     }
 
     #[test]
@@ -454,7 +520,7 @@ mod tests {
         assert_eq!(c.cache.name, "edge-1");
         assert_eq!(c.log, "debug");
         // And the config is one the data plane accepts.
-        dataplane::parse(&dataplane::to_yaml(c)).unwrap();
+        parse_as_pod(&dataplane::to_yaml(c), "node-a").unwrap();
     }
 
     #[test]

@@ -30,9 +30,15 @@ struct Operator {
 
 impl Operator {
     fn start(fake: &FakeApiServer) -> Self {
+        Self::start_with(fake, |_| {})
+    }
+
+    /// The operator with `configure` applied to its context.
+    fn start_with(fake: &FakeApiServer, configure: impl FnOnce(&mut Context)) -> Self {
         let mut ctx = Context::new(fake.client());
         ctx.base_backoff = Duration::from_millis(50);
         ctx.max_backoff = Duration::from_millis(400);
+        configure(&mut ctx);
         let ctx = Arc::new(ctx);
         let (tx, rx) = oneshot::channel::<()>();
         let cfg = Config {
@@ -189,6 +195,13 @@ fn object_writes(fake: &FakeApiServer) -> usize {
         .count()
 }
 
+async fn eventually_event(fake: &FakeApiServer, reason: &str) {
+    eventually(&format!("a {reason} event"), || {
+        event_reasons(fake).iter().any(|r| r == reason)
+    })
+    .await
+}
+
 fn event_reasons(fake: &FakeApiServer) -> Vec<String> {
     fake.list(keys::EVENTS)
         .iter()
@@ -246,7 +259,11 @@ async fn create_converges_to_ready_with_the_right_children() {
     let stored_ds: DaemonSet = serde_json::from_value(ds(&fake).unwrap()).unwrap();
     assert_eq!(stored_ds.spec, want.daemon_set.spec);
     let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
-    let cfg = edgecache_api::dataplane::parse(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
+    let cfg = edgecache_operator::validate::parse_as_pod(
+        cm["data"]["config.yaml"].as_str().unwrap(),
+        "node-a",
+    )
+    .unwrap();
     assert_eq!(cfg.memory.limit, Some(edgecache_api::ByteSize::gib(4)));
 
     let status = &ec_value(&fake).unwrap()["status"];
@@ -266,7 +283,7 @@ async fn create_converges_to_ready_with_the_right_children() {
     let reasons = event_reasons(&fake);
     assert_eq!(
         reasons.iter().filter(|r| *r == "Created").count(),
-        5,
+        6,
         "{reasons:?}"
     );
     // Children are applied with the one field manager, forced.
@@ -478,6 +495,13 @@ async fn pods_not_ready_is_progressing() {
         ("True", "RollingOut")
     );
     assert_eq!(progressing.2, "0/2 nodes ready, 2/2 updated");
+    // Ready names the nodes and what their pods report.
+    let ready = condition(&fake, "Ready").unwrap().2;
+    assert_eq!(
+        ready,
+        "0/2 nodes ready, 2/2 updated; not ready: nvme-1 (NotReady: containers with unready \
+         status: [dataplane]), ssd-1 (NotReady: containers with unready status: [dataplane])"
+    );
     fake.set_pods_ready(true);
     eventually("Ready", || is_ready(&fake)).await;
     assert_eq!(condition(&fake, "Progressing").unwrap().0, "False");
@@ -758,15 +782,17 @@ async fn recovers_from_dropped_watches_and_expired_resource_versions() {
         observed_generation(&fake) == Some(2)
     })
     .await;
-    let daemonset_lists = fake
-        .requests()
-        .iter()
-        .filter(|r| r.uri.starts_with("/apis/apps/v1/daemonsets?") && !r.uri.contains("watch="))
-        .count();
-    assert!(
-        daemonset_lists >= 2,
-        "the 410 made the watcher relist ({daemonset_lists} lists)"
-    );
+    // (The pod watch may bring the DaemonSet back first: its pods went with it.)
+    let daemonset_lists = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.uri.starts_with("/apis/apps/v1/daemonsets?") && !r.uri.contains("watch="))
+            .count()
+    };
+    eventually_within(relist, "the 410 made the DaemonSet watcher relist", || {
+        daemonset_lists() >= 2
+    })
+    .await;
     op.stop().await;
 }
 
@@ -1213,6 +1239,337 @@ async fn foreground_and_orphan_deletion_of_an_edgecache() {
         ds(&fake).unwrap()["metadata"]
             .get("ownerReferences")
             .is_none()
+    );
+    op.stop().await;
+}
+
+// Sharding: the peer list follows the pods; per-node status.
+
+fn peer_lines(fake: &FakeApiServer) -> Option<Vec<String>> {
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-peers")?;
+    Some(
+        cm["data"]["peers"]
+            .as_str()?
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(String::from)
+            .collect(),
+    )
+}
+
+fn peer_names(fake: &FakeApiServer) -> Vec<String> {
+    peer_lines(fake)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|l| l.split(' ').next().map(String::from))
+        .collect()
+}
+
+fn pod_ip(fake: &FakeApiServer, name: &str) -> Option<String> {
+    fake.get(keys::PODS, Some(NS), name)?["status"]["podIP"]
+        .as_str()
+        .map(String::from)
+}
+
+fn node_entry(fake: &FakeApiServer, node: &str) -> Option<Value> {
+    ec_value(fake)?["status"]["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["node"] == node)
+        .cloned()
+}
+
+fn three_nodes(fake: &FakeApiServer) {
+    nodes(fake);
+    fake.add_node(
+        "nvme-2",
+        &[
+            ("edgecache.dev/nvme", "true"),
+            ("kubernetes.io/os", "linux"),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_peer_list_follows_ready_pods_without_touching_the_config() {
+    let fake = fake();
+    three_nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("three peers", || peer_names(&fake).len() == 3).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let lines = peer_lines(&fake).unwrap();
+    let want: Vec<String> = ["nvme-1", "nvme-2", "ssd-1"]
+        .iter()
+        .map(|n| format!("{n} {}:8080", pod_ip(&fake, &format!("web-{n}")).unwrap()))
+        .collect();
+    assert_eq!(lines, want, "sorted by node, pod IP and the client port");
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
+    let cfg = edgecache_operator::validate::parse_as_pod(
+        cm["data"]["config.yaml"].as_str().unwrap(),
+        "node-a",
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.sharding.peers_file.as_deref(),
+        Some("/etc/edgecache-peers/peers")
+    );
+    let status = ec_value(&fake).unwrap()["status"].clone();
+    assert_eq!(status["nodesReady"], "3/3");
+    assert_eq!(
+        status["sharding"],
+        json!({"mode": "consistent", "peers": 3})
+    );
+    let hash = template_hash(&fake).unwrap();
+    let ds_generation = ds(&fake).unwrap()["metadata"]["generation"].clone();
+    let config_rv = cm["metadata"]["resourceVersion"].clone();
+
+    // A pod that stops being ready leaves the list.
+    let unready = json!({"phase": "Running", "podIP": pod_ip(&fake, "web-nvme-2").unwrap(),
+        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                        "message": "containers with unready status: [dataplane]"}],
+        "containerStatuses": [{"name": "dataplane", "image": "i", "imageID": "", "ready": false,
+                               "restartCount": 0, "state": {"running": {}}}]});
+    fake.set_pod_status(NS, "web-nvme-2", Some(unready));
+    eventually("nvme-2 leaves the list", || {
+        peer_names(&fake) == ["nvme-1", "ssd-1"]
+    })
+    .await;
+    eventually("nvme-2 reported not ready", || {
+        node_entry(&fake, "nvme-2")
+            .is_some_and(|n| n["ready"] == false && n["reason"] == "NotReady")
+    })
+    .await;
+    // ... and comes back when ready again.
+    fake.set_pod_status(NS, "web-nvme-2", None);
+    eventually("nvme-2 back", || peer_names(&fake).len() == 3).await;
+
+    // A node that goes takes its pod, and its line, with it.
+    assert!(fake.delete(keys::NODES, None, "nvme-1"));
+    eventually("nvme-1 leaves the list", || {
+        peer_names(&fake) == ["nvme-2", "ssd-1"]
+    })
+    .await;
+    eventually("status.nodes forgets nvme-1", || {
+        node_entry(&fake, "nvme-1").is_none() && node_entry(&fake, "ssd-1").is_some()
+    })
+    .await;
+
+    // A pod deleted by hand is made again with a new IP: the old address goes.
+    let old = pod_ip(&fake, "web-ssd-1").unwrap();
+    assert!(fake.delete(keys::PODS, Some(NS), "web-ssd-1"));
+    let new = pod_ip(&fake, "web-ssd-1").unwrap();
+    assert_ne!(old, new);
+    eventually("the new address", || {
+        peer_lines(&fake).is_some_and(|l| l.contains(&format!("ssd-1 {new}:8080")))
+    })
+    .await;
+
+    // None of this changed the config or the pod template: no pod was restarted.
+    assert_eq!(template_hash(&fake).unwrap(), hash);
+    assert_eq!(ds(&fake).unwrap()["metadata"]["generation"], ds_generation);
+    assert_eq!(
+        fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap()["metadata"]["resourceVersion"],
+        config_rv
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharding_off_has_no_peer_list_and_turning_it_off_removes_it() {
+    let fake = fake();
+    three_nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("sharding:\n  mode: \"off\"\n")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    assert!(fake.get(keys::CONFIGMAPS, Some(NS), "web-peers").is_none());
+    let volumes = ds(&fake).unwrap()["spec"]["template"]["spec"]["volumes"].clone();
+    assert!(
+        volumes
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["name"] != "peers"),
+        "{volumes}"
+    );
+    assert_eq!(
+        ec_value(&fake).unwrap()["status"]["sharding"],
+        json!({"mode": "off", "peers": 0})
+    );
+
+    patch_spec(&fake, json!({"sharding": {"mode": "consistent"}})).await;
+    eventually("three peers", || peer_names(&fake).len() == 3).await;
+    patch_spec(&fake, json!({"sharding": {"mode": "off"}})).await;
+    eventually("the peers ConfigMap goes", || {
+        fake.get(keys::CONFIGMAPS, Some(NS), "web-peers").is_none()
+    })
+    .await;
+    eventually_event(&fake, "Deleted").await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_peers_config_map_is_no_conflict_while_sharding_is_off() {
+    let fake = fake();
+    nodes(&fake);
+    fake.put_object(
+        keys::CONFIGMAPS,
+        Some(NS),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-peers"},
+               "data": {"peers": "someone else's"}}),
+    );
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("sharding:\n  mode: \"off\"\n")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-peers").unwrap();
+    assert_eq!(cm["data"]["peers"], "someone else's");
+    // Turned on, the name is needed: NameConflict, and the ConfigMap is still not touched.
+    patch_spec(&fake, json!({"sharding": {"mode": "consistent"}})).await;
+    eventually("NameConflict", || {
+        condition(&fake, "Degraded")
+            .is_some_and(|c| c.1 == "NameConflict" && c.2.contains("web-peers"))
+    })
+    .await;
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-peers").unwrap();
+    assert_eq!(cm["data"]["peers"], "someone else's");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_names_the_node_whose_pod_cannot_pull_its_image() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(
+        &fake,
+        &new_ec("image: ghcr.io/edgecache/edgecache-dataplane:nope\n"),
+    )
+    .await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let pulling = json!({"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"},
+                       {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        "containerStatuses": [{"name": "dataplane", "image": "ghcr.io/edgecache/edgecache-dataplane:nope",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImagePullBackOff",
+                "message": "Back-off pulling image \"ghcr.io/edgecache/edgecache-dataplane:nope\""}}}]});
+    fake.set_pod_status(NS, "web-nvme-1", Some(pulling));
+    eventually("status.nodes names the pull failure", || {
+        node_entry(&fake, "nvme-1").is_some_and(|n| {
+            n["pod"] == "web-nvme-1"
+                && n["ready"] == false
+                && n["reason"] == "ImagePullBackOff"
+                && n["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("Back-off pulling image"))
+        })
+    })
+    .await;
+    assert_eq!(node_entry(&fake, "ssd-1").unwrap()["ready"], true);
+    let (status, reason, message) = condition(&fake, "Degraded").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "PodsFailing"));
+    assert!(
+        message.contains("nvme-1 (ImagePullBackOff: Back-off pulling image"),
+        "{message}"
+    );
+    let (status, reason, message) = condition(&fake, "Ready").unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "NodesNotReady")
+    );
+    assert!(
+        message.contains("not ready: nvme-1 (ImagePullBackOff"),
+        "{message}"
+    );
+    assert_eq!(ec_value(&fake).unwrap()["status"]["nodesReady"], "1/2");
+    assert_eq!(peer_names(&fake), ["ssd-1"]);
+
+    // Fixed: the condition clears.
+    fake.set_pod_status(NS, "web-nvme-1", None);
+    eventually("Ready again", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    op.stop().await;
+}
+
+/// A stand-in for a pod's admin endpoint on 127.0.0.1: answers every request with `body` and
+/// keeps each request head.
+async fn admin_endpoint(body: &'static str) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 8192];
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).to_lowercase());
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(reply.as_bytes()).await;
+        }
+    });
+    (port, heads)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_nodes_carry_what_each_pod_reports_on_its_metrics() {
+    let (port, heads) = admin_endpoint(
+        "edgecache_dataplane_io_engine_info{engine=\"threads\"} 1\n\
+         edgecache_dataplane_steering_info{mode=\"off\"} 1\n\
+         edgecache_dataplane_store_bytes 4096\n\
+         edgecache_dataplane_store_objects 3\n\
+         edgecache_dataplane_requests_total{cache=\"hit_disk\"} 3\n\
+         edgecache_dataplane_requests_total{cache=\"miss\"} 1\n",
+    )
+    .await;
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start_with(&fake, |ctx| {
+        ctx.scrape_timeout = Some(Duration::from_millis(300));
+    });
+    create(&fake, &new_ec(&format!("network:\n  adminPort: {port}\n"))).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    // nvme-1's pod answers on 127.0.0.1; ssd-1's address has nothing behind it.
+    let local = json!({"phase": "Running", "podIP": "127.0.0.1",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "dataplane", "image": "i", "imageID": "", "ready": true,
+                               "restartCount": 0, "state": {"running": {}}}]});
+    fake.set_pod_status(NS, "web-nvme-1", Some(local));
+    eventually("nvme-1's figures", || {
+        node_entry(&fake, "nvme-1").is_some_and(|n| {
+            n["ioEngine"] == "threads"
+                && n["steering"] == "off"
+                && n["diskBytes"] == 4096
+                && n["objects"] == 3
+                && n["hitRatio"] == 0.75
+        })
+    })
+    .await;
+    let ssd = node_entry(&fake, "ssd-1").unwrap();
+    assert_eq!(ssd["ready"], true);
+    assert!(ssd.get("ioEngine").is_none(), "not read: {ssd}");
+    // Read with the admin token of the EdgeCache's Secret.
+    let secret = fake
+        .get(keys::SECRETS, Some(NS), "web-admin-token")
+        .unwrap();
+    let token: k8s_openapi::ByteString =
+        serde_json::from_value(secret["data"]["token"].clone()).unwrap();
+    let token = String::from_utf8(token.0).unwrap();
+    let heads = heads.lock().unwrap().clone();
+    assert!(
+        heads.iter().all(|h| h.starts_with("get /metrics http/1.1")),
+        "{heads:?}"
+    );
+    assert!(
+        heads
+            .iter()
+            .all(|h| h.contains(&format!("authorization: bearer {token}"))),
+        "{heads:?}"
     );
     op.stop().await;
 }

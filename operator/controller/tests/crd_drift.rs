@@ -130,16 +130,20 @@ fn crd_names_columns_and_conditions() {
         "ec",
         &[
             ("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),
-            ("Desired", ".status.desiredNodes"),
-            ("Ready nodes", ".status.readyNodes"),
+            ("Nodes", ".status.nodesReady"),
+            ("Sharding", ".status.sharding.mode"),
             ("Steering", ".spec.steering.mode"),
             ("Age", ".metadata.creationTimestamp"),
         ],
     );
     // Every printer column path exists in the schema.
-    assert!(root["status"]["properties"]["desiredNodes"].is_object());
-    assert!(root["status"]["properties"]["readyNodes"].is_object());
+    assert!(root["status"]["properties"]["nodesReady"].is_object());
+    assert!(root["status"]["properties"]["sharding"]["properties"]["mode"].is_object());
     assert!(root["spec"]["properties"]["steering"]["properties"]["mode"].is_object());
+    // status.nodes is keyed by pod: a node has two pods while one replaces the other.
+    let nodes = &root["status"]["properties"]["nodes"];
+    assert_eq!(nodes["x-kubernetes-list-type"], "map");
+    assert_eq!(nodes["x-kubernetes-list-map-keys"], json!(["pod"]));
     // YAML 1.1 readers (kubectl) must see the string `off`, not false.
     assert!(
         text.contains("default: 'off'"),

@@ -18,20 +18,33 @@ fn docs() -> Vec<serde_yaml::Value> {
 }
 
 #[test]
-fn sample_renders_four_objects_in_apply_order() {
+fn sample_renders_five_objects_in_apply_order() {
     let docs = docs();
     let kinds: Vec<_> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["ServiceAccount", "ConfigMap", "Service", "DaemonSet"]
+        [
+            "ServiceAccount",
+            "ConfigMap",
+            "ConfigMap",
+            "Service",
+            "DaemonSet"
+        ]
     );
     let _: ServiceAccount = serde_yaml::from_value(docs[0].clone()).unwrap();
     let cm: ConfigMap = serde_yaml::from_value(docs[1].clone()).unwrap();
-    let _: Service = serde_yaml::from_value(docs[2].clone()).unwrap();
-    let ds: DaemonSet = serde_yaml::from_value(docs[3].clone()).unwrap();
+    // Sharding is on by default: the peer list (empty offline: there are no pods) comes before
+    // the pods that mount it.
+    let peers: ConfigMap = serde_yaml::from_value(docs[2].clone()).unwrap();
+    assert_eq!(peers.metadata.name.as_deref(), Some("web-peers"));
+    assert!(peers.data.unwrap().contains_key("peers"));
+    let _: Service = serde_yaml::from_value(docs[3].clone()).unwrap();
+    let ds: DaemonSet = serde_yaml::from_value(docs[4].clone()).unwrap();
 
     // The config is one the data plane accepts, with the sample's values.
-    let cfg = edgecache_api::dataplane::parse(&cm.data.unwrap()["config.yaml"]).unwrap();
+    let cfg =
+        edgecache_operator::validate::parse_as_pod(&cm.data.unwrap()["config.yaml"], "node-a")
+            .unwrap();
     assert_eq!(cfg.origin.url, "http://origin.edge.svc.cluster.local:8080");
     assert_eq!(cfg.memory.limit, Some(edgecache_api::ByteSize::gib(8)));
     assert_eq!(cfg.workers.steering, edgecache_api::SteeringMode::Cpu);
@@ -181,7 +194,7 @@ fn features_used(pod: &k8s_openapi::api::core::v1::PodSpec) -> Vec<(&'static str
 
 #[test]
 fn the_chart_admits_no_kubernetes_older_than_the_pods_need() {
-    let ds: DaemonSet = serde_yaml::from_value(docs()[3].clone()).unwrap();
+    let ds: DaemonSet = serde_yaml::from_value(docs()[4].clone()).unwrap();
     let pod = ds.spec.template.spec.unwrap();
     let min = chart_min_minor();
     for (feature, needs) in features_used(&pod) {

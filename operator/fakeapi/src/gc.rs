@@ -142,6 +142,22 @@ impl State {
         }
     }
 
+    /// An object written through the API whose owner references all name objects that no
+    /// longer exist (a controller that wrote from a stale cache) is deleted in the background,
+    /// as the real collector does with dangling owners. Objects the test puts directly are left
+    /// alone.
+    pub(crate) fn collect_if_orphaned(&mut self, k: &ObjKey) {
+        let Some(o) = self.objects.get(k) else {
+            return;
+        };
+        let owners: Vec<&str> = refs(o).iter().filter_map(|r| r["uid"].as_str()).collect();
+        let exists = |uid: &&str| self.objects.values().any(|o| o["metadata"]["uid"] == *uid);
+        if owners.is_empty() || owners.iter().any(exists) {
+            return;
+        }
+        let _ = self.delete_object(k, Propagation::Background);
+    }
+
     fn orphan_dependents(&mut self, uid: &str) {
         for d in self.dependents(uid) {
             self.drop_reference(&d, uid);

@@ -39,12 +39,17 @@
 //!   live owner keeps;
 //! - a DaemonSet "controller": every DaemonSet's status is recomputed from the fake Nodes, their
 //!   labels and taints, and the pod template's nodeSelector, required node affinity and
-//!   tolerations; pods are ready at once unless [`FakeApiServer::set_pods_ready`] says not, and
+//!   tolerations, and it keeps one Pod per fitting node (`DAEMONSET-NODE`, bound to the node,
+//!   owned by the DaemonSet, with a pod IP, the node's under `hostNetwork`; deleted when the
+//!   node goes or stops fitting, made again when deleted by hand); pods are ready at once
+//!   unless [`FakeApiServer::set_pods_ready`] says not, a pod's status can be set as its
+//!   kubelet would report it ([`FakeApiServer::set_pod_status`]: an image pull failure, a crash
+//!   loop), the DaemonSet's ready counts follow its pods, and
 //!   a new pod template is rolled out at once, or step by step (`maxUnavailable` pods per
 //!   [`FakeApiServer::advance_rollouts`]) after [`FakeApiServer::set_manual_rollouts`];
-//! - Pods as the kubelet reports them, put by the test ([`FakeApiServer::put_pod`]: node,
-//!   `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips); the
-//!   simulated DaemonSets make none;
+//! - Pods put by the test as well, as the kubelet reports them ([`FakeApiServer::put_pod`]:
+//!   node, `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips),
+//!   for tests that want pods of their own and no fake Nodes (so no DaemonSet pods);
 //! - fault injection ([`FakeApiServer::inject_fault`]), dropping every open watch
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
@@ -53,13 +58,15 @@
 //! webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination
 //! (`limit` is ignored and everything comes in one page), list-map keys beyond those named above
 //! (other lists are atomic), set-type lists, strategic-merge-patch directives, YAML apply bodies
-//! (kube sends JSON), pods made by controllers or run by a kubelet, rollouts over time (a
-//! DaemonSet's pods are updated at once), and watch bookmarks other than the initial-events-end
-//! one.
+//! (kube sends JSON), containers that run (the pods of the simulated DaemonSets have the spec of
+//! the template they were made from; a rollout does not replace them), kubelets (pod statuses
+//! are what the fake or the test puts there), rollouts over time (a DaemonSet's pods are
+//! updated at once), and watch bookmarks other than the initial-events-end one.
 
 mod admission;
 mod fields;
 mod gc;
+mod pods;
 mod resources;
 mod sim;
 mod validation;
@@ -101,10 +108,10 @@ pub mod keys {
     pub const SERVICEACCOUNTS: &str = "/v1/serviceaccounts";
     pub const SECRETS: &str = super::admission::SECRETS;
     pub const DAEMONSETS: &str = "apps/v1/daemonsets";
+    pub const PODS: &str = super::pods::PODS;
     pub const EVENTS: &str = "events.k8s.io/v1/events";
     pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
     pub const EDGECACHEPURGES: &str = "edgecache.dev/v1alpha1/edgecachepurges";
-    pub const PODS: &str = "/v1/pods";
 }
 
 /// Manager name of the writes the simulated DaemonSet controller makes.
@@ -225,6 +232,13 @@ struct State {
     /// run it (`None`: all of them).
     manual_rollouts: bool,
     rollouts: BTreeMap<ObjKey, (i64, Option<i64>)>,
+    /// Pod statuses set by [`FakeApiServer::set_pod_status`], kept until cleared.
+    pod_status: BTreeMap<ObjKey, Value>,
+    /// Addresses handed out so far, and each node's (for `hostNetwork` pods).
+    ip_seq: u32,
+    node_ips: BTreeMap<String, String>,
+    /// Set while the DaemonSet controller removes pods itself (they are not made again).
+    syncing_pods: bool,
     /// Bumped to end every open watch.
     watch_epoch: tokio::sync::watch::Sender<u64>,
     /// Set while [`FakeApiServer::put_object`] writes: stored as given, not validated.
@@ -271,6 +285,10 @@ impl FakeApiServer {
                 pods_ready: true,
                 manual_rollouts: false,
                 rollouts: BTreeMap::new(),
+                pod_status: BTreeMap::new(),
+                ip_seq: 0,
+                node_ips: BTreeMap::new(),
+                syncing_pods: false,
                 watch_epoch: tokio::sync::watch::Sender::new(0),
                 admin_write: false,
             })),
@@ -356,13 +374,14 @@ impl FakeApiServer {
         st.admin_write = true;
         let _ = st.commit(&k, obj, "fake-admin", None, "Update");
         st.admin_write = false;
-        st.after_write(resource, &k, false);
+        st.react(resource, &k, false);
     }
 
     /// Create or replace a Pod as the kubelet would report it: scheduled on `node`, with
     /// `status.podIP` = `ip` (none when `None`), phase Running and a `Ready` condition of
-    /// `ready`. The simulated DaemonSets make no Pod objects; a test that needs pods (their
-    /// IPs, nodes and readiness) adds them here. A Pod deleted and put again gets a new uid.
+    /// `ready`, owned by nothing. The simulated DaemonSets make their own pods on the fake
+    /// Nodes; a test that wants pods of its own (their IPs, nodes and readiness) and adds no
+    /// Nodes puts them here. A Pod deleted and put again gets a new uid.
     pub fn put_pod(
         &self,
         namespace: &str,
@@ -410,6 +429,24 @@ impl FakeApiServer {
     pub fn set_pods_ready(&self, ready: bool) {
         let mut st = self.lock();
         st.pods_ready = ready;
+        st.simulate_all();
+    }
+
+    /// Report `status` for a DaemonSet pod as its kubelet would (e.g. a container waiting in
+    /// `ImagePullBackOff`), until called again with `None`, which brings back the running
+    /// status of [`Self::set_pods_ready`]. The pod's IP is kept when `status` has none.
+    /// Re-simulates every DaemonSet.
+    pub fn set_pod_status(&self, namespace: &str, name: &str, status: Option<Value>) {
+        let mut st = self.lock();
+        let k = (
+            pods::PODS.to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        match status {
+            Some(s) => st.pod_status.insert(k, s),
+            None => st.pod_status.remove(&k),
+        };
         st.simulate_all();
     }
 
@@ -1443,10 +1480,30 @@ impl State {
         if k.0 == keys::NODES {
             self.simulate_all();
         }
+        // The DaemonSet controller makes a deleted pod again (under the same name here).
+        if k.0 == pods::PODS && !self.syncing_pods {
+            let owner = last
+                .pointer("/metadata/ownerReferences/0/name")
+                .and_then(Value::as_str)
+                .map(|ds| (keys::DAEMONSETS.to_string(), k.1.clone(), ds.to_string()));
+            if let Some(ds) = owner {
+                self.simulate(&ds);
+            }
+        }
         Ok(last)
     }
 
+    /// What follows a write through the API: the controllers react, and the garbage collector
+    /// deletes an object whose owners are all gone.
     fn after_write(&mut self, resource: &str, k: &ObjKey, status_only: bool) {
+        self.react(resource, k, status_only);
+        if !status_only {
+            self.collect_if_orphaned(k);
+        }
+    }
+
+    /// The simulated controllers' reaction to a write.
+    fn react(&mut self, resource: &str, k: &ObjKey, status_only: bool) {
         if status_only {
             return;
         }
@@ -1491,13 +1548,126 @@ impl State {
             _ => None,
         };
         self.rollouts.insert(k.clone(), (generation, updated));
-        let status = daemonset_status(&ds, &nodes, self.pods_ready, updated);
+        let mut status = daemonset_status(&ds, &nodes, self.pods_ready, updated);
+        let ready = self.sync_pods(k, &ds, &nodes);
+        let desired = status["desiredNumberScheduled"].as_i64().unwrap_or(0);
+        status["numberReady"] = json!(ready);
+        status["numberAvailable"] = json!(ready);
+        match status.as_object_mut() {
+            Some(m) if desired > ready => {
+                m.insert("numberUnavailable".into(), json!(desired - ready));
+            }
+            Some(m) => {
+                m.remove("numberUnavailable");
+            }
+            None => {}
+        }
         if ds.get("status") == Some(&status) {
             return;
         }
         let mut new = ds;
         new["status"] = status;
         let _ = self.commit(k, new, DAEMONSET_CONTROLLER, Some("status"), "Update");
+    }
+}
+
+impl State {
+    /// The DaemonSet controller's pods: one per node `ds` fits (created when missing, deleted
+    /// from nodes it no longer fits or that are gone), each with the kubelet's status. Returns
+    /// how many are ready.
+    fn sync_pods(&mut self, k: &ObjKey, ds: &Value, nodes: &[Value]) -> i64 {
+        let empty = json!({});
+        let pod_spec = ds.pointer("/spec/template/spec").unwrap_or(&empty).clone();
+        let host_network = pod_spec["hostNetwork"].as_bool().unwrap_or(false);
+        let uid = ds
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let fitting: Vec<String> = nodes
+            .iter()
+            .filter(|n| pod_fits_node(&pod_spec, n))
+            .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
+            .map(String::from)
+            .collect();
+        let mine: Vec<(ObjKey, Value)> = self
+            .objects
+            .iter()
+            .filter(|((r, ns, _), pod)| {
+                r == pods::PODS
+                    && *ns == k.1
+                    && pod
+                        .pointer("/metadata/ownerReferences")
+                        .and_then(Value::as_array)
+                        .is_some_and(|refs| refs.iter().any(|o| o["uid"] == uid))
+            })
+            .map(|(pk, pod)| (pk.clone(), pod.clone()))
+            .collect();
+        for (pk, pod) in mine {
+            let node = pod.pointer("/spec/nodeName").and_then(Value::as_str);
+            if !node.is_some_and(|n| fitting.iter().any(|f| f == n)) {
+                self.pod_status.remove(&pk);
+                self.syncing_pods = true;
+                let _ = self.remove_object(&pk, pod);
+                self.syncing_pods = false;
+            }
+        }
+        let mut ready = 0;
+        for node in fitting {
+            let pk = (
+                pods::PODS.to_string(),
+                k.1.clone(),
+                pods::pod_name(&k.2, &node),
+            );
+            let existing = self.objects.get(&pk).cloned();
+            let ip = match existing
+                .as_ref()
+                .and_then(|p| p.pointer("/status/podIP"))
+                .and_then(Value::as_str)
+            {
+                Some(ip) => ip.to_string(),
+                None if host_network => self.node_ip(&node),
+                None => {
+                    self.ip_seq += 1;
+                    pods::address("10.244", self.ip_seq - 1)
+                }
+            };
+            let status = match self.pod_status.get(&pk) {
+                Some(s) => {
+                    let mut s = s.clone();
+                    if s.get("podIP").is_none() {
+                        s["podIP"] = json!(ip);
+                    }
+                    s
+                }
+                None => pods::running_status(&pod_spec, &ip, self.pods_ready),
+            };
+            let pod = match existing {
+                None => {
+                    let mut pod = pods::new_pod(ds, &node, &ip, self.pods_ready);
+                    pod["status"] = status;
+                    self.commit(&pk, pod, DAEMONSET_CONTROLLER, None, "Update")
+                }
+                Some(mut pod) if pod.get("status") != Some(&status) => {
+                    pod["status"] = status;
+                    self.commit(&pk, pod, "fake-kubelet", Some("status"), "Update")
+                }
+                Some(pod) => Ok(pod),
+            };
+            if pod.is_ok_and(|p| pods::is_ready(&p)) {
+                ready += 1;
+            }
+        }
+        ready
+    }
+
+    fn node_ip(&mut self, node: &str) -> String {
+        if let Some(ip) = self.node_ips.get(node) {
+            return ip.clone();
+        }
+        let n = u32::try_from(self.node_ips.len()).unwrap_or(u32::MAX);
+        let ip = pods::address("192.168", n);
+        self.node_ips.insert(node.to_string(), ip.clone());
+        ip
     }
 }
 

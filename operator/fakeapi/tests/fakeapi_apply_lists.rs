@@ -4,10 +4,12 @@
 //! references by uid. A manager's apply never removes items another manager owns.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+use std::collections::BTreeMap;
+
 use edgecache_fakeapi::{FakeApiServer, keys};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 fn ds(containers: Value, volumes: Value) -> Value {
@@ -208,21 +210,30 @@ async fn service_ports_are_keyed_by_port_and_protocol() {
 async fn owner_references_are_merged_by_uid() {
     let fake = FakeApiServer::new();
     let api: Api<DaemonSet> = Api::namespaced(fake.client(), "edge");
-    let with_owner = |uid: &str, controller: bool| {
+    // The owners exist (the garbage collector deletes an object whose owners are all gone).
+    let owners: Api<ConfigMap> = Api::namespaced(fake.client(), "edge");
+    let mut uid = BTreeMap::new();
+    for name in ["a", "b"] {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        let made = owners.create(&PostParams::default(), &cm).await.unwrap();
+        uid.insert(name, made.metadata.uid.unwrap());
+    }
+    let with_owner = |owner: &str, controller: bool| {
+        let uid = &uid[owner];
         let mut d = ds(json!([{"name": "c", "image": "i:1"}]), json!([]));
         d["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
-            "name": uid, "uid": uid, "controller": controller}]);
+            "name": owner, "uid": uid, "controller": controller}]);
         d
     };
-    apply(&api, "a", with_owner("uid-a", true)).await;
-    let out = apply(&api, "b", with_owner("uid-b", false)).await;
+    apply(&api, "a", with_owner("a", true)).await;
+    let out = apply(&api, "b", with_owner("b", false)).await;
     assert_eq!(
-        names(&out["metadata"]["ownerReferences"], "uid"),
-        ["uid-a", "uid-b"]
+        names(&out["metadata"]["ownerReferences"], "name"),
+        ["a", "b"]
     );
     // b drops its reference: a's stays.
     let mut d = ds(json!([{"name": "c", "image": "i:1"}]), json!([]));
     d["metadata"]["ownerReferences"] = json!([]);
     let out = apply(&api, "b", d).await;
-    assert_eq!(names(&out["metadata"]["ownerReferences"], "uid"), ["uid-a"]);
+    assert_eq!(names(&out["metadata"]["ownerReferences"], "name"), ["a"]);
 }

@@ -136,3 +136,18 @@ async fn background_deletion_spares_dependents_another_owner_keeps() {
     api.delete("b", &DeleteParams::background()).await.unwrap();
     assert!(stored(&fake, "both").is_none());
 }
+
+#[tokio::test]
+async fn a_dependent_written_for_an_owner_that_is_gone_is_collected() {
+    let fake = FakeApiServer::new();
+    let api: Api<ConfigMap> = Api::namespaced(fake.client(), NS);
+    let owner = make(&api, "owner", &[], false).await;
+    make(&api, "kept", &[(&owner, false)], false).await;
+    assert!(stored(&fake, "kept").is_some());
+    // A controller writing from a stale cache after the owner went: the write succeeds, and
+    // the garbage collector deletes the object.
+    api.delete("owner", &DeleteParams::default()).await.unwrap();
+    assert!(stored(&fake, "kept").is_none());
+    make(&api, "late", &[(&owner, false)], false).await;
+    assert!(stored(&fake, "late").is_none());
+}

@@ -399,19 +399,24 @@ async fn owner_references_are_garbage_collected() {
     assert_eq!(names, ["bystander"]);
 }
 
+/// DaemonSet `d` (pods labelled `a=b`) on the nodes labelled `edgecache.dev/nvme=true`.
+fn nvme_daemon_set() -> DaemonSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "nodeSelector": {"edgecache.dev/nvme": "true"},
+            "containers": [{"name": "c", "image": "i:1"}]}}}
+    }))
+    .unwrap()
+}
+
 #[tokio::test]
 async fn daemonset_status_follows_nodes() {
     let fake = FakeApiServer::new();
     fake.add_node("n1", &[("edgecache.dev/nvme", "true")]);
     fake.add_node("n2", &[]);
     let api: Api<DaemonSet> = Api::namespaced(fake.client(), "ns");
-    let ds = json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"},
-        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
-            "nodeSelector": {"edgecache.dev/nvme": "true"},
-            "containers": [{"name": "c", "image": "i:1"}]}}}
-    });
-    api.create(&PostParams::default(), &serde_json::from_value(ds).unwrap())
+    api.create(&PostParams::default(), &nvme_daemon_set())
         .await
         .unwrap();
     let status = |d: DaemonSet| d.status.unwrap();
@@ -443,6 +448,98 @@ async fn daemonset_status_follows_nodes() {
         status(api.get("d").await.unwrap()).desired_number_scheduled,
         0
     );
+}
+
+#[tokio::test]
+async fn the_daemonset_controller_keeps_one_pod_per_fitting_node() {
+    use futures_util::StreamExt as _;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{ListParams, WatchEvent, WatchParams};
+    let fake = FakeApiServer::new();
+    fake.add_node("n1", &[("edgecache.dev/nvme", "true")]);
+    fake.add_node("n2", &[("edgecache.dev/nvme", "true")]);
+    fake.add_node("n3", &[]);
+    let dss: Api<DaemonSet> = Api::namespaced(fake.client(), "ns");
+    let ds = dss
+        .create(&PostParams::default(), &nvme_daemon_set())
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(fake.client(), "ns");
+    let by_label = ListParams::default().labels("a=b");
+    let list = pods.list(&by_label).await.unwrap();
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["d-n1", "d-n2"], "none on n3, which does not fit");
+    let p = &list.items[0];
+    assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+    let owner = &p.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("DaemonSet", Some(true))
+    );
+    assert_eq!(owner.uid, ds.metadata.uid.clone().unwrap());
+    let ip1 = p.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    let ip2 = list.items[1]
+        .status
+        .as_ref()
+        .unwrap()
+        .pod_ip
+        .clone()
+        .unwrap();
+    assert_ne!(ip1, ip2);
+    assert!(
+        pods.list(&ListParams::default().labels("a=c"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // A kubelet's report: the pod is not ready, and the DaemonSet counts it so.
+    let rv = list.metadata.resource_version.clone().unwrap();
+    let mut watch = pods
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    fake.set_pod_status(
+        "ns",
+        "d-n2",
+        Some(
+            json!({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}],
+            "containerStatuses": [{"name": "c", "image": "i:1", "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"waiting": {"reason": "ErrImagePull"}}}]}),
+        ),
+    );
+    match watch.next().await.unwrap().unwrap() {
+        WatchEvent::Modified(p) => {
+            assert_eq!(p.metadata.name.as_deref(), Some("d-n2"));
+            let st = p.status.unwrap();
+            assert_eq!(st.pod_ip.as_deref(), Some(ip2.as_str()), "the IP stays");
+            let waiting = st.container_statuses.unwrap()[0]
+                .state
+                .clone()
+                .unwrap()
+                .waiting
+                .unwrap();
+            assert_eq!(waiting.reason.as_deref(), Some("ErrImagePull"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(dss.get("d").await.unwrap().status.unwrap().number_ready, 1);
+
+    // A pod deleted by hand is made again, with another IP; a node that goes takes its pod.
+    pods.delete("d-n1", &Default::default()).await.unwrap();
+    let again = pods.get("d-n1").await.unwrap();
+    assert_ne!(again.status.unwrap().pod_ip.unwrap(), ip1);
+    assert!(fake.delete(keys::NODES, None, "n1"));
+    assert!(pods.get_opt("d-n1").await.unwrap().is_none());
+    // The DaemonSet's deletion takes the rest (owner references).
+    dss.delete("d", &Default::default()).await.unwrap();
+    assert!(pods.list(&by_label).await.unwrap().items.is_empty());
 }
 
 #[tokio::test]

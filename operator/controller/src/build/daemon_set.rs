@@ -20,9 +20,18 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
     ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, CONFIG_DIR, CONFIG_HASH_ANNOTATION, CONFIG_KEY, CONTAINER,
-    admin_secret_name, child_meta, config_map_name, labels, placement, quantity, selector_labels,
+    admin_secret_name, child_meta, config_map_name, labels, peers_config_map_name, placement,
+    quantity, selector_labels,
 };
-use crate::validate::{CONTAINER_CACHE_DIR, ValidatedEdgeCache};
+use crate::validate::{CONTAINER_CACHE_DIR, PEERS_DIR, ValidatedEdgeCache};
+
+/// The environment variable that names the node to the data plane (its name in the peer list).
+pub const NODE_NAME_ENV: &str = "EDGECACHE_NODE_NAME";
+
+/// Whether the pods read a peer list.
+fn sharded(ec: &ValidatedEdgeCache) -> bool {
+    ec.dataplane.sharding.peers_file.is_some()
+}
 
 /// Seconds the pod keeps serving after it is removed from the Service's endpoints and before
 /// SIGTERM, so clients stop being sent to it first.
@@ -58,38 +67,7 @@ pub(super) fn daemon_set(ec: &ValidatedEdgeCache, config_hash: &str) -> DaemonSe
             PRESTOP_DRAIN_SECONDS + grace_secs + KILL_MARGIN_SECONDS,
         ),
         containers: vec![container(ec)],
-        volumes: Some(vec![
-            Volume {
-                name: "config".into(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: config_map_name(&ec.name),
-                    ..ConfigMapVolumeSource::default()
-                }),
-                ..Volume::default()
-            },
-            Volume {
-                name: "cache".into(),
-                host_path: Some(HostPathVolumeSource {
-                    path: ec.host_path.clone(),
-                    type_: Some("DirectoryOrCreate".into()),
-                }),
-                ..Volume::default()
-            },
-            Volume {
-                name: "tmp".into(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
-            },
-            Volume {
-                name: "admin-token".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(admin_secret_name(&ec.name)),
-                    default_mode: Some(0o400),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            },
-        ]),
+        volumes: Some(volumes(ec)),
         ..PodSpec::default()
     };
 
@@ -128,6 +106,52 @@ pub(super) fn daemon_set(ec: &ValidatedEdgeCache, config_hash: &str) -> DaemonSe
         },
         status: None,
     }
+}
+
+fn volumes(ec: &ValidatedEdgeCache) -> Vec<Volume> {
+    let mut volumes = vec![
+        Volume {
+            name: "config".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map_name(&ec.name),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "cache".into(),
+            host_path: Some(HostPathVolumeSource {
+                path: ec.host_path.clone(),
+                type_: Some("DirectoryOrCreate".into()),
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "tmp".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+        Volume {
+            name: "admin-token".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(admin_secret_name(&ec.name)),
+                default_mode: Some(0o400),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+    ];
+    if sharded(ec) {
+        volumes.push(Volume {
+            name: "peers".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: peers_config_map_name(&ec.name),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    volumes
 }
 
 fn container(ec: &ValidatedEdgeCache) -> Container {
@@ -192,6 +216,8 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
             field_env("POD_NAME", "metadata.name"),
             field_env("POD_NAMESPACE", "metadata.namespace"),
             field_env("POD_IP", "status.podIP"),
+            // The node's name in the peer list (the shared config leaves it out).
+            field_env(NODE_NAME_ENV, "spec.nodeName"),
         ]),
         // Requests equal limits: with whole CPUs the pod is Guaranteed, so the static CPU
         // manager gives it exclusive cores for its pinned workers; the memory limit is the
@@ -201,30 +227,7 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
             limits: Some(limits),
             ..ResourceRequirements::default()
         }),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "config".into(),
-                mount_path: CONFIG_DIR.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: "cache".into(),
-                mount_path: CONTAINER_CACHE_DIR.into(),
-                ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: "tmp".into(),
-                mount_path: "/tmp".into(),
-                ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: "admin-token".into(),
-                mount_path: ADMIN_TOKEN_DIR.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            },
-        ]),
+        volume_mounts: Some(volume_mounts(ec)),
         readiness_probe: Some(Probe {
             http_get: Some(http_get("/readyz")),
             period_seconds: Some(5),
@@ -259,6 +262,42 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Container::default()
     }
+}
+
+fn volume_mounts(ec: &ValidatedEdgeCache) -> Vec<VolumeMount> {
+    let mut mounts = vec![
+        VolumeMount {
+            name: "config".into(),
+            mount_path: CONFIG_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: "cache".into(),
+            mount_path: CONTAINER_CACHE_DIR.into(),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: "tmp".into(),
+            mount_path: "/tmp".into(),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: "admin-token".into(),
+            mount_path: ADMIN_TOKEN_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+    ];
+    if sharded(ec) {
+        mounts.push(VolumeMount {
+            name: "peers".into(),
+            mount_path: PEERS_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
+    mounts
 }
 
 /// The capabilities the data plane uses in `capabilities` mode: BPF to load the steering program

@@ -22,7 +22,7 @@ fn container(d: &Desired<Prepared>) -> &Container {
 
 fn config(d: &Desired<Prepared>) -> edgecache_api::DataplaneConfig {
     let data = d.config_map.data.as_ref().unwrap();
-    dataplane::parse(&data[CONFIG_KEY]).unwrap()
+    crate::validate::parse_as_pod(&data[CONFIG_KEY], "node-a").unwrap()
 }
 
 fn terms(d: &Desired<Prepared>) -> Vec<Vec<(String, String, Vec<String>)>> {
@@ -529,4 +529,148 @@ fn admin_listener_on_the_pod_ip_with_a_token_from_the_secret() {
     assert!(s.data.is_none() && s.string_data.is_none());
     // The probes stay on the admin port (the kubelet probes the pod IP): see
     // dataplane_container_runs_serve_with_the_mounted_config.
+}
+
+fn peer(name: &str, addr: &str) -> crate::peers::Peer {
+    crate::peers::Peer {
+        name: name.into(),
+        addr: addr.parse().unwrap(),
+    }
+}
+
+#[test]
+fn sharding_is_consistent_by_default_with_a_mounted_peer_list() {
+    let d = desired("");
+    let cfg = config(&d);
+    assert_eq!(cfg.sharding.mode, dataplane::ShardingMode::Consistent);
+    assert_eq!(
+        cfg.sharding.peers_file.as_deref(),
+        Some("/etc/edgecache-peers/peers")
+    );
+    let (raw, _) =
+        dataplane::parse_shape(&d.config_map.data.as_ref().unwrap()[CONFIG_KEY]).unwrap();
+    assert_eq!(raw.sharding.node_name, None, "each pod names itself");
+    let defaults = dataplane::ShardingConfig::default();
+    assert_eq!(
+        cfg.sharding.popularity_threshold,
+        defaults.popularity_threshold
+    );
+    assert_eq!(cfg.sharding.peer_timeout, defaults.peer_timeout);
+
+    // The node's name from the downward API.
+    let env = container(&d).env.as_ref().unwrap();
+    let node = env
+        .iter()
+        .find(|e| e.name == "EDGECACHE_NODE_NAME")
+        .unwrap();
+    let field = node
+        .value_from
+        .as_ref()
+        .and_then(|v| v.field_ref.as_ref())
+        .unwrap();
+    assert_eq!(field.field_path, "spec.nodeName");
+
+    // The peers ConfigMap, mounted as a whole directory (a subPath mount is never updated).
+    let peers = d.peers_config_map.as_ref().unwrap();
+    assert_eq!(peers.metadata.name.as_deref(), Some("web-peers"));
+    assert_eq!(
+        peers.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "EdgeCache"
+    );
+    let volumes = pod(&d).volumes.as_ref().unwrap();
+    let v = volumes.iter().find(|v| v.name == "peers").unwrap();
+    assert_eq!(v.config_map.as_ref().unwrap().name, "web-peers");
+    let mounts = container(&d).volume_mounts.as_ref().unwrap();
+    let m = mounts.iter().find(|m| m.name == "peers").unwrap();
+    assert_eq!(m.mount_path, "/etc/edgecache-peers");
+    assert_eq!(m.read_only, Some(true));
+    assert_eq!(m.sub_path, None);
+    // Empty until pods are ready, but the file exists (the data plane needs it to start).
+    let text = &peers.data.as_ref().unwrap()["peers"];
+    assert!(text.lines().all(|l| l.starts_with('#')), "{text}");
+}
+
+#[test]
+fn peers_fill_the_peers_config_map_and_leave_the_config_hash_alone() {
+    let empty = desired("");
+    let three = desired("").with_peers(&[
+        peer("node-a", "10.0.0.1:8080"),
+        peer("node-b", "10.0.0.2:8080"),
+        peer("node-c", "10.0.0.3:8080"),
+    ]);
+    let text = &three
+        .peers_config_map
+        .as_ref()
+        .unwrap()
+        .data
+        .as_ref()
+        .unwrap()["peers"];
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        lines,
+        [
+            "node-a 10.0.0.1:8080",
+            "node-b 10.0.0.2:8080",
+            "node-c 10.0.0.3:8080"
+        ]
+    );
+    assert_eq!(three.config_hash, empty.config_hash);
+    assert_eq!(three.config_map, empty.config_map);
+    assert_eq!(three.daemon_set, empty.daemon_set);
+    // render and apply order: the peers ConfigMap before the DaemonSet that mounts it.
+    let kinds: Vec<String> = three
+        .objects()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap_or("?"),
+                o["metadata"]["name"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    let pos = |k: &str| kinds.iter().position(|x| x == k).unwrap();
+    assert!(
+        pos("ConfigMap/web-peers") < pos("DaemonSet/web"),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn sharding_knobs_reach_the_config() {
+    let d = desired(
+        "sharding:\n  mode: consistent\n  popularityThreshold: 0\n  popularityWindow: 30s\n  peerTimeout: 2s\n",
+    );
+    let s = config(&d).sharding;
+    assert_eq!(s.mode, dataplane::ShardingMode::Consistent);
+    assert_eq!(s.popularity_threshold, 0);
+    assert_eq!(s.popularity_window, edgecache_api::Duration::secs(30));
+    assert_eq!(s.peer_timeout, edgecache_api::Duration::secs(2));
+}
+
+#[test]
+fn sharding_off_has_no_peer_list() {
+    let d = desired("sharding:\n  mode: off\n").with_peers(&[peer("node-a", "10.0.0.1:8080")]);
+    let cfg = config(&d);
+    assert_eq!(cfg.sharding.mode, dataplane::ShardingMode::Off);
+    assert_eq!(cfg.sharding.peers_file, None);
+    assert!(d.peers_config_map.is_none());
+    assert!(
+        pod(&d)
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|v| v.name != "peers")
+    );
+    assert!(
+        container(&d)
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|m| m.name != "peers")
+    );
+    assert_ne!(d.config_hash, desired("").config_hash);
 }
