@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use edgecache_api::dataplane::{
     self, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode, StorageConfig,
 };
-use edgecache_api::{ByteSize, SteeringMode};
+use edgecache_api::{ByteSize, DiskSize, SteeringMode};
 
 /// The flags of `edgecache-dataplane serve` that override the file.
 #[derive(Debug, Default, Clone, clap::Args)]
@@ -31,9 +31,9 @@ pub struct ServeFlags {
     /// Directory of the disk store.
     #[arg(long)]
     pub cache_dir: Option<String>,
-    /// Disk budget, e.g. 1GiB.
+    /// Disk budget, e.g. 1GiB, or auto (the filesystem's free space less a tenth of it).
     #[arg(long)]
-    pub cache_size: Option<ByteSize>,
+    pub cache_size: Option<DiskSize>,
     /// Objects at or above this size are read with O_DIRECT, e.g. 64KiB.
     #[arg(long)]
     pub direct_io_threshold: Option<ByteSize>,
@@ -151,7 +151,10 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
         // The default largest object (1GiB) is for large disks; on a small one keep any single
         // object to a quarter of the budget.
         let default_max = StorageConfig::default().max_object_size;
-        if cfg.storage.max_object_size == default_max && default_max.bytes() > v.bytes() / 4 {
+        if let Some(v) = v.size()
+            && cfg.storage.max_object_size == default_max
+            && default_max.bytes() > v.bytes() / 4
+        {
             cfg.storage.max_object_size = ByteSize(v.bytes() / 4);
         }
     }
@@ -207,7 +210,7 @@ mod tests {
             listen: Some("127.0.0.1:8080".parse().unwrap()),
             admin: Some("127.0.0.1:9090".parse().unwrap()),
             cache_dir: Some("/tmp/ec".into()),
-            cache_size: Some(ByteSize::gib(1)),
+            cache_size: Some(ByteSize::gib(1).into()),
             ..Default::default()
         }
     }
@@ -216,7 +219,7 @@ mod tests {
     fn flags_alone_make_a_working_config() {
         let cfg = load(&flags()).unwrap();
         assert_eq!(cfg.origin.url, "http://127.0.0.1:8000");
-        assert_eq!(cfg.storage.size, ByteSize::gib(1));
+        assert_eq!(cfg.storage.size, ByteSize::gib(1).into());
         assert_eq!(cfg.storage.max_object_size, ByteSize::mib(256));
         assert_eq!(cfg.storage.dir, "/tmp/ec");
     }
@@ -249,7 +252,21 @@ mod tests {
             origin: Some("http://o:1".into()),
             ..Default::default()
         };
-        assert_eq!(load(&f).unwrap().storage.size, ByteSize::gib(2));
+        assert_eq!(load(&f).unwrap().storage.size, ByteSize::gib(2).into());
+    }
+
+    #[test]
+    fn the_cache_size_may_be_auto() {
+        let f = ServeFlags {
+            cache_size: Some("auto".parse().unwrap()),
+            ..flags()
+        };
+        let cfg = load(&f).unwrap();
+        assert_eq!(cfg.storage.size, DiskSize::Auto);
+        // No size to take a quarter of: the default largest object stays.
+        assert_eq!(cfg.storage.max_object_size, ByteSize::gib(1));
+        let store = crate::contract::store_config(&cfg.storage, 0, 0);
+        assert!(store.size_auto);
     }
 
     #[test]

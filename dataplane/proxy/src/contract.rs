@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
     AdmissionPolicy, CachePolicyConfig, CookiePolicy, IoEngineKind, StorageConfig,
 };
@@ -45,8 +46,8 @@ pub fn engine_choice(k: IoEngineKind) -> EngineChoice {
 pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64, index_bytes: u64) -> StoreConfig {
     StoreConfig {
         dir: PathBuf::from(&s.dir),
-        size: s.size.bytes(),
-        size_auto: false,
+        size: s.size.size().map_or(0, |s| s.bytes()),
+        size_auto: s.size == DiskSize::Auto,
         direct_io_threshold: s.direct_io_threshold.bytes(),
         max_object_size: s.max_object_size.bytes(),
         ram_tier_bytes,

@@ -63,7 +63,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         plan.index_reserve,
         plan.ram_tier,
         plan.ram_tier_source == edgecache_host::RamTierSource::Planned,
-        cfg.storage.size.bytes(),
+        // `auto`: not known before the store opens; the index keeps its whole reserve.
+        cfg.storage.size.size().map_or(u64::MAX, |s| s.bytes()),
     );
     if split.given_back > 0 {
         info!(

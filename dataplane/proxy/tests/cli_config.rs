@@ -65,7 +65,7 @@ fn serve_with_a_bad_config_starts_nothing() {
     .unwrap();
     let (err, cache) = serve_with(&cfg);
     assert!(
-        err.contains("storage.size: must be a size like 10GiB or 500MiB (got 12 parsecs)"),
+        err.contains("storage.size: must be a size like 10GiB or 500MiB, or auto (got 12 parsecs)"),
         "{err}"
     );
     assert!(!cache.exists(), "no store was opened");
@@ -88,7 +88,7 @@ workers:
 
 const FIVE_MISTAKES_REPORTED: [&str; 5] = [
     "origin.colour: unknown field",
-    "storage.size: must be a size like 10GiB or 500MiB (got -1)",
+    "storage.size: must be a size like 10GiB or 500MiB, or auto (got -1)",
     "workers.count: must be a whole number (got lots)",
     "workers.steering: must be one of queue, cpu, hash, incoming-cpu, off (got adq)",
     "storage.readsInFlight: must be between 1 and 4096 (got 0)",

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::quantity::{ByteSize, Duration};
+use crate::quantity::{ByteSize, DiskSize, Duration};
 
 mod shape;
 
@@ -227,8 +227,9 @@ impl AdmissionPolicy {
 pub struct StorageConfig {
     /// Directory of the cache on the node's NVMe. Default: `/var/cache/edgecache`.
     pub dir: String,
-    /// Disk budget for cached objects. Default: `10GiB`.
-    pub size: ByteSize,
+    /// Disk budget for cached objects, or `auto`: the filesystem's free space at start less a
+    /// tenth of the filesystem (at least 1 GiB). Default: `10GiB`.
+    pub size: DiskSize,
     /// Objects at or above this size are read with O_DIRECT (nginx's `directio`). Default: `4KiB`
     /// (every hit of 4 KiB or more reads the disk, not the page cache: what the benchmarks ran).
     pub direct_io_threshold: ByteSize,
@@ -265,7 +266,7 @@ impl Default for StorageConfig {
     fn default() -> Self {
         Self {
             dir: "/var/cache/edgecache".into(),
-            size: ByteSize::gib(10),
+            size: DiskSize::Size(ByteSize::gib(10)),
             direct_io_threshold: ByteSize::kib(4),
             io_engine: IoEngineKind::Auto,
             max_object_size: ByteSize::gib(1),
@@ -675,7 +676,12 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "must be an absolute path",
         ));
     }
-    if cfg.storage.size < ByteSize::mib(64) {
+    if cfg
+        .storage
+        .size
+        .size()
+        .is_some_and(|s| s < ByteSize::mib(64))
+    {
         errors.push(err(
             "storage.size",
             Some(cfg.storage.size.to_string()),
@@ -690,7 +696,9 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "must be a positive multiple of 4096",
         ));
     }
-    if cfg.storage.max_object_size.bytes() == 0 || cfg.storage.max_object_size > cfg.storage.size {
+    if cfg.storage.max_object_size.bytes() == 0
+        || !cfg.storage.size.may_hold(cfg.storage.max_object_size)
+    {
         errors.push(err(
             "storage.maxObjectSize",
             Some(cfg.storage.max_object_size.to_string()),
@@ -872,7 +880,7 @@ mod tests {
     #[test]
     fn minimal_document_gets_defaults() {
         let cfg = parse("origin:\n  url: http://origin:80\n").unwrap();
-        assert_eq!(cfg.storage.size, ByteSize::gib(10));
+        assert_eq!(cfg.storage.size, DiskSize::Size(ByteSize::gib(10)));
         assert_eq!(cfg.workers.steering, SteeringMode::Off);
         assert_eq!(cfg.origin.url, "http://origin:80");
     }
@@ -880,7 +888,7 @@ mod tests {
     #[test]
     fn round_trip_through_yaml() {
         let mut cfg = valid();
-        cfg.storage.size = ByteSize::gib(3);
+        cfg.storage.size = ByteSize::gib(3).into();
         cfg.workers.steering = SteeringMode::IncomingCpu;
         cfg.origin.host_header = HostHeader::Rewrite("www.example".into());
         cfg.cache.default_ttl = Some(Duration::secs(60));
@@ -899,12 +907,24 @@ mod tests {
     }
 
     #[test]
+    fn the_storage_size_may_be_auto() {
+        let cfg = parse("origin:\n  url: http://o\nstorage:\n  size: auto\n").unwrap();
+        assert_eq!(cfg.storage.size, DiskSize::Auto);
+        assert_eq!(parse(&to_yaml(&cfg)).unwrap(), cfg, "round trip");
+        // Nothing to compare the largest object with: any positive one is accepted.
+        let cfg =
+            parse("origin:\n  url: http://o\nstorage:\n  size: auto\n  maxObjectSize: 64GiB\n")
+                .unwrap();
+        assert_eq!(cfg.storage.max_object_size, ByteSize::gib(64));
+    }
+
+    #[test]
     fn type_error_names_path_and_value() {
         let e = parse("origin:\n  url: http://o\nstorage:\n  size: lots\n").unwrap_err();
         assert_eq!(e.0.len(), 1, "{e}");
         assert_eq!(
             e.0[0].to_string(),
-            "storage.size: must be a size like 10GiB or 500MiB (got lots)"
+            "storage.size: must be a size like 10GiB or 500MiB, or auto (got lots)"
         );
     }
 
@@ -985,7 +1005,7 @@ mod tests {
             ),
             (
                 "storage:\n  size:",
-                "storage.size: must be a size like 10GiB or 500MiB (got nothing)",
+                "storage.size: must be a size like 10GiB or 500MiB, or auto (got nothing)",
             ),
             (
                 "origin:\n  hostHeader: bogus",

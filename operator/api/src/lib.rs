@@ -7,7 +7,7 @@ pub mod dataplane;
 pub mod quantity;
 
 pub use dataplane::{DataplaneConfig, SteeringMode};
-pub use quantity::{ByteSize, Duration};
+pub use quantity::{ByteSize, DiskSize, Duration};
 
 #[cfg(feature = "crd")]
 pub mod purge;

@@ -134,6 +134,61 @@ macro_rules! text_serde {
 }
 
 text_serde!(ByteSize, ByteSize, "a size like 10GiB or 500MiB");
+text_serde!(
+    DiskSize,
+    |n| DiskSize::Size(ByteSize(n)),
+    "a size like 10GiB or 500MiB, or auto"
+);
+
+/// A disk budget: a size, or `auto`: the free space of the cache directory's filesystem at start
+/// less a reserve (a tenth of the filesystem, at least 1 GiB), so a node's whole NVMe is used
+/// without knowing its size in advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiskSize {
+    Auto,
+    Size(ByteSize),
+}
+
+impl DiskSize {
+    /// The size, when one is set.
+    pub const fn size(self) -> Option<ByteSize> {
+        match self {
+            DiskSize::Auto => None,
+            DiskSize::Size(s) => Some(s),
+        }
+    }
+
+    /// Whether an object of `len` may fit: at most the size (with `auto`, any: the size is
+    /// known only at start).
+    pub fn may_hold(self, len: ByteSize) -> bool {
+        self.size().is_none_or(|s| len <= s)
+    }
+}
+
+impl From<ByteSize> for DiskSize {
+    fn from(s: ByteSize) -> Self {
+        DiskSize::Size(s)
+    }
+}
+
+impl FromStr for DiskSize {
+    type Err = QuantityError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim() == "auto" {
+            return Ok(DiskSize::Auto);
+        }
+        s.parse().map(DiskSize::Size)
+    }
+}
+
+impl fmt::Display for DiskSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DiskSize::Auto => f.write_str("auto"),
+            DiskSize::Size(s) => s.fmt(f),
+        }
+    }
+}
 text_serde!(Duration, Duration::secs, "a duration like 30s, 500ms or 5m");
 
 /// A span of time, written `250ms`, `2s`, `5m`, `1h` or `1d` (a bare number means seconds).

@@ -20,7 +20,7 @@ use crate::dataplane::{
     AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind,
     ShardingConfig, ShardingMode, SteeringMode, StorageConfig,
 };
-use crate::quantity::{ByteSize, Duration};
+use crate::quantity::{ByteSize, DiskSize, Duration};
 
 /// API group of the resource.
 pub const GROUP: &str = "edgecache.dev";
@@ -238,9 +238,11 @@ pub struct StorageSpec {
     #[serde(default = "default_host_path")]
     #[schemars(regex(pattern = r"^/[^\x00]*$"), length(max = 4096))]
     pub host_path: String,
-    /// Disk budget for cached objects on each node (at least 64MiB). Default: `10GiB`.
+    /// Disk budget for cached objects on each node (at least 64MiB), or `auto`: the free space
+    /// of the node's filesystem at the pod's start less a tenth of it (at least 1 GiB), so each
+    /// node uses its own disk whatever its size. Default: `10GiB`.
     #[serde(default = "default_storage_size")]
-    pub size: ByteSize,
+    pub size: DiskSize,
     /// Objects at or above this size are read with O_DIRECT; a positive multiple of 4096.
     /// Default: `4KiB`.
     #[serde(default = "default_direct_io")]
@@ -289,8 +291,8 @@ fn default_reads_in_flight() -> u32 {
 fn default_host_path() -> String {
     "/var/cache/edgecache".into()
 }
-fn default_storage_size() -> ByteSize {
-    ByteSize::gib(10)
+fn default_storage_size() -> DiskSize {
+    DiskSize::Size(ByteSize::gib(10))
 }
 fn default_direct_io() -> ByteSize {
     ByteSize::kib(4)

@@ -157,7 +157,12 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             spec.storage.host_path.clone()
         }
     };
-    if spec.storage.size < ByteSize::mib(64) {
+    if spec
+        .storage
+        .size
+        .size()
+        .is_some_and(|s| s < ByteSize::mib(64))
+    {
         bad(
             "storage.size",
             format!("must be at least 64MiB (got {})", spec.storage.size),
@@ -183,7 +188,9 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             ),
         );
     }
-    if spec.cache.max_object_size.bytes() == 0 || spec.cache.max_object_size > spec.storage.size {
+    if spec.cache.max_object_size.bytes() == 0
+        || !spec.storage.size.may_hold(spec.cache.max_object_size)
+    {
         bad(
             "cache.maxObjectSize",
             format!(
@@ -433,6 +440,18 @@ mod tests {
     }
 
     #[test]
+    fn storage_size_auto_reaches_the_data_plane_and_skips_the_size_checks() {
+        let v = validate(
+            &minimal_edgecache("storage:\n  size: auto\ncache:\n  maxObjectSize: 64GiB\n"),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert_eq!(v.dataplane.storage.size, edgecache_api::DiskSize::Auto);
+        assert_eq!(v.dataplane.storage.max_object_size, ByteSize::gib(64));
+        assert!(dataplane::validate(&with_stand_in_node_name(&v.dataplane)).is_ok());
+    }
+
+    #[test]
     fn minimal_spec_gets_the_documented_defaults() {
         let v = validate(&minimal_edgecache(""), &Policy::default()).unwrap();
         assert_eq!(v.name, "web");
@@ -442,7 +461,7 @@ mod tests {
         assert_eq!(c.listen.to_string(), "0.0.0.0:8080");
         assert_eq!(c.admin.to_string(), "0.0.0.0:9090");
         assert_eq!(c.storage.dir, "/var/cache/edgecache");
-        assert_eq!(c.storage.size, ByteSize::gib(10));
+        assert_eq!(c.storage.size, ByteSize::gib(10).into());
         assert_eq!(c.storage.reads_in_flight, 128);
         assert!(!c.storage.verify_every_read);
         assert_eq!(c.memory.limit, Some(ByteSize::gib(2)));
@@ -498,7 +517,7 @@ mod tests {
         assert_eq!(c.origin.connect_timeout.to_string(), "500ms");
         // The container path stays fixed; the host path is only the volume's source.
         assert_eq!(c.storage.dir, CONTAINER_CACHE_DIR);
-        assert_eq!(c.storage.size, ByteSize::gib(500));
+        assert_eq!(c.storage.size, ByteSize::gib(500).into());
         assert_eq!(c.storage.direct_io_threshold, ByteSize::kib(128));
         assert_eq!(c.storage.io_engine.as_str(), "threads");
         assert_eq!(c.storage.max_object_size, ByteSize::gib(2));

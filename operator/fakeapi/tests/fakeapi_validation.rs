@@ -294,6 +294,31 @@ async fn edgecaches_get_the_schema_defaults() {
 }
 
 #[tokio::test]
+async fn an_edgecache_may_size_its_store_auto() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    api.create(
+        &PostParams::default(),
+        &ec(json!({"origin": {"url": "http://origin:8080"}, "storage": {"size": "auto"}})),
+    )
+    .await
+    .unwrap();
+    let stored = fake.get(keys::EDGECACHES, Some("edge"), "web").unwrap();
+    let parsed: EdgeCache = serde_json::from_value(stored).unwrap();
+    assert_eq!(parsed.spec.storage.size, edgecache_api::DiskSize::Auto);
+    let api = edgecaches(&FakeApiServer::new());
+    let err = refused(
+        &api,
+        json!({"origin": {"url": "http://origin:8080"}, "storage": {"size": "Auto"}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.storage.size")]
+    );
+}
+
+#[tokio::test]
 async fn edgecaches_breaking_the_cel_rules_are_refused() {
     let fake = FakeApiServer::new();
     let api = edgecaches(&fake);
