@@ -561,7 +561,7 @@ async fn revalidate(
                 // The 304 does not match what is stored, or the body vanished: fetch it whole.
                 return fetch(ctx, parts, key, peer, None, fwd).await;
             }
-            relay_origin_response(ctx, &parts, key, resp, sent_at, None, fwd, None).await
+            relay_origin_response(ctx, &parts, peer, key, resp, sent_at, None, fwd, None).await
         }
         other => {
             let now = ctx.shared.clock.now();
@@ -577,7 +577,8 @@ async fn revalidate(
             }
             match other {
                 Ok((resp, _)) => {
-                    relay_origin_response(ctx, &parts, key, resp, sent_at, None, fwd, None).await
+                    relay_origin_response(ctx, &parts, peer, key, resp, sent_at, None, fwd, None)
+                        .await
                 }
                 // A stored response exists but may not be served stale (must-revalidate and
                 // the like): "the generated status code SHOULD be 504" (RFC 9111 5.2.2.2).
@@ -625,9 +626,18 @@ fn background_revalidate(
             }
             Ok((resp, _)) => {
                 // A new response replaces the stored one; nobody waits for its body.
-                let _ =
-                    relay_origin_response(&ctx, &parts, key, resp, sent, None, Fwd::Stale, None)
-                        .await;
+                let _ = relay_origin_response(
+                    &ctx,
+                    &parts,
+                    peer,
+                    key,
+                    resp,
+                    sent,
+                    None,
+                    Fwd::Stale,
+                    None,
+                )
+                .await;
             }
             Err(e) => debug!("background revalidation failed: {e}"),
         }

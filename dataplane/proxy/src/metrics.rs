@@ -79,6 +79,7 @@ pub struct Metrics {
     /// Stored responses a purge rule named at lookup, by verdict (`remove`, `stale`).
     pub purge_hits: Family<Label, Counter>,
     pub store_hit_repairs: Family<Label, Counter>,
+    pub fill_repairs: Family<Label, Counter>,
     /// Sharding: misses sent to the key's owner, by result.
     pub peer_forwards: Family<Label, Counter>,
     /// Sharding: requests another node forwarded here.
@@ -197,6 +198,7 @@ impl Metrics {
             coalesce_gave_up: Counter::default(),
             purge_hits: Family::default(),
             store_hit_repairs: Family::default(),
+            fill_repairs: Family::default(),
             peer_forwards: Family::default(),
             peer_served: Counter::default(),
             peers: Family::default(),
@@ -297,6 +299,13 @@ impl Metrics {
             m.store_hit_repairs.clone(),
         );
         r.register(
+            "fill_repairs",
+            "Misses whose body was cut on its way (the origin or the owner failing mid-body, the \
+             store failing under a client switched to it): finished from the origin with a Range \
+             bound by If-Range (label result: ok), or cut short (failed)",
+            m.fill_repairs.clone(),
+        );
+        r.register(
             "peer_forwards",
             "Misses sent to the node that owns the key (label result: ok, connect, timeout, \
              protocol, body, peer_error, origin_error; owner_down: not sent, the owner is down)",
@@ -367,8 +376,16 @@ impl Metrics {
 
     /// A hit whose stored body failed mid-response, finished from the origin or cut short.
     pub fn hit_repair(&self, ok: bool) {
+        Self::repair(&self.store_hit_repairs, ok);
+    }
+
+    pub fn fill_repair(&self, ok: bool) {
+        Self::repair(&self.fill_repairs, ok);
+    }
+
+    fn repair(family: &Family<Label, Counter>, ok: bool) {
         let result = if ok { "ok" } else { "failed" };
-        self.store_hit_repairs
+        family
             .get_or_create(&[("result", result.to_string())])
             .inc();
     }

@@ -6,8 +6,11 @@
 //! to hyper whole only when the socket has room for all of it ([`SendRoom`]); otherwise a copy
 //! of what the socket takes now goes (at least [`MIN_PIECE`]), and the chunk, with the store's
 //! stream and its read-ahead, is kept here. While requests on the worker wait for buffer memory,
-//! the worker's [`Keepers`] sweep gives back what streams without progress for
-//! [`RELEASE_AFTER`] keep; such a stream opens its object again when its client reads (the
+//! the worker's [`Keepers`] sweep gives back what a stream keeps whose client took nothing for
+//! twice [`RELEASE_AFTER`] (no piece sent, and the socket's unsent bytes went down by less than
+//! [`DRAINED_MIN`]: a client that reads keeps its chunk, so nothing is read twice for it); such
+//! a stream opens
+//! its object again when its client reads (the
 //! same record, by its location: if it was evicted meanwhile, the stream fails and the caller's
 //! repair finishes the response from the origin).
 
@@ -36,6 +39,11 @@ pub const MIN_PIECE: u64 = 4 << 10;
 /// buffer memory.
 pub const RELEASE_AFTER: Duration = Duration::from_millis(50);
 
+/// What a client must take from its socket within [`RELEASE_AFTER`] to count as reading (about
+/// 1.3 MB/s); less, and under buffer pressure its chunk goes back. A stalled client's socket
+/// may still trickle a few KiB (its receive queue compacted), which is not reading.
+pub const DRAINED_MIN: u64 = 64 << 10;
+
 /// How often the sweep looks while streams keep chunks.
 const SWEEP_EVERY: Duration = Duration::from_millis(10);
 
@@ -56,6 +64,10 @@ struct Kept {
     released: bool,
     /// In the worker's [`Keepers`] (until the stream ends or is released).
     listed: bool,
+    /// The connection, and its unsent bytes when the sweep last looked: a client that drained
+    /// some since is slow, not stalled, and keeps its chunk.
+    room: Option<SendRoom>,
+    unsent_seen: Option<u64>,
 }
 
 /// The streams of a worker that keep chunks for clients without room.
@@ -86,15 +98,27 @@ impl Keepers {
             let stale = k
                 .since
                 .is_some_and(|t| now.saturating_duration_since(t) >= RELEASE_AFTER);
-            if stale && (k.data.is_some() || k.inner.is_some()) {
-                k.data = None;
-                k.inner = None;
-                k.released = true;
-                k.listed = false;
-                released += 1;
-                return false;
+            if !stale || (k.data.is_none() && k.inner.is_none()) {
+                return true;
             }
-            true
+            // No piece sent for RELEASE_AFTER: released only if its client took less than
+            // DRAINED_MIN in the last RELEASE_AFTER too (its unsent bytes barely went down).
+            let unsent = k.room.as_ref().and_then(SendRoom::unsent);
+            let drained = match (k.unsent_seen, unsent) {
+                (Some(before), Some(after)) => after + DRAINED_MIN <= before,
+                _ => true,
+            };
+            if drained {
+                k.unsent_seen = unsent;
+                k.since = Some(now);
+                return true;
+            }
+            k.data = None;
+            k.inner = None;
+            k.released = true;
+            k.listed = false;
+            released += 1;
+            false
         });
         released
     }
@@ -145,6 +169,7 @@ pub fn paced(
         kept: Rc::new(RefCell::new(Kept {
             inner: Some(inner),
             since: Some(Instant::now()),
+            room: Some(room.clone()),
             ..Kept::default()
         })),
         pos: range.start,
@@ -223,6 +248,7 @@ async fn next(st: &mut State) -> io::Result<Option<Bytes>> {
         let mut k = st.kept.borrow_mut();
         k.inner = inner;
         k.since = Some(Instant::now());
+        k.unsent_seen = None;
         return Ok(Some(data));
     }
     // Only what the socket takes now goes, as a copy; the chunk stays here.
@@ -235,6 +261,7 @@ async fn next(st: &mut State) -> io::Result<Option<Bytes>> {
         k.data = Some(data);
         k.inner = inner;
         k.since = Some(Instant::now());
+        k.unsent_seen = None;
     }
     list(st);
     Ok(Some(piece))
@@ -343,7 +370,10 @@ mod tests {
                 pending.extend_from_slice(&b[n..]);
             }
             assert!(pulled < len, "the socket took it all");
-            // No progress for RELEASE_AFTER: the sweep gives the chunk back.
+            // No piece for RELEASE_AFTER: the sweep looks at the socket; nothing drained in
+            // another RELEASE_AFTER: it gives the chunk back.
+            tokio::time::sleep(RELEASE_AFTER * 2).await;
+            assert_eq!(keepers.sweep(Instant::now()), 0, "first look");
             tokio::time::sleep(RELEASE_AFTER * 2).await;
             assert_eq!(keepers.sweep(Instant::now()), 1);
             assert_eq!(opened.get(), 1);

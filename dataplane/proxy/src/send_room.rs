@@ -97,8 +97,8 @@ impl SendRoom {
 
     /// The bytes to give the connection now (0: none); `None` when the connection is closed
     /// or the socket cannot say (then the caller does not pace). The workspace denies
-    /// `unsafe_code`: the two calls into the kernel here need it, and no maintained safe
-    /// wrapper has `SIOCOUTQNSD`.
+    /// `unsafe_code`: the calls into the kernel here need it, and no maintained safe wrapper
+    /// has `SIOCOUTQNSD`.
     #[allow(unsafe_code)]
     pub fn room(&self) -> Option<u64> {
         if !self.open.load(Ordering::Acquire) {
@@ -118,14 +118,21 @@ impl SendRoom {
         if pfd.revents & libc::POLLOUT == 0 {
             return Some(0);
         }
-        let mut unsent: libc::c_int = 0;
-        // SAFETY: SIOCOUTQNSD writes one c_int through a pointer to a live c_int; `fd` is
-        // open, as above.
-        let r = unsafe { libc::ioctl(self.fd, SIOCOUTQNSD, &mut unsent) };
-        if r != 0 || unsent < 0 {
+        Some(UNSENT_BOUND.saturating_sub(self.unsent()?))
+    }
+
+    /// The bytes queued on the socket and not yet sent; `None` when the connection is closed
+    /// or the socket cannot say.
+    #[allow(unsafe_code)]
+    pub fn unsent(&self) -> Option<u64> {
+        if !self.open.load(Ordering::Acquire) {
             return None;
         }
-        Some(UNSENT_BOUND.saturating_sub(unsent as u64))
+        let mut unsent: libc::c_int = 0;
+        // SAFETY: SIOCOUTQNSD writes one c_int through a pointer to a live c_int; `fd` is the
+        // connection's socket, open while `open` is set (see `room`).
+        let r = unsafe { libc::ioctl(self.fd, SIOCOUTQNSD, &mut unsent) };
+        u64::try_from(unsent).ok().filter(|_| r == 0)
     }
 }
 

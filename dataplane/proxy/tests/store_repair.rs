@@ -52,25 +52,27 @@ fn single_range(v: &str) -> Option<(usize, usize)> {
 /// An origin serving `current`: a single range gets a 206 unless If-Range names another
 /// representation (then the whole 200, RFC 9110 13.1.5), anything else the whole 200.
 fn range_origin(current: Arc<Mutex<Rep>>) -> Scripted {
-    Scripted::start(move |req, _| {
-        let rep = current.lock().unwrap();
-        let cc = ("Cache-Control", "public, max-age=3600");
-        let bound = req
-            .header("if-range")
-            .is_none_or(|v| v == rep.etag && !v.starts_with("W/"));
-        match req.header("range").and_then(single_range).filter(|_| bound) {
-            Some((a, b)) => resp(
-                "206 Partial Content",
-                &[
-                    cc,
-                    ("ETag", &rep.etag),
-                    ("Content-Range", &format!("bytes {a}-{b}/{LEN}")),
-                ],
-                &rep.body[a..=b],
-            ),
-            None => resp("200 OK", &[cc, ("ETag", &rep.etag)], &rep.body),
-        }
-    })
+    Scripted::start(move |req, _| answer(&current.lock().unwrap(), req))
+}
+
+/// What [`range_origin`] answers `req` with when it serves `rep`.
+fn answer(rep: &Rep, req: &RawReq) -> Vec<u8> {
+    let cc = ("Cache-Control", "public, max-age=3600");
+    let bound = req
+        .header("if-range")
+        .is_none_or(|v| v == rep.etag && !v.starts_with("W/"));
+    match req.header("range").and_then(single_range).filter(|_| bound) {
+        Some((a, b)) => resp(
+            "206 Partial Content",
+            &[
+                cc,
+                ("ETag", &rep.etag),
+                ("Content-Range", &format!("bytes {a}-{b}/{LEN}")),
+            ],
+            &rep.body[a..=b],
+        ),
+        None => resp("200 OK", &[cc, ("ETag", &rep.etag)], &rep.body),
+    }
 }
 
 /// A stored object whose body was corrupted on disk, with the origin that served it.
@@ -221,4 +223,52 @@ fn a_corrupt_block_of_a_range_hit_is_finished_with_the_rest_of_that_range() {
     assert_eq!(to, b, "the rest of the client's range, not of the object");
     assert!(a < from && from <= FLIP_AT, "{from}");
     assert_eq!(repairs(dp, "ok"), 1.0, "{}", dp.metrics());
+}
+
+/// The same repair for a miss: the origin's connection closes halfway through the body it
+/// declared (as an owner node's would when it dies mid-body). The client's response is finished
+/// with a Range request bound to the response's strong validator; nothing is stored from it.
+#[test]
+fn a_miss_cut_on_its_way_is_finished_from_the_origin_with_if_range() {
+    let current = rep("\"v1\"", "cut");
+    let good = current.body.clone();
+    let cut_at = LEN / 2;
+    let o = Scripted::start(move |req, n| {
+        if n > 0 {
+            return answer(&current, req);
+        }
+        let len = LEN.to_string();
+        resp(
+            "200 OK",
+            &[
+                ("Cache-Control", "public, max-age=3600"),
+                ("ETag", "\"v1\""),
+                ("Content-Length", &len),
+                ("Connection", "close"),
+            ],
+            &good[..cut_at],
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let r = dp.get(PATH);
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated, "the miss ended after {} bytes", r.body.len());
+    let expected = expected_body(LEN as u64, "cut");
+    assert!(r.body[..] == expected[..], "the whole object, byte exact");
+    let reqs = o.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert_eq!(reqs[1].header("if-range"), Some("\"v1\""));
+    let (from, to) = reqs[1].header("range").and_then(single_range).unwrap();
+    assert_eq!((to, from <= cut_at), (LEN - 1, true), "from {from}");
+    let fill_repairs = |result: &str| {
+        dp.metric(&format!(
+            "edgecache_dataplane_fill_repairs_total{{result=\"{result}\"}}"
+        ))
+    };
+    assert_eq!(fill_repairs("ok"), 1.0, "{}", dp.metrics());
+    // The cut fetch stored nothing: the next request is a miss (the origin's whole 200).
+    let again = dp.get(PATH);
+    assert!(!again.is_hit(), "{}", again.cache_status());
+    assert!(again.body[..] == expected[..]);
 }

@@ -72,7 +72,7 @@ async fn fetch_range(
     match super::peer::send_fill(ctx, &fetch_parts, peer, &key, true).await {
         Ok((resp, upstream)) => {
             sent.upstream = upstream;
-            relay_origin_response(ctx, &parts, key, resp, sent, Some(guard), fwd, held).await
+            relay_origin_response(ctx, &parts, peer, key, resp, sent, Some(guard), fwd, held).await
         }
         Err(e) => {
             drop(guard);
@@ -196,7 +196,7 @@ pub(super) async fn fetch(
     match super::peer::send_fill(ctx, &fetch_parts, peer, &key, to_owner).await {
         Ok((resp, upstream)) => {
             sent.upstream = upstream;
-            relay_origin_response(ctx, &parts, key, resp, sent, guard, fwd, None).await
+            relay_origin_response(ctx, &parts, peer, key, resp, sent, guard, fwd, None).await
         }
         Err(e) => {
             drop(guard);
@@ -211,6 +211,7 @@ pub(super) async fn fetch(
 pub(super) async fn relay_origin_response(
     ctx: &Rc<Ctx>,
     parts: &request::Parts,
+    peer: SocketAddr,
     key: CacheKey,
     resp: Response<impl http_body::Body<Data = Bytes, Error = hyper::Error> + Send + 'static>,
     sent: Sent,
@@ -330,6 +331,18 @@ pub(super) async fn relay_origin_response(
     let answer = ClientAnswer::of(parts, &stored, content_length, response_time);
     let (code, client_body) = answer.apply(rparts.status, &mut headers);
     let (tx, rx) = feed::feed(ctx.clone());
+    // A body cut on its way (the origin's or the owner's connection failing mid-body, the store
+    // failing under a client switched to its copy) is finished from the origin with a Range
+    // bound by If-Range, as a hit's is: the whole response, or a cut one, never bytes of two
+    // representations.
+    let rx: crate::paced::Chunks = match content_length {
+        Some(len) if rparts.status == StatusCode::OK => Box::pin(super::repair::body(
+            rx,
+            0..len,
+            super::repair::Repair::new(ctx, parts, peer, &stored, len).of_fill(),
+        )),
+        _ => Box::pin(rx),
+    };
     let pump = Pump {
         ctx: ctx.clone(),
         body: rbody,

@@ -6,6 +6,10 @@
 //! representation (a 200 because the representation changed, an error, a cut body) ends the
 //! response short, as without a repair: the client never gets bytes of two representations.
 //!
+//! A miss's body cut on its way (the origin's or the owner's connection failing mid-body, or
+//! the store failing under a client that was switched to its copy) is finished the same way
+//! ([`Repair::of_fill`]), from the response as it arrived.
+//!
 //! The store dropped the object when the block failed; it stays dropped (the next request is a
 //! miss) and the repaired bytes are not stored. The store's chunks are passed on as they come,
 //! and the stored stream (with its read-ahead) is dropped before the origin is asked, so the
@@ -29,6 +33,8 @@ pub(super) struct Repair {
     status: StatusCode,
     stored: HeaderMap,
     body_len: u64,
+    /// A miss's body, not a hit's (counted apart).
+    fill: bool,
 }
 
 impl Repair {
@@ -52,7 +58,14 @@ impl Repair {
             status: stored.status,
             stored: stored.headers.clone(),
             body_len,
+            fill: false,
         }
+    }
+
+    /// The repair of a miss's body (the fill's), counted in `fill_repairs_total`.
+    pub(super) fn of_fill(mut self) -> Self {
+        self.fill = true;
+        self
     }
 
     /// Ask the origin for stored body bytes `from..to`: its body and the number of bytes to
@@ -76,11 +89,17 @@ impl Repair {
     }
 
     fn done(&self, ok: bool, why: &str) {
-        self.ctx.shared.metrics.hit_repair(ok);
-        if ok {
-            info!("stored body failed mid-response; finished from the origin ({why})");
+        let what = if self.fill {
+            self.ctx.shared.metrics.fill_repair(ok);
+            "the fetched body"
         } else {
-            info!("stored body failed mid-response; the response is cut short: {why}");
+            self.ctx.shared.metrics.hit_repair(ok);
+            "stored body"
+        };
+        if ok {
+            info!("{what} failed mid-response; finished from the origin ({why})");
+        } else {
+            info!("{what} failed mid-response; the response is cut short: {why}");
         }
     }
 }
