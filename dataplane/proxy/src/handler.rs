@@ -187,7 +187,7 @@ async fn lookup(
 ) -> Response<Body> {
     let now = ctx.shared.clock.now();
     let mut opened = None;
-    let (selected, decision) = match purged(ctx, &key, select(ctx, &key, &parts.headers).await) {
+    let (selected, decision) = match purged(ctx, &key, select(ctx, &key, &parts, peer).await) {
         Selected::One(r, stored, obj) => {
             let d = serve::decide(&parts, &stored, now, &ctx.policy);
             opened = Some(obj);
@@ -288,6 +288,8 @@ async fn lookup(
             )
         }
         (ServeDecision::Forward { reason }, _) => {
+            // Neither its buffers nor its stream slot are held across the origin request.
+            drop(opened);
             fill(ctx, parts, key, peer, reason.fwd(), miss).await
         }
         (_, None) => fill(ctx, parts, key, peer, Fwd::UriMiss, miss).await,
@@ -311,7 +313,7 @@ async fn after_revalidation(
     key: &CacheKey,
     peer: SocketAddr,
 ) -> Option<Response<Body>> {
-    let Selected::One(r, stored, obj) = select(ctx, key, &parts.headers).await else {
+    let Selected::One(r, stored, obj) = select(ctx, key, parts, peer).await else {
         return None;
     };
     let now = ctx.shared.clock.now();
@@ -358,9 +360,16 @@ fn purged(ctx: &Ctx, key: &CacheKey, selected: Selected) -> Selected {
 enum Selected {
     /// The stored response that may answer, the complete ref of its object, and the object as
     /// opened (its body not read yet, beyond what the one read of its record brought).
-    One(ObjectRef, Box<StoredResponse>, Box<StoredObject>),
+    One(ObjectRef, Box<StoredResponse>, Opened),
     VaryMiss,
     None,
+}
+
+/// An object opened for a request, with the stream slot of its client's address when its
+/// body is large (taken before the open, so a wait for the slot wastes no read).
+pub(super) struct Opened {
+    obj: Box<StoredObject>,
+    slot: Option<stream_slots::Slot>,
 }
 
 /// The stored response that may answer this request. The store's candidates for the key come
@@ -368,18 +377,26 @@ enum Selected {
 /// read; it may turn out to be another key's object, a tag collision, and then the next is):
 /// it answers if its Vary matches; if not, its Vary names the fields that pick a variant, and
 /// only candidates whose tag is the request's variant key's for them are opened, newest first.
-/// No candidate is a miss with no disk read.
-async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected {
+/// No candidate is a miss with no disk read. Before a large record is opened (a body over
+/// [`STREAM_SLOT_MIN`], as the index's length says) the address's stream slot is taken: the
+/// open's first read is the body's first chunk, and waiting for the slot after it would read
+/// that chunk again.
+async fn select(ctx: &Ctx, key: &CacheKey, parts: &request::Parts, peer: SocketAddr) -> Selected {
     let store = &ctx.shared.store;
+    let req_headers = &parts.headers;
     let refs = store.lookup(key.as_bytes());
     if refs.is_empty() {
         return Selected::None;
     }
+    let mut slot = None;
     // Once the newest stored response did not match: the tag of the request's variant key.
     let mut want: Option<u8> = None;
     for r in refs {
         if want.is_some_and(|t| t != r.variant_tag) {
             continue;
+        }
+        if slot.is_none() && r.record_len > STREAM_SLOT_MIN + 4096 && parts.method != Method::HEAD {
+            slot = ctx.stream_slots.acquire(peer.ip()).await;
         }
         let Ok(obj) = ctx.store.open(&r).await else {
             continue;
@@ -388,7 +405,9 @@ async fn select(ctx: &Ctx, key: &CacheKey, req_headers: &HeaderMap) -> Selected 
             continue;
         };
         if stored.matches(req_headers) {
-            return Selected::One(obj.object_ref.clone(), Box::new(stored), Box::new(obj));
+            let r = obj.object_ref.clone();
+            let obj = Box::new(obj);
+            return Selected::One(r, Box::new(stored), Opened { obj, slot });
         }
         if want.is_none() {
             match policy::vary::Vary::of(&stored.headers) {
@@ -417,7 +436,7 @@ async fn serve_stored(
     parts: &request::Parts,
     peer: SocketAddr,
     r: &ObjectRef,
-    opened: Option<Box<StoredObject>>,
+    opened: Option<Opened>,
     stored: &StoredResponse,
     now: SystemTime,
     cache_status: CacheStatus,
@@ -430,8 +449,14 @@ async fn serve_stored(
     // A body of several chunks holds I/O buffers while its client reads: one address gets a
     // bounded number of such streams on this worker (the rest wait here, holding none: an
     // object opened already is dropped before the wait, and opened again after it).
-    let mut opened = opened;
-    let slot = if r.body_len().is_none_or(|n| n > STREAM_SLOT_MIN) && parts.method != Method::HEAD {
+    let (mut opened, slot) = match opened {
+        Some(o) => (Some(o.obj), o.slot),
+        None => (None, None),
+    };
+    let slot = if slot.is_none()
+        && r.body_len().is_none_or(|n| n > STREAM_SLOT_MIN)
+        && parts.method != Method::HEAD
+    {
         match ctx.stream_slots.try_acquire(peer.ip()) {
             Some(slot) => Some(slot),
             None => {
@@ -440,7 +465,7 @@ async fn serve_stored(
             }
         }
     } else {
-        None
+        slot
     };
     let obj = match opened {
         Some(o) => *o,

@@ -383,3 +383,43 @@ fn one_address_stalling_many_large_hits_does_not_hold_back_another_addresss_larg
     );
     drop(stalled);
 }
+
+#[test]
+fn a_large_hit_that_waits_for_its_addresss_stream_slot_reads_its_record_once() {
+    // One stream per address: 8 clients of one address take turns. Each hit of the 1 MiB
+    // object reads its record once (the first 256 KiB read brings the header and three 64 KiB
+    // blocks, four more reads the rest: 1,114,112 bytes); before the slot was taken ahead of
+    // the open, a client that had to wait read its first 256 KiB twice.
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(
+        &o,
+        dir.path(),
+        "memory:\n  ramTier: 0B\nclients:\n  maxDiskStreamsPerIp: 1\n",
+    );
+    assert_eq!(dp.get("/obj/1m/turns").body.len(), 1 << 20);
+    let read = "edgecache_dataplane_disk_read_bytes_total";
+    let before = dp.metric(read);
+    let listen = dp.listen;
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = connect_from("127.0.0.2", listen).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                write!(
+                    c,
+                    "GET /obj/1m/turns HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                read_response(&mut BufReader::new(c), false).unwrap()
+            })
+        })
+        .collect();
+    for c in clients {
+        let r = c.join().unwrap();
+        assert!(r.is_hit() && !r.truncated, "{}", r.cache_status());
+        check_body(1 << 20, "turns", &r.body).unwrap();
+    }
+    let per_hit = (dp.metric(read) - before) / 8.0;
+    assert_eq!(per_hit, 1_114_112.0, "disk bytes read per hit");
+}

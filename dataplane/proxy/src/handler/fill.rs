@@ -117,7 +117,7 @@ async fn follow(
         // Too large to replay from memory, and not stored as it arrives (unknown length):
         // wait for the stored copy.
         if flight.ended().await == End::Complete
-            && let Selected::One(r, stored, obj) = select(ctx, &key, &parts.headers).await
+            && let Selected::One(r, stored, obj) = select(ctx, &key, &parts, peer).await
         {
             let now = ctx.shared.clock.now();
             let status = CacheStatus::hit(&ctx.policy.name)
