@@ -87,17 +87,6 @@ fn policy_header_errors_are_reported() {
     assert_eq!(StoredResponse::decode(&bad), Err(DecodeError::BadTime));
 }
 
-/// xorshift64*, so the test needs no dependency and is reproducible.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 #[test]
 fn policy_random_bytes_and_mutations_never_panic() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);

@@ -12,17 +12,7 @@ use edgecache_policy::{CacheKey, PolicyConfig, StoredResponse, invalidate};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use policy_support::*;
 
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[(self.next() % from.len() as u64) as usize]
-    }
     /// A field value made of pieces that matter to the parsers.
     fn value(&mut self) -> String {
         const PIECES: &[&str] = &[

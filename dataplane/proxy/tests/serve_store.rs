@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "../../store/tests/store_support/disk.rs"]
+mod disk;
 
 use std::path::Path;
 use std::time::Duration;
@@ -261,19 +263,7 @@ fn a_full_disk_never_gives_a_truncated_200_and_the_store_keeps_working() {
     opts.size = "64MiB";
     opts.engine = "threads";
     let dp = Dataplane::start(opts);
-    for e in std::fs::read_dir(&cache).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "dat") {
-            let len = std::fs::metadata(&p).unwrap().len();
-            let st = std::process::Command::new("fallocate")
-                .args(["--punch-hole", "--offset", "4096", "--length"])
-                .arg((len - 4096).to_string())
-                .arg(&p)
-                .status()
-                .unwrap();
-            assert!(st.success(), "fallocate --punch-hole {}", p.display());
-        }
-    }
+    disk::punch_out_segments(&cache);
     fill_but(&fs.0.join("filler"), 8 << 20);
     // 60 MiB through 8 MiB of free disk: writes fail with ENOSPC along the way.
     for i in 0..60 {

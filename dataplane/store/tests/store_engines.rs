@@ -587,19 +587,7 @@ fn enospc_fails_the_write_only(engine: EngineChoice) {
     // The store refuses a size its filesystem cannot hold and preallocates its segments: punch
     // their space out again (as on a filesystem without fallocate), then fill the disk.
     let store = open(&dir, 64 * MIB, engine);
-    for e in fs::read_dir(&dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "dat") {
-            let len = fs::metadata(&p).unwrap().len();
-            let st = Command::new("fallocate")
-                .args(["--punch-hole", "--offset", "4096", "--length"])
-                .arg((len - 4096).to_string())
-                .arg(&p)
-                .status()
-                .unwrap();
-            assert!(st.success(), "fallocate --punch-hole {}", p.display());
-        }
-    }
+    disk::punch_out_segments(&dir);
     let mut filler = File::create(mnt.join("filler")).unwrap();
     let chunk = vec![7u8; 64 * 1024];
     let mut len = 0u64;

@@ -65,3 +65,17 @@ pub fn stored(fields: &[(&str, &str)]) -> StoredResponse {
 pub fn stored_status(status: u16, fields: &[(&str, &str)]) -> StoredResponse {
     StoredResponse::new(&get(&[]), &resp(status, fields), at(0), at(0))
 }
+
+/// xorshift64*, so the tests need no dependency and are reproducible.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+}

@@ -11,6 +11,8 @@ use edgecache_store::EngineChoice;
 use edgecache_store::{ObjectRef, Store, StoreConfig, StoreError, StoreWorker, StoredObject};
 use futures_util::StreamExt;
 
+pub mod disk;
+
 pub const MIB: u64 = 1 << 20;
 
 /// Run `f` in the runtime a worker of this engine uses: `tokio_uring::start` for uring, a tokio
