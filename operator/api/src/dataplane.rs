@@ -12,7 +12,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::quantity::{ByteSize, DiskSize, Duration};
 
+mod facing;
 mod shape;
+
+pub use facing::{
+    AccessLogConfig, AccessLogFormat, CertificateFiles, Http2Config, TlsConfig, TlsVersion,
+};
 
 /// The version of this config format. Bumped only on incompatible changes.
 pub const CONFIG_VERSION: u32 = 1;
@@ -25,6 +30,12 @@ pub struct DataplaneConfig {
     pub version: u32,
     /// Where clients connect. Default: `0.0.0.0:8080`.
     pub listen: SocketAddr,
+    /// TLS termination on a second listener. Default: off.
+    pub tls: TlsConfig,
+    /// HTTP/2 to clients (ALPN `h2` over TLS, prior-knowledge h2c in plain). Default: on.
+    pub http2: Http2Config,
+    /// One line per request to stdout. Default: JSON, every request.
+    pub access_log: AccessLogConfig,
     /// Admin endpoint (`/healthz`, `/readyz`, `/metrics`, PURGE). Default: `0.0.0.0:9090`.
     pub admin: SocketAddr,
     /// Who may call the admin endpoint's mutating calls (PURGE, debug hooks).
@@ -54,6 +65,9 @@ impl Default for DataplaneConfig {
         Self {
             version: CONFIG_VERSION,
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            tls: TlsConfig::default(),
+            http2: Http2Config::default(),
+            access_log: AccessLogConfig::default(),
             admin: SocketAddr::from(([0, 0, 0, 0], 9090)),
             admin_access: AdminAccessConfig::default(),
             clients: ClientLimitsConfig::default(),
@@ -598,6 +612,7 @@ pub fn check(
 /// Check the values of a config that has the right shape; every problem is reported.
 pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
     let mut errors = Vec::new();
+    facing::validate(&cfg.tls, &cfg.http2, &cfg.access_log, &mut errors);
     if cfg.version != CONFIG_VERSION {
         errors.push(err(
             "version",

@@ -1,0 +1,292 @@
+//! The client-facing side of the data-plane config: TLS termination, HTTP/2 and the access log.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, err};
+use crate::quantity::{ByteSize, Duration};
+
+/// TLS termination. Off unless `listen` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TlsConfig {
+    /// Where TLS clients connect, e.g. `0.0.0.0:8443`. Default: none (no TLS listener).
+    pub listen: Option<SocketAddr>,
+    /// Certificate chains with their private keys, PEM files, reloaded when they change. A
+    /// client's SNI picks the certificate whose names match it; the first is the default, for
+    /// clients without SNI or with a name no certificate carries. At least one when `listen`
+    /// is set.
+    pub certificates: Vec<CertificateFiles>,
+    /// Time a client has to finish its handshake. Default: `10s`.
+    pub handshake_timeout: Duration,
+    /// Handshakes in progress per worker at most; further TLS connections are closed at once
+    /// (counted) until one finishes. Default: 512.
+    pub max_handshakes_per_worker: u32,
+    /// The oldest TLS version accepted: `1.2` or `1.3`. Default: `1.2`.
+    pub min_version: TlsVersion,
+    /// Answer requests on the plain listener with a redirect (308) to HTTPS. Default: false.
+    pub redirect_http: bool,
+    /// How long a session-ticket key is used before the next one takes over (every worker
+    /// shares the keys, so a ticket resumes on any worker). Default: `6h`.
+    pub ticket_key_lifetime: Duration,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            certificates: Vec::new(),
+            handshake_timeout: Duration::secs(10),
+            max_handshakes_per_worker: 512,
+            min_version: TlsVersion::V1_2,
+            redirect_http: false,
+            ticket_key_lifetime: Duration::secs(6 * 3600),
+        }
+    }
+}
+
+/// One certificate chain and its key, as PEM files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CertificateFiles {
+    /// The certificate chain, leaf first (a Secret's `tls.crt`).
+    pub cert: String,
+    /// The private key: PKCS#8, PKCS#1 or SEC1 (a Secret's `tls.key`).
+    pub key: String,
+}
+
+/// A TLS protocol version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum TlsVersion {
+    #[default]
+    #[serde(rename = "1.2")]
+    V1_2,
+    #[serde(rename = "1.3")]
+    V1_3,
+}
+
+impl TlsVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsVersion::V1_2 => "1.2",
+            TlsVersion::V1_3 => "1.3",
+        }
+    }
+}
+
+/// HTTP/2 to clients: ALPN `h2` on the TLS listener, and prior-knowledge h2c on the plain one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Http2Config {
+    /// Serve HTTP/2. Default: true.
+    pub enabled: bool,
+    /// Streams a client may have open at once on a connection. Default: 128.
+    pub max_concurrent_streams: u32,
+    /// The largest header list (decoded) a client may send. Default: `32KiB`.
+    pub max_header_list_size: ByteSize,
+    /// Flow-control window of each stream, so one large response keeps the pipe full.
+    /// Default: `1MiB`.
+    pub stream_window: ByteSize,
+    /// Flow-control window of a whole connection. Default: `4MiB`.
+    pub connection_window: ByteSize,
+    /// Streams a client may reset before the server answers them, before the connection is
+    /// closed (the rapid-reset flood). Default: 32.
+    pub max_pending_resets: u32,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_concurrent_streams: 128,
+            max_header_list_size: ByteSize(32 * 1024),
+            stream_window: ByteSize(1 << 20),
+            connection_window: ByteSize(4 << 20),
+            max_pending_resets: 32,
+        }
+    }
+}
+
+/// One structured line per request, to stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AccessLogConfig {
+    /// `json`, `combined` or `off`. Default: `json`.
+    pub format: AccessLogFormat,
+    /// The share of requests logged, from 0 to 1. Default: 1 (every request).
+    pub sample: f64,
+}
+
+impl Default for AccessLogConfig {
+    fn default() -> Self {
+        Self {
+            format: AccessLogFormat::Json,
+            sample: 1.0,
+        }
+    }
+}
+
+/// How access-log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum AccessLogFormat {
+    /// One JSON object a line.
+    #[default]
+    Json,
+    /// The combined log format, with EdgeCache's fields appended.
+    Combined,
+    /// No access log.
+    Off,
+}
+
+impl AccessLogFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessLogFormat::Json => "json",
+            AccessLogFormat::Combined => "combined",
+            AccessLogFormat::Off => "off",
+        }
+    }
+}
+
+/// The value problems of the client-facing sections.
+pub(super) fn validate(
+    tls: &TlsConfig,
+    http2: &Http2Config,
+    log: &AccessLogConfig,
+    errors: &mut Vec<ConfigError>,
+) {
+    if tls.listen.is_some() && tls.certificates.is_empty() {
+        errors.push(err(
+            "tls.certificates",
+            None,
+            "a TLS listener needs at least one certificate",
+        ));
+    }
+    if tls.listen.is_none() && tls.redirect_http {
+        errors.push(err(
+            "tls.redirectHttp",
+            Some("true".into()),
+            "redirecting to HTTPS needs a TLS listener (tls.listen)",
+        ));
+    }
+    for (i, c) in tls.certificates.iter().enumerate() {
+        for (field, path) in [("cert", &c.cert), ("key", &c.key)] {
+            if path.is_empty() {
+                errors.push(err(
+                    &format!("tls.certificates[{i}].{field}"),
+                    None,
+                    "must name a PEM file",
+                ));
+            }
+        }
+    }
+    if tls.handshake_timeout.get().is_zero() {
+        errors.push(err(
+            "tls.handshakeTimeout",
+            Some(tls.handshake_timeout.to_string()),
+            "must be greater than zero",
+        ));
+    }
+    if tls.max_handshakes_per_worker == 0 {
+        errors.push(err(
+            "tls.maxHandshakesPerWorker",
+            Some("0".into()),
+            "must be at least 1",
+        ));
+    }
+    if tls.ticket_key_lifetime.get() < std::time::Duration::from_secs(60) {
+        errors.push(err(
+            "tls.ticketKeyLifetime",
+            Some(tls.ticket_key_lifetime.to_string()),
+            "must be at least 1m",
+        ));
+    }
+    if http2.max_concurrent_streams == 0 {
+        errors.push(err(
+            "http2.maxConcurrentStreams",
+            Some("0".into()),
+            "must be at least 1",
+        ));
+    }
+    // HTTP/2's limits: a window is at most 2^31-1 and at least the protocol's 65,535 default.
+    for (path, size) in [
+        ("http2.streamWindow", http2.stream_window),
+        ("http2.connectionWindow", http2.connection_window),
+    ] {
+        if size.0 < 65_535 || size.0 > (1 << 31) - 1 {
+            errors.push(err(
+                path,
+                Some(size.to_string()),
+                "must be between 65535 bytes and 2GiB - 1",
+            ));
+        }
+    }
+    if http2.max_header_list_size.0 < 1024 || http2.max_header_list_size.0 > (1 << 24) {
+        errors.push(err(
+            "http2.maxHeaderListSize",
+            Some(http2.max_header_list_size.to_string()),
+            "must be between 1KiB and 16MiB",
+        ));
+    }
+    if !(0.0..=1.0).contains(&log.sample) || log.sample.is_nan() {
+        errors.push(err(
+            "accessLog.sample",
+            Some(log.sample.to_string()),
+            "must be between 0 and 1",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DataplaneConfig, parse};
+
+    #[test]
+    fn tls_is_off_and_http2_and_the_access_log_on_by_default() {
+        let cfg = parse("origin: {url: \"http://o:80\"}").expect("valid");
+        assert_eq!(cfg.tls.listen, None);
+        assert!(cfg.http2.enabled);
+        assert_eq!(cfg.access_log.format, super::AccessLogFormat::Json);
+        assert_eq!(
+            cfg,
+            DataplaneConfig {
+                origin: cfg.origin.clone(),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_tls_section_round_trips_and_its_mistakes_are_reported() {
+        let yaml = "origin: {url: \"http://o:80\"}\n\
+                    tls:\n  listen: 0.0.0.0:8443\n  minVersion: \"1.3\"\n  certificates:\n  \
+                    - {cert: /tls/a/tls.crt, key: /tls/a/tls.key}\n\
+                    accessLog: {format: combined, sample: 0.5}\n";
+        let cfg = parse(yaml).expect("valid");
+        assert_eq!(cfg.tls.min_version, super::TlsVersion::V1_3);
+        assert_eq!(cfg.tls.certificates[0].key, "/tls/a/tls.key");
+        assert_eq!(
+            parse(&super::super::to_yaml(&cfg)).expect("round trip"),
+            cfg
+        );
+
+        let bad = "origin: {url: \"http://o:80\"}\n\
+                   tls: {listen: 0.0.0.0:8443, redirectHttp: true, handshakeTimeout: 0s}\n\
+                   http2: {streamWindow: 1KiB, maxConcurrentStreams: 0}\n\
+                   accessLog: {sample: 2}\n";
+        let errors = parse(bad).expect_err("invalid").0;
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        for want in [
+            "tls.certificates",
+            "tls.handshakeTimeout",
+            "http2.maxConcurrentStreams",
+            "http2.streamWindow",
+            "accessLog.sample",
+        ] {
+            assert!(paths.contains(&want), "{want} missing from {paths:?}");
+        }
+        assert!(!paths.contains(&"tls.redirectHttp"), "{paths:?}");
+    }
+}
