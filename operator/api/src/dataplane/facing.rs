@@ -27,9 +27,6 @@ pub struct TlsConfig {
     pub min_version: TlsVersion,
     /// Answer requests on the plain listener with a redirect (308) to HTTPS. Default: false.
     pub redirect_http: bool,
-    /// How long a session-ticket key is used before the next one takes over (every worker
-    /// shares the keys, so a ticket resumes on any worker). Default: `6h`.
-    pub ticket_key_lifetime: Duration,
 }
 
 impl Default for TlsConfig {
@@ -41,7 +38,6 @@ impl Default for TlsConfig {
             max_handshakes_per_worker: 512,
             min_version: TlsVersion::V1_2,
             redirect_http: false,
-            ticket_key_lifetime: Duration::secs(6 * 3600),
         }
     }
 }
@@ -194,13 +190,6 @@ pub(super) fn validate(
             "tls.maxHandshakesPerWorker",
             Some("0".into()),
             "must be at least 1",
-        ));
-    }
-    if tls.ticket_key_lifetime.get() < std::time::Duration::from_secs(60) {
-        errors.push(err(
-            "tls.ticketKeyLifetime",
-            Some(tls.ticket_key_lifetime.to_string()),
-            "must be at least 1m",
         ));
     }
     if http2.max_concurrent_streams == 0 {
