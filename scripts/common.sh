@@ -44,6 +44,6 @@ ensure_rust() {
 # headers, plus the tools the demo and tests use.
 ensure_build_deps() {
     apt_install build-essential pkg-config clang libbpf-dev curl ca-certificates iproute2 ethtool \
-        libcap2-bin util-linux python3 procps
+        libcap2-bin util-linux python3 procps nghttp2-client openssl
     ensure_rust
 }

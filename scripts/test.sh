@@ -21,6 +21,18 @@ rm -f /var/tmp/edgecache-test.status
     echo "$st" >/var/tmp/edgecache-test.status
 } | tee /var/tmp/edgecache-test.log | grep -E '^(test result|running|     Running|SKIPPED|test .* FAILED|failures)' || true
 status=$(cat /var/tmp/edgecache-test.status 2>/dev/null || echo 1)
+if [ "$status" = 0 ]; then
+    log "the RFC suites again, every request to the data plane over HTTP/2 (EDGECACHE_TEST_HTTP2=1)"
+    rfc=()
+    for f in dataplane/proxy/tests/rfc_*.rs; do rfc+=(--test "$(basename "$f" .rs)"); done
+    {
+        st=0
+        EDGECACHE_TEST_HTTP2=1 cargo test -p edgecache-dataplane "${rfc[@]}" --no-fail-fast \
+            -- --show-output 2>&1 || st=$?
+        echo "$st" >/var/tmp/edgecache-test.status
+    } | tee -a /var/tmp/edgecache-test.log | grep -E '^(test result|     Running|SKIPPED|test .* FAILED|failures)' || true
+    status=$(cat /var/tmp/edgecache-test.status 2>/dev/null || echo 1)
+fi
 if [ "$status" != 0 ]; then
     grep -B2 -A40 -E '^failures:|panicked' /var/tmp/edgecache-test.log | head -200
     exit "$status"

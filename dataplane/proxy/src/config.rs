@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use edgecache_api::dataplane::{
-    self, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode, StorageConfig,
+    self, CertificateFiles, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode,
+    StorageConfig,
 };
 use edgecache_api::{ByteSize, DiskSize, SteeringMode};
 
@@ -62,6 +63,22 @@ pub struct ServeFlags {
     /// (sharding.peersFile, sharding.mode: consistent).
     #[arg(long)]
     pub peers: Option<PathBuf>,
+    /// Address TLS clients connect to (tls.listen), e.g. 0.0.0.0:8443.
+    #[arg(long)]
+    pub tls_listen: Option<SocketAddr>,
+    /// PEM certificate chain; repeat with --tls-key for more certificates (chosen by SNI, the
+    /// first the default). Replaces tls.certificates; reloaded when the files change.
+    #[arg(long)]
+    pub tls_cert: Vec<PathBuf>,
+    /// PEM private key of the --tls-cert in the same position.
+    #[arg(long)]
+    pub tls_key: Vec<PathBuf>,
+    /// Answer plain-HTTP requests with a 308 redirect to HTTPS (tls.redirectHttp).
+    #[arg(long)]
+    pub tls_redirect_http: bool,
+    /// Serve HTTP/1.1 only (http2.enabled: false).
+    #[arg(long)]
+    pub no_http2: bool,
 }
 
 fn parse_engine(s: &str) -> Result<IoEngineKind, String> {
@@ -185,6 +202,30 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     if let Some(v) = &f.peers {
         cfg.sharding.peers_file = Some(absolute(&v.display().to_string()));
         cfg.sharding.mode = ShardingMode::Consistent;
+    }
+    if let Some(v) = f.tls_listen {
+        cfg.tls.listen = Some(v);
+    }
+    if !f.tls_cert.is_empty() || !f.tls_key.is_empty() {
+        // Paired by position; a missing half stays empty, which validation names.
+        let n = f.tls_cert.len().max(f.tls_key.len());
+        let path = |v: &[PathBuf], i: usize| {
+            v.get(i)
+                .map(|p| absolute(&p.display().to_string()))
+                .unwrap_or_default()
+        };
+        cfg.tls.certificates = (0..n)
+            .map(|i| CertificateFiles {
+                cert: path(&f.tls_cert, i),
+                key: path(&f.tls_key, i),
+            })
+            .collect();
+    }
+    if f.tls_redirect_http {
+        cfg.tls.redirect_http = true;
+    }
+    if f.no_http2 {
+        cfg.http2.enabled = false;
     }
 }
 

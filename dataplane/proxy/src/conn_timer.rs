@@ -112,6 +112,8 @@ pub fn check(
 pub struct ConnClock {
     phase: Cell<Phase>,
     in_flight: Cell<u32>,
+    /// HTTP/2: frames arrive at any time, so a read does not start a request head.
+    multiplexed: bool,
     write_blocked_since: Cell<Option<Instant>>,
     /// Wakes the watchdog when the phase changes (its next deadline may be earlier).
     changed: tokio::sync::Notify,
@@ -119,9 +121,19 @@ pub struct ConnClock {
 
 impl ConnClock {
     pub fn new() -> Rc<Self> {
+        Self::with(false)
+    }
+
+    /// The clock of an HTTP/2 connection: idle while no stream is open, whatever it reads.
+    pub fn multiplexed() -> Rc<Self> {
+        Self::with(true)
+    }
+
+    fn with(multiplexed: bool) -> Rc<Self> {
         Rc::new(Self {
             phase: Cell::new(Phase::Idle(Instant::now())),
             in_flight: Cell::new(0),
+            multiplexed,
             write_blocked_since: Cell::new(None),
             changed: tokio::sync::Notify::new(),
         })
@@ -135,6 +147,9 @@ impl ConnClock {
     }
 
     fn read_bytes(&self) {
+        if self.multiplexed {
+            return;
+        }
         if let Phase::Idle(_) = self.phase.get() {
             self.set_phase(Phase::Head(Instant::now()));
         }

@@ -12,6 +12,7 @@ mod clock;
 mod coalesce;
 mod config;
 mod conn_timer;
+mod connection;
 mod contract;
 mod error;
 mod handler;
@@ -30,6 +31,7 @@ mod sharding;
 mod startup;
 mod stream_slots;
 mod supervisor;
+mod tls;
 
 use std::process::ExitCode;
 

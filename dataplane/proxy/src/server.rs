@@ -20,24 +20,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_store::{EngineKind, Store, StoreWorker};
-use http::Request;
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
 
-use crate::body;
 use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
-use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
-use crate::handler::{self, Ctx};
-use crate::interim::{self, InterimIo, InterimSlot};
+use crate::connection::{self, Protocol};
+use crate::handler::Ctx;
 use crate::metrics::Metrics;
 use crate::origin::Origin;
-use crate::send_room::SendRoom;
+use crate::tls::Tls;
 use edgecache_api::DataplaneConfig;
 
 /// What every worker shares.
@@ -56,6 +49,15 @@ pub struct Shared {
     pub sharding: Option<Arc<crate::sharding::Sharding>>,
     /// Purge rules checked at lookup (src/purges.rs).
     pub purges: Arc<crate::purges::Purges>,
+    /// TLS termination, when the TLS listener is on.
+    pub tls: Option<Arc<Tls>>,
+}
+
+/// A worker's listeners: the plain one, and the TLS one when TLS is on. Each is the worker's
+/// member of its SO_REUSEPORT group.
+pub struct WorkerListeners {
+    pub plain: std::net::TcpListener,
+    pub tls: Option<std::net::TcpListener>,
 }
 
 /// How a worker ended, sent to the supervisor from the worker's thread after its runtime, its
@@ -150,7 +152,7 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// `env.exits`.
 pub fn spawn_worker(
     env: WorkerEnv,
-    listener: std::net::TcpListener,
+    listener: WorkerListeners,
     shared: Arc<Shared>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let index = env.index;
@@ -232,7 +234,7 @@ thread_local! {
 /// turn in the worker's FIFO queue behind every ready connection, so on a busy worker a disk
 /// hit waited two or three passes over the queue where a RAM hit waits one (100 KiB zipf p99 17-19
 /// ms against 27-28 in the lab; `third_party/tokio-uring/PATCHES.md`).
-async fn reaping<F: std::future::Future>(conn: F) -> F::Output {
+pub(crate) async fn reaping<F: std::future::Future>(conn: F) -> F::Output {
     let mut conn = std::pin::pin!(conn);
     std::future::poll_fn(|cx| {
         let n = POLLS_SINCE_REAP.get() + 1;
@@ -249,11 +251,16 @@ async fn reaping<F: std::future::Future>(conn: F) -> F::Output {
 
 async fn run_worker(
     env: WorkerEnv,
-    listener: std::net::TcpListener,
+    listeners: WorkerListeners,
     shared: Arc<Shared>,
 ) -> std::io::Result<()> {
     let index = env.index;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let listener = tokio::net::TcpListener::from_std(listeners.plain)?;
+    let tls_listener = match listeners.tls {
+        Some(l) => Some(tokio::net::TcpListener::from_std(l)?),
+        None => None,
+    };
+    let handshakes = Rc::new(Cell::new(0usize));
     let store = StoreWorker::new(shared.store.clone()).map_err(std::io::Error::other)?;
     let origin =
         Origin::new(&shared.cfg.origin, &shared.cfg.cache.name).map_err(std::io::Error::other)?;
@@ -273,7 +280,6 @@ async fn run_worker(
             released.inc_by(n as u64);
         },
     ));
-    let accepted = shared.metrics.accepted_on(index);
     let open = Rc::new(OpenConns::default());
     let mut shutdown = shared.shutdown.clone();
     let faults = env.faults.clone();
@@ -282,37 +288,27 @@ async fn run_worker(
         generation = env.generation,
         "worker serving"
     );
+    let taker = Taker {
+        accepted: shared.metrics.accepted_on(index),
+        env: &env,
+        shared: &shared,
+        ctx: &ctx,
+        open: &open,
+        handshakes: &handshakes,
+    };
     loop {
         tokio::select! {
             res = listener.accept() => match res {
                 Ok((stream, peer)) => {
-                    accepted.inc();
-                    log_accept(&env, peer);
-                    // Over a cap: refuse the new connection (closed at once), never slow the
-                    // ones being served.
-                    if open.count.get() >= shared.max_connections_per_worker {
-                        shared.metrics.connection_refused("per_worker");
-                        continue;
-                    }
-                    let Some(ip_guard) = shared.per_ip.try_enter(peer.ip()) else {
-                        shared.metrics.connection_refused("per_ip");
-                        continue;
-                    };
-                    let _ = stream.set_nodelay(true);
-                    let ctx = ctx.clone();
-                    let guard = open.enter(&shared.metrics);
-                    let shutdown = shared.shutdown.clone();
-                    tokio::task::spawn_local(async move {
-                        reaping(serve_connection(ctx, stream, peer, shutdown)).await;
-                        drop(guard);
-                        drop(ip_guard);
-                    });
+                    taker.take(stream, peer, false);
                 }
-                Err(e) => {
-                    // EMFILE and friends: back off briefly rather than spin.
-                    warn!(worker = index, "accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                Err(e) => accept_failed(index, e).await,
+            },
+            res = accept_opt(tls_listener.as_ref()) => match res {
+                Ok((stream, peer)) => {
+                    taker.take(stream, peer, true);
                 }
+                Err(e) => accept_failed(index, e).await,
             },
             fault = faults.wait() => {
                 warn!(worker = index, ?fault, "injected worker fault");
@@ -329,6 +325,7 @@ async fn run_worker(
         }
     }
     drop(listener);
+    drop(tls_listener);
     let grace = shared.cfg.shutdown_grace.get();
     if tokio::time::timeout(grace, open.drained()).await.is_err() {
         warn!(
@@ -339,6 +336,95 @@ async fn run_worker(
     }
     info!(worker = index, "worker stopped");
     Ok(())
+}
+
+/// Accept from `l`, or wait forever without one.
+async fn accept_opt(
+    l: Option<&tokio::net::TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn accept_failed(worker: usize, e: std::io::Error) {
+    // EMFILE and friends: back off briefly rather than spin.
+    warn!(worker, "accept failed: {e}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+/// What a worker needs to take its accepted connections.
+struct Taker<'a> {
+    accepted: prometheus_client::metrics::counter::Counter,
+    env: &'a WorkerEnv,
+    shared: &'a Arc<Shared>,
+    ctx: &'a Rc<Ctx>,
+    open: &'a Rc<OpenConns>,
+    handshakes: &'a Rc<Cell<usize>>,
+}
+
+impl Taker<'_> {
+    /// Take an accepted connection under the caps, and serve it on a task of its own.
+    fn take(&self, stream: tokio::net::TcpStream, peer: SocketAddr, is_tls: bool) {
+        let Taker {
+            env,
+            shared,
+            ctx,
+            open,
+            handshakes,
+            ..
+        } = *self;
+        self.accepted.inc();
+        log_accept(env, peer);
+        // Over a cap: refuse the new connection (closed at once), never slow the ones being
+        // served.
+        if open.count.get() >= shared.max_connections_per_worker {
+            shared.metrics.connection_refused("per_worker");
+            return;
+        }
+        let Some(ip_guard) = shared.per_ip.try_enter(peer.ip()) else {
+            shared.metrics.connection_refused("per_ip");
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        let ctx = ctx.clone();
+        let guard = open.enter(&shared.metrics);
+        let shutdown = shared.shutdown.clone();
+        let handshakes = handshakes.clone();
+        tokio::task::spawn_local(reaping(async move {
+            let fd = stream.as_raw_fd();
+            if is_tls {
+                let Some(tls) = ctx.shared.tls.clone() else {
+                    return;
+                };
+                if let Some((stream, info)) = tls.accept(stream, &handshakes).await {
+                    let protocol = match info.alpn.as_deref() {
+                        Some("h2") => Protocol::Http2,
+                        _ => Protocol::Http1,
+                    };
+                    connection::serve(ctx, stream, fd, peer, Some(info), protocol, shutdown).await;
+                }
+            } else {
+                let protocol = if ctx.shared.cfg.http2.enabled {
+                    let limits = &ctx.shared.cfg.clients;
+                    let (idle, head) = (limits.idle_timeout.get(), limits.header_timeout.get());
+                    match connection::sniff(&stream, idle, head).await {
+                        Some(p) => p,
+                        None => {
+                            ctx.shared.metrics.connection_closed("idle_timeout");
+                            return;
+                        }
+                    }
+                } else {
+                    Protocol::Http1
+                };
+                connection::serve(ctx, stream, fd, peer, None, protocol, shutdown).await;
+            }
+            drop(guard);
+            drop(ip_guard);
+        }));
+    }
 }
 
 /// The per-connection debug line: which worker accepted whom, and (when observing) what the
@@ -366,95 +452,6 @@ fn log_accept(env: &WorkerEnv, peer: SocketAddr) {
             "accepted"
         ),
         None => debug!(target: "edgecache::accept", worker = env.index, %peer, "accepted"),
-    }
-}
-
-async fn serve_connection(
-    ctx: Rc<Ctx>,
-    stream: tokio::net::TcpStream,
-    peer: SocketAddr,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    // 1xx from the origin reach the client through the connection's IO (hyper's server has no
-    // API for them): see src/interim.rs. Under it, the socket reports reads and blocked writes
-    // to the connection's clock, whose watchdog enforces the client timeouts.
-    let limits = &ctx.shared.cfg.clients;
-    let timeouts = Timeouts {
-        header: limits.header_timeout.get(),
-        idle: limits.idle_timeout.get(),
-        write: limits.write_timeout.get(),
-        write_under_pressure: limits
-            .write_timeout_under_pressure
-            .get()
-            .min(limits.write_timeout.get()),
-    };
-    let clock = ConnClock::new();
-    let slot = InterimSlot::new(ctx.shared.metrics.clone());
-    // Stored bodies are paced by the socket's send queue (src/paced.rs).
-    let (room, room_guard) = SendRoom::new(stream.as_raw_fd());
-    let io = InterimIo::new(
-        TimedIo::new(TokioIo::new(stream), clock.clone()),
-        slot.clone(),
-    );
-    let svc_ctx = ctx.clone();
-    let svc_clock = clock.clone();
-    let svc_room = room.clone();
-    let svc = service_fn(move |mut req: Request<Incoming>| {
-        let ctx = svc_ctx.clone();
-        let busy = svc_clock.begin_request();
-        let interim = slot.begin(
-            req.version(),
-            interim::client_awaits_continue(req.version(), req.headers()),
-        );
-        req.extensions_mut().insert(interim.clone());
-        req.extensions_mut().insert(svc_room.clone());
-        async move {
-            let resp = handler::handle(ctx, req, peer).await;
-            // No 1xx after this; those queued go out before the final response's head.
-            interim.end().await;
-            // The connection is busy until the body is written (or dropped).
-            resp.map(|r| r.map(|b| body::guarded(b, busy)))
-        }
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .keep_alive(true)
-        // The connection clock times heads from their first byte; hyper's own timer would
-        // also run while a keep-alive connection is idle.
-        .header_read_timeout(None)
-        .max_buf_size(64 * 1024)
-        .serve_connection(io, svc);
-    // Declared after `conn`, so dropped before it closes the socket.
-    let _room_guard = room_guard;
-    tokio::pin!(conn);
-    let pressure_ctx = ctx.clone();
-    let watchdog = conn_timer::watch(
-        clock,
-        timeouts,
-        move || pressure_ctx.store.io_budget().has_waiters(),
-        room,
-    );
-    tokio::pin!(watchdog);
-    let res = tokio::select! {
-        res = conn.as_mut() => res,
-        expiry = watchdog.as_mut() => {
-            debug!(%peer, reason = expiry.as_str(), "closing the connection");
-            ctx.shared.metrics.connection_closed(expiry.as_str());
-            return;
-        }
-        _ = shutdown.changed() => {
-            conn.as_mut().graceful_shutdown();
-            tokio::select! {
-                res = conn.as_mut() => res,
-                expiry = watchdog => {
-                    ctx.shared.metrics.connection_closed(expiry.as_str());
-                    return;
-                }
-            }
-        }
-    };
-    if let Err(e) = res {
-        debug!(%peer, "connection ended: {e}");
     }
 }
 

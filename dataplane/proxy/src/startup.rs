@@ -15,10 +15,11 @@ use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
-use crate::server::Shared;
+use crate::server::{Shared, WorkerListeners};
 use crate::sharding::{Settings, Sharding};
+use crate::tls::{Tls, TlsMetrics};
 
-use crate::supervisor::{self, Supervisor, SupervisorMetrics};
+use crate::supervisor::{self, Supervisor, SupervisorMetrics, TlsGroup};
 
 pub fn init_tracing(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -159,6 +160,51 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         "Connection steering mode in effect",
         vec![("mode", mode.as_str().into())],
     );
+    // TLS: the certificates must load at start; later changes that do not load keep the
+    // ones in force (src/tls.rs). Its listeners are a second group, steered the same way.
+    let (tls, tls_group) = match cfg.tls.listen {
+        Some(addr) => {
+            let tls_metrics = TlsMetrics::register(&mut registry);
+            let tls = Tls::new(&cfg.tls, cfg.http2.enabled, tls_metrics)
+                .map_err(|e| anyhow::anyhow!("tls.certificates: {e}"))?;
+            let tls = Arc::new(tls);
+            tls.watch_files()
+                .context("cannot start the certificate reload thread")?;
+            let group = edgecache_steering::bind_group(addr, workers, supervisor::BACKLOG)
+                .with_context(|| format!("cannot listen on {addr} (tls.listen)"))?;
+            let steering = edgecache_steering::attach(
+                &group,
+                &cpus,
+                mode,
+                cfg.workers.queue_offset,
+                cfg.workers.steering_required,
+            )
+            .map_err(|e| anyhow::anyhow!("cannot set up steering on the TLS listeners: {e}"))?;
+            info!(listen = %addr, "TLS steering mapping: {}", steering.mapping());
+            (Some(tls), Some((addr, group, steering)))
+        }
+        None => (None, None),
+    };
+    let (listeners, tls_group) = match tls_group {
+        Some((addr, group, steering)) => (
+            listeners
+                .into_iter()
+                .zip(group)
+                .map(|(plain, tls)| WorkerListeners {
+                    plain,
+                    tls: Some(tls),
+                })
+                .collect::<Vec<_>>(),
+            Some(TlsGroup { addr, steering }),
+        ),
+        None => (
+            listeners
+                .into_iter()
+                .map(|plain| WorkerListeners { plain, tls: None })
+                .collect(),
+            None,
+        ),
+    };
     let sup_metrics = SupervisorMetrics::register(&mut registry);
     info!(mode = %mode, "steering mapping: {}", steering.mapping());
 
@@ -205,8 +251,16 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         max_connections_per_worker,
         sharding: sharding.clone(),
         purges: purges.clone(),
+        tls,
     });
-    let sup = Supervisor::start(listeners, &cpus, steering, shared.clone(), sup_metrics)?;
+    let sup = Supervisor::start(
+        listeners,
+        &cpus,
+        steering,
+        tls_group,
+        shared.clone(),
+        sup_metrics,
+    )?;
     metrics.ready.set(1);
     ready.store(true, Ordering::Release);
     let ckpt_store = store.clone();
@@ -221,7 +275,13 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         purges,
         node: cfg.sharding.node_name.clone().unwrap_or_default(),
     });
-    info!(listen = %cfg.listen, admin = %cfg.admin, origin = %cfg.origin.url, "edgecache data plane ready");
+    info!(
+        listen = %cfg.listen,
+        tls = ?cfg.tls.listen,
+        admin = %cfg.admin,
+        origin = %cfg.origin.url,
+        "edgecache data plane ready"
+    );
 
     rt.block_on(async {
         let admin_task = tokio::spawn(admin::serve(admin_listener, admin, shutdown_rx.clone()));

@@ -1,6 +1,7 @@
 //! The worker supervisor: starts the workers, and repairs the listener group when one dies.
 //!
-//! Each worker thread owns its SO_REUSEPORT listener. When a worker dies (panic or runtime
+//! Each worker thread owns its SO_REUSEPORT listener (and its TLS listener, the member of a
+//! second group steered the same way, when TLS is on; each step below is done for both). When a worker dies (panic or runtime
 //! error) its thread drops the runtime, the connection tasks and the listener, then reports the
 //! exit. Only then does the supervisor, in this order:
 //! 1. tell steering the listener is gone ([`Steering::worker_closed`]): in `queue` mode the
@@ -24,7 +25,7 @@
 //!   and CPU its SYN was seen on (enable with `RUST_LOG=info,edgecache::accept=debug`).
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -38,7 +39,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
-use crate::server::{self, Fault, FaultSwitch, Shared, WorkerEnv, WorkerExit};
+use crate::server::{self, Fault, FaultSwitch, Shared, WorkerEnv, WorkerExit, WorkerListeners};
 
 /// Listen backlog of every worker listener.
 pub const BACKLOG: i32 = 4096;
@@ -125,11 +126,18 @@ struct Slot {
     held: bool,
 }
 
+/// The TLS listeners' group and its steering.
+pub struct TlsGroup {
+    pub addr: SocketAddr,
+    pub steering: Steering,
+}
+
 /// Owns the workers and the steering of their listener group.
 pub struct Supervisor {
     addr: SocketAddr,
     shared: Arc<Shared>,
     steering: Arc<Mutex<Steering>>,
+    tls: Option<(SocketAddr, Mutex<Steering>)>,
     observe: bool,
     metrics: SupervisorMetrics,
     slots: Vec<Slot>,
@@ -142,15 +150,17 @@ pub struct Supervisor {
 impl Supervisor {
     /// Start one worker per listener (worker `i` on `cpus[i]` with `listeners[i]`).
     pub fn start(
-        listeners: Vec<TcpListener>,
+        listeners: Vec<WorkerListeners>,
         cpus: &[usize],
         steering: Steering,
+        tls: Option<TlsGroup>,
         shared: Arc<Shared>,
         metrics: SupervisorMetrics,
     ) -> anyhow::Result<Self> {
         let addr = listeners
             .first()
             .ok_or_else(|| anyhow::anyhow!("no listeners"))?
+            .plain
             .local_addr()?;
         let observe = std::env::var(OBSERVE_ENV).is_ok_and(|v| v == "1");
         let mut steering = steering;
@@ -169,6 +179,7 @@ impl Supervisor {
             addr,
             shared,
             steering: Arc::new(Mutex::new(steering)),
+            tls: tls.map(|g| (g.addr, Mutex::new(g.steering))),
             observe,
             metrics,
             slots: Vec::with_capacity(listeners.len()),
@@ -200,7 +211,7 @@ impl Supervisor {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn launch(&mut self, i: usize, listener: TcpListener) -> std::io::Result<()> {
+    fn launch(&mut self, i: usize, listener: WorkerListeners) -> std::io::Result<()> {
         let observe = self.observe.then(|| self.steering.clone());
         let slot = &mut self.slots[i];
         slot.generation += 1;
@@ -289,6 +300,18 @@ impl Supervisor {
             }
             st.mapping()
         };
+        if let Some((_, tls)) = &self.tls {
+            let mut st = tls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Err(e) = st.worker_closed(i) {
+                error!(
+                    worker = i,
+                    "steering: cannot record the closed TLS listener: {e}"
+                );
+                self.metrics.repair_errors.inc();
+            }
+        }
         self.metrics.show(&mapping.routes);
         if held {
             error!(
@@ -334,6 +357,23 @@ impl Supervisor {
 
     fn restart(&mut self, i: usize) -> anyhow::Result<()> {
         let listener = edgecache_steering::bind_listener(self.addr, BACKLOG)?;
+        let tls = match &self.tls {
+            Some((addr, steering)) => {
+                let l = edgecache_steering::bind_listener(*addr, BACKLOG)?;
+                let mut st = steering
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Err(e) = st.replace(i, &l) {
+                    error!(
+                        worker = i,
+                        "steering: cannot put the new TLS listener in place: {e}"
+                    );
+                    self.metrics.repair_errors.inc();
+                }
+                Some(l)
+            }
+            None => None,
+        };
         let mapping = {
             let mut st = self.lock_steering();
             if let Err(e) = st.replace(i, &listener) {
@@ -346,7 +386,13 @@ impl Supervisor {
             }
             st.mapping()
         };
-        self.launch(i, listener)?;
+        self.launch(
+            i,
+            WorkerListeners {
+                plain: listener,
+                tls,
+            },
+        )?;
         self.metrics
             .restarts
             .get_or_create(&[("worker", i.to_string())])

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 pub use edgecache_origin::{OriginHandle, OriginOptions, check_body, expected_body};
 
 pub mod cgroup;
+pub mod h2;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_edgecache-dataplane");
 
@@ -206,9 +207,15 @@ impl Dataplane {
         self.request("GET", path, &[])
     }
 
+    /// One request to the data plane: over HTTP/1.1, or over HTTP/2 in a run with
+    /// `EDGECACHE_TEST_HTTP2=1` (src: common/h2.rs).
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
-        request(self.listen, method, path, headers, b"")
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}\nlog:\n{}", self.log_text()))
+        let sent = if h2::on() {
+            h2::request(self.listen, method, path, headers, b"")
+        } else {
+            request(self.listen, method, path, headers, b"")
+        };
+        sent.unwrap_or_else(|e| panic!("{method} {path}: {e}\nlog:\n{}", self.log_text()))
     }
 
     pub fn metrics(&self) -> String {

@@ -1,0 +1,345 @@
+//! One client connection, plain or TLS, served with HTTP/1.1 or HTTP/2.
+//!
+//! HTTP/1.1 runs on hyper's HTTP/1 server with the connection's IO wrapped in an
+//! [`InterimIo`] so 1xx responses from the origin can be forwarded (src/interim.rs). HTTP/2
+//! (ALPN `h2` over TLS, or a client that opens a plain connection with the HTTP/2 preface) runs
+//! on hyper's HTTP/2 server, its streams spawned on the worker's own executor; hyper's HTTP/2
+//! server cannot send 1xx, so an origin's 1xx is dropped there. An HTTP/2 request is given the
+//! origin form an HTTP/1.1 one has (`:authority` as Host, the path as target), so the cache
+//! key, the Host the origin sees and everything after are the same over both.
+//!
+//! Under either, the socket reports reads and blocked writes to the connection's clock, whose
+//! watchdog enforces the client timeouts (src/conn_timer.rs); on HTTP/2 a read is not the
+//! start of a request head (frames arrive at any time), so an idle HTTP/2 connection is
+//! closed after the idle timeout, and its streams are bounded by the HTTP/2 limits instead.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use edgecache_api::dataplane::Http2Config;
+use http::{HeaderValue, Request, Response, StatusCode, Uri, Version, header};
+use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::debug;
+
+use crate::body;
+use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
+use crate::handler::{self, Ctx};
+use crate::interim::{self, InterimIo, InterimSlot};
+use crate::send_room::SendRoom;
+use crate::tls::TlsInfo;
+
+/// The protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Serve one connection until it ends, a client limit expires or shutdown finishes it.
+/// `fd` is the TCP socket under `stream` (for the send-queue pacing of stored bodies).
+pub async fn serve<S>(
+    ctx: Rc<Ctx>,
+    stream: S,
+    fd: RawFd,
+    peer: SocketAddr,
+    tls: Option<TlsInfo>,
+    protocol: Protocol,
+    shutdown: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let limits = &ctx.shared.cfg.clients;
+    let timeouts = Timeouts {
+        header: limits.header_timeout.get(),
+        idle: limits.idle_timeout.get(),
+        write: limits.write_timeout.get(),
+        write_under_pressure: limits
+            .write_timeout_under_pressure
+            .get()
+            .min(limits.write_timeout.get()),
+    };
+    let clock = match protocol {
+        Protocol::Http1 => ConnClock::new(),
+        Protocol::Http2 => ConnClock::multiplexed(),
+    };
+    let slot = InterimSlot::new(ctx.shared.metrics.clone());
+    // Stored bodies are paced by the socket's send queue (src/paced.rs).
+    let (room, room_guard) = SendRoom::new(fd);
+    let redirect = redirect_port(&ctx, tls.is_some());
+    let svc_ctx = ctx.clone();
+    let svc_clock = clock.clone();
+    let svc_room = room.clone();
+    let svc_slot = slot.clone();
+    let svc = service_fn(move |mut req: Request<Incoming>| {
+        let ctx = svc_ctx.clone();
+        let busy = svc_clock.begin_request();
+        let h2 = req.version() == Version::HTTP_2;
+        let forwarder = svc_slot.begin(
+            req.version(),
+            interim::client_awaits_continue(req.version(), req.headers()),
+        );
+        // hyper's HTTP/2 server has no way to send a 1xx.
+        let interim = if h2 { forwarder.detached() } else { forwarder };
+        if h2 {
+            to_origin_form(&mut req);
+        }
+        req.extensions_mut().insert(interim.clone());
+        req.extensions_mut().insert(svc_room.clone());
+        if let Some(info) = &tls {
+            req.extensions_mut().insert(info.clone());
+        }
+        async move {
+            let resp = match redirect {
+                Some(port) => Ok(https_redirect(&req, port)),
+                None => handler::handle(ctx, req, peer).await,
+            };
+            // No 1xx after this; those queued go out before the final response's head.
+            interim.end().await;
+            // The connection is busy until the body is written (or dropped).
+            resp.map(|r| r.map(|b| body::guarded(b, busy)))
+        }
+    });
+    let io = TimedIo::new(TokioIo::new(stream), clock.clone());
+    let pressure_ctx = ctx.clone();
+    let watchdog = conn_timer::watch(
+        clock,
+        timeouts,
+        move || pressure_ctx.store.io_budget().has_waiters(),
+        room,
+    );
+    match protocol {
+        Protocol::Http1 => {
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .keep_alive(true)
+                // The connection clock times heads from their first byte; hyper's own timer
+                // would also run while a keep-alive connection is idle.
+                .header_read_timeout(None)
+                .max_buf_size(64 * 1024)
+                .serve_connection(InterimIo::new(io, slot), svc);
+            // Declared after `conn`, so dropped before it closes the socket.
+            let _room_guard = room_guard;
+            drive(&ctx, peer, conn, watchdog, shutdown, |c| {
+                c.graceful_shutdown()
+            })
+            .await;
+        }
+        Protocol::Http2 => {
+            let conn = http2_builder(&ctx.shared.cfg.http2).serve_connection(io, svc);
+            let _room_guard = room_guard;
+            drive(&ctx, peer, conn, watchdog, shutdown, |c| {
+                c.graceful_shutdown()
+            })
+            .await;
+        }
+    }
+}
+
+/// Run `conn` against its watchdog and the worker's shutdown.
+async fn drive<C, E>(
+    ctx: &Rc<Ctx>,
+    peer: SocketAddr,
+    conn: C,
+    watchdog: impl Future<Output = conn_timer::Expiry>,
+    mut shutdown: watch::Receiver<bool>,
+    graceful: impl FnOnce(Pin<&mut C>),
+) where
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(conn);
+    tokio::pin!(watchdog);
+    let res = tokio::select! {
+        res = conn.as_mut() => res,
+        expiry = watchdog.as_mut() => {
+            debug!(%peer, reason = expiry.as_str(), "closing the connection");
+            ctx.shared.metrics.connection_closed(expiry.as_str());
+            return;
+        }
+        _ = shutdown.changed() => {
+            graceful(conn.as_mut());
+            tokio::select! {
+                res = conn.as_mut() => res,
+                expiry = watchdog => {
+                    ctx.shared.metrics.connection_closed(expiry.as_str());
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = res {
+        debug!(%peer, "connection ended: {e}");
+    }
+}
+
+/// hyper's HTTP/2 server with the configured limits, its streams on the worker's executor.
+fn http2_builder(cfg: &Http2Config) -> http2::Builder<LocalExec> {
+    let mut b = http2::Builder::new(LocalExec);
+    b.timer(TokioTimer::new())
+        .max_concurrent_streams(cfg.max_concurrent_streams)
+        .max_header_list_size(u32::try_from(cfg.max_header_list_size.0).unwrap_or(u32::MAX))
+        .initial_stream_window_size(u32::try_from(cfg.stream_window.0).unwrap_or(u32::MAX))
+        .initial_connection_window_size(u32::try_from(cfg.connection_window.0).unwrap_or(u32::MAX))
+        .max_pending_accept_reset_streams(cfg.max_pending_resets as usize)
+        // Streams the server itself resets for a client's protocol errors before the
+        // connection is closed (h2's defence against provoked resets).
+        .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+        // What a stream may have queued to send beyond its window: large hits keep the pipe
+        // full without each stream buffering much.
+        .max_send_buf_size(MAX_SEND_BUF)
+        .max_frame_size(MAX_FRAME);
+    b
+}
+
+/// Streams reset by the server for a client's errors, per connection, before it is closed.
+const MAX_LOCAL_ERROR_RESETS: usize = 256;
+/// Bytes a stream may queue for sending.
+const MAX_SEND_BUF: usize = 256 * 1024;
+/// The largest DATA frame sent (the protocol's default is 16 KiB).
+const MAX_FRAME: u32 = 64 * 1024;
+
+/// Runs hyper's HTTP/2 stream tasks on the worker's thread, reaping the worker's io_uring
+/// completions like the connections do.
+#[derive(Clone, Copy, Debug)]
+pub struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: Future + 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(crate::server::reaping(fut));
+    }
+}
+
+/// An HTTP/2 request in the form of an HTTP/1.1 one: its `:authority` as the Host field
+/// (RFC 9113 8.3.1: it takes the place of Host) and its target in origin form.
+pub fn to_origin_form(req: &mut Request<Incoming>) {
+    let uri = req.uri();
+    let host = uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
+    let path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    if let Some(h) = host {
+        req.headers_mut().insert(header::HOST, h);
+    }
+    if let Ok(u) = path.parse::<Uri>() {
+        *req.uri_mut() = u;
+    }
+}
+
+/// The TLS listener's port when plain requests are to be redirected to HTTPS.
+fn redirect_port(ctx: &Ctx, is_tls: bool) -> Option<u16> {
+    let tls = &ctx.shared.cfg.tls;
+    match (is_tls, tls.redirect_http, tls.listen) {
+        (false, true, Some(addr)) => Some(addr.port()),
+        _ => None,
+    }
+}
+
+/// 308 to the same target over HTTPS (RFC 9110 15.4.9: the method and body are kept).
+fn https_redirect(req: &Request<Incoming>, port: u16) -> Response<body::Body> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(strip_port)
+        .or_else(|| req.uri().host());
+    let Some(host) = host.filter(|h| !h.is_empty()) else {
+        return plain(StatusCode::BAD_REQUEST, "a Host field is needed\n");
+    };
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let location = if port == 443 {
+        format!("https://{host}{target}")
+    } else {
+        format!("https://{host}:{port}{target}")
+    };
+    let Ok(location) = HeaderValue::from_str(&location) else {
+        return plain(StatusCode::BAD_REQUEST, "the Host field is not a host\n");
+    };
+    let mut resp = plain(StatusCode::PERMANENT_REDIRECT, "");
+    resp.headers_mut().insert(header::LOCATION, location);
+    resp
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<body::Body> {
+    let mut resp = Response::new(body::full(text));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// A host field's host, without its port (`[::1]:80` keeps its brackets).
+fn strip_port(host: &str) -> &str {
+    match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
+    }
+}
+
+/// The HTTP/2 connection preface a prior-knowledge (h2c) client opens with.
+const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What a plain connection opens with, looked at without reading it: the HTTP/2 preface, or
+/// anything else (HTTP/1.1); `None` when the client sent nothing within `idle`, or a prefix of
+/// the preface not completed within `head` of its first byte, or left.
+pub async fn sniff(stream: &TcpStream, idle: Duration, head: Duration) -> Option<Protocol> {
+    let mut deadline = tokio::time::Instant::now() + idle;
+    let mut started = false;
+    let mut buf = [0u8; 24];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Ok(Ok(n)) => n,
+            Ok(Err(_)) | Err(_) => return None,
+        };
+        if n == 0 {
+            return None;
+        }
+        if buf[..n] != PREFACE[..n] {
+            return Some(Protocol::Http1);
+        }
+        if n == PREFACE.len() {
+            return Some(Protocol::Http2);
+        }
+        // A prefix of the preface: wait for the rest, as long as a request head may take.
+        if !started {
+            started = true;
+            deadline = deadline.min(tokio::time::Instant::now() + head);
+        }
+        if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(5)))
+            .await
+            .is_err()
+        {
+            return None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_field_loses_its_port_only() {
+        assert_eq!(strip_port("a.test:8080"), "a.test");
+        assert_eq!(strip_port("a.test"), "a.test");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("[::1]"), "[::1]");
+    }
+}

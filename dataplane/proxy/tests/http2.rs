@@ -1,0 +1,295 @@
+//! HTTP/2 to clients: the limits a client is told, load from `h2load` over TLS, and the known
+//! floods sent frame by frame (CONTINUATION without end, rapid reset, empty DATA frames): the
+//! flooding connection is cut or held to its bounds, and other clients are served meanwhile.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod tls_support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use tls_support::*;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const GOAWAY: u8 = 7;
+const CONTINUATION: u8 = 9;
+const END_STREAM: u8 = 1;
+const END_HEADERS: u8 = 4;
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len();
+    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An HPACK header block for `method path` on `a.test`, every field a literal without indexing
+/// (so blocks are independent of each other).
+fn request_block(method: &str, path: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    let mut field = |index: u8, value: &str| {
+        b.push(index);
+        b.push(value.len() as u8);
+        b.extend_from_slice(value.as_bytes());
+    };
+    field(2, method); // :method
+    field(6, "http"); // :scheme
+    field(4, path); // :path
+    field(1, "a.test"); // :authority
+    b
+}
+
+/// A raw prior-knowledge HTTP/2 connection, its frames read on a thread that notes a GOAWAY
+/// and the end of the connection.
+struct Raw {
+    s: TcpStream,
+    goaway: Arc<AtomicBool>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Raw {
+    fn open(addr: SocketAddr) -> Raw {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(PREFACE).unwrap();
+        s.write_all(&frame(SETTINGS, 0, 0, &[])).unwrap();
+        let goaway = Arc::new(AtomicBool::new(false));
+        let closed = Arc::new(AtomicBool::new(false));
+        let mut r = s.try_clone().unwrap();
+        let (g, c) = (goaway.clone(), closed.clone());
+        std::thread::spawn(move || {
+            let mut head = [0u8; 9];
+            loop {
+                if r.read_exact(&mut head).is_err() {
+                    break;
+                }
+                let n = (usize::from(head[0]) << 16)
+                    | (usize::from(head[1]) << 8)
+                    | usize::from(head[2]);
+                if head[3] == GOAWAY {
+                    g.store(true, Ordering::SeqCst);
+                }
+                let mut payload = vec![0u8; n];
+                if r.read_exact(&mut payload).is_err() {
+                    break;
+                }
+            }
+            c.store(true, Ordering::SeqCst);
+        });
+        Raw { s, goaway, closed }
+    }
+
+    /// Write `bytes`; false once the server has cut the connection.
+    fn send(&mut self, bytes: &[u8]) -> bool {
+        self.s.write_all(bytes).is_ok()
+    }
+
+    fn ended(&self) -> bool {
+        self.goaway.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst)
+    }
+
+    fn wait_ended(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.ended() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+fn start(o: &OriginHandle, dir: &std::path::Path) -> Dataplane {
+    Dataplane::start(Opts::new(&o.url(), dir))
+}
+
+/// While `flood` runs, another client's requests are served.
+fn others_are_served_during(dp: &Dataplane, flood: impl FnOnce() + Send) {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            flood();
+            done.store(true, Ordering::SeqCst);
+        });
+        let mut served = 0;
+        while !done.load(Ordering::SeqCst) || served < 5 {
+            let r = dp.get(&format!("/obj/4k/other-{}", served % 3));
+            assert_eq!(r.status, 200);
+            served += 1;
+        }
+    });
+}
+
+#[test]
+fn a_continuation_flood_is_cut_at_the_header_list_limit() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let mut raw = Raw::open(dp.listen);
+    // A header block that never ends: HEADERS without END_HEADERS, then CONTINUATION frames
+    // of 1 KiB fields, up to 16 MiB.
+    let mut block = request_block("GET", "/obj/4k/cont");
+    assert!(raw.send(&frame(HEADERS, END_STREAM, 1, &block)));
+    block.clear();
+    let mut field = vec![0u8, 5];
+    field.extend_from_slice(b"x-pad");
+    field.extend_from_slice(&[0x7f, 0x81, 0x07]); // length 1000 (7-bit prefix integer)
+    field.extend_from_slice(&[b'a'; 1000]);
+    let chunk: Vec<u8> = field.iter().copied().cycle().take(16 * 1024).collect();
+    let mut sent = 0usize;
+    let cut = loop {
+        if raw.ended() || !raw.send(&frame(CONTINUATION, 0, 1, &chunk)) {
+            break true;
+        }
+        sent += chunk.len();
+        if sent >= 16 << 20 {
+            break raw.wait_ended(Duration::from_secs(5));
+        }
+    };
+    assert!(cut, "the server took {sent} bytes of one header block");
+    // What was sent includes what the two sockets' buffers took (a few MiB on loopback).
+    assert!(sent <= 8 << 20, "cut only after {sent} bytes");
+    assert!(raw.wait_ended(Duration::from_secs(5)));
+    assert_eq!(dp.get("/obj/4k/after").status, 200);
+    assert_eq!(
+        o.requests(),
+        1,
+        "the flooded request never reached the origin"
+    );
+}
+
+#[test]
+fn a_rapid_reset_flood_neither_stalls_others_nor_floods_the_origin() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let streams = 20_000u32;
+    let mut raw = Raw::open(dp.listen);
+    others_are_served_during(&dp, || {
+        let mut batch = Vec::new();
+        for i in 0..streams {
+            let id = 2 * i + 1;
+            let block = request_block("GET", &format!("/obj/4k/rr-{}", i % 50));
+            batch.extend(frame(HEADERS, END_STREAM | END_HEADERS, id, &block));
+            batch.extend(frame(RST_STREAM, 0, id, &8u32.to_be_bytes())); // CANCEL
+            if batch.len() > 64 * 1024 {
+                if !raw.send(&batch) {
+                    return;
+                }
+                batch.clear();
+            }
+        }
+        raw.send(&batch);
+    });
+    assert!(
+        raw.wait_ended(Duration::from_secs(5)),
+        "the flooding connection is told to go away"
+    );
+    // The origin saw at most one fetch per distinct object, not one per stream.
+    assert!(o.requests() <= 50 + 20, "{} origin requests", o.requests());
+    assert_eq!(dp.get("/obj/4k/after").status, 200);
+}
+
+#[test]
+fn empty_data_frames_do_not_stall_others() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let mut raw = Raw::open(dp.listen);
+    others_are_served_during(&dp, || {
+        let block = request_block("POST", "/obj/4k/empty");
+        if !raw.send(&frame(HEADERS, END_HEADERS, 1, &block)) {
+            return;
+        }
+        let empty = frame(DATA, 0, 1, &[]);
+        let batch: Vec<u8> = empty
+            .iter()
+            .copied()
+            .cycle()
+            .take(empty.len() * 4096)
+            .collect();
+        for _ in 0..100 {
+            if !raw.send(&batch) {
+                return;
+            }
+        }
+    });
+    assert_eq!(dp.get("/obj/4k/after").status, 200);
+}
+
+#[test]
+fn h2load_over_tls_gets_every_response_within_the_advertised_limits() {
+    if !tool("h2load") || !tool("nghttp") {
+        return;
+    }
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let (c, k) = ca.issue(dir.path(), "a", &["a.test"]);
+    let tls: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let (url, cache) = (o.url(), dir.path().join("cache"));
+    let mut opts = Opts::new(&url, &cache);
+    opts.extra = [
+        "--tls-listen",
+        &tls.to_string(),
+        "--tls-cert",
+        &c.display().to_string(),
+        "--tls-key",
+        &k.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let dp = Dataplane::start(opts);
+    let url = format!("https://127.0.0.1:{}/obj/4k/load", tls.port());
+    // What the server tells a client it may do.
+    let out = Command::new("nghttp").args(["-nv", &url]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("SETTINGS_MAX_CONCURRENT_STREAMS(0x03):128"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SETTINGS_INITIAL_WINDOW_SIZE(0x04):1048576"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SETTINGS_MAX_HEADER_LIST_SIZE(0x06):32768"),
+        "{text}"
+    );
+    // 4,000 requests on 8 connections, up to 64 streams each at once.
+    let out = Command::new("h2load")
+        .args(["-n", "4000", "-c", "8", "-m", "64", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("4000 succeeded, 0 failed, 0 errored"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Application protocol: h2"), "{text}");
+    assert_eq!(o.requests(), 1);
+    assert!(dp.get("/obj/4k/load").status == 200);
+}
+
+/// Whether `name` runs; prints the skip line when it does not (CI installs nghttp2-client).
+fn tool(name: &str) -> bool {
+    let ok = Command::new(name).arg("--version").output().is_ok();
+    if !ok {
+        println!("SKIPPED: {name} (Debian nghttp2-client) is not installed");
+    }
+    ok
+}
