@@ -14,6 +14,9 @@
 //! - A worker killed through the debug hook (`EDGECACHE_DEBUG_WORKER_FAULTS`, SIGUSR1) and held
 //!   dead: the others keep their exact mapping and every connection is still served; after the
 //!   supervisor repairs the group, the mapping is exact for all again.
+//! - The TLS listener (`--tls-listen`), a second SO_REUSEPORT group: in `cpu` mode each TLS
+//!   connection lands on the worker pinned to the client's CPU, and a dead worker's TLS
+//!   listener is closed and repaired with its plain one.
 //! - Without CAP_BPF (dropped from the bounding set before exec, as `capsh --drop` does):
 //!   the server falls back to `off`, serves a MISS then a HIT, reports it; with
 //!   `steeringRequired: true` it refuses to start.
@@ -21,6 +24,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod tls_support;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -445,6 +449,121 @@ fn cpu_mode_lands_on_the_clients_cpu() {
         return;
     }
     cpu_like("cpu");
+}
+
+/// One TLS connection to `addr` from a thread pinned to `cpu`: a GET, then the worker the
+/// server's accept line names.
+fn tls_connect(
+    t: &Target,
+    addr: SocketAddr,
+    cfg: &std::sync::Arc<rustls::ClientConfig>,
+    cpu: usize,
+    id: &str,
+) -> usize {
+    let log_from = t.log_len();
+    let cfg = cfg.clone();
+    let path = format!("/obj/1000/{id}");
+    let (port, resp) = on_thread(None, Some(cpu), move || {
+        let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
+        let conn = rustls::ClientConnection::new(cfg, name).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        write!(
+            tls,
+            "GET {path} HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let resp = read_response(&mut BufReader::new(tls), false).unwrap();
+        (port, resp)
+    });
+    assert_eq!(resp.status, 200);
+    check_body(1000, id, &resp.body).unwrap();
+    let fields = t.accept_line(port, log_from);
+    fields.get("worker").and_then(|w| w.parse().ok()).unwrap()
+}
+
+#[test]
+fn cpu_mode_steers_the_tls_listener_and_repairs_it() {
+    let _g = serial();
+    if common::needs_root("cpu_mode_steers_the_tls_listener_and_repairs_it", BPF) {
+        return;
+    }
+    let origin = common::origin();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = tls_support::Ca::new();
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let tls: SocketAddr = format!("127.0.0.1:{}", common::free_port())
+        .parse()
+        .unwrap();
+    let aux = tempfile::tempdir().unwrap();
+    let fault_file = aux.path().join("fault");
+    let (url, cache) = (origin.url(), dir.path().join("cache"));
+    let mut o = Opts::new(&url, &cache);
+    o.workers = 2;
+    o.extra = ["--steering", "cpu", "--tls-listen", &tls.to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            "--tls-cert".into(),
+            cert.display().to_string(),
+            "--tls-key".into(),
+            key.display().to_string(),
+        ])
+        .collect();
+    let ff = fault_file.clone();
+    let dp = Dataplane::start_with(o, move |cmd| {
+        cmd.env("RUST_LOG", "info,edgecache::accept=debug")
+            .env("EDGECACHE_DEBUG_STEERING_OBSERVE", "1")
+            .env("EDGECACHE_DEBUG_WORKER_FAULTS", &ff);
+    });
+    let t = Target {
+        listen: dp.listen,
+        admin: dp.admin,
+        log: dp.log.clone(),
+        workers: 2,
+        pid: dp.child.id(),
+        client_ns: None,
+        fault_file,
+    };
+    check_mode_in_effect(&t, "cpu");
+    let cpus = t.worker_cpus();
+    let owner = |cpu: usize| cpus.iter().position(|&c| c == cpu).unwrap();
+    let cfg = tls_support::client_config(&ca, &["http/1.1"]);
+    for k in 0..16 {
+        let cpu = cpus[k % cpus.len()];
+        let w = tls_connect(&t, tls, &cfg, cpu, &format!("tls-a-{k}"));
+        assert_eq!(
+            w,
+            owner(cpu),
+            "a TLS connection from cpu {cpu} landed on worker {w}"
+        );
+    }
+    assert_eq!(listeners_on(tls.port()), 2);
+    t.kill_and_hold(1);
+    assert_eq!(
+        listeners_on(tls.port()),
+        1,
+        "the dead worker's TLS listener is open"
+    );
+    for k in 0..8 {
+        let cpu = cpus[k % cpus.len()];
+        let w = tls_connect(&t, tls, &cfg, cpu, &format!("tls-b-{k}"));
+        assert_ne!(w, 1, "a TLS connection reached the dead worker");
+    }
+    t.release(1, 1.0);
+    assert_eq!(listeners_on(tls.port()), 2);
+    for k in 0..16 {
+        let cpu = cpus[k % cpus.len()];
+        let w = tls_connect(&t, tls, &cfg, cpu, &format!("tls-c-{k}"));
+        assert_eq!(
+            w,
+            owner(cpu),
+            "after repair: cpu {cpu} landed on worker {w}"
+        );
+    }
+    println!("VERIFY tls cpu mode: 32 exact, 8 served by the live worker while 1 was dead");
 }
 
 #[test]
