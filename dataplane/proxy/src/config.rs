@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use edgecache_api::dataplane::{
-    self, CertificateFiles, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode,
+    self, CertificateFiles, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode, SiteConfig,
     StorageConfig,
 };
 use edgecache_api::{ByteSize, DiskSize, SteeringMode};
@@ -79,6 +79,21 @@ pub struct ServeFlags {
     /// Serve HTTP/1.1 only (http2.enabled: false).
     #[arg(long)]
     pub no_http2: bool,
+    /// A site: HOST=URL[,URL...], its hostname (or *.domain) and origin pool; repeat for more.
+    /// Beside them, --origin is the default site for every other Host.
+    #[arg(long, value_parser = parse_site)]
+    pub site: Vec<SiteConfig>,
+}
+
+fn parse_site(s: &str) -> Result<SiteConfig, String> {
+    let (host, urls) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected HOST=URL[,URL...]"))?;
+    Ok(SiteConfig {
+        hosts: vec![host.trim().to_ascii_lowercase()],
+        origins: urls.split(',').map(|u| u.trim().to_string()).collect(),
+        ..SiteConfig::default()
+    })
 }
 
 fn parse_engine(s: &str) -> Result<IoEngineKind, String> {
@@ -227,6 +242,7 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     if f.no_http2 {
         cfg.http2.enabled = false;
     }
+    cfg.sites.extend(f.site.iter().cloned());
 }
 
 /// A relative cache dir on the command line is taken relative to the working directory.

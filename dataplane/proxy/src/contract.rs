@@ -16,19 +16,22 @@ pub fn policy_config(c: &CachePolicyConfig) -> PolicyConfig {
     PolicyConfig {
         default_ttl: c.default_ttl.map(|d| d.get()),
         ignore_client_no_cache: c.ignore_client_no_cache,
-        cookie_policy: match c.cookie_policy {
-            CookiePolicy::Store => edgecache_policy::CookiePolicy::Store,
-            CookiePolicy::NoStoreUnlessPublic => {
-                edgecache_policy::CookiePolicy::NoStoreUnlessPublic
-            }
-            CookiePolicy::NeverStore => edgecache_policy::CookiePolicy::NeverStore,
-        },
+        cookie_policy: cookie_policy(c.cookie_policy),
         heuristic_freshness: c.heuristic_freshness,
         heuristic_percent: 10,
         heuristic_max: Duration::from_secs(24 * 60 * 60),
         name: c.name.clone(),
         store_close_delimited: c.store_close_delimited,
         hit_for_pass: c.hit_for_pass.get(),
+    }
+}
+
+/// A cookie policy of `cache.cookiePolicy` or a site's.
+pub fn cookie_policy(c: CookiePolicy) -> edgecache_policy::CookiePolicy {
+    match c {
+        CookiePolicy::Store => edgecache_policy::CookiePolicy::Store,
+        CookiePolicy::NoStoreUnlessPublic => edgecache_policy::CookiePolicy::NoStoreUnlessPublic,
+        CookiePolicy::NeverStore => edgecache_policy::CookiePolicy::NeverStore,
     }
 }
 

@@ -85,7 +85,8 @@ pub(crate) use peer::Upstream;
 pub struct Ctx {
     pub shared: Arc<Shared>,
     pub store: StoreWorker,
-    pub origin: Origin,
+    /// One client per site (`shared.sites.list`, in its order).
+    pub origins: Vec<Origin>,
     /// The client for the other nodes, when sharding is on.
     pub peers: Option<Origin>,
     pub policy: PolicyConfig,
@@ -96,10 +97,43 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The site a request was routed to (the first when it was not, e.g. a test's).
+    pub fn site_of(&self, parts: &request::Parts) -> usize {
+        parts
+            .extensions
+            .get::<crate::sites::SiteId>()
+            .map_or(0, |s| s.0)
+            .min(self.origins.len().saturating_sub(1))
+    }
+
+    /// The client of a request's site.
+    pub fn origin_for(&self, parts: &request::Parts) -> &Origin {
+        &self.origins[self.site_of(parts)]
+    }
+
+    /// The cache policy of a request's site.
+    pub fn policy_for(&self, parts: &request::Parts) -> &PolicyConfig {
+        self.shared
+            .sites
+            .list
+            .get(self.site_of(parts))
+            .map_or(&self.policy, |s| &s.policy)
+    }
+
+    /// Longest silence allowed while an origin sends a body (every site's).
+    pub fn origin_idle(&self) -> Duration {
+        self.shared.cfg.origin.idle_timeout.get()
+    }
+
+    /// How long a request coalesced on another's fetch waits for its response head.
+    pub fn head_deadline(&self) -> Duration {
+        self.shared.cfg.origin.first_byte_timeout.get() + Duration::from_secs(1)
+    }
+
     pub fn new(
         shared: Arc<Shared>,
         store: StoreWorker,
-        origin: Origin,
+        origins: Vec<Origin>,
         peers: Option<Origin>,
     ) -> Self {
         let policy = crate::contract::policy_config(&shared.cfg.cache);
@@ -110,7 +144,7 @@ impl Ctx {
         Self {
             shared,
             store,
-            origin,
+            origins,
             peers,
             policy,
             stream_slots: StreamSlots::new(slots),
@@ -140,12 +174,39 @@ async fn route(
     body: Incoming,
     peer: SocketAddr,
 ) -> Response<Body> {
+    // The site: by the target's authority (absolute form), else Host.
+    let host = match parts.uri.authority() {
+        Some(a) => Some(a.as_str()),
+        None => parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok()),
+    };
+    let site = match ctx.shared.sites.route(host) {
+        Some(site) => site,
+        None if host.is_some() => return misdirected(ctx),
+        // No Host at all: the key below refuses it (400).
+        None => 0,
+    };
+    parts.extensions.insert(crate::sites::SiteId(site));
+    let rules = &ctx.shared.sites.list[site].query;
+    if !rules.is_empty()
+        && let Some(pq) = parts.uri.path_and_query()
+        && pq.query().is_some()
+    {
+        let target = rules.apply_to_target(pq.as_str());
+        let mut uri = parts.uri.clone().into_parts();
+        uri.path_and_query = target.parse().ok();
+        if let Ok(u) = http::Uri::from_parts(uri) {
+            parts.uri = u;
+        }
+    }
     let key = match CacheKey::from_parts(&parts, "http") {
         Ok(k) => k,
         Err(e) => return bad_request(ctx, &format!("bad request: {e}\n")),
     };
     crate::key::one_authority(&mut parts);
-    match policy::request::classify(&parts, &ctx.policy) {
+    match policy::request::classify(&parts, ctx.policy_for(&parts)) {
         policy::request::RequestClass::Cacheable if has_body(&parts) => {
             // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1) and is a classic request
             // smuggling vector in front of a shared cache: refuse it.
@@ -161,6 +222,17 @@ async fn route(
             forward(ctx, parts, body, peer, false).await
         }
     }
+}
+
+/// 421: no site answers this Host (RFC 9110 15.5.20), answered by the cache itself.
+fn misdirected(ctx: &Ctx) -> Response<Body> {
+    ctx.shared.metrics.request(Outcome::Synthetic);
+    let cs = CacheStatus::none(&ctx.policy.name).detail("no-site");
+    synthetic(
+        StatusCode::MISDIRECTED_REQUEST,
+        "421 Misdirected Request: no site here answers this host\n",
+        cs,
+    )
 }
 
 /// A 400 answered by the cache itself, counted as synthetic.
@@ -189,7 +261,7 @@ async fn lookup(
     let mut opened = None;
     let (selected, decision) = match purged(ctx, &key, select(ctx, &key, &parts, peer).await) {
         Selected::One(r, stored, obj) => {
-            let d = serve::decide(&parts, &stored, now, &ctx.policy);
+            let d = serve::decide(&parts, &stored, now, ctx.policy_for(&parts));
             opened = Some(obj);
             (Some((r, stored)), d)
         }
@@ -317,7 +389,7 @@ async fn after_revalidation(
         return None;
     };
     let now = ctx.shared.clock.now();
-    match serve::decide(parts, &stored, now, &ctx.policy) {
+    match serve::decide(parts, &stored, now, ctx.policy_for(parts)) {
         ServeDecision::Serve { freshness, .. } => {
             let status = CacheStatus::hit(&ctx.policy.name)
                 .ttl(freshness.ttl())
@@ -590,9 +662,9 @@ async fn revalidate(
         }
         other => {
             let now = ctx.shared.clock.now();
-            if serve::stale_if_error(&parts.headers, &stored, now, &ctx.policy) {
+            if serve::stale_if_error(&parts.headers, &stored, now, ctx.policy_for(&parts)) {
                 let status = CacheStatus::hit(&ctx.policy.name)
-                    .ttl(stored.freshness(now, &ctx.policy).ttl())
+                    .ttl(stored.freshness(now, ctx.policy_for(&parts)).ttl())
                     .detail("stale-if-error");
                 if let Some(resp) =
                     serve_stored(ctx, &parts, peer, &r, None, &stored, now, status).await
@@ -697,12 +769,12 @@ async fn send(
     peer: SocketAddr,
     extra: &HeaderMap,
 ) -> Result<(Response<Incoming>, Duration), ProxyError> {
-    let req = ctx
-        .origin
+    let origin = ctx.origin_for(parts);
+    let req = origin
         .prepare(parts, Some(peer.ip()), extra)?
         .body(origin::empty())
         .map_err(|_| ProxyError::bad_request("request cannot be forwarded"))?;
-    let sent = ctx.origin.send(req).await;
+    let sent = origin.send(req).await;
     if let Ok((_, first_byte)) = &sent {
         ctx.shared.metrics.origin_fetches.inc();
         ctx.shared

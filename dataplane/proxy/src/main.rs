@@ -28,6 +28,7 @@ mod ring;
 mod send_room;
 mod server;
 mod sharding;
+mod sites;
 mod startup;
 mod stream_slots;
 mod supervisor;

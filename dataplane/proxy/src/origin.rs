@@ -1,9 +1,13 @@
-//! The origin client: one pooled hyper client per worker, with connect, first-byte and idle
-//! timeouts, and the request rewriting a reverse proxy owes the origin (Host, Via,
+//! The origin client: one pooled hyper client per worker and site, with connect, first-byte and
+//! idle timeouts, and the request rewriting a reverse proxy owes the origin (Host, Via,
 //! X-Forwarded-For, no hop-by-hop fields), and the hook that forwards the origin's 1xx responses
-//! to the client (src/interim.rs).
+//! to the client (src/interim.rs). Each request goes to a member of the site's pool
+//! (src/sites/pool.rs), which hears how it went; an idempotent request without content that got
+//! no connection, or lost it before a response head, tries another member, within the site's
+//! retries and the pool's retry budget.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,23 +17,25 @@ use http::{Request, Response, Uri};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::error::ProxyError;
 use crate::interim::InterimForwarder;
+use crate::sites::{Balance, HealthRules, Pool};
 
 pub type OriginBody = BoxBody<Bytes, hyper::Error>;
 
 /// A pooled client for one worker.
 pub struct Origin {
-    client: Client<HttpConnector, OriginBody>,
-    base: Uri,
-    authority: HeaderValue,
+    client: Client<HttpsConnector<HttpConnector>, OriginBody>,
+    scheme: String,
+    pool: Arc<Pool>,
+    retries: u32,
     host_header: HostHeader,
     first_byte_timeout: Duration,
-    pub idle_timeout: Duration,
     via: HeaderValue,
 }
 
@@ -37,6 +43,7 @@ pub struct Origin {
 pub const ORIGIN_READ_BUF: usize = 64 * 1024;
 
 impl Origin {
+    /// A client for `cfg.url` alone (the peers' client, which names each request's address).
     pub fn new(cfg: &OriginConfig, cache_name: &str) -> Result<Self, ProxyError> {
         let base: Uri = cfg
             .url
@@ -44,38 +51,104 @@ impl Origin {
             .map_err(|_| ProxyError::config("origin.url is not a URI"))?;
         let authority = base
             .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-            .ok_or_else(|| ProxyError::config("origin.url has no host"))?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(cfg.connect_timeout.get()));
-        connector.set_nodelay(true);
-        connector.enforce_http(true);
-        let client = Client::builder(TokioExecutor::new())
+            .ok_or_else(|| ProxyError::config("origin.url has no host"))?
+            .to_string();
+        let rules = HealthRules {
+            unhealthy_after: u32::MAX,
+            healthy_after: 1,
+            retry_after: Duration::from_secs(1),
+            active: false,
+        };
+        let pool = Arc::new(Pool::new(vec![authority], Balance::RoundRobin, rules));
+        let transport = Transport {
+            https: base.scheme_str() == Some("https"),
+            ..Transport::default()
+        };
+        Self::build(
+            cfg,
+            cache_name,
+            &transport,
+            pool,
+            0,
+            cfg.host_header.clone(),
+        )
+    }
+
+    /// The client of one site.
+    pub fn for_site(
+        cfg: &OriginConfig,
+        site: &crate::sites::Site,
+        cache_name: &str,
+    ) -> Result<Self, ProxyError> {
+        Self::build(
+            cfg,
+            cache_name,
+            &site.transport,
+            site.pool.clone(),
+            site.retries,
+            site.host_header.clone(),
+        )
+    }
+
+    fn build(
+        cfg: &OriginConfig,
+        cache_name: &str,
+        transport: &Transport,
+        pool: Arc<Pool>,
+        retries: u32,
+        host_header: HostHeader,
+    ) -> Result<Self, ProxyError> {
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(cfg.connect_timeout.get()));
+        http.set_nodelay(true);
+        http.enforce_http(false);
+        let tls = transport.client_config()?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls);
+        let https = if transport.https {
+            https.https_only()
+        } else {
+            https.https_or_http()
+        };
+        let https = match &transport.server_name {
+            Some(name) => {
+                let name = rustls_pki_types::ServerName::try_from(name.clone()).map_err(|_| {
+                    ProxyError::config("originTls.serverName is not a DNS name or address")
+                })?;
+                https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+            }
+            None => https,
+        };
+        // HTTP/2 is asked for, not negotiated: ALPN offers h2 alone, so the pool knows every
+        // connection multiplexes and opens one per origin instead of one per request in flight.
+        let connector = if transport.http2 {
+            https.enable_http2().wrap_connector(http)
+        } else {
+            https.enable_http1().wrap_connector(http)
+        };
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
             // A body chunk from the origin is at most this, and pins no more: hyper's default
             // (about 400 KiB) made each fill's queued chunk, and the one its client's
             // connection is writing, that large (see the memory plan's `CONNECTION_BYTES`).
             .http1_max_buf_size(ORIGIN_READ_BUF)
             .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(cfg.max_idle_connections as usize)
-            .build(connector);
+            .pool_max_idle_per_host(cfg.max_idle_connections as usize);
+        if transport.http2 {
+            builder.http2_only(true);
+        }
+        let client = builder.build(connector);
+        let scheme = if transport.https { "https" } else { "http" }.to_string();
         let via = HeaderValue::from_str(&format!("1.1 {cache_name}"))
             .map_err(|_| ProxyError::config("cache.name is not a valid token"))?;
         Ok(Self {
             client,
-            base,
-            authority,
-            host_header: cfg.host_header.clone(),
+            scheme,
+            pool,
+            retries,
+            host_header,
             first_byte_timeout: cfg.first_byte_timeout.get(),
-            idle_timeout: cfg.idle_timeout.get(),
             via,
         })
-    }
-
-    /// How long a request coalesced on another's fetch waits for its response head: that
-    /// fetch's own first-byte timeout (connect included), and a second for the leader to pass
-    /// the head on.
-    pub fn head_deadline(&self) -> Duration {
-        self.first_byte_timeout + Duration::from_secs(1)
     }
 
     /// Build the request the origin sees from the client's head.
@@ -85,12 +158,11 @@ impl Origin {
         client_ip: Option<IpAddr>,
         extra: &HeaderMap,
     ) -> Result<http::request::Builder, ProxyError> {
-        let authority = self
-            .base
-            .authority()
-            .map(|a| a.as_str())
-            .unwrap_or_default();
-        self.prepare_at(authority, parts, client_ip, extra)
+        let i = self.pool.pick(&[]).unwrap_or(0);
+        let authority = self.pool.members()[i].authority.clone();
+        Ok(self
+            .prepare_at(&authority, parts, client_ip, extra)?
+            .extension(Picked(i)))
     }
 
     /// The same request sent to `authority` instead of the origin URL's (a peer's address).
@@ -107,13 +179,15 @@ impl Origin {
             .map(|p| p.as_str())
             .unwrap_or("/");
         let uri = Uri::builder()
-            .scheme(self.base.scheme_str().unwrap_or("http"))
+            .scheme(self.scheme.as_str())
             .authority(authority)
             .path_and_query(pq)
             .build()
             .map_err(|_| ProxyError::bad_request("request target cannot be forwarded"))?;
         let mut headers = parts.headers.clone();
         strip_hop_by_hop(&mut headers);
+        let origin_host = HeaderValue::from_str(authority)
+            .map_err(|_| ProxyError::config("an origin address is not a host"))?;
         let host = match &self.host_header {
             HostHeader::Preserve => parts
                 .headers
@@ -125,11 +199,9 @@ impl Origin {
                         .authority()
                         .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
                 })
-                .unwrap_or_else(|| self.authority.clone()),
-            HostHeader::Origin => self.authority.clone(),
-            HostHeader::Rewrite(h) => {
-                HeaderValue::from_str(h).unwrap_or_else(|_| self.authority.clone())
-            }
+                .unwrap_or_else(|| origin_host.clone()),
+            HostHeader::Origin => origin_host,
+            HostHeader::Rewrite(h) => HeaderValue::from_str(h).unwrap_or(origin_host),
         };
         headers.insert(header::HOST, host);
         headers.append(header::VIA, self.via.clone());
@@ -178,15 +250,154 @@ impl Origin {
                 interim.push(res.status(), res.headers());
             });
         }
+        let Some(Picked(mut i)) = req.extensions_mut().remove::<Picked>() else {
+            // A request to a named address (a peer): no pool to tell.
+            return self.send_once(req).await.map_err(|(e, _)| e);
+        };
+        self.pool.budget().deposit();
+        // What a retry needs: only a request without content may be sent again.
+        let again = (matches!(req.method(), &http::Method::GET | &http::Method::HEAD)
+            && hyper::body::Body::is_end_stream(req.body()))
+        .then(|| {
+            (
+                req.method().clone(),
+                req.uri().clone(),
+                req.headers().clone(),
+            )
+        });
+        let mut tried = vec![i];
+        loop {
+            let result = {
+                let _waiting = self.pool.begin(i);
+                self.send_once(req).await
+            };
+            match result {
+                Ok(ok) => {
+                    self.pool.report(i, true, false);
+                    return Ok(ok);
+                }
+                Err((e, retriable)) => {
+                    if !retriable {
+                        return Err(e);
+                    }
+                    self.pool.report(i, false, false);
+                    let next = match &again {
+                        Some(_) if tried.len() <= self.retries as usize => self.pool.pick(&tried),
+                        _ => None,
+                    };
+                    let (Some(next), Some((method, uri, headers))) = (next, &again) else {
+                        return Err(e);
+                    };
+                    if !self.pool.budget().withdraw() {
+                        return Err(e);
+                    }
+                    self.pool.retried();
+                    tracing::debug!(
+                        from = %self.pool.members()[i].authority,
+                        to = %self.pool.members()[next].authority,
+                        "origin request failed before a response head ({e}); retrying"
+                    );
+                    i = next;
+                    tried.push(i);
+                    let to = &self.pool.members()[i].authority;
+                    let host = (self.host_header == HostHeader::Origin).then_some(to.as_str());
+                    req = retry_request(method, uri, headers, to, host)?;
+                }
+            }
+        }
+    }
+
+    /// One attempt; the error says whether the request may be sent again elsewhere (no
+    /// connection, or the connection lost before any of a response).
+    async fn send_once(
+        &self,
+        req: Request<OriginBody>,
+    ) -> Result<(Response<Incoming>, Duration), (ProxyError, bool)> {
         let started = Instant::now();
         match tokio::time::timeout(self.first_byte_timeout, self.client.request(req)).await {
-            Err(_) => Err(ProxyError::origin_timeout(
-                "the origin sent no response head within the first-byte timeout",
+            Err(_) => Err((
+                ProxyError::origin_timeout(
+                    "the origin sent no response head within the first-byte timeout",
+                ),
+                false,
             )),
-            Ok(Err(e)) => Err(ProxyError::from_client(&e)),
+            Ok(Err(e)) => {
+                let retriable = e.is_connect()
+                    || std::error::Error::source(&e)
+                        .and_then(|s| s.downcast_ref::<hyper::Error>())
+                        .is_some_and(|h| h.is_incomplete_message());
+                Err((ProxyError::from_client(&e), retriable))
+            }
             Ok(Ok(resp)) => Ok((resp, started.elapsed())),
         }
     }
+}
+
+/// How a site's client reaches its origins.
+#[derive(Debug, Clone, Default)]
+pub struct Transport {
+    pub https: bool,
+    /// PEM of the CAs trusted for the origins' certificates; the Mozilla roots without it.
+    pub ca_pem: Option<Vec<u8>>,
+    /// The name sent in SNI and checked in the certificate, instead of the URL's host.
+    pub server_name: Option<String>,
+    /// HTTP/2 to the origins.
+    pub http2: bool,
+}
+
+impl Transport {
+    fn client_config(&self) -> Result<rustls::ClientConfig, ProxyError> {
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.ca_pem {
+            Some(pem) => {
+                use rustls_pki_types::pem::PemObject;
+                for cert in rustls_pki_types::CertificateDer::pem_slice_iter(pem) {
+                    let cert =
+                        cert.map_err(|_| ProxyError::config("originTls.caFile is not PEM"))?;
+                    roots.add(cert).map_err(|_| {
+                        ProxyError::config("originTls.caFile holds a certificate rustls refuses")
+                    })?;
+                }
+            }
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        Ok(rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|_| ProxyError::config("no TLS versions"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth())
+    }
+}
+
+/// The pool member a request was prepared for, in its extensions.
+#[derive(Debug, Clone, Copy)]
+struct Picked(usize);
+
+/// A request without content sent again to `authority`.
+fn retry_request(
+    method: &http::Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    authority: &str,
+    host: Option<&str>,
+) -> Result<Request<OriginBody>, ProxyError> {
+    let uri = Uri::builder()
+        .scheme(uri.scheme_str().unwrap_or("http"))
+        .authority(authority)
+        .path_and_query(uri.path_and_query().map_or("/", |p| p.as_str()))
+        .build()
+        .map_err(|_| ProxyError::config("an origin address is not a host"))?;
+    let mut req = Request::builder()
+        .method(method.clone())
+        .uri(uri)
+        .body(empty())
+        .map_err(|_| ProxyError::config("an origin request cannot be built"))?;
+    *req.headers_mut() = headers.clone();
+    if let Some(h) = host.and_then(|h| HeaderValue::from_str(h).ok()) {
+        req.headers_mut().insert(header::HOST, h);
+    }
+    Ok(req)
 }
 
 /// An empty body for requests without one.

@@ -51,6 +51,8 @@ pub struct Shared {
     pub purges: Arc<crate::purges::Purges>,
     /// TLS termination, when the TLS listener is on.
     pub tls: Option<Arc<Tls>>,
+    /// The sites and their origin pools.
+    pub sites: Arc<crate::sites::Sites>,
 }
 
 /// A worker's listeners: the plain one, and the TLS one when TLS is on. Each is the worker's
@@ -262,8 +264,10 @@ async fn run_worker(
     };
     let handshakes = Rc::new(Cell::new(0usize));
     let store = StoreWorker::new(shared.store.clone()).map_err(std::io::Error::other)?;
-    let origin =
-        Origin::new(&shared.cfg.origin, &shared.cfg.cache.name).map_err(std::io::Error::other)?;
+    let origins = (shared.sites.list.iter())
+        .map(|site| Origin::for_site(&shared.cfg.origin, site, &shared.cfg.cache.name))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(std::io::Error::other)?;
     let peers = match &shared.sharding {
         Some(s) => Some(
             s.client(&shared.cfg.origin, &shared.cfg.cache.name)
@@ -271,7 +275,7 @@ async fn run_worker(
         ),
         None => None,
     };
-    let ctx = Rc::new(Ctx::new(shared.clone(), store, origin, peers));
+    let ctx = Rc::new(Ctx::new(shared.clone(), store, origins, peers));
     let budget = ctx.store.io_budget().clone();
     let released = shared.metrics.paced_chunks_released.clone();
     tokio::task::spawn_local(ctx.keepers.clone().run(

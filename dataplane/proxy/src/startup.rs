@@ -240,6 +240,10 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let sites = Arc::new(
+        crate::sites::Sites::from_config(&cfg).map_err(|e| anyhow::anyhow!("sites: {e}"))?,
+    );
+    registry.register_collector(Box::new(crate::sites::SitesCollector(sites.clone())));
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
         store: store.clone(),
@@ -252,6 +256,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         sharding: sharding.clone(),
         purges: purges.clone(),
         tls,
+        sites: sites.clone(),
     });
     let sup = Supervisor::start(
         listeners,
@@ -286,6 +291,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     rt.block_on(async {
         let admin_task = tokio::spawn(admin::serve(admin_listener, admin, shutdown_rx.clone()));
         let sharding_task = sharding.map(|s| tokio::spawn(s.run(shutdown_rx.clone())));
+        let health_task = tokio::spawn(crate::sites::run_health_checks(sites, shutdown_rx.clone()));
         let sup_task = tokio::spawn(sup.run(shutdown_rx));
         wait_for_signal().await;
         info!("shutting down: no new connections; finishing in-flight responses");
@@ -297,6 +303,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         if let Some(t) = sharding_task {
             let _ = t.await;
         }
+        let _ = health_task.await;
     });
     // Every worker has stopped: nothing writes. The next start restores the index from this
     // instead of scanning the disk.

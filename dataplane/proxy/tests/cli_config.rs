@@ -14,7 +14,7 @@ fn check_config_reports_every_error_with_path_value_and_reason() {
     let bad = dir.path().join("bad.yaml");
     std::fs::write(
         &bad,
-        "origin:\n  url: https://origin\n  colour: blue\nstorage:\n  size: 1MiB\n  directIoThreshold: 1000\nworkers:\n  queueOffset: 3\n",
+        "origin:\n  url: ftp://origin\n  colour: blue\nstorage:\n  size: 1MiB\n  directIoThreshold: 1000\nworkers:\n  queueOffset: 3\n",
     )
     .unwrap();
     let out = Command::new(BIN)

@@ -14,9 +14,13 @@ use crate::quantity::{ByteSize, DiskSize, Duration};
 
 mod facing;
 mod shape;
+mod sites;
 
 pub use facing::{
     AccessLogConfig, AccessLogFormat, CertificateFiles, Http2Config, TlsConfig, TlsVersion,
+};
+pub use sites::{
+    Balance, HealthCheckConfig, OriginTlsConfig, SiteConfig, SitePolicyConfig, check_host,
 };
 
 /// The version of this config format. Bumped only on incompatible changes.
@@ -42,8 +46,11 @@ pub struct DataplaneConfig {
     pub admin_access: AdminAccessConfig,
     /// Limits that keep one client from hurting another: timeouts and connection caps.
     pub clients: ClientLimitsConfig,
-    /// The origin this cache fronts.
+    /// The origin this cache fronts: `origin.url` is the one-site shorthand (every Host, or,
+    /// beside `sites`, every Host no site names), and its timeouts apply to every site.
     pub origin: OriginConfig,
+    /// Sites: hostnames each with its own origin pool and policy overrides. Default: none.
+    pub sites: Vec<SiteConfig>,
     /// The disk store on the node's NVMe.
     pub storage: StorageConfig,
     /// Memory sizing. By default everything is derived from the cgroup memory limit.
@@ -72,6 +79,7 @@ impl Default for DataplaneConfig {
             admin_access: AdminAccessConfig::default(),
             clients: ClientLimitsConfig::default(),
             origin: OriginConfig::default(),
+            sites: Vec::new(),
             storage: StorageConfig::default(),
             memory: MemoryConfig::default(),
             workers: WorkersConfig::default(),
@@ -176,10 +184,11 @@ impl Default for OriginConfig {
 }
 
 /// The Host header sent to the origin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub enum HostHeader {
     /// Keep the client's Host header.
+    #[default]
     Preserve,
     /// Use the origin URL's authority.
     Origin,
@@ -620,7 +629,11 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             format!("only version {CONFIG_VERSION} is supported"),
         ));
     }
-    if let Err(why) = check_origin_url(&cfg.origin.url) {
+    sites::validate(&cfg.sites, &cfg.origin.url, &mut errors);
+    // Beside sites the origin URL may be left out.
+    if (!cfg.origin.url.is_empty() || cfg.sites.is_empty())
+        && let Err(why) = check_origin_url(&cfg.origin.url)
+    {
         errors.push(err(
             "origin.url",
             Some(format!("{:?}", cfg.origin.url)),
@@ -831,13 +844,16 @@ fn validate_sharding(s: &ShardingConfig, errors: &mut Vec<ConfigError>) {
     }
 }
 
-/// An origin URL must be `http://host[:port][/]` (TLS to the origin is not supported yet).
+/// An origin URL must be `http://host[:port][/]` or `https://host[:port][/]`.
 pub fn check_origin_url(url: &str) -> Result<(), String> {
     if url.is_empty() {
         return Err("is required (e.g. http://origin.example:8080)".into());
     }
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err("must start with http:// (https origins are not supported yet)".into());
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err("must start with http:// or https://".into());
     };
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
@@ -1094,7 +1110,7 @@ mod tests {
 
     #[test]
     fn every_invalid_value_is_reported() {
-        let yaml = "origin:\n  url: https://o\n  connectTimeout: 0s\nstorage:\n  dir: relative\n  size: 1MiB\n  directIoThreshold: 1000\nworkers:\n  queueOffset: 7\n";
+        let yaml = "origin:\n  url: ftp://o\n  connectTimeout: 0s\nstorage:\n  dir: relative\n  size: 1MiB\n  directIoThreshold: 1000\nworkers:\n  queueOffset: 7\n";
         let e = parse(yaml).unwrap_err();
         let paths: Vec<_> = e.0.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
@@ -1126,13 +1142,16 @@ mod tests {
             "http://127.0.0.1:8000",
             "http://[::1]:80",
             "http://[::1]",
+            "https://a",
+            "https://a.b:8443",
         ] {
             assert_eq!(check_origin_url(ok), Ok(()), "{ok}");
         }
         for bad in [
             "",
             "a:80",
-            "https://a",
+            "ftp://a",
+            "https://a/b",
             "http://",
             "http://a/b",
             "http://a:0",

@@ -545,7 +545,7 @@ mod tests {
     #[test]
     fn every_invalid_field_is_named() {
         let fields = errors(
-            "origin:\n  url: https://o\nstorage:\n  hostPath: /var/../etc\n  size: 1MiB\n  directIoThreshold: 1000\n  readsInFlight: 0\nresources:\n  memory: 1MiB\n  cpu: lots\nsteering:\n  mode: queue\nnetwork:\n  port: 9090\nupdateStrategy:\n  maxUnavailable: 0\n",
+            "origin:\n  url: ftp://o\nstorage:\n  hostPath: /var/../etc\n  size: 1MiB\n  directIoThreshold: 1000\n  readsInFlight: 0\nresources:\n  memory: 1MiB\n  cpu: lots\nsteering:\n  mode: queue\nnetwork:\n  port: 9090\nupdateStrategy:\n  maxUnavailable: 0\n",
         );
         assert_eq!(
             fields,

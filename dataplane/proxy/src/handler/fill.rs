@@ -92,8 +92,7 @@ async fn follow(
 ) -> Response<Body> {
     // The leader's fetch has the origin's timeouts; past them, and when it failed before a
     // response head, try on our own.
-    let Ok(Some(head)) = tokio::time::timeout(ctx.origin.head_deadline(), flight.head()).await
-    else {
+    let Ok(Some(head)) = tokio::time::timeout(ctx.head_deadline(), flight.head()).await else {
         ctx.shared.metrics.coalesce_gave_up.inc();
         return fetch(ctx, parts, key, peer, None, fwd).await;
     };
@@ -121,7 +120,7 @@ async fn follow(
         {
             let now = ctx.shared.clock.now();
             let status = CacheStatus::hit(&ctx.policy.name)
-                .ttl(stored.freshness(now, &ctx.policy).ttl())
+                .ttl(stored.freshness(now, ctx.policy_for(&parts)).ttl())
                 .collapsed(true);
             if let Some(resp) =
                 serve_stored(ctx, &parts, peer, &r, Some(obj), &stored, now, status).await
@@ -232,8 +231,12 @@ pub(super) async fn relay_origin_response(
     let mut as_get = parts.clone();
     as_get.method = Method::GET;
     let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
-    let verdict =
-        policy::storable::storable_as_received(&as_get, &rparts, response_time, &ctx.policy);
+    let verdict = policy::storable::storable_as_received(
+        &as_get,
+        &rparts,
+        response_time,
+        ctx.policy_for(&as_get),
+    );
     let mut status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
     // What is written: the response as received, or combined with held partial content.
     let splice = match (&verdict, held) {
@@ -353,7 +356,7 @@ pub(super) async fn relay_origin_response(
         to_client: client_body.is_some().then_some(tx),
         on_flight: None,
         sent: (0, 0),
-        idle: ctx.origin.idle_timeout,
+        idle: ctx.origin_idle(),
     };
     tokio::task::spawn_local(pump.run());
     let count = count_sent(ctx);

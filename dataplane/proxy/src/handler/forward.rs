@@ -17,17 +17,15 @@ pub(super) async fn forward(
     } else {
         Fwd::Bypass
     };
-    let req = match ctx
-        .origin
-        .prepare(&parts, Some(peer.ip()), &HeaderMap::new())
-    {
+    let origin = ctx.origin_for(&parts);
+    let req = match origin.prepare(&parts, Some(peer.ip()), &HeaderMap::new()) {
         Ok(b) => b
             .body(body.boxed())
             .map_err(|_| ProxyError::bad_request("request cannot be forwarded")),
         Err(e) => Err(e),
     };
     let sent = match req {
-        Ok(req) => ctx.origin.send(req).await,
+        Ok(req) => origin.send(req).await,
         Err(e) => Err(e),
     };
     match sent {
@@ -47,7 +45,7 @@ pub(super) async fn forward(
             downstream(&mut headers);
             let status =
                 CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
-            let idle = ctx.origin.idle_timeout;
+            let idle = ctx.origin_idle();
             let metrics = ctx.shared.metrics.clone();
             let stream = futures_util::stream::unfold(Some(rbody), move |state| {
                 let metrics = metrics.clone();

@@ -135,7 +135,7 @@ async fn ask_owner(
                     "peer_error"
                 }
             }
-            _ => match first_frame(resp, ctx.origin.idle_timeout).await {
+            _ => match first_frame(resp, ctx.origin_idle()).await {
                 Ok(resp) => {
                     sharding.peer_answered(&owner.name);
                     metrics.peer_forward("ok");

@@ -164,7 +164,7 @@ async fn from_origin(
         Some((Err(io::Error::other(why)), None))
     };
     loop {
-        let frame = match tokio::time::timeout(repair.ctx.origin.idle_timeout, body.frame()).await {
+        let frame = match tokio::time::timeout(repair.ctx.origin_idle(), body.frame()).await {
             Err(_) => return fail("the origin went silent mid-body (idle timeout)".into()),
             Ok(None) => return fail(format!("the origin's 206 ended {left} bytes short")),
             Ok(Some(Err(e))) => return fail(format!("the origin's 206 failed: {e}")),

@@ -1,0 +1,254 @@
+//! Many sites on one cache: each request's Host picks a site (src/sites/hosts.rs); the site
+//! gives its origin pool (src/sites/pool.rs), its cache-policy overrides and its query rules
+//! (src/sites/query.rs). A Host no site names gets 421 Misdirected Request, unless a site is
+//! the default. `origin.url` alone is one site for every Host; beside `sites`, it is the
+//! default site.
+//!
+//! The sites and their pools' health are shared by every worker; each worker has its own
+//! pooled client per site (src/origin.rs). Active health checks run on the admin runtime
+//! ([`run_health_checks`]).
+
+mod hosts;
+mod pool;
+mod query;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgecache_api::dataplane::{self, DataplaneConfig, HostHeader, SiteConfig};
+use edgecache_policy::PolicyConfig;
+use tracing::{info, warn};
+
+pub use hosts::HostTable;
+pub use pool::{Balance, HealthRules, Pool};
+pub use query::QueryRules;
+
+/// One site.
+#[derive(Debug)]
+pub struct Site {
+    /// For logs and metrics: its first hostname, or `default`.
+    pub name: String,
+    /// The origins' scheme (`http` or `https`), and how they are reached.
+    pub scheme: String,
+    pub transport: crate::origin::Transport,
+    pub pool: Arc<Pool>,
+    pub host_header: HostHeader,
+    pub policy: PolicyConfig,
+    pub query: QueryRules,
+    /// Further origins an idempotent request may try.
+    pub retries: u32,
+    /// Active health checks: the path, every interval, within the timeout.
+    pub health: Option<(String, Duration, Duration)>,
+}
+
+/// The site a request was routed to, in its extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteId(pub usize);
+
+/// Every site, and which Host goes where.
+#[derive(Debug)]
+pub struct Sites {
+    pub list: Vec<Arc<Site>>,
+    table: HostTable,
+}
+
+impl Sites {
+    /// The sites of a validated config.
+    pub fn from_config(cfg: &DataplaneConfig) -> Result<Self, String> {
+        let mut list = Vec::new();
+        let mut table = HostTable::default();
+        for (i, s) in cfg.sites.iter().enumerate() {
+            list.push(Arc::new(site(cfg, s, s.hosts[0].clone())?));
+            table.add(i, &s.hosts, s.default);
+        }
+        if !cfg.origin.url.is_empty() {
+            let shorthand = SiteConfig {
+                hosts: Vec::new(),
+                default: true,
+                origins: vec![cfg.origin.url.clone()],
+                host_header: cfg.origin.host_header.clone(),
+                ..SiteConfig::default()
+            };
+            let i = list.len();
+            list.push(Arc::new(site(cfg, &shorthand, "default".into())?));
+            if cfg.sites.is_empty() {
+                table = HostTable::catch_all(i);
+            } else {
+                table.add(i, &[], true);
+            }
+        }
+        if list.is_empty() {
+            return Err("no origin: set origin.url or sites".into());
+        }
+        for s in &list {
+            let origins: Vec<&str> = s
+                .pool
+                .members()
+                .iter()
+                .map(|m| m.authority.as_str())
+                .collect();
+            info!(site = %s.name, ?origins, "site");
+        }
+        Ok(Self { list, table })
+    }
+
+    /// The site of a request's Host, if any answers it.
+    pub fn route(&self, host: Option<&str>) -> Option<usize> {
+        self.table.route(host)
+    }
+}
+
+fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, String> {
+    let mut scheme = "http".to_string();
+    let mut authorities = Vec::new();
+    for url in &s.origins {
+        let uri: http::Uri = url.parse().map_err(|_| format!("{url}: not a URL"))?;
+        scheme = uri.scheme_str().unwrap_or("http").to_string();
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("{url}: no host"))?
+            .as_str()
+            .to_string();
+        authorities.push(authority);
+    }
+    let hc = &s.health_check;
+    let rules = HealthRules {
+        unhealthy_after: hc.unhealthy_after,
+        healthy_after: hc.healthy_after,
+        retry_after: hc.interval.get(),
+        active: hc.path.is_some(),
+    };
+    let balance = match s.balance {
+        dataplane::Balance::RoundRobin => Balance::RoundRobin,
+        dataplane::Balance::LeastConnections => Balance::LeastConnections,
+    };
+    let mut policy = crate::contract::policy_config(&cfg.cache);
+    if let Some(ttl) = s.cache.default_ttl {
+        policy.default_ttl = Some(ttl.get());
+    }
+    if let Some(c) = s.cache.cookie_policy {
+        policy.cookie_policy = crate::contract::cookie_policy(c);
+    }
+    let ca_pem = match &s.origin_tls.ca_file {
+        Some(f) => Some(std::fs::read(f).map_err(|e| format!("originTls.caFile {f}: {e}"))?),
+        None => None,
+    };
+    let transport = crate::origin::Transport {
+        https: scheme == "https",
+        ca_pem,
+        server_name: s.origin_tls.server_name.clone(),
+        http2: s.origin_http2,
+    };
+    Ok(Site {
+        name,
+        scheme,
+        transport,
+        pool: Arc::new(Pool::new(authorities, balance, rules)),
+        host_header: s.host_header.clone(),
+        policy,
+        query: QueryRules {
+            drop: s.cache.drop_query.clone(),
+            sort: s.cache.sort_query,
+        },
+        retries: s.retries,
+        health: hc
+            .path
+            .clone()
+            .map(|p| (p, hc.interval.get(), hc.timeout.get())),
+    })
+}
+
+/// Check every member of every site that has an active health check, each at its interval,
+/// until `shutdown`; results go to the pools every worker reads.
+pub async fn run_health_checks(
+    sites: Arc<Sites>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.set_nodelay(true);
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(1)
+            .build(http);
+    let mut tasks = tokio::task::JoinSet::new();
+    for site in sites.list.iter().filter(|s| s.health.is_some()) {
+        for i in 0..site.pool.members().len() {
+            let (site, client) = (site.clone(), client.clone());
+            tasks.spawn(async move {
+                let Some((path, every, within)) = site.health.clone() else {
+                    return;
+                };
+                let authority = site.pool.members()[i].authority.clone();
+                let url = format!("{}://{authority}{path}", site.scheme);
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    let Ok(req) = http::Request::get(&url)
+                        .header(http::header::USER_AGENT, "edgecache-health-check")
+                        .body(http_body_util::Empty::new())
+                    else {
+                        return;
+                    };
+                    let ok = match tokio::time::timeout(within, client.request(req)).await {
+                        Ok(Ok(r)) => r.status().is_success() || r.status().is_redirection(),
+                        _ => false,
+                    };
+                    let was = site.pool.is_healthy(i);
+                    site.pool.report(i, ok, true);
+                    let now = site.pool.is_healthy(i);
+                    if was != now {
+                        if now {
+                            info!(site = %site.name, origin = %authority, "origin back in the pool");
+                        } else {
+                            warn!(site = %site.name, origin = %authority, "origin out of the pool: health check failed");
+                        }
+                    }
+                }
+            });
+        }
+    }
+    let _ = shutdown.changed().await;
+    tasks.abort_all();
+}
+
+/// `origin_up{site,origin}` (1 while the origin is in its site's pool) and
+/// `origin_retries_total{site}`, read from the pools at scrape time.
+#[derive(Debug)]
+pub struct SitesCollector(pub Arc<Sites>);
+
+impl prometheus_client::collector::Collector for SitesCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let mut up = encoder.encode_descriptor(
+            "origin_up",
+            "1 while the origin is in its site's pool (health checks, failed requests)",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for site in &self.0.list {
+            for (i, m) in site.pool.members().iter().enumerate() {
+                let g = ConstGauge::new(i64::from(site.pool.is_healthy(i)));
+                g.encode(up.encode_family(&[
+                    ("site", site.name.as_str()),
+                    ("origin", m.authority.as_str()),
+                ])?)?;
+            }
+        }
+        let mut retries = encoder.encode_descriptor(
+            "origin_retries",
+            "Origin requests sent again to another origin of the pool",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for site in &self.0.list {
+            let c = ConstCounter::new(site.pool.retries());
+            c.encode(retries.encode_family(&[("site", site.name.as_str())])?)?;
+        }
+        Ok(())
+    }
+}
