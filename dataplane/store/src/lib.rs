@@ -441,6 +441,8 @@ pub struct Store {
     doorkeeper: Option<admission::Doorkeeper>,
     /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
     _lock: fs::File,
+    /// Where segment writes are journaled, for crash tests (`io::crash`).
+    journal: Option<Arc<crate::io::crash::Journal>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -456,6 +458,15 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Open (or create) the store: resolve the engine, lay out segments, recover the index.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
+        Store::open_journaled(cfg, None)
+    }
+
+    /// [`Store::open`], with every segment write journaled in `journal` when there is one
+    /// (`io::crash`, for crash tests).
+    pub(crate) fn open_journaled(
+        cfg: StoreConfig,
+        journal: Option<Arc<crate::io::crash::Journal>>,
+    ) -> Result<Arc<Store>, StoreError> {
         let engine = crate::io::resolve(cfg.engine)
             .map_err(|e| StoreError::Engine(format!("io_uring requested but unavailable: {e}")))?;
         fs::create_dir_all(&cfg.dir)?;
@@ -481,6 +492,14 @@ impl Store {
             files.push(open_segment(&seg_path(&cfg.dir, i), layout.segment_size)?);
         }
         let files = Arc::new(files);
+        if let Some(j) = &journal {
+            crate::io::crash::CrashDisk::snapshot_base(
+                j,
+                &cfg.dir,
+                layout.segment_count,
+                layout.segment_size,
+            )?;
+        }
 
         let mut st = State {
             segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
@@ -559,6 +578,7 @@ impl Store {
             rewrites_done: tokio::sync::Notify::new(),
             unknown_length: Arc::new(Share::default()),
             _lock: lock,
+            journal,
         };
         if from_checkpoint {
             store.restore_accounting();
@@ -870,6 +890,11 @@ impl Store {
     }
 
     // ---- internals shared by workers, writers and readers ----
+
+    /// The crash tests' write journal, when this store records its writes.
+    pub(crate) fn journal(&self) -> Option<&Arc<crate::io::crash::Journal>> {
+        self.journal.as_ref()
+    }
 
     pub(crate) fn epoch_is(&self, seg: u32, epoch: u64) -> bool {
         self.epochs

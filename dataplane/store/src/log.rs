@@ -58,7 +58,7 @@ impl Store {
         let written = self.with_sync_block(|hdr| {
             record::encode_segment(hdr.full_mut(), self.nonce, epoch, v);
             hdr.set_len(4096);
-            pwrite_all(&self.files[v as usize].direct, hdr, 0)
+            self.write_sync(v, hdr, 0)
         });
         if let Err(e) = written {
             Counters::inc(&self.counters.write_errors);
@@ -186,10 +186,7 @@ impl Store {
     pub(super) fn write_tombstone_sync(&self, loc: &Loc) {
         let written = self.with_sync_block(|buf| {
             self.encode_tombstone(loc, buf);
-            match self.files.get(loc.seg as usize) {
-                Some(f) => pwrite_all(&f.direct, buf, loc.off),
-                None => Ok(()),
-            }
+            self.write_sync(loc.seg, buf, loc.off)
         });
         match written {
             Ok(()) => self.counters.disk_write(WriteKind::Tombstone, 4096),
@@ -198,6 +195,19 @@ impl Store {
                 tracing::warn!(error = %e, "tombstone write failed");
             }
         }
+    }
+
+    /// A synchronous write of `buf` at `off` in segment `seg` (O_DIRECT descriptor),
+    /// journaled for crash tests when the store records its writes.
+    fn write_sync(&self, seg: u32, buf: &AlignedBuf, off: u64) -> std::io::Result<()> {
+        let Some(f) = self.files.get(seg as usize) else {
+            return Ok(());
+        };
+        pwrite_all(&f.direct, buf, off)?;
+        if let Some(j) = self.journal() {
+            j.record(seg, off, buf.as_slice());
+        }
+        Ok(())
     }
 
     /// Tombstone pinned records synchronously, then unpin them.

@@ -67,6 +67,19 @@ impl StoreWorker {
                 WorkerIo::Threads(ThreadsEngine::new(Arc::clone(pool)))
             }
         };
+        let io = match (store.journal(), io) {
+            (Some(j), WorkerIo::Uring(inner)) => WorkerIo::CrashUring(crate::io::crash::CrashIo {
+                inner,
+                journal: Arc::clone(j),
+            }),
+            (Some(j), WorkerIo::Threads(inner)) => {
+                WorkerIo::CrashThreads(crate::io::crash::CrashIo {
+                    inner,
+                    journal: Arc::clone(j),
+                })
+            }
+            (_, io) => io,
+        };
         let budget = IoBudget::new(bytes);
         store.register_budget(&budget);
         Ok(StoreWorker {

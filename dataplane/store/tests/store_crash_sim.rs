@@ -1,0 +1,455 @@
+//! Crash consistency without SIGKILL timing luck: a scripted workload runs on a store whose
+//! segment writes are journaled (`edgecache_store::io::crash`, on each real engine), then the
+//! disk a crash at every point of it leaves is written out and opened, and what the store
+//! serves is checked against what the workload was told:
+//!
+//! - every object served is byte-exact, under the meta it was stored or rewritten with, and is
+//!   one the workload stored under that key (never torn, never another key's or a mix);
+//! - a crash that keeps the writes up to a point (a kill then: completed writes are in the
+//!   kernel; or a drive that writes in order), with or without the write in flight torn: every
+//!   operation that had returned holds (a put is served, a purge or a replacement stays, a meta
+//!   rewrite is seen), and the one in flight is seen done or not done;
+//! - a crash that loses or tears any writes after a point (a drive's volatile cache): each
+//!   operation that returned before that point holds as above; a purged object comes back only
+//!   when the write of its tombstone was lost (the store syncs nothing: see its crate doc), and
+//!   otherwise the key serves one of its states or nothing.
+
+#![allow(clippy::unwrap_used)] // tests: a panic is the failure report
+
+mod store_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use edgecache_store::io::crash::{CrashDisk, Keep, WriteInfo, WriteKind};
+use edgecache_store::{EngineChoice, Store, StoreError, StoreWorker};
+use store_support::*;
+
+const SIZE: u64 = 64 * MIB;
+
+/// What one object key (primary and variant) holds: nothing, or a body and a meta revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum State {
+    Absent,
+    Stored { seed: u64, size: usize, rev: u32 },
+}
+
+fn meta_of(seed: u64, size: usize, rev: u32) -> String {
+    format!("{seed}:{size}:{rev}")
+}
+
+fn parse_meta(m: &[u8]) -> (u64, usize, u32) {
+    let s = std::str::from_utf8(m).unwrap();
+    let mut it = s.split(':').map(|p| p.parse::<u64>().unwrap());
+    let (a, b, c) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+    (a, b as usize, c as u32)
+}
+
+/// An object key: (primary, variant).
+type Obj = (String, String);
+
+/// One operation of the workload as it ran: the journal's length before and after it, the
+/// states it left, and for a put or rewrite, where its record is.
+#[derive(Debug, Clone)]
+struct Done {
+    from: usize,
+    to: usize,
+    after: Vec<(Obj, State)>,
+    /// The records a purge removed: (object, the seed of its body, segment, offset).
+    purged: Vec<(Obj, u64, u32, u64)>,
+    /// A meta rewrite: its header write may be torn, and a torn header loses the record.
+    rewrite: bool,
+}
+
+struct Workload {
+    disk: CrashDisk,
+    dir: tempfile::TempDir,
+    done: Vec<Done>,
+    objs: BTreeSet<Obj>,
+}
+
+fn obj(k: &str, v: &str) -> Obj {
+    (k.to_string(), v.to_string())
+}
+
+/// Where the newest record of an object is.
+async fn place(w: &StoreWorker, o: &Obj) -> (u32, u64) {
+    let r = variant_ref(w, &o.0, &o.1).await;
+    let l = r.location();
+    (l.segment, l.offset)
+}
+
+struct Runner<'a> {
+    w: &'a StoreWorker,
+    store: Arc<Store>,
+    disk: &'a CrashDisk,
+    done: Vec<Done>,
+    now: BTreeMap<Obj, (State, Option<(u32, u64)>)>,
+    seed: u64,
+}
+
+impl Runner<'_> {
+    fn state(&self, o: &Obj) -> State {
+        self.now.get(o).map_or(State::Absent, |s| s.0)
+    }
+
+    async fn put(&mut self, key: &str, variant: &str, size: usize, known: bool) {
+        self.seed += 1;
+        let seed = self.seed;
+        let from = self.disk.len();
+        let body = content(key, seed, size);
+        put(
+            self.w,
+            key,
+            variant,
+            &meta_of(seed, size, 0),
+            &body,
+            known,
+            40_000,
+        )
+        .await
+        .unwrap();
+        let to = self.disk.len();
+        let o = obj(key, variant);
+        let st = State::Stored { seed, size, rev: 0 };
+        let at = place(self.w, &o).await;
+        self.now.insert(o.clone(), (st, Some(at)));
+        self.done.push(Done {
+            from,
+            to,
+            after: vec![(o, st)],
+            purged: Vec::new(),
+            rewrite: false,
+        });
+    }
+
+    /// Three puts at once (distinct keys).
+    async fn put3(&mut self, keys: [&str; 3], size: usize) {
+        let from = self.disk.len();
+        let mut jobs = Vec::new();
+        for k in keys {
+            self.seed += 1;
+            jobs.push((k, self.seed));
+        }
+        let w = self.w;
+        let puts = jobs.iter().map(|&(k, seed)| async move {
+            let body = content(k, seed, size);
+            put(w, k, "", &meta_of(seed, size, 0), &body, true, 40_000).await
+        });
+        for r in futures_util::future::join_all(puts).await {
+            r.unwrap();
+        }
+        let to = self.disk.len();
+        let mut after = Vec::new();
+        for (k, seed) in jobs {
+            let o = obj(k, "");
+            let st = State::Stored { seed, size, rev: 0 };
+            let at = place(self.w, &o).await;
+            self.now.insert(o.clone(), (st, Some(at)));
+            after.push((o, st));
+        }
+        self.done.push(Done {
+            from,
+            to,
+            after,
+            purged: Vec::new(),
+            rewrite: false,
+        });
+    }
+
+    fn remove(&mut self, key: &str) {
+        let from = self.disk.len();
+        self.store.remove(key.as_bytes());
+        let to = self.disk.len();
+        let mut after = Vec::new();
+        let mut purged = Vec::new();
+        for (o, (st, at)) in self.now.iter_mut() {
+            if o.0 == key {
+                if let (State::Stored { seed, .. }, Some((seg, off))) = (*st, *at) {
+                    purged.push((o.clone(), seed, seg, off));
+                }
+                *st = State::Absent;
+                *at = None;
+                after.push((o.clone(), State::Absent));
+            }
+        }
+        self.done.push(Done {
+            from,
+            to,
+            after,
+            purged,
+            rewrite: false,
+        });
+    }
+
+    async fn update_meta(&mut self, key: &str) {
+        let o = obj(key, "");
+        let State::Stored { seed, size, rev } = self.state(&o) else {
+            panic!("{key} is not stored");
+        };
+        let r = variant_ref(self.w, key, "").await;
+        let from = self.disk.len();
+        self.w
+            .update_meta(&r, Bytes::from(meta_of(seed, size, rev + 1)))
+            .await
+            .unwrap();
+        let to = self.disk.len();
+        let st = State::Stored {
+            seed,
+            size,
+            rev: rev + 1,
+        };
+        self.now.get_mut(&o).unwrap().0 = st;
+        self.done.push(Done {
+            from,
+            to,
+            after: vec![(o, st)],
+            purged: Vec::new(),
+            rewrite: true,
+        });
+    }
+
+    /// A write dropped half way (the client went away): never visible.
+    async fn abort(&mut self) {
+        let from = self.disk.len();
+        let mut wr = self
+            .w
+            .begin_write(
+                Bytes::from_static(b"/aborted"),
+                Bytes::new(),
+                Bytes::from_static(b"0:0:0"),
+                Some(600_000),
+            )
+            .unwrap();
+        wr.write(Bytes::from(vec![9u8; 300_000])).await.unwrap();
+        drop(wr);
+        let to = self.disk.len();
+        self.done.push(Done {
+            from,
+            to,
+            after: Vec::new(),
+            purged: Vec::new(),
+            rewrite: false,
+        });
+    }
+}
+
+const SIZES: [usize; 6] = [0, 100, 5000, 70_000, 300_000, 600_000];
+
+/// The scripted workload: puts of every size (known and unknown length), replacements,
+/// purges, a purge then a put again, meta rewrites, variants, concurrent puts, an abort.
+fn mixed(engine: EngineChoice) -> Workload {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let disk = CrashDisk::new();
+    let store = disk.open(cfg(dir.path(), SIZE, engine)).unwrap();
+    let done = run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut r = Runner {
+            w: &w,
+            store: store.clone(),
+            disk: &disk,
+            done: Vec::new(),
+            now: BTreeMap::new(),
+            seed: 0,
+        };
+        for i in 0..8 {
+            r.put(&format!("/k{i}"), "", SIZES[i % SIZES.len()], i % 3 != 2)
+                .await;
+        }
+        r.put("/k2", "", 70_000, true).await;
+        r.put("/k5", "", 300_000, true).await;
+        r.remove("/k3");
+        r.update_meta("/k4").await;
+        r.abort().await;
+        r.put("/var", "gzip", 5000, true).await;
+        r.put("/var", "br", 100, true).await;
+        r.put3(["/k6", "/k7", "/k8"], 70_000).await;
+        r.remove("/k0");
+        r.put("/k0", "", 300_000, true).await;
+        r.update_meta("/k2").await;
+        r.remove("/var");
+        r.put("/k1", "", 5000, false).await;
+        r.put("/var", "br", 70_000, true).await;
+        r.update_meta("/k1").await;
+        r.remove("/k6");
+        r.done
+    });
+    drop(store);
+    let mut objs: BTreeSet<Obj> = done
+        .iter()
+        .flat_map(|d| d.after.iter().map(|(o, _)| o.clone()))
+        .collect();
+    objs.insert(obj("/aborted", ""));
+    Workload {
+        disk,
+        dir,
+        done,
+        objs,
+    }
+}
+
+/// What a crash may leave of each object, given which writes it kept.
+struct Expect {
+    /// The states each object may be in.
+    allowed: BTreeMap<Obj, BTreeSet<State>>,
+    /// Objects (by the seed of their body) purged by an operation whose tombstone write the
+    /// crash kept: never served again.
+    dead: BTreeSet<(Obj, u64)>,
+}
+
+/// `settled`: the operations that ended before this write index hold (the crash kept every
+/// write before it). `ordered`: the crash kept a prefix of the writes (the last one maybe
+/// torn), else any writes after `settled`.
+fn expect(
+    wl: &Workload,
+    writes: &[WriteInfo],
+    keep: &[Keep],
+    settled: usize,
+    ordered: bool,
+) -> Expect {
+    let kept = |i: usize| keep.get(i).is_some_and(|k| *k != Keep::Nothing);
+    let mut allowed: BTreeMap<Obj, BTreeSet<State>> = BTreeMap::new();
+    for o in &wl.objs {
+        allowed.insert(o.clone(), BTreeSet::from([State::Absent]));
+    }
+    // Operations that ended before `settled` hold: the state after the last of them.
+    let mut base: BTreeMap<Obj, State> = BTreeMap::new();
+    for d in wl.done.iter().filter(|d| d.to <= settled) {
+        for (o, st) in &d.after {
+            base.insert(o.clone(), *st);
+        }
+    }
+    for (o, st) in &base {
+        allowed.insert(o.clone(), BTreeSet::from([*st]));
+    }
+    // Later operations of which some write was kept: their result may be seen, or not. A
+    // torn rewrite loses the record; out of order, a later put may lose the older version too
+    // (its header kept, its body not: the newer record wins the scan, then fails its
+    // checksums).
+    for d in wl.done.iter().filter(|d| d.to > settled) {
+        if !(d.from..d.to).any(kept) {
+            continue;
+        }
+        for (o, st) in &d.after {
+            let a = allowed.get_mut(o).unwrap();
+            a.insert(*st);
+            if d.rewrite || !ordered {
+                a.insert(State::Absent);
+            }
+        }
+    }
+    let mut dead = BTreeSet::new();
+    for d in wl.done.iter().filter(|d| !d.purged.is_empty()) {
+        for (o, seed, seg, off) in &d.purged {
+            let tomb = (d.from..d.to).find(|&i| {
+                let w = &writes[i];
+                w.kind == WriteKind::Tombstone && w.seg == *seg && w.off == *off
+            });
+            assert!(tomb.is_some(), "the purge of {o:?} wrote no tombstone");
+            if let Some(t) = tomb
+                && kept(t)
+            {
+                dead.insert((o.clone(), *seed));
+            }
+        }
+    }
+    Expect { allowed, dead }
+}
+
+/// Open the store a crash left in `img` and check it against `ex`.
+fn check(engine: EngineChoice, img: &Path, wl: &Workload, ex: &Expect, what: &str) {
+    let store = Store::open(cfg(img, SIZE, engine)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let s = store.stats();
+    assert!(s.bytes_used <= s.bytes_capacity, "{what}");
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut seen: BTreeMap<Obj, State> = BTreeMap::new();
+        let primaries: BTreeSet<&String> = wl.objs.iter().map(|o| &o.0).collect();
+        for key in primaries {
+            for r in store.lookup(key.as_bytes()) {
+                let obj = match w.open(&r).await {
+                    Ok(o) => o,
+                    Err(StoreError::MissingOrReplaced | StoreError::Corrupt(_)) => continue,
+                    Err(e) => panic!("{what}: {key}: {e}"),
+                };
+                let o = (
+                    key.clone(),
+                    String::from_utf8(obj.object_ref.variant.to_vec()).unwrap(),
+                );
+                let (seed, size, rev) = parse_meta(&obj.meta);
+                let Ok(body) = collect(obj, None).await else {
+                    // A torn body, found by its checksums: not served.
+                    continue;
+                };
+                assert!(
+                    body == content(key, seed, size),
+                    "{what}: {o:?}: wrong bytes (meta {seed}:{size}:{rev})"
+                );
+                assert!(
+                    !ex.dead.contains(&(o.clone(), seed)),
+                    "{what}: {o:?}: a purge whose tombstone persisted came back"
+                );
+                let st = State::Stored { seed, size, rev };
+                assert!(seen.insert(o.clone(), st).is_none(), "{what}: {o:?} twice");
+            }
+        }
+        for (o, a) in &ex.allowed {
+            let st = seen.remove(o).unwrap_or(State::Absent);
+            assert!(a.contains(&st), "{what}: {o:?} is {st:?}, may be {a:?}");
+        }
+        assert!(seen.is_empty(), "{what}: unknown objects {seen:?}");
+    });
+}
+
+/// A directory for crash images, one after the other (`materialize` rewrites it in place): in
+/// RAM where there is a tmpfs (the store reads it through the page cache there, as tmpfs
+/// refuses O_DIRECT; the recovery is the same), else on disk.
+fn image_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir_in("/var/tmp"))
+        .unwrap()
+}
+
+/// Crash after every write, and with every write torn at one sector and at half its length:
+/// everything that returned before holds, the write in flight is seen done or not.
+fn every_prefix(engine: EngineChoice) {
+    let wl = mixed(engine);
+    let img = image_dir();
+    let writes = wl.disk.writes();
+    let n = writes.len();
+    assert!(n > 40, "the workload made {n} writes");
+    for k in 0..=n {
+        let mut cuts = vec![(wl.disk.prefix(k), k, format!("crash after write {k}"))];
+        if let Some(w) = writes.get(k) {
+            let sectors = w.len / edgecache_store::io::crash::SECTOR;
+            for s in [1, sectors / 2] {
+                if s > 0 && s < sectors {
+                    cuts.push((
+                        wl.disk.torn(k, s),
+                        k,
+                        format!("write {k} torn at {s} sectors"),
+                    ));
+                }
+            }
+        }
+        for (keep, settled, what) in cuts {
+            wl.disk
+                .materialize(wl.dir.path(), img.path(), &keep)
+                .unwrap();
+            let ex = expect(&wl, &writes, &keep, settled, true);
+            check(engine, img.path(), &wl, &ex, &what);
+        }
+    }
+}
+
+#[test]
+fn every_crash_point_uring() {
+    every_prefix(EngineChoice::Uring);
+}
+
+#[test]
+fn every_crash_point_threads() {
+    every_prefix(EngineChoice::Threads);
+}
