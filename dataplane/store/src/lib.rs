@@ -184,8 +184,13 @@
 //! sequence number of each key and tombstones older duplicates. It never resumes writing into a
 //! recovered segment: the first write reclaims a fresh one. Nothing is fsynced on the hot path:
 //! a killed process loses nothing that was published (completed writes are in the kernel); a
-//! power loss may lose recent records, and a body that did not reach the disk before its header
-//! fails its block checksums at read time and is dropped, never served.
+//! power loss may lose recent records, purges and replacements (a tombstone lost), and a body
+//! that did not reach the disk before its header fails its block checksums at read time and is
+//! dropped, never served (the proxy's purge rules are fsynced on their own). The one sync is a
+//! reclaimed segment's new header (fdatasync, before any record of its epoch): lost, the
+//! segment would come back at its old epoch, its next reclaim would reuse the lost one, and
+//! the records written under it before the crash would be valid again. `io::crash` and
+//! `tests/store_crash_sim.rs` check these promises at every write of a workload.
 //!
 //! # Errors
 //! ENOSPC or EIO on a write fails that write (counted in `write_errors`), the record is never
@@ -194,10 +199,8 @@
 //! # Known limits
 //! - A record must fit in one segment: objects larger than about a segment (64 MiB by default,
 //!   see [`layout`]) are not stored whatever `max_object_size` says ([`Store::max_body_len`]).
-//! - Records written after a torn one in the same segment are lost at restart (only the
-//!   segments being written when the process died are affected).
-//! - A meta rewrite (`update_meta`) torn by a crash loses that record and the rest of its
-//!   segment at restart, like a torn write.
+//! - A record torn by a crash (its header, or a meta rewrite of it, half written) is lost at
+//!   restart; the records after it in its segment are found (`store_crash_sim`).
 //! - A meta rewrite whose future is dropped mid-write ends its in-progress mark at the drop
 //!   while its write may still land; a reader whose two reads of the header both overlap that
 //!   late write still drops the record as corrupt (see `src/rewrite.rs`).

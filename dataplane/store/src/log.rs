@@ -55,10 +55,16 @@ impl Store {
         self.epochs[v as usize].store(epoch, Ordering::Release);
         self.sweep_next(&mut st);
         st.active = None;
+        // Durable before any record of the epoch is written: a segment header lost while
+        // records of its epoch persist (a drive's cache flushes in any order) would bring the
+        // segment back at its old epoch, the next start would reuse the lost epoch for the
+        // next reclaim, and those records would be valid again at the start after (a purged
+        // object back). Once per reclaim, so cheap.
         let written = self.with_sync_block(|hdr| {
             record::encode_segment(hdr.full_mut(), self.nonce, epoch, v);
             hdr.set_len(4096);
-            self.write_sync(v, hdr, 0)
+            self.write_sync(v, hdr, 0)?;
+            self.sync_segment(v)
         });
         if let Err(e) = written {
             Counters::inc(&self.counters.write_errors);
@@ -206,6 +212,17 @@ impl Store {
         pwrite_all(&f.direct, buf, off)?;
         if let Some(j) = self.journal() {
             j.record(seg, off, buf.as_slice());
+        }
+        Ok(())
+    }
+
+    /// fdatasync a segment file (journaled as a durability point for crash tests).
+    fn sync_segment(&self, seg: u32) -> std::io::Result<()> {
+        if let Some(f) = self.files.get(seg as usize) {
+            f.direct.sync_data()?;
+            if let Some(j) = self.journal() {
+                j.synced(seg);
+            }
         }
         Ok(())
     }

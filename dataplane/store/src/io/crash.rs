@@ -7,8 +7,9 @@
 //! model of the disk is volatile-then-durable: a write is durable once a sync of its file
 //! followed it, and until then a crash may lose it, keep it, or keep only its first sectors,
 //! each write independently of the others (a drive's volatile cache persists in any order: a
-//! record's header may reach the medium before its body). The store never syncs segment data
-//! (see the crate doc, "Recovery"), so every segment write is volatile here.
+//! record's header may reach the medium before its body). The store syncs a segment only
+//! after writing its header at a reclaim (see the crate doc, "Recovery"), so every record
+//! and tombstone write is volatile here until that segment's next reclaim.
 //!
 //! A test runs a workload, then picks a crash: one [`Keep`] per journaled write
 //! ([`CrashDisk::prefix`], [`CrashDisk::torn`], [`CrashDisk::reordered`] build the usual ones),
@@ -142,7 +143,6 @@ impl Journal {
     }
 
     /// A sync of segment `seg` completed: its writes so far are durable.
-    #[allow(dead_code)] // the store syncs no segment data today
     pub(crate) fn synced(&self, seg: u32) {
         for e in self.lock().entries.iter_mut() {
             if e.info.seg == seg {
