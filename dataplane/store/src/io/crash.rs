@@ -11,7 +11,7 @@
 //! after writing its header at a reclaim (see the crate doc, "Recovery"), so every record
 //! and tombstone write is volatile here until that segment's next reclaim.
 //!
-//! A test runs a workload, then picks a crash: one [`Keep`] per journaled write
+//! A test runs a workload, then picks a crash: one [`Keep`] per write issued before it
 //! ([`CrashDisk::prefix`], [`CrashDisk::torn`], [`CrashDisk::reordered`] build the usual ones),
 //! and [`CrashDisk::materialize`] writes the disk that crash leaves into a fresh directory: the
 //! segment files as they were when the store opened, plus the kept writes in their order; the
@@ -65,11 +65,17 @@ pub struct WriteInfo {
     pub kind: WriteKind,
     /// For a header or a tombstone: the record's extent `[off, off + len)` in the segment.
     pub record: Option<(u64, u64)>,
-    /// A sync of its segment followed it: no crash can lose it.
-    pub durable: bool,
+    /// The journal's length when a sync of its segment followed it: a crash after that many
+    /// writes cannot lose it.
+    pub synced_at: Option<usize>,
 }
 
 impl WriteInfo {
+    /// Whether a crash after `writes` writes keeps this one whatever else it loses.
+    pub fn durable_after(&self, writes: usize) -> bool {
+        self.synced_at.is_some_and(|t| t <= writes)
+    }
+
     /// Whether this write lies inside the record whose header is `h` (a body write of it).
     pub fn inside(&self, h: &WriteInfo) -> bool {
         h.record.is_some_and(|(start, len)| {
@@ -136,7 +142,7 @@ impl Journal {
                 len: data.len(),
                 kind,
                 record,
-                durable: false,
+                synced_at: None,
             },
             data: Arc::new(data.to_vec()),
         });
@@ -144,9 +150,11 @@ impl Journal {
 
     /// A sync of segment `seg` completed: its writes so far are durable.
     pub(crate) fn synced(&self, seg: u32) {
-        for e in self.lock().entries.iter_mut() {
-            if e.info.seg == seg {
-                e.info.durable = true;
+        let mut g = self.lock();
+        let now = g.entries.len();
+        for e in g.entries.iter_mut() {
+            if e.info.seg == seg && e.info.synced_at.is_none() {
+                e.info.synced_at = Some(now);
             }
         }
     }
@@ -249,18 +257,16 @@ impl CrashDisk {
         self.len() == 0
     }
 
-    /// The first `k` writes persisted, none after.
+    /// A crash after the first `k` writes, all persisted.
     pub fn prefix(&self, k: usize) -> Vec<Keep> {
-        (0..self.len())
-            .map(|i| if i < k { Keep::All } else { Keep::Nothing })
-            .collect()
+        vec![Keep::All; k.min(self.len())]
     }
 
-    /// The first `k` writes persisted, write `k` only its first `sectors` sectors, none after.
+    /// A crash during write `k`: the ones before persisted, it only its first `sectors`.
     pub fn torn(&self, k: usize, sectors: usize) -> Vec<Keep> {
         let mut keep = self.prefix(k);
-        if let Some(w) = keep.get_mut(k) {
-            *w = Keep::Sectors(sectors);
+        if k < self.len() {
+            keep.push(Keep::Sectors(sectors));
         }
         keep
     }
@@ -290,8 +296,8 @@ impl CrashDisk {
 
     /// Write the disk a crash leaves into `to`: the store's small files from `from` (its
     /// directory), its segment files as they were at open with the writes `keep` says
-    /// persisted applied in order (a write without an entry in `keep` is lost; a durable one
-    /// is kept whatever `keep` says). `to` may hold the image of an earlier crash of this disk
+    /// persisted applied in order. The crash came after `keep.len()` writes (later ones were
+    /// never issued); a write a sync made durable before that is kept whatever `keep` says. `to` may hold the image of an earlier crash of this disk
     /// (its store dropped): only the blocks the base or a write touched are written again, so
     /// nothing is freed and allocated again (much faster than a fresh directory).
     pub fn materialize(&self, from: &Path, to: &Path, keep: &[Keep]) -> io::Result<()> {
@@ -321,10 +327,10 @@ impl CrashDisk {
             let Some(segment) = blocks.get_mut(e.info.seg as usize) else {
                 continue;
             };
-            let k = if e.info.durable {
-                Keep::All
-            } else {
-                keep.get(e.info.index).copied().unwrap_or(Keep::Nothing)
+            let k = match keep.get(e.info.index) {
+                Some(_) if e.info.durable_after(keep.len()) => Keep::All,
+                Some(k) => *k,
+                None => Keep::Nothing,
             };
             let n = match k {
                 Keep::All => e.data.len(),
