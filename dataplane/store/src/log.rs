@@ -155,6 +155,13 @@ impl Store {
         }
     }
 
+    /// Drop the index entry of a record whose header is a tombstone (purged after the
+    /// checkpoint the index was restored from).
+    pub(crate) fn forget_dead(&self, primary: &[u8], loc: &Loc) {
+        let mut st = self.lock();
+        self.index_remove(&mut st, primary, Some(loc));
+    }
+
     /// Record that the whole body of the record at `loc` passed its block checksums.
     pub(crate) fn mark_verified(&self, primary: &[u8], loc: &Loc) {
         self.index_set_verified(primary, loc);

@@ -202,6 +202,9 @@ impl StoreWorker {
         } else {
             real_len >= rec_len
         };
+        if hdr.is_dead() && hdr.epoch == loc.epoch {
+            store.forget_dead(&r.primary, loc);
+        }
         if hdr.is_dead() || hdr.primary != r.primary || hdr.epoch != loc.epoch || !len_ok {
             return Err(StoreError::MissingOrReplaced);
         }

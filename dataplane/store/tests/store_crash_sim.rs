@@ -11,8 +11,12 @@
 //!   rewrite is seen), and the one in flight is seen done or not done;
 //! - a crash that loses or tears any writes after a point (a drive's volatile cache): each
 //!   operation that returned before that point holds as above; a purged object comes back only
-//!   when the write of its tombstone was lost (the store syncs nothing: see its crate doc), and
-//!   otherwise the key serves one of its states or nothing.
+//!   when the write of its tombstone was lost (the store syncs no record: see its crate doc),
+//!   and otherwise the key serves one of its states or nothing.
+//!
+//! The workloads write index checkpoints as they go (one with a write in flight, one before
+//! replacing and purging objects of a sealed segment), so most crashes start from the last
+//! checkpoint and a scan of the log written since; the promises are the same.
 
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
@@ -249,6 +253,48 @@ impl Runner<'_> {
         });
     }
 
+    /// Write the index checkpoint now (the store runs on: the next start restores it and
+    /// scans what was written since).
+    fn checkpoint(&mut self) {
+        self.store.checkpoint().unwrap();
+    }
+
+    /// A put with the checkpoint written half way through its body (its record is in the
+    /// checkpoint's replay set).
+    async fn put_across_checkpoint(&mut self, key: &str, size: usize) {
+        self.seed += 1;
+        let seed = self.seed;
+        let from = self.len();
+        let body = content(key, seed, size);
+        let mut wr = self
+            .w
+            .begin_write(
+                Bytes::copy_from_slice(key.as_bytes()),
+                Bytes::new(),
+                Bytes::from(meta_of(seed, size, 0)),
+                Some(size as u64),
+            )
+            .unwrap();
+        let (a, b) = body.split_at(size / 2);
+        wr.write(Bytes::copy_from_slice(a)).await.unwrap();
+        self.store.checkpoint().unwrap();
+        wr.write(Bytes::copy_from_slice(b)).await.unwrap();
+        wr.finish().await.unwrap();
+        let to = self.len();
+        self.evict(from, to);
+        let o = obj(key, "");
+        let st = State::Stored { seed, size, rev: 0 };
+        let at = place(self.w, &o).await;
+        self.now.insert(o.clone(), (st, Some(at), to));
+        self.done.push(Done {
+            from,
+            to,
+            after: vec![(o, st)],
+            purged: Vec::new(),
+            rewrite: false,
+        });
+    }
+
     /// A write dropped half way (the client went away): never visible.
     async fn abort(&mut self) {
         let from = self.len();
@@ -297,6 +343,7 @@ fn mixed(engine: EngineChoice) -> Workload {
             r.put(&format!("/k{i}"), "", SIZES[i % SIZES.len()], i % 3 != 2)
                 .await;
         }
+        r.checkpoint();
         r.put("/k2", "", 70_000, true).await;
         r.put("/k5", "", 300_000, true).await;
         r.remove("/k3");
@@ -305,6 +352,7 @@ fn mixed(engine: EngineChoice) -> Workload {
         r.put("/var", "gzip", 5000, true).await;
         r.put("/var", "br", 100, true).await;
         r.put3(["/k6", "/k7", "/k8"], 70_000).await;
+        r.put_across_checkpoint("/k9", 600_000).await;
         r.remove("/k0");
         r.put("/k0", "", 300_000, true).await;
         r.update_meta("/k2").await;
@@ -362,6 +410,8 @@ fn reclaiming(engine: EngineChoice) -> Workload {
                     .unwrap();
             }
             assert_eq!(store.stats().evictions, 0);
+            // A clean stop's checkpoint: the journaled run starts from it.
+            r.checkpoint();
             (r.done, r.now, r.seed)
         })
     };
@@ -381,8 +431,14 @@ fn reclaiming(engine: EngineChoice) -> Workload {
         r.put("/r2", "", 70_000, true).await;
         r.remove("/r3");
         r.put("/n1", "", 300_000, true).await;
+        r.checkpoint();
         r.update_meta("/n0").await;
         r.put("/big", "", (8 << 20) - (64 << 10), true).await;
+        // The first segment is sealed now: a checkpoint trusts its entries, then one of them
+        // is replaced and one purged.
+        r.checkpoint();
+        r.put("/r2", "", 5000, true).await;
+        r.remove("/n0");
         r.put("/n2", "", 5000, false).await;
         r.remove("/n1");
         r.put("/r4", "", 5000, true).await;
@@ -428,7 +484,10 @@ fn over_reclaims(engine: EngineChoice) {
                 .materialize(wl.dir.path(), img.path(), &keep)
                 .unwrap();
             let ex = expect(&wl, &writes, &keep, k, ordered);
-            check(engine, img.path(), &wl, &ex, &what);
+            assert!(
+                check(engine, img.path(), &wl, &ex, &what),
+                "{what}: a checkpoint was there"
+            );
         }
     }
 }
@@ -527,8 +586,10 @@ fn expect(
 }
 
 /// Open the store a crash left in `img` and check it against `ex`.
-fn check(engine: EngineChoice, img: &Path, wl: &Workload, ex: &Expect, what: &str) {
+/// Whether the store restored a checkpoint.
+fn check(engine: EngineChoice, img: &Path, wl: &Workload, ex: &Expect, what: &str) -> bool {
     let store = Store::open(cfg(img, SIZE, engine)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let restored = store.restored_from_checkpoint();
     let s = store.stats();
     assert!(s.bytes_used <= s.bytes_capacity, "{what}");
     run(engine, async {
@@ -569,6 +630,7 @@ fn check(engine: EngineChoice, img: &Path, wl: &Workload, ex: &Expect, what: &st
         }
         assert!(seen.is_empty(), "{what}: unknown objects {seen:?}");
     });
+    restored
 }
 
 /// A directory for crash images, one after the other (`materialize` rewrites it in place): in
@@ -589,6 +651,7 @@ fn every_prefix(engine: EngineChoice) {
     let writes = wl.disk.writes();
     let n = writes.len();
     assert!(n > 40, "the workload made {n} writes");
+    let mut restores = 0;
     for k in 0..=n {
         let mut cuts = vec![(wl.disk.prefix(k), k, format!("crash after write {k}"))];
         if let Some(w) = writes.get(k) {
@@ -614,9 +677,10 @@ fn every_prefix(engine: EngineChoice) {
                 .materialize(wl.dir.path(), img.path(), &keep)
                 .unwrap();
             let ex = expect(&wl, &writes, &keep, settled, true);
-            check(engine, img.path(), &wl, &ex, &what);
+            restores += usize::from(check(engine, img.path(), &wl, &ex, &what));
         }
     }
+    assert!(restores > n / 2, "{restores} starts from a checkpoint");
 }
 
 #[test]

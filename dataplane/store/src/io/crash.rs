@@ -15,7 +15,8 @@
 //! ([`CrashDisk::prefix`], [`CrashDisk::torn`], [`CrashDisk::reordered`] build the usual ones),
 //! and [`CrashDisk::materialize`] writes the disk that crash leaves into a fresh directory: the
 //! segment files as they were when the store opened, plus the kept writes in their order; the
-//! store's small files (superblock, claim) as they are. The test then opens a store on that
+//! index checkpoint the store had last written before the crash (it is replaced atomically:
+//! fsynced, renamed); the other small files (superblock, claim) as they are. The test then opens a store on that
 //! directory (with any engine) and checks what it serves.
 //!
 //! - "Writes lost after the k-th": `prefix(k)`. With writes journaled in completion order,
@@ -38,6 +39,9 @@ use crate::{Store, StoreConfig, StoreError};
 
 /// The device's sector: the unit a torn write is cut at.
 pub const SECTOR: usize = 512;
+/// The store's small files whose versions the journal keeps (the others are copied as they
+/// are at the crash).
+const JOURNALED_FILES: [&str; 1] = [crate::checkpoint::CKPT_FILE];
 /// The unit of the base snapshot and of an image's rewrite.
 const BLOCK: u64 = 4096;
 
@@ -103,6 +107,9 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     entries: Vec<Entry>,
+    /// Small files replaced atomically (fsynced, renamed, the directory fsynced): the journal's
+    /// length then, the name, the bytes.
+    files: Vec<(usize, String, Arc<Vec<u8>>)>,
     /// The segment files when the store opened: their non-zero 4 KiB blocks.
     base: Vec<BTreeMap<u64, Vec<u8>>>,
     segment_size: u64,
@@ -146,6 +153,13 @@ impl Journal {
             },
             data: Arc::new(data.to_vec()),
         });
+    }
+
+    /// The store replaced its file `name` (durably, atomically) with `bytes`.
+    pub(crate) fn file(&self, name: &str, bytes: Vec<u8>) {
+        let mut g = self.lock();
+        let at = g.entries.len();
+        g.files.push((at, name.to_string(), Arc::new(bytes)));
     }
 
     /// A sync of segment `seg` completed: its writes so far are durable.
@@ -235,6 +249,14 @@ impl CrashDisk {
         g.base = base;
         g.segment_size = size;
         g.entries.clear();
+        g.files.clear();
+        for name in JOURNALED_FILES {
+            match fs::read(dir.join(name)) {
+                Ok(b) => g.files.push((0, name.to_string(), Arc::new(b))),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 
@@ -313,6 +335,7 @@ impl CrashDisk {
             let e = e?;
             let name = e.file_name().to_string_lossy().into_owned();
             if !is_segment(&name)
+                && !JOURNALED_FILES.contains(&name.as_str())
                 && name != LOCK_FILE
                 && !name.ends_with(".tmp")
                 && e.file_type()?.is_file()
@@ -321,6 +344,17 @@ impl CrashDisk {
             }
         }
         let g = self.journal.lock();
+        // The small files as the crash left them: the last version replaced before it.
+        for name in JOURNALED_FILES {
+            if let Some((_, _, b)) = g
+                .files
+                .iter()
+                .rev()
+                .find(|(at, n, _)| n == name && *at <= keep.len())
+            {
+                fs::write(to.join(name), &b[..])?;
+            }
+        }
         // Every block the base or a write touched, with its content after this crash.
         let mut blocks: Vec<BTreeMap<u64, Vec<u8>>> = g.base.clone();
         for e in &g.entries {
