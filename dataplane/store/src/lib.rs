@@ -438,6 +438,9 @@ pub struct Store {
     replayed: u32,
     /// One checkpoint written at a time.
     checkpointing: Mutex<()>,
+    /// Segment reclaims in this run, and their number when the last checkpoint started.
+    reclaims: AtomicU64,
+    reclaims_at_checkpoint: AtomicU64,
     /// The buffer budget each new [`StoreWorker`] gets.
     io_buffer_bytes: AtomicU64,
     /// The 4 KiB buffer of the synchronous writes (segment headers, tombstones).
@@ -582,6 +585,8 @@ impl Store {
             from_checkpoint: false,
             replayed: 0,
             checkpointing: Mutex::new(()),
+            reclaims: AtomicU64::new(0),
+            reclaims_at_checkpoint: AtomicU64::new(0),
             io_buffer_bytes: AtomicU64::new(DEFAULT_IO_BUFFER_BYTES),
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
@@ -744,6 +749,8 @@ impl Store {
         };
         let (before, busy_before) = {
             let st = self.lock();
+            self.reclaims_at_checkpoint
+                .store(self.reclaims.load(Ordering::Relaxed), Ordering::Relaxed);
             (
                 st.segs.iter().map(|s| s.epoch).collect::<Vec<u64>>(),
                 busy(&st),
@@ -772,6 +779,16 @@ impl Store {
             j.file(checkpoint::CKPT_FILE, fs::read(path)?);
         }
         Ok(len)
+    }
+
+    /// Whether a checkpoint is due: this run reclaimed a sixteenth of the segments (at least
+    /// four) since the last one began, so a start after a kill now would scan that many
+    /// segments and more after it. The caller (the data plane, from a thread that may block
+    /// while the index is written) polls it and calls [`Store::checkpoint`].
+    pub fn checkpoint_due(&self) -> bool {
+        let since = self.reclaims.load(Ordering::Relaxed)
+            - self.reclaims_at_checkpoint.load(Ordering::Relaxed);
+        since >= u64::from(self.layout.segment_count / 16).max(4)
     }
 
     /// How many segments this start scanned after restoring a checkpoint (the log written

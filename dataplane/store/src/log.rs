@@ -71,6 +71,7 @@ impl Store {
             return Err(e.into());
         }
         self.counters.disk_write(WriteKind::SegmentHeader, 4096);
+        self.reclaims.fetch_add(1, Ordering::Relaxed);
         st.active = Some(v);
         let s = &mut st.segs[v as usize];
         s.write_off = SEGMENT_HEADER + len;

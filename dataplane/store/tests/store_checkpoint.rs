@@ -216,3 +216,26 @@ fn another_index_bound_scans() {
     assert!(!store.restored_from_checkpoint());
     check(&store, 50);
 }
+
+#[test]
+fn a_checkpoint_is_due_after_a_few_reclaims() {
+    let dir = tmp();
+    let store = open(dir.path(), 256 * MIB, ENGINE);
+    assert!(!store.checkpoint_due());
+    let seg = store.layout().segment_size as usize;
+    let body = vec![7u8; seg / 2];
+    run(ENGINE, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut i = 0;
+        while !store.checkpoint_due() {
+            put(&w, &format!("/due/{i}"), "", "m", &body, true, 1 << 20)
+                .await
+                .unwrap();
+            i += 1;
+        }
+        // Four reclaims: a segment holds one such body.
+        assert_eq!(i, 4);
+        store.checkpoint().unwrap();
+        assert!(!store.checkpoint_due());
+    });
+}
