@@ -206,6 +206,10 @@
 //!   see [`layout`]) are not stored whatever `max_object_size` says ([`Store::max_body_len`]).
 //! - A record torn by a crash (its header, or a meta rewrite of it, half written) is lost at
 //!   restart; the records after it in its segment are found (`store_crash_sim`).
+//! - After a start from a checkpoint, the entry of an object purged since (in a segment not
+//!   scanned) stays in the index, and in `objects`, until it is opened: a miss then, and the
+//!   entry goes. The scan after a kill covers the segments reclaimed since the checkpoint:
+//!   write checkpoints as the store runs ([`Store::checkpoint_due`]) to bound it.
 //! - A meta rewrite whose future is dropped mid-write ends its in-progress mark at the drop
 //!   while its write may still land; a reader whose two reads of the header both overlap that
 //!   late write still drops the record as corrupt (see `src/rewrite.rs`).
