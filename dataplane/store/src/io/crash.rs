@@ -13,11 +13,11 @@
 //!
 //! A test runs a workload, then picks a crash: one [`Keep`] per write issued before it
 //! ([`CrashDisk::prefix`], [`CrashDisk::torn`], [`CrashDisk::reordered`] build the usual ones),
-//! and [`CrashDisk::materialize`] writes the disk that crash leaves into a fresh directory: the
+//! and [`CrashDisk::materialize`] writes the disk that crash leaves into a directory: the
 //! segment files as they were when the store opened, plus the kept writes in their order; the
 //! index checkpoint the store had last written before the crash (it is replaced atomically:
-//! fsynced, renamed); the other small files (superblock, claim) as they are. The test then opens a store on that
-//! directory (with any engine) and checks what it serves.
+//! fsynced, renamed); the other small files (superblock, claim) as they are. The test then
+//! opens a store on that directory (with any engine) and checks what it serves.
 //!
 //! - "Writes lost after the k-th": `prefix(k)`. With writes journaled in completion order,
 //!   this is also what a SIGKILL at that moment leaves (completed writes are in the kernel;
@@ -319,9 +319,10 @@ impl CrashDisk {
     /// Write the disk a crash leaves into `to`: the store's small files from `from` (its
     /// directory), its segment files as they were at open with the writes `keep` says
     /// persisted applied in order. The crash came after `keep.len()` writes (later ones were
-    /// never issued); a write a sync made durable before that is kept whatever `keep` says. `to` may hold the image of an earlier crash of this disk
-    /// (its store dropped): only the blocks the base or a write touched are written again, so
-    /// nothing is freed and allocated again (much faster than a fresh directory).
+    /// never issued); a write a sync made durable before that is kept whatever `keep` says.
+    /// `to` may hold the image of an earlier crash of this disk (its store dropped): only the
+    /// blocks the base or a write touched are written again, so nothing is freed and allocated
+    /// again (much faster than a fresh directory).
     pub fn materialize(&self, from: &Path, to: &Path, keep: &[Keep]) -> io::Result<()> {
         fs::create_dir_all(to)?;
         for e in fs::read_dir(to)? {
