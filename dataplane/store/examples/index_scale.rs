@@ -5,8 +5,10 @@
 //! (one worker, io_uring), then reports the process RSS growth per object, the index's own
 //! bytes per object, the time of a lookup (hits and misses, index only), the time of a hit
 //! opened and read, and the disk reads of the misses; then the time to open the store again
-//! after a clean stop (from the index checkpoint) and after a kill (the scan of every
-//! segment). The directory is deleted at the end.
+//! after a clean stop (from the index checkpoint), after a kill with `--after` objects
+//! (10,000) written since the checkpoint (the checkpoint and a scan of the segments written
+//! since), and with no checkpoint (the scan of every segment). The directory is deleted at the
+//! end.
 //!
 //! `--index-only` inserts `--count` entries into an `Index` directly (no disk): what the index
 //! costs at counts the test machine's disk cannot hold (10 million 4 KiB records are 80 GB).
@@ -32,6 +34,8 @@ struct Args {
     count: u64,
     body: usize,
     index_only: bool,
+    /// Objects written after the checkpoint before the kill.
+    after: u64,
 }
 
 fn parse() -> Args {
@@ -39,6 +43,7 @@ fn parse() -> Args {
         count: 1_000_000,
         body: 4096,
         index_only: false,
+        after: 10_000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -46,6 +51,7 @@ fn parse() -> Args {
             "--count" => a.count = it.next().unwrap().parse().unwrap(),
             "--body" => a.body = it.next().unwrap().parse().unwrap(),
             "--index-only" => a.index_only = true,
+            "--after" => a.after = it.next().unwrap().parse().unwrap(),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -207,7 +213,10 @@ fn store(a: &Args) {
         );
     };
     tokio_uring::start(run);
-    // Time to a usable store after a clean stop (the checkpoint) and after a kill (the scan).
+    // Time to a usable store: after a clean stop (the checkpoint; the segment active at the
+    // stop is scanned again), after a kill with `--after` objects written since the
+    // checkpoint (the checkpoint and a scan of the segments written since), and with no
+    // checkpoint (the scan of every segment).
     let t = Instant::now();
     let ckpt_bytes = store.checkpoint().unwrap();
     let write_s = t.elapsed().as_secs_f64();
@@ -217,16 +226,47 @@ fn store(a: &Args) {
     let restore_s = t.elapsed().as_secs_f64();
     assert!(store.restored_from_checkpoint());
     let restored = store.stats().recovered_objects;
+    let replayed = store.replayed_segments();
+    let after = a.after;
+    let writer = store.clone();
+    tokio_uring::start(async move {
+        let w = StoreWorker::new(writer).unwrap();
+        let body = Bytes::from(vec![0x6b_u8; a.body]);
+        for i in 0..after {
+            let mut wr = w
+                .begin_write(
+                    Bytes::from(key(i).into_bytes()),
+                    Bytes::new(),
+                    Bytes::from_static(b"status: 200\r\n"),
+                    Some(a.body as u64),
+                )
+                .unwrap();
+            wr.write(body.clone()).await.unwrap();
+            wr.finish().await.unwrap();
+        }
+    });
+    // A kill: no checkpoint since.
     drop(store);
+    let t = Instant::now();
+    let store = Store::open(cfg()).unwrap();
+    let replay_s = t.elapsed().as_secs_f64();
+    assert!(store.restored_from_checkpoint());
+    let replay_recovered = store.stats().recovered_objects;
+    let replay_segments = store.replayed_segments();
+    drop(store);
+    std::fs::remove_file(dir.path().join("index.ckpt")).unwrap();
     let t = Instant::now();
     let store = Store::open(cfg()).unwrap();
     let scan_s = t.elapsed().as_secs_f64();
     assert!(!store.restored_from_checkpoint());
     println!(
         "restart count={} checkpoint_write={write_s:.2} s checkpoint_bytes={ckpt_bytes} \
-         open_from_checkpoint={restore_s:.2} s (recovered {restored}) open_by_scan={scan_s:.2} s \
-         (recovered {})",
+         open_from_checkpoint={restore_s:.2} s (recovered {restored}, segments scanned \
+         {replayed}) open_after_kill={replay_s:.2} s ({after} objects written since the \
+         checkpoint; recovered {replay_recovered}, segments scanned {replay_segments} of {}) \
+         open_by_scan={scan_s:.2} s (recovered {})",
         a.count,
+        store.layout().segment_count,
         store.stats().recovered_objects,
     );
     drop(store);

@@ -1,14 +1,25 @@
-//! The restart checkpoint. At a clean stop the store writes its index, each segment's epoch and
-//! its sequence counter to `index.ckpt` (`Store::checkpoint`), so the next start restores the
-//! index with one sequential read instead of reading every record header on the disk.
+//! The restart checkpoint: the index, each segment's epoch, the segments the log was being
+//! written in (the replay set) and the sequence counter, in `index.ckpt` (`Store::checkpoint`),
+//! so a start restores the index with one sequential read and scans only the log written
+//! since, instead of reading every record header on the disk.
 //!
-//! The file is used at most once: the start that finds it deletes it before the store writes
-//! anything. It is trusted only whole and current: the magic, the store's nonce, the segment
-//! layout and the index bound must be this store's, the xxh3 of the file must match, and every
-//! segment's header on disk must still carry the epoch the checkpoint recorded (a segment
-//! written since has a new epoch). Anything else, or no file (a kill, a crash), is the full
-//! scan. Purges stay purged either way: a removal writes its tombstone over the record's header
-//! before it is answered, and an opened record whose header is dead is a miss.
+//! It is written while the store runs (and at a clean stop), without stopping the writers:
+//! the segments active or pinned by a writer when it starts or ends, or reclaimed meanwhile,
+//! are its replay set, and their entries are not trusted. A start that finds a whole
+//! checkpoint of this store (magic, nonce, layout and index bound, xxh3 of the file) keeps the
+//! entries of every other segment still at the epoch it recorded, and scans the replay set and
+//! every segment whose epoch changed since (reclaimed after it: the log written since); the
+//! records found there replace the older entries of their objects (one header read per
+//! replaced entry). No file, a torn or foreign one: the full scan.
+//!
+//! Why the kept entries are right: a segment is written only while active (or pinned by a
+//! writer), and becomes active again only by a reclaim, which changes its epoch (its header is
+//! synced before any record of the new epoch). Outside that, the only writes into a segment are
+//! in place over a record's header: a tombstone (a purge, a replacement, an abort) or a meta
+//! rewrite. An entry whose record was purged after the checkpoint reads a dead header when it
+//! is opened: a miss, and the entry leaves the index. So a purge answered before a kill stays
+//! purged, whatever checkpoint the next start finds. The file stays (it is valid until
+//! replaced); an older one only means a longer replay.
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -20,7 +31,7 @@ use super::index::Index;
 use super::layout::Layout;
 
 pub(crate) const CKPT_FILE: &str = "index.ckpt";
-const MAGIC: &[u8; 8] = b"ECIDXCK1";
+const MAGIC: &[u8; 8] = b"ECIDXCK2";
 
 /// What a checkpoint is of: all must match the store that reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +45,17 @@ pub(crate) struct Identity {
 /// A checkpoint read back.
 pub(crate) struct Loaded {
     pub epochs: Vec<u64>,
+    /// Segments the log was being written in: scanned whatever their epoch.
+    pub replay: Vec<u32>,
     pub max_seq: u64,
     pub index: Index,
+}
+
+/// Where the log was when the index was written (taken after it): each segment's epoch and
+/// the replay set.
+pub(crate) struct LogState {
+    pub epochs: Vec<u64>,
+    pub replay: Vec<u32>,
 }
 
 /// Everything written goes through the hash.
@@ -78,13 +98,14 @@ fn write_header(w: &mut impl Write, id: Identity, max_seq: u64) -> io::Result<()
 }
 
 /// Write the checkpoint (a temporary file, fsynced, renamed into place, the directory
-/// fsynced); its size in bytes.
+/// fsynced): the header, the index, then the log state `after` gives once the index is
+/// written; its size in bytes.
 pub(crate) fn write(
     dir: &Path,
     id: Identity,
-    epochs: &[u64],
     max_seq: u64,
     index: &Index,
+    after: impl FnOnce() -> LogState,
 ) -> io::Result<u64> {
     let tmp = dir.join(format!("{CKPT_FILE}.tmp"));
     let file = File::create(&tmp)?;
@@ -93,10 +114,15 @@ pub(crate) fn write(
         h: Xxh3::new(),
     };
     write_header(&mut w, id, max_seq)?;
-    for e in epochs {
+    index.write_to(&mut w)?;
+    let log = after();
+    for e in &log.epochs {
         w.write_all(&e.to_le_bytes())?;
     }
-    index.write_to(&mut w)?;
+    w.write_all(&(log.replay.len() as u64).to_le_bytes())?;
+    for s in &log.replay {
+        w.write_all(&s.to_le_bytes())?;
+    }
     let sum = w.h.digest();
     let mut file = w.inner.into_inner().map_err(|e| e.into_error())?;
     file.write_all(&sum.to_le_bytes())?;
@@ -142,13 +168,29 @@ pub(crate) fn load(dir: &Path, id: Identity) -> io::Result<Loaded> {
             "another store's, another layout's or another index bound's",
         ));
     }
+    let index = Index::read_from(&mut r)?;
     let mut epochs = Vec::with_capacity(id.layout.segment_count as usize);
     for _ in 0..id.layout.segment_count {
         let mut b = [0u8; 8];
         r.read_exact(&mut b)?;
         epochs.push(u64::from_le_bytes(b));
     }
-    let index = Index::read_from(&mut r)?;
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    let n = u64::from_le_bytes(b);
+    if n > u64::from(id.layout.segment_count) {
+        return Err(bad("replay set"));
+    }
+    let mut replay = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let mut b = [0u8; 4];
+        r.read_exact(&mut b)?;
+        let seg = u32::from_le_bytes(b);
+        if seg >= id.layout.segment_count {
+            return Err(bad("replay set"));
+        }
+        replay.push(seg);
+    }
     // Nothing may follow the index but the checksum.
     if r.read(&mut [0u8; 1])? != 0 {
         return Err(bad("trailing bytes"));
@@ -162,16 +204,8 @@ pub(crate) fn load(dir: &Path, id: Identity) -> io::Result<Loaded> {
     }
     Ok(Loaded {
         epochs,
+        replay,
         max_seq,
         index,
     })
-}
-
-/// Delete the checkpoint (and make that durable), so it is used at most once.
-pub(crate) fn remove(dir: &Path) -> io::Result<()> {
-    match fs::remove_file(dir.join(CKPT_FILE)) {
-        Ok(()) => File::open(dir)?.sync_all(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
 }

@@ -25,6 +25,8 @@
 
 pub mod aligned;
 pub mod budget;
+#[doc(hidden)]
+pub mod crash;
 pub(crate) mod file;
 pub mod threads;
 pub mod uring;
@@ -142,6 +144,9 @@ pub trait IoEngine {
 pub enum WorkerIo {
     Uring(uring::UringEngine),
     Threads(threads::ThreadsEngine),
+    /// A real engine whose writes are journaled for crash tests ([`crash`]).
+    CrashUring(crash::CrashIo<uring::UringEngine>),
+    CrashThreads(crash::CrashIo<threads::ThreadsEngine>),
 }
 
 impl IoEngine for WorkerIo {
@@ -155,6 +160,8 @@ impl IoEngine for WorkerIo {
         match self {
             WorkerIo::Uring(e) => e.read_at(file, buf, off, len).await,
             WorkerIo::Threads(e) => e.read_at(file, buf, off, len).await,
+            WorkerIo::CrashUring(e) => e.read_at(file, buf, off, len).await,
+            WorkerIo::CrashThreads(e) => e.read_at(file, buf, off, len).await,
         }
     }
 
@@ -167,6 +174,8 @@ impl IoEngine for WorkerIo {
         match self {
             WorkerIo::Uring(e) => e.write_at(file, buf, off).await,
             WorkerIo::Threads(e) => e.write_at(file, buf, off).await,
+            WorkerIo::CrashUring(e) => e.write_at(file, buf, off).await,
+            WorkerIo::CrashThreads(e) => e.write_at(file, buf, off).await,
         }
     }
 }

@@ -181,11 +181,21 @@
 //! # Recovery
 //! [`Store::open`] takes an exclusive lock on `store.lock` (one process per directory), deletes
 //! leftover `*.tmp` files, walks every segment's chain (see `src/recover.rs`), keeps the latest
-//! sequence number of each key and tombstones older duplicates. It never resumes writing into a
-//! recovered segment: the first write reclaims a fresh one. Nothing is fsynced on the hot path:
+//! sequence number of each key and tombstones older duplicates. With an index checkpoint
+//! (`index.ckpt`, [`Store::checkpoint`]: at a clean stop, and whenever the caller likes while
+//! the store runs), it restores the index from it and walks only the segments written since
+//! (reclaimed after it, or being written when it was taken), whose records replace the older
+//! entries of their objects: after a kill too, and a purge answered before stays purged (see
+//! `src/checkpoint.rs`). It never resumes writing into a recovered segment: the first write
+//! reclaims a fresh one. Nothing is fsynced on the hot path:
 //! a killed process loses nothing that was published (completed writes are in the kernel); a
-//! power loss may lose recent records, and a body that did not reach the disk before its header
-//! fails its block checksums at read time and is dropped, never served.
+//! power loss may lose recent records, purges and replacements (a tombstone lost), and a body
+//! that did not reach the disk before its header fails its block checksums at read time and is
+//! dropped, never served (the proxy's purge rules are fsynced on their own). The one sync is a
+//! reclaimed segment's new header (fdatasync, before any record of its epoch): lost, the
+//! segment would come back at its old epoch, its next reclaim would reuse the lost one, and
+//! the records written under it before the crash would be valid again. `io::crash` and
+//! `tests/store_crash_sim.rs` check these promises at every write of a workload.
 //!
 //! # Errors
 //! ENOSPC or EIO on a write fails that write (counted in `write_errors`), the record is never
@@ -194,10 +204,12 @@
 //! # Known limits
 //! - A record must fit in one segment: objects larger than about a segment (64 MiB by default,
 //!   see [`layout`]) are not stored whatever `max_object_size` says ([`Store::max_body_len`]).
-//! - Records written after a torn one in the same segment are lost at restart (only the
-//!   segments being written when the process died are affected).
-//! - A meta rewrite (`update_meta`) torn by a crash loses that record and the rest of its
-//!   segment at restart, like a torn write.
+//! - A record torn by a crash (its header, or a meta rewrite of it, half written) is lost at
+//!   restart; the records after it in its segment are found (`store_crash_sim`).
+//! - After a start from a checkpoint, the entry of an object purged since (in a segment not
+//!   scanned) stays in the index, and in `objects`, until it is opened: a miss then, and the
+//!   entry goes. The scan after a kill covers the segments reclaimed since the checkpoint:
+//!   write checkpoints as the store runs ([`Store::checkpoint_due`]) to bound it.
 //! - A meta rewrite whose future is dropped mid-write ends its in-progress mark at the drop
 //!   while its write may still land; a reader whose two reads of the header both overlap that
 //!   late write still drops the record as corrupt (see `src/rewrite.rs`).
@@ -261,6 +273,7 @@ use index::Index;
 use marks::Marks;
 use metrics::Counters;
 use ram::RamTier;
+use record::RecordHeader;
 use state::{Loc, Seg, State};
 
 /// Unknown-length bodies are buffered in RAM up to this size, then written; larger ones are not
@@ -425,6 +438,13 @@ pub struct Store {
     recovered: u64,
     /// The index came from a checkpoint, not a scan.
     from_checkpoint: bool,
+    /// Segments scanned after the checkpoint's restore (the log written since it).
+    replayed: u32,
+    /// One checkpoint written at a time.
+    checkpointing: Mutex<()>,
+    /// Segment reclaims in this run, and their number when the last checkpoint started.
+    reclaims: AtomicU64,
+    reclaims_at_checkpoint: AtomicU64,
     /// The buffer budget each new [`StoreWorker`] gets.
     io_buffer_bytes: AtomicU64,
     /// The 4 KiB buffer of the synchronous writes (segment headers, tombstones).
@@ -441,6 +461,8 @@ pub struct Store {
     doorkeeper: Option<admission::Doorkeeper>,
     /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
     _lock: fs::File,
+    /// Where segment writes are journaled, for crash tests (`io::crash`).
+    journal: Option<Arc<crate::io::crash::Journal>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -456,6 +478,15 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Open (or create) the store: resolve the engine, lay out segments, recover the index.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
+        Store::open_journaled(cfg, None)
+    }
+
+    /// [`Store::open`], with every segment write journaled in `journal` when there is one
+    /// (`io::crash`, for crash tests).
+    pub(crate) fn open_journaled(
+        cfg: StoreConfig,
+        journal: Option<Arc<crate::io::crash::Journal>>,
+    ) -> Result<Arc<Store>, StoreError> {
         let engine = crate::io::resolve(cfg.engine)
             .map_err(|e| StoreError::Engine(format!("io_uring requested but unavailable: {e}")))?;
         fs::create_dir_all(&cfg.dir)?;
@@ -481,6 +512,14 @@ impl Store {
             files.push(open_segment(&seg_path(&cfg.dir, i), layout.segment_size)?);
         }
         let files = Arc::new(files);
+        if let Some(j) = &journal {
+            crate::io::crash::CrashDisk::snapshot_base(
+                j,
+                &cfg.dir,
+                layout.segment_count,
+                layout.segment_size,
+            )?;
+        }
 
         let mut st = State {
             segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
@@ -494,31 +533,27 @@ impl Store {
             layout,
             index_bytes: cfg.index_bytes,
         };
-        let restored = restore(&cfg.dir, id, &files);
-        // Used at most once, whatever happens next (see `checkpoint`).
-        checkpoint::remove(&cfg.dir)?;
-        let restored = match restored {
-            Some(ck) => {
+        // A checkpoint: its index, and the segments to scan (the log written since); else
+        // every segment.
+        let (restored, rescan) = match restore(&cfg.dir, id, &files) {
+            Some((ck, rescan)) => {
                 for (seg, &epoch) in st.segs.iter_mut().zip(&ck.epochs) {
                     seg.epoch = epoch;
                 }
                 max_seq = ck.max_seq;
-                Some(ck.index)
+                (Some(ck.index), rescan)
             }
-            None => {
-                for (i, f) in files.iter().enumerate() {
-                    let scan =
-                        recover::scan_segment(&f.direct, i as u32, layout.segment_size, nonce)?;
-                    corrupt += scan.corrupt;
-                    max_seq = max_seq.max(scan.max_seq);
-                    st.segs[i].epoch = scan.epoch;
-                    for r in scan.records {
-                        found.push((i as u32, scan.epoch, r));
-                    }
-                }
-                None
-            }
+            None => (None, vec![true; files.len()]),
         };
+        for (i, f) in files.iter().enumerate().filter(|(i, _)| rescan[*i]) {
+            let scan = recover::scan_segment(&f.direct, i as u32, layout.segment_size, nonce)?;
+            corrupt += scan.corrupt;
+            max_seq = max_seq.max(scan.max_seq);
+            st.segs[i].epoch = scan.epoch;
+            for r in scan.records {
+                found.push((i as u32, scan.epoch, r));
+            }
+        }
         st.next_epoch = st.segs.iter().map(|s| s.epoch).max().unwrap_or(0) + 1;
         let epochs = st.segs.iter().map(|s| AtomicU64::new(s.epoch)).collect();
         let pool = match engine {
@@ -552,6 +587,10 @@ impl Store {
             read_slots,
             recovered: 0,
             from_checkpoint: false,
+            replayed: 0,
+            checkpointing: Mutex::new(()),
+            reclaims: AtomicU64::new(0),
+            reclaims_at_checkpoint: AtomicU64::new(0),
             io_buffer_bytes: AtomicU64::new(DEFAULT_IO_BUFFER_BYTES),
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
@@ -559,12 +598,15 @@ impl Store {
             rewrites_done: tokio::sync::Notify::new(),
             unknown_length: Arc::new(Share::default()),
             _lock: lock,
+            journal,
         };
         if from_checkpoint {
+            // The entries of the scanned segments come from the scan.
+            store.drop_segments(&rescan);
             store.restore_accounting();
-        } else {
-            store.recover(found);
+            store.replayed = rescan.iter().filter(|&&r| r).count() as u32;
         }
+        store.recover(found, from_checkpoint);
         store.from_checkpoint = from_checkpoint;
         store
             .counters
@@ -589,8 +631,11 @@ impl Store {
     /// latest sequence wins, the older ones are tombstoned; the winners go in in sequence
     /// order, and another object with the same index tags never replaces one (see `identity`).
     /// Variants over the cap and entries past the index's bound are dropped from the index only
-    /// (they come back, and go again, at the next start).
-    fn recover(&mut self, mut found: Vec<(u32, u64, recover::Found)>) {
+    /// (they come back, and go again, at the next start). `over_checkpoint`: the index holds a
+    /// checkpoint's entries of the segments not scanned; a winner replaces the entry of the
+    /// same object there when its sequence is newer (one header read per entry with its tags),
+    /// and loses to a newer one.
+    fn recover(&mut self, mut found: Vec<(u32, u64, recover::Found)>, over_checkpoint: bool) {
         let loc_of = |(seg, epoch, r): &(u32, u64, recover::Found)| Loc {
             seg: *seg,
             epoch: *epoch,
@@ -624,6 +669,10 @@ impl Store {
                 let loc = loc_of(&f);
                 let h = f.2.header;
                 let vtag = self.variant_tag(&h.variant);
+                if over_checkpoint && !self.supersede(&mut st, &h, vtag, &mut losers) {
+                    losers.push(loc);
+                    continue;
+                }
                 self.index_insert(&mut st, &h.primary, vtag, &loc, false, &|_| false);
             }
             st.variants_trimmed = 0;
@@ -635,24 +684,121 @@ impl Store {
         }
     }
 
-    /// Write the restart checkpoint (see `checkpoint`), for a clean stop: call it once nothing
-    /// writes any more (every worker stopped). Refused while a write is in flight. Its size.
-    pub fn checkpoint(&self) -> Result<u64, StoreError> {
-        let st = self.lock();
-        if st.segs.iter().any(|s| s.pins > 0) {
-            return Err(StoreError::NotStorable("a write is in flight"));
+    /// Before a scanned record `h` goes into an index restored from a checkpoint: the live
+    /// entries with its tags whose header names the same object are removed (to `losers`)
+    /// when older, and those whose header is a tombstone too; `false` when one is newer (then
+    /// `h` loses).
+    fn supersede(&self, st: &mut State, h: &RecordHeader, vtag: u8, losers: &mut Vec<Loc>) -> bool {
+        for f in self.found(&h.primary) {
+            if f.vtag != vtag {
+                continue;
+            }
+            let loc = self.loc_of(f.rec);
+            let Some(old) = self.read_header_sync(&loc) else {
+                continue;
+            };
+            if old.is_dead() && old.epoch == loc.epoch {
+                // Tombstoned since the checkpoint (replaced or purged).
+                self.index_remove(st, &h.primary, Some(&loc));
+                continue;
+            }
+            if old.is_dead()
+                || old.epoch != loc.epoch
+                || old.primary != h.primary
+                || old.variant != h.variant
+            {
+                continue;
+            }
+            if old.seq > h.seq {
+                return false;
+            }
+            for l in self.index_remove(st, &h.primary, Some(&loc)) {
+                losers.push(Loc {
+                    header_len: old.header_len,
+                    body_len: old.body_len,
+                    seq: old.seq,
+                    ..l
+                });
+            }
         }
-        let epochs: Vec<u64> = st.segs.iter().map(|s| s.epoch).collect();
+        true
+    }
+
+    /// The header at `loc`, read synchronously (at open).
+    fn read_header_sync(&self, loc: &Loc) -> Option<RecordHeader> {
+        let f = &self.files.get(loc.seg as usize)?.direct;
+        let mut buf = crate::io::AlignedBuf::new(4096);
+        crate::io::file::pread(f, &mut buf, loc.off).ok()?;
+        if let Ok((hl, used)) = record::peek(buf.as_slice())
+            && used > 4096
+        {
+            buf = crate::io::AlignedBuf::new(hl as usize);
+            crate::io::file::pread(f, &mut buf, loc.off).ok()?;
+        }
+        record::decode(buf.as_slice(), self.nonce).ok()
+    }
+
+    /// Write the restart checkpoint (see `checkpoint`): at a clean stop (once every worker
+    /// stopped), and from time to time while the store runs (writers go on meanwhile; the
+    /// next start scans what they wrote since). Its size.
+    pub fn checkpoint(&self) -> Result<u64, StoreError> {
+        let _one = match self.checkpointing.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let busy = |st: &State| -> Vec<u32> {
+            (0..st.segs.len() as u32)
+                .filter(|&i| st.active == Some(i) || st.segs[i as usize].pins > 0)
+                .collect()
+        };
+        let (before, busy_before) = {
+            let st = self.lock();
+            self.reclaims_at_checkpoint
+                .store(self.reclaims.load(Ordering::Relaxed), Ordering::Relaxed);
+            (
+                st.segs.iter().map(|s| s.epoch).collect::<Vec<u64>>(),
+                busy(&st),
+            )
+        };
         let id = checkpoint::Identity {
             nonce: self.nonce,
             layout: self.layout,
             index_bytes: self.cfg.index_bytes,
         };
         let max_seq = self.seq.load(Ordering::Acquire).saturating_sub(1);
-        // The state lock is held throughout: no insert or removal meanwhile.
-        let len = checkpoint::write(&self.cfg.dir, id, &epochs, max_seq, &self.index)?;
-        drop(st);
+        let len = checkpoint::write(&self.cfg.dir, id, max_seq, &self.index, || {
+            let st = self.lock();
+            let epochs: Vec<u64> = st.segs.iter().map(|s| s.epoch).collect();
+            let mut replay = busy_before;
+            replay.extend(busy(&st));
+            replay.extend(
+                (0..epochs.len() as u32).filter(|&i| epochs[i as usize] != before[i as usize]),
+            );
+            replay.sort_unstable();
+            replay.dedup();
+            checkpoint::LogState { epochs, replay }
+        })?;
+        if let Some(j) = self.journal() {
+            let path = self.cfg.dir.join(checkpoint::CKPT_FILE);
+            j.file(checkpoint::CKPT_FILE, fs::read(path)?);
+        }
         Ok(len)
+    }
+
+    /// Whether a checkpoint is due: this run reclaimed a sixteenth of the segments (at least
+    /// four) since the last one began, so a start after a kill now would scan that many
+    /// segments and more after it. The caller (the data plane, from a thread that may block
+    /// while the index is written) polls it and calls [`Store::checkpoint`].
+    pub fn checkpoint_due(&self) -> bool {
+        let since = self.reclaims.load(Ordering::Relaxed)
+            - self.reclaims_at_checkpoint.load(Ordering::Relaxed);
+        since >= u64::from(self.layout.segment_count / 16).max(4)
+    }
+
+    /// How many segments this start scanned after restoring a checkpoint (the log written
+    /// since it); 0 after a full scan.
+    pub fn replayed_segments(&self) -> u32 {
+        self.replayed
     }
 
     /// Whether this start restored the index from a checkpoint (else it scanned the segments).
@@ -871,6 +1017,11 @@ impl Store {
 
     // ---- internals shared by workers, writers and readers ----
 
+    /// The crash tests' write journal, when this store records its writes.
+    pub(crate) fn journal(&self) -> Option<&Arc<crate::io::crash::Journal>> {
+        self.journal.as_ref()
+    }
+
     pub(crate) fn epoch_is(&self, seg: u32, epoch: u64) -> bool {
         self.epochs
             .get(seg as usize)
@@ -921,34 +1072,39 @@ impl Store {
 /// The object index for a layout: first sized for the disk's capacity in 64 KiB records,
 /// growing to `max_bytes` (0: room for the capacity in 8 KiB records; never below the first
 /// size, and a bound below it makes the first size smaller).
-/// The checkpoint of this store, if it is whole and every segment is still at the epoch it
-/// recorded (see `checkpoint`); why not is logged.
-fn restore(dir: &Path, id: checkpoint::Identity, files: &[SegFile]) -> Option<checkpoint::Loaded> {
+/// The checkpoint of this store, if it is whole (see `checkpoint`), and which segments to scan
+/// over it: its replay set and every segment whose epoch changed since. Why not is logged.
+fn restore(
+    dir: &Path,
+    id: checkpoint::Identity,
+    files: &[SegFile],
+) -> Option<(checkpoint::Loaded, Vec<bool>)> {
     let ck = match checkpoint::load(dir, id) {
         Ok(ck) => ck,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => {
             tracing::warn!(error = %e, "index checkpoint not usable; scanning the segments");
+            if let Err(e) = fs::remove_file(dir.join(checkpoint::CKPT_FILE)) {
+                tracing::warn!(error = %e, "cannot delete the unusable index checkpoint");
+            }
             return None;
         }
     };
+    let mut rescan = vec![false; files.len()];
+    for &s in &ck.replay {
+        rescan[s as usize] = true;
+    }
     for (i, f) in files.iter().enumerate() {
         match recover::segment_epoch(&f.direct, i as u32, id.nonce) {
             Ok(e) if ck.epochs.get(i) == Some(&e) => {}
-            Ok(_) => {
-                tracing::warn!(
-                    segment = i,
-                    "index checkpoint is stale (a segment was written since); scanning the segments"
-                );
-                return None;
-            }
+            Ok(_) => rescan[i] = true,
             Err(e) => {
                 tracing::warn!(segment = i, error = %e, "cannot read a segment header; scanning the segments");
                 return None;
             }
         }
     }
-    Some(ck)
+    Some((ck, rescan))
 }
 
 fn new_index(layout: Layout, max_bytes: u64) -> Index {

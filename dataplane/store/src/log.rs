@@ -55,16 +55,23 @@ impl Store {
         self.epochs[v as usize].store(epoch, Ordering::Release);
         self.sweep_next(&mut st);
         st.active = None;
+        // Durable before any record of the epoch is written: a segment header lost while
+        // records of its epoch persist (a drive's cache flushes in any order) would bring the
+        // segment back at its old epoch, the next start would reuse the lost epoch for the
+        // next reclaim, and those records would be valid again at the start after (a purged
+        // object back). Once per reclaim, so cheap.
         let written = self.with_sync_block(|hdr| {
             record::encode_segment(hdr.full_mut(), self.nonce, epoch, v);
             hdr.set_len(4096);
-            pwrite_all(&self.files[v as usize].direct, hdr, 0)
+            self.write_sync(v, hdr, 0)?;
+            self.sync_segment(v)
         });
         if let Err(e) = written {
             Counters::inc(&self.counters.write_errors);
             return Err(e.into());
         }
         self.counters.disk_write(WriteKind::SegmentHeader, 4096);
+        self.reclaims.fetch_add(1, Ordering::Relaxed);
         st.active = Some(v);
         let s = &mut st.segs[v as usize];
         s.write_off = SEGMENT_HEADER + len;
@@ -149,6 +156,13 @@ impl Store {
         }
     }
 
+    /// Drop the index entry of a record whose header is a tombstone (purged after the
+    /// checkpoint the index was restored from).
+    pub(crate) fn forget_dead(&self, primary: &[u8], loc: &Loc) {
+        let mut st = self.lock();
+        self.index_remove(&mut st, primary, Some(loc));
+    }
+
     /// Record that the whole body of the record at `loc` passed its block checksums.
     pub(crate) fn mark_verified(&self, primary: &[u8], loc: &Loc) {
         self.index_set_verified(primary, loc);
@@ -186,10 +200,7 @@ impl Store {
     pub(super) fn write_tombstone_sync(&self, loc: &Loc) {
         let written = self.with_sync_block(|buf| {
             self.encode_tombstone(loc, buf);
-            match self.files.get(loc.seg as usize) {
-                Some(f) => pwrite_all(&f.direct, buf, loc.off),
-                None => Ok(()),
-            }
+            self.write_sync(loc.seg, buf, loc.off)
         });
         match written {
             Ok(()) => self.counters.disk_write(WriteKind::Tombstone, 4096),
@@ -198,6 +209,30 @@ impl Store {
                 tracing::warn!(error = %e, "tombstone write failed");
             }
         }
+    }
+
+    /// A synchronous write of `buf` at `off` in segment `seg` (O_DIRECT descriptor),
+    /// journaled for crash tests when the store records its writes.
+    fn write_sync(&self, seg: u32, buf: &AlignedBuf, off: u64) -> std::io::Result<()> {
+        let Some(f) = self.files.get(seg as usize) else {
+            return Ok(());
+        };
+        pwrite_all(&f.direct, buf, off)?;
+        if let Some(j) = self.journal() {
+            j.record(seg, off, buf.as_slice());
+        }
+        Ok(())
+    }
+
+    /// fdatasync a segment file (journaled as a durability point for crash tests).
+    fn sync_segment(&self, seg: u32) -> std::io::Result<()> {
+        if let Some(f) = self.files.get(seg as usize) {
+            f.direct.sync_data()?;
+            if let Some(j) = self.journal() {
+                j.synced(seg);
+            }
+        }
+        Ok(())
     }
 
     /// Tombstone pinned records synchronously, then unpin them.

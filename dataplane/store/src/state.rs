@@ -310,6 +310,16 @@ impl Store {
         Inserted { replaced }
     }
 
+    /// Drop a restored index's entries in the segments marked in `segs` (and stale ones).
+    pub(crate) fn drop_segments(&self, segs: &[bool]) {
+        for i in 0..index::SHARDS {
+            self.index.sweep(i, &|r| {
+                let (seg, _) = self.place_of(r);
+                !segs.get(seg as usize).copied().unwrap_or(true) && self.live(r)
+            });
+        }
+    }
+
     /// Count a restored index's live entries into the segments' accounting (a start from a
     /// checkpoint); sets the recovered count.
     pub(crate) fn restore_accounting(&mut self) {

@@ -67,6 +67,19 @@ impl StoreWorker {
                 WorkerIo::Threads(ThreadsEngine::new(Arc::clone(pool)))
             }
         };
+        let io = match (store.journal(), io) {
+            (Some(j), WorkerIo::Uring(inner)) => WorkerIo::CrashUring(crate::io::crash::CrashIo {
+                inner,
+                journal: Arc::clone(j),
+            }),
+            (Some(j), WorkerIo::Threads(inner)) => {
+                WorkerIo::CrashThreads(crate::io::crash::CrashIo {
+                    inner,
+                    journal: Arc::clone(j),
+                })
+            }
+            (_, io) => io,
+        };
         let budget = IoBudget::new(bytes);
         store.register_budget(&budget);
         Ok(StoreWorker {
@@ -189,6 +202,9 @@ impl StoreWorker {
         } else {
             real_len >= rec_len
         };
+        if hdr.is_dead() && hdr.epoch == loc.epoch {
+            store.forget_dead(&r.primary, loc);
+        }
         if hdr.is_dead() || hdr.primary != r.primary || hdr.epoch != loc.epoch || !len_ok {
             return Err(StoreError::MissingOrReplaced);
         }

@@ -1,5 +1,6 @@
-//! The restart checkpoint: a clean stop's index comes back without a scan; a torn or stale
-//! checkpoint falls back to the scan; a purge made after a checkpoint stays purged.
+//! The restart checkpoint: a clean stop's index comes back without a scan; after a kill, a
+//! checkpoint plus a scan of the segments written since; a torn or damaged checkpoint falls
+//! back to the full scan; a purge made after a checkpoint stays purged.
 
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
@@ -100,12 +101,15 @@ fn a_clean_stop_comes_back_from_its_checkpoint_without_a_scan() {
     assert!(store.restored_from_checkpoint());
     assert_eq!(store.stats().recovered_objects, objects);
     assert_eq!(store.stats().objects, objects);
-    assert!(
-        !ckpt(dir.path()).exists(),
-        "used once: deleted at the start"
+    assert_eq!(
+        store.replayed_segments(),
+        1,
+        "the segment active at the stop"
     );
+    assert!(ckpt(dir.path()).exists(), "valid until replaced");
     check(&store, n);
-    // Written to after the restore, killed (no checkpoint): the scan finds all of it.
+    // Written to after the restore, killed (no checkpoint since): the checkpoint, and a scan of
+    // the segment written since, find all of it.
     run(ENGINE, async {
         let w = StoreWorker::new(store.clone()).unwrap();
         put(&w, "/ck/after", "", "a", b"after", true, 10)
@@ -114,12 +118,20 @@ fn a_clean_stop_comes_back_from_its_checkpoint_without_a_scan() {
     });
     drop(store);
     let store = open(dir.path(), 256 * MIB, ENGINE);
-    assert!(!store.restored_from_checkpoint());
+    assert!(store.restored_from_checkpoint());
+    assert_eq!(store.replayed_segments(), 2);
     check(&store, n);
     run(ENGINE, async {
         let w = StoreWorker::new(store.clone()).unwrap();
         assert_eq!(get(&w, "/ck/after").await.unwrap().1, b"after");
     });
+    // Without the checkpoint: the full scan, the same objects.
+    drop(store);
+    fs::remove_file(ckpt(dir.path())).unwrap();
+    let store = open(dir.path(), 256 * MIB, ENGINE);
+    assert!(!store.restored_from_checkpoint());
+    assert_eq!(store.replayed_segments(), 0);
+    check(&store, n);
 }
 
 #[test]
@@ -144,12 +156,11 @@ fn a_torn_or_damaged_checkpoint_falls_back_to_the_scan() {
 }
 
 #[test]
-fn a_stale_checkpoint_is_not_used_and_a_later_purge_stays_purged() {
+fn an_older_checkpoint_replays_the_log_since_and_a_later_purge_stays_purged() {
     let n = 200;
     let (dir, path, old) = stopped_cleanly(n);
-    // Restored, then a purge, then a stop without a checkpoint; the old checkpoint comes back
-    // (as if its deletion had been lost). No segment was written since, so it is used: the
-    // purged object's entry is in it, and its header on disk is a tombstone.
+    // Restored, then a purge, then a kill: the checkpoint is used, and the purged object's
+    // entry is in it, but its header on disk is a tombstone.
     let store = open(dir.path(), 256 * MIB, ENGINE);
     assert_eq!(store.remove(key(1).as_bytes()), 1);
     drop(store);
@@ -164,23 +175,31 @@ fn a_stale_checkpoint_is_not_used_and_a_later_purge_stays_purged() {
         );
         assert!(get(&w, &key(2)).await.is_some());
     });
-    // Written to after a checkpoint: a segment has a new epoch, and the old checkpoint is
-    // stale. The scan finds the new object.
+    // Written to after the checkpoint (a reclaim: a segment has a new epoch), /ck/2 replaced
+    // and /ck/3 purged; killed. The old checkpoint, and a scan of that segment: the new
+    // objects, the replacement (not the entry of the old record) and both purges.
     run(ENGINE, async {
         let w = StoreWorker::new(store.clone()).unwrap();
         put(&w, "/ck/new", "", "n", b"new", true, 10).await.unwrap();
+        put(&w, &key(2), "", "m2b", b"two again", true, 10)
+            .await
+            .unwrap();
+        assert_eq!(store.remove(key(3).as_bytes()), 1);
     });
     drop(store);
     fs::write(&path, &old).unwrap();
     let store = open(dir.path(), 256 * MIB, ENGINE);
-    assert!(
-        !store.restored_from_checkpoint(),
-        "stale: a segment was written since"
-    );
+    assert!(store.restored_from_checkpoint());
+    assert!(store.replayed_segments() >= 1);
     run(ENGINE, async {
         let w = StoreWorker::new(store.clone()).unwrap();
         assert_eq!(get(&w, "/ck/new").await.unwrap().1, b"new");
+        let r = refs(&w, &key(2)).await;
+        assert_eq!(r.len(), 1, "one record of /ck/2 left");
+        assert_eq!(get(&w, &key(2)).await.unwrap().1, b"two again");
         assert!(get(&w, &key(1)).await.is_none());
+        assert!(get(&w, &key(3)).await.is_none());
+        assert!(get(&w, &key(4)).await.is_some());
     });
 }
 
@@ -196,4 +215,27 @@ fn another_index_bound_scans() {
     let store = Store::open(c).unwrap();
     assert!(!store.restored_from_checkpoint());
     check(&store, 50);
+}
+
+#[test]
+fn a_checkpoint_is_due_after_a_few_reclaims() {
+    let dir = tmp();
+    let store = open(dir.path(), 256 * MIB, ENGINE);
+    assert!(!store.checkpoint_due());
+    let seg = store.layout().segment_size as usize;
+    let body = vec![7u8; seg / 2];
+    run(ENGINE, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut i = 0;
+        while !store.checkpoint_due() {
+            put(&w, &format!("/due/{i}"), "", "m", &body, true, 1 << 20)
+                .await
+                .unwrap();
+            i += 1;
+        }
+        // Four reclaims: a segment holds one such body.
+        assert_eq!(i, 4);
+        store.checkpoint().unwrap();
+        assert!(!store.checkpoint_due());
+    });
 }
