@@ -269,6 +269,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     metrics.ready.set(1);
     ready.store(true, Ordering::Release);
     let ckpt_store = store.clone();
+    spawn_checkpointer(store.clone())?;
     let admin = Arc::new(Admin {
         registry,
         store,
@@ -313,6 +314,32 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         Err(e) => warn!("no index checkpoint (the next start scans the disk): {e}"),
     }
     info!("stopped");
+    Ok(())
+}
+
+/// How often the running store is asked whether a checkpoint is due.
+const CHECKPOINT_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Checkpoint the store's index while it runs, whenever it says one is due, on a thread of its
+/// own (writing the index blocks; the workers go on meanwhile), so a start after a kill reads
+/// only the segments written since.
+fn spawn_checkpointer(store: Arc<Store>) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("checkpoint".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(CHECKPOINT_POLL);
+                if !store.checkpoint_due() {
+                    continue;
+                }
+                let t = std::time::Instant::now();
+                match store.checkpoint() {
+                    Ok(bytes) => info!(bytes, took = ?t.elapsed(), "index checkpoint written"),
+                    Err(e) => warn!("index checkpoint failed (a start after a kill scans more): {e}"),
+                }
+            }
+        })
+        .context("cannot start the checkpoint thread")?;
     Ok(())
 }
 

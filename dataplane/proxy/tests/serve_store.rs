@@ -104,13 +104,14 @@ fn a_restart_keeps_the_hits() {
     };
     hits(&dp);
     assert_eq!(o.requests(), 20);
-    // Killed: no checkpoint, the scan finds everything, the one stored since too.
+    // Killed: the last checkpoint still holds, and the start scans only what was written
+    // since it; everything is found, the one stored since too.
     dp.get("/obj/3k/after");
     let mut dp = dp;
     dp.kill9();
     let dp = dp.restart();
     assert!(
-        dp.log_text().contains("from_checkpoint=false"),
+        dp.log_text().contains("from_checkpoint=true"),
         "{}",
         dp.log_text()
     );
