@@ -170,12 +170,12 @@ def probe(cache, emit):
     env = client_env()
     rec = {"kind": "tls_probe", "cache": cache.name, "port": port}
     r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", HOST,
-                        "-CAfile", str(TLS["cert"]), "-alpn", "h2,http/1.1", "-brief"],
-                       input="", capture_output=True, text=True, timeout=15, env=env)
+                        "-CAfile", str(TLS["cert"]), "-alpn", "h2,http/1.1"],
+                       input="", capture_output=True, text=True, errors="replace", timeout=15, env=env)
     out = r.stdout + r.stderr
-    for key, pat in (("protocol", r"Protocol version: (\S+)"), ("suite", r"Ciphersuite: (\S+)"),
-                     ("group", r"(?:Server Temp Key|Negotiated TLS1.3 group): ([^,\n]+)"),
-                     ("alpn", r"ALPN protocol: (\S+)"), ("verification", r"Verification: (.+)")):
+    for key, pat in (("protocol", r"New, (TLSv[\d.]+), Cipher is"), ("suite", r"New, TLSv[\d.]+, Cipher is (\S+)"),
+                     ("group", r"Server Temp Key: ([^,\n]+)"), ("alpn", r"ALPN protocol: (\S+)"),
+                     ("verification", r"Verify return code: (\d+ \([^)]*\))")):
         m = re.search(pat, out)
         rec[key] = m.group(1).strip() if m else None
     for proto, flag in (("h1", "--http1.1"), ("h2", "--http2")):
@@ -193,7 +193,7 @@ def probe(cache, emit):
         problems.append(f"group {rec['group']}")
     if rec["alpn"] != "h2":
         problems.append(f"ALPN {rec['alpn']}")
-    if rec["verification"] != "OK":
+    if rec["verification"] != "0 (ok)":
         problems.append(f"certificate verification {rec['verification']}")
     if rec["curl_h1"] != "200 1.1 1024":
         problems.append(f"HTTP/1.1 over TLS: {rec['curl_h1']}")
