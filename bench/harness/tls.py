@@ -534,8 +534,9 @@ def main():
     make_tls(work / "tls")
     meta = B.machine_info(caches)
     sh = lambda c: subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    meta["versions"].update({"h2load": sh("h2load --version"), "openssl": sh("openssl version")})
-    meta.update({"args": vars(args), "tls": {"certificate": "self-signed ECDSA P-256 (prime256v1), SHA-256",
+    meta["versions"].update({"h2load": sh("h2load --version").split("/")[-1],
+                             "openssl": " ".join(sh("openssl version").split()[1:2]), "curl": sh("curl -V").split()[1]})
+    meta.update({"args": vars(args), "tls": {"certificate": "self-signed ECDSA P-256",
                                              "fingerprint": TLS["fingerprint"], "version": "TLSv1.3",
                                              "suite": SUITE, "group": GROUP, "host": HOST},
                  "tls_ports": TLS_PORTS})

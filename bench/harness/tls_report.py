@@ -48,8 +48,8 @@ def build(recs):
       f"{meta.get('os', '?')}, kernel {meta.get('host_kernel', '?')}; load average at start: "
       f"{' '.join(meta.get('loadavg', []))}")
     w("- Versions: " + ", ".join(f"{LABEL.get(k, k)} {v}" for k, v in meta.get("versions", {}).items()))
-    w(f"- TLS: {tls.get('version')} {tls.get('suite')}, key exchange {tls.get('group')}, one {tls.get('certificate')} "
-      f"certificate per run (SHA-256 {tls.get('fingerprint', '?')[:23]}...) on every server; Host "
+    w(f"- TLS: {tls.get('version')} {tls.get('suite')}, key exchange {tls.get('group')}; one {tls.get('certificate')} "
+      f"certificate per run on every server (fingerprint {tls.get('fingerprint', '?')[:23]}...); Host "
       f"`{tls.get('host')}`.")
     w(f"- Setup: each cache in a {args.get('mem_limit', 0) // 2**20} MiB memory cgroup pinned to CPU "
       f"{args.get('cache_cpu')}, load generators on CPU {args.get('client_cpu')}; HTTP/1.1: wrk -t1 "
@@ -131,7 +131,7 @@ def build(recs):
                 res = "–"
                 et = [r.get("edge_tls") for r in cr if r.get("edge_tls")]
                 if et:
-                    tot = sum(sum(v for k, v in e.items() if k.startswith("tls_handshakes")) for e in et)
+                    tot = sum(sum(v for k, v in e.items() if k == 'tls_handshakes{result="ok"}') for e in et)
                     rsm = sum(sum(v for k, v in e.items() if k.startswith("tls_resumed")) for e in et)
                     res = f"{rsm:,.0f} of {tot:,.0f}" if tot else "–"
                 w(f"| {mode} | {LABEL[c]} | {f(med([r['handshakes_per_s'] for r in cr]))} | "
