@@ -635,6 +635,7 @@ def main():
             emit({"kind": "cgroup_final", "cache": c.name, "size": size, "cgroup": B.cg_read(c.name)})
             c.stop()
     B.stop(origin["p"])
+    shutil.rmtree(work / "h2", ignore_errors=True)  # h2load's URI lists and per-request logs
     out.close()
     B.log(f"results: {out_path}")
     if not args.no_report:
