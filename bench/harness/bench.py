@@ -664,14 +664,15 @@ def check_disk_space(args, work, sizes, ncaches):
                  f"free some space or pass --work on a larger disk")
 
 
-def warm(args, cache, size, count, emit):
+def warm(args, cache, size, count, emit, host=None):
     """Passes over every id until a pass makes no origin fetch. The first pass is
-    the miss path (cold cache)."""
+    the miss path (cold cache). `host`: the Host header to warm for (default the target;
+    the HTTPS run warms for the name its clients send, harness/tls.py)."""
     for i in range(1, args.max_warm_passes + 1):
         o0 = origin_requests()
         r = loadgen(args, "pass", "--target", f"127.0.0.1:{cache.port}", "--size", size,
                     "--count", count, "--conns", args.warm_conns if i == 1 else max(1, args.warm_conns // 4),
-                    "--timeout-s", args.warm_timeout)
+                    "--timeout-s", args.warm_timeout, *(["--host", host] if host else []))
         fetches = origin_requests() - o0
         r.update({"kind": "warm", "cache": cache.name, "size": size, "size_bytes": r.get("size"), "pass": i,
                   "origin_fetches": fetches, "cgroup": cg_read(cache.name)})

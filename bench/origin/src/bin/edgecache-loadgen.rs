@@ -49,6 +49,10 @@ enum Cmd {
         /// Extra query string appended to every URL (without '?').
         #[arg(long)]
         query: Option<String>,
+        /// Host header to send (default: the target), e.g. the name HTTPS clients use, so that
+        /// a cache whose key holds the Host is warmed for them.
+        #[arg(long)]
+        host: Option<String>,
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 600)]
         timeout_s: u64,
@@ -154,8 +158,10 @@ async fn pass(
     start: u64,
     conns: usize,
     query: Option<String>,
+    host: Option<String>,
     timeout: Duration,
 ) -> anyhow::Result<serde_json::Value> {
+    let host = host.unwrap_or_else(|| target.clone());
     let Some(size) = parse_size(&size_s) else {
         bail!("bad size {size_s:?}");
     };
@@ -166,10 +172,11 @@ async fn pass(
     let first_error = Arc::new(std::sync::Mutex::new(None::<String>));
     let mut tasks = Vec::new();
     for _ in 0..conns.max(1) {
-        let (next, c, target, size_s, query, first_error) = (
+        let (next, c, target, host, size_s, query, first_error) = (
             next.clone(),
             c.clone(),
             target.clone(),
+            host.clone(),
             size_s.clone(),
             query.clone(),
             first_error.clone(),
@@ -214,7 +221,7 @@ async fn pass(
                         }
                     }
                     let Some(s) = send.as_mut() else { break };
-                    match one(s, &target, &path).await {
+                    match one(s, &host, &path).await {
                         Ok((status, tf, tt, body)) => {
                             c.consecutive_failures.store(0, Ordering::Relaxed);
                             ttfb.push(tf.as_secs_f64() * 1e3);
@@ -399,6 +406,7 @@ fn main() -> anyhow::Result<()> {
                 start,
                 conns,
                 query,
+                host,
                 timeout_s,
             } => {
                 pass(
@@ -408,6 +416,7 @@ fn main() -> anyhow::Result<()> {
                     start,
                     conns,
                     query,
+                    host,
                     Duration::from_secs(timeout_s),
                 )
                 .await
