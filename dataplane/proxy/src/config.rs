@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use edgecache_api::dataplane::{
-    self, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode, StorageConfig,
+    self, AccessLogFormat, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode, StorageConfig,
 };
 use edgecache_api::{ByteSize, DiskSize, SteeringMode};
 
@@ -62,6 +62,23 @@ pub struct ServeFlags {
     /// (sharding.peersFile, sharding.mode: consistent).
     #[arg(long)]
     pub peers: Option<PathBuf>,
+    /// Access log to stdout: json, combined or off (accessLog.format).
+    #[arg(long, value_parser = parse_access_log)]
+    pub access_log: Option<AccessLogFormat>,
+    /// The share of requests in the access log, from 0 to 1 (accessLog.sample).
+    #[arg(long)]
+    pub access_log_sample: Option<f64>,
+}
+
+fn parse_access_log(s: &str) -> Result<AccessLogFormat, String> {
+    match s {
+        "json" => Ok(AccessLogFormat::Json),
+        "combined" => Ok(AccessLogFormat::Combined),
+        "off" => Ok(AccessLogFormat::Off),
+        _ => Err(format!(
+            "unknown access log format `{s}` (expected json, combined or off)"
+        )),
+    }
 }
 
 fn parse_engine(s: &str) -> Result<IoEngineKind, String> {
@@ -186,6 +203,12 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
         cfg.sharding.peers_file = Some(absolute(&v.display().to_string()));
         cfg.sharding.mode = ShardingMode::Consistent;
     }
+    if let Some(v) = f.access_log {
+        cfg.access_log.format = v;
+    }
+    if let Some(v) = f.access_log_sample {
+        cfg.access_log.sample = v;
+    }
 }
 
 /// A relative cache dir on the command line is taken relative to the working directory.
@@ -304,6 +327,35 @@ mod tests {
         let e = load(&f).unwrap_err().to_string();
         assert!(e.contains("sharding.nodeName: is required"), "{e}");
         assert_eq!(load(&flags()).unwrap().sharding.mode, ShardingMode::Off);
+    }
+
+    #[test]
+    fn access_log_flags_override_the_file_and_are_checked() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "accessLog:\n  format: combined\n  sample: 0.5").unwrap();
+        let f = ServeFlags {
+            config: Some(file.path().into()),
+            access_log_sample: Some(0.25),
+            ..flags()
+        };
+        let cfg = load(&f).unwrap();
+        assert_eq!(cfg.access_log.format, AccessLogFormat::Combined);
+        assert_eq!(cfg.access_log.sample, 0.25);
+        let f = ServeFlags {
+            access_log: Some(AccessLogFormat::Off),
+            ..flags()
+        };
+        assert_eq!(load(&f).unwrap().access_log.format, AccessLogFormat::Off);
+        let f = ServeFlags {
+            access_log_sample: Some(1.5),
+            ..flags()
+        };
+        let e = load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("accessLog.sample: must be between 0 and 1"),
+            "{e}"
+        );
+        assert!(parse_access_log("xml").is_err());
     }
 
     #[test]

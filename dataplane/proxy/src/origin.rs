@@ -14,11 +14,12 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{HttpConnector, HttpInfo};
 use hyper_util::rt::TokioExecutor;
 
 use crate::error::ProxyError;
 use crate::interim::InterimForwarder;
+use crate::request_log::UpstreamNote;
 
 pub type OriginBody = BoxBody<Bytes, hyper::Error>;
 
@@ -31,6 +32,8 @@ pub struct Origin {
     first_byte_timeout: Duration,
     pub idle_timeout: Duration,
     via: HeaderValue,
+    /// This client talks to the other nodes (sharding), not to the origin.
+    peers: bool,
 }
 
 /// The read buffer of an origin connection, which bounds the size of a body chunk.
@@ -68,7 +71,17 @@ impl Origin {
             first_byte_timeout: cfg.first_byte_timeout.get(),
             idle_timeout: cfg.idle_timeout.get(),
             via,
+            peers: false,
         })
+    }
+
+    /// The same client, for the other nodes: the access log names the address it reaches as
+    /// the peer, not the origin.
+    pub fn for_peers(self) -> Self {
+        Self {
+            peers: true,
+            ..self
+        }
     }
 
     /// How long a request coalesced on another's fetch waits for its response head: that
@@ -157,6 +170,10 @@ impl Origin {
         if let Some(interim) = parts.extensions.get::<InterimForwarder>() {
             b = b.extension(interim.clone());
         }
+        // A logged request notes where its fetches went (src/request_log.rs).
+        if let Some(note) = parts.extensions.get::<UpstreamNote>() {
+            b = b.extension(note.clone());
+        }
         Ok(b)
     }
 
@@ -178,13 +195,19 @@ impl Origin {
                 interim.push(res.status(), res.headers());
             });
         }
+        let note = req.extensions_mut().remove::<UpstreamNote>();
         let started = Instant::now();
         match tokio::time::timeout(self.first_byte_timeout, self.client.request(req)).await {
             Err(_) => Err(ProxyError::origin_timeout(
                 "the origin sent no response head within the first-byte timeout",
             )),
             Ok(Err(e)) => Err(ProxyError::from_client(&e)),
-            Ok(Ok(resp)) => Ok((resp, started.elapsed())),
+            Ok(Ok(resp)) => {
+                if let (Some(note), Some(info)) = (note, resp.extensions().get::<HttpInfo>()) {
+                    note.contacted(info.remote_addr(), self.peers);
+                }
+                Ok((resp, started.elapsed()))
+            }
         }
     }
 }

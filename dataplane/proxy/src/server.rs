@@ -56,6 +56,8 @@ pub struct Shared {
     pub sharding: Option<Arc<crate::sharding::Sharding>>,
     /// Purge rules checked at lookup (src/purges.rs).
     pub purges: Arc<crate::purges::Purges>,
+    /// The access log and the request histograms (src/request_log.rs).
+    pub requests: Arc<crate::request_log::RequestLog>,
 }
 
 /// How a worker ended, sent to the supervisor from the worker's thread after its runtime, its
@@ -399,6 +401,7 @@ async fn serve_connection(
     let svc_ctx = ctx.clone();
     let svc_clock = clock.clone();
     let svc_room = room.clone();
+    let conn_info = crate::conn_info::ConnInfo::plain(crate::conn_info::Protocol::Http1);
     let svc = service_fn(move |mut req: Request<Incoming>| {
         let ctx = svc_ctx.clone();
         let busy = svc_clock.begin_request();
@@ -408,6 +411,7 @@ async fn serve_connection(
         );
         req.extensions_mut().insert(interim.clone());
         req.extensions_mut().insert(svc_room.clone());
+        req.extensions_mut().insert(conn_info);
         async move {
             let resp = handler::handle(ctx, req, peer).await;
             // No 1xx after this; those queued go out before the final response's head.

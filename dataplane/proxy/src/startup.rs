@@ -194,6 +194,11 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let requests = Arc::new(crate::request_log::RequestLog::start(
+        &cfg.access_log,
+        &cfg.cache.name,
+        metrics.clone(),
+    ));
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
         store: store.clone(),
@@ -205,6 +210,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         max_connections_per_worker,
         sharding: sharding.clone(),
         purges: purges.clone(),
+        requests: requests.clone(),
     });
     let sup = Supervisor::start(listeners, &cpus, steering, shared.clone(), sup_metrics)?;
     metrics.ready.set(1);
@@ -238,6 +244,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
             let _ = t.await;
         }
     });
+    // Every worker has stopped: the last access-log lines are queued.
+    requests.flush(std::time::Duration::from_secs(2));
     // Every worker has stopped: nothing writes. The next start restores the index from this
     // instead of scanning the disk.
     let t = std::time::Instant::now();
