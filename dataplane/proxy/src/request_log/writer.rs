@@ -21,6 +21,9 @@ use tracing::warn;
 /// Lines waiting for the writer, in bytes, at most (about 3,000 lines of 350 bytes).
 pub const QUEUE_BYTES: usize = 1 << 20;
 
+/// How long the writer waits for more lines after the first one into an empty queue.
+pub const LINGER: Duration = Duration::from_millis(2);
+
 /// The most a pipe writes atomically (Linux).
 pub const PIPE_BUF: usize = 4096;
 
@@ -109,7 +112,12 @@ impl Writer {
             let msg = match next.take() {
                 Some(m) => m,
                 None => match rx.recv() {
-                    Ok(m) => m,
+                    Ok(m) => {
+                        // Woken from an empty queue: let a batch gather, so a busy server
+                        // costs a wake-up and a write per batch of lines, not per line.
+                        std::thread::sleep(LINGER);
+                        m
+                    }
                     Err(_) => return,
                 },
             };
