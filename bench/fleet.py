@@ -254,7 +254,8 @@ class Fleet:
                     "--listen", f"127.0.0.1:{self.ports[i]}",
                     "--admin", f"127.0.0.1:{self.admins[i]}",
                     "--cache-dir", str(cache), "--cache-size", f"{a.store_size >> 20}MiB",
-                    "--workers", "1", "--memory-limit", f"{a.memory_limit >> 20}MiB"]
+                    "--workers", "1", "--memory-limit", f"{a.memory_limit >> 20}MiB",
+                    "--access-log", "off"]
             if self.sharded:
                 argv += ["--node-name", nm, "--peers", str(peers)]
             self.procs.append(start(argv, self.root / f"{nm}.log"))

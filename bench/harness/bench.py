@@ -559,7 +559,10 @@ class EdgeCache(Cache):
              "--admin", f"127.0.0.1:{EDGE_ADMIN_PORT}",
              "--cache-dir", str(self.dir / "cache"),
              "--cache-size", f"{self.disk_bytes // (1 << 20)}MiB",
-             "--workers", str(self.args.edge_workers)]
+             "--workers", str(self.args.edge_workers),
+             # Access logs are off in every cache compared (nginx `access_log off`, ATS
+             # `logging_enabled 0`, Varnish without varnishncsa).
+             "--access-log", "off"]
         # EdgeCache runs with its shipped O_DIRECT threshold (4 KiB, nginx's `directio 4k` here)
         # unless --edge-directio sets another.
         if self.args.edge_directio:

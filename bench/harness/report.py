@@ -94,6 +94,8 @@ def build(recs, png_rel):
       f"{args.get('rounds')} interleaved rounds of {args.get('duration')} s per distribution "
       f"(A B C D, D C B A, ...); caches warmed until a pass makes no origin fetch; page cache dropped "
       f"before the rounds; zipf s={args.get('zipf_s')}. Medians over rounds; ratios are medians of per-round ratios.")
+    w("- Access logs: off in every cache (nginx `access_log off`, Traffic Server `logging_enabled 0`, "
+      "Varnish without varnishncsa, EdgeCache `--access-log off`).")
     skipped = [r for r in recs if r.get("kind") == "skipped"]
     for s in skipped:
         w(f"- **Skipped {LABEL.get(s['cache'], s['cache'])}**{' at ' + s['size'] if s.get('size') else ''}: "

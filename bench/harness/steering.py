@@ -148,7 +148,8 @@ def main():
                                             "--listen", f"{SRV_IP}:{port}", "--admin", f"127.0.0.1:{admin}",
                                             "--cache-dir", str(d / "cache"), "--cache-size", "2GiB",
                                             "--config", str(work / "veth.yaml"),
-                                            "--workers", str(args.workers), "--steering", mode],
+                                            "--workers", str(args.workers), "--steering", mode,
+                                            "--access-log", "off"],
                         logfile=d / "server.log")
         inst[mode] = (port, admin, p)
     time.sleep(2)

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use edgecache_api::dataplane::{
-    self, CertificateFiles, ConfigErrors, DataplaneConfig, IoEngineKind, ShardingMode, SiteConfig,
-    StorageConfig,
+    self, AccessLogFormat, CertificateFiles, ConfigErrors, DataplaneConfig, IoEngineKind,
+    ShardingMode, SiteConfig, StorageConfig,
 };
 use edgecache_api::{ByteSize, DiskSize, SteeringMode};
 
@@ -83,6 +83,12 @@ pub struct ServeFlags {
     /// Beside them, --origin is the default site for every other Host.
     #[arg(long, value_parser = parse_site)]
     pub site: Vec<SiteConfig>,
+    /// Access log to stdout: json, combined or off (accessLog.format).
+    #[arg(long, value_parser = parse_access_log)]
+    pub access_log: Option<AccessLogFormat>,
+    /// The share of requests in the access log, from 0 to 1 (accessLog.sample).
+    #[arg(long)]
+    pub access_log_sample: Option<f64>,
 }
 
 fn parse_site(s: &str) -> Result<SiteConfig, String> {
@@ -94,6 +100,17 @@ fn parse_site(s: &str) -> Result<SiteConfig, String> {
         origins: urls.split(',').map(|u| u.trim().to_string()).collect(),
         ..SiteConfig::default()
     })
+}
+
+fn parse_access_log(s: &str) -> Result<AccessLogFormat, String> {
+    match s {
+        "json" => Ok(AccessLogFormat::Json),
+        "combined" => Ok(AccessLogFormat::Combined),
+        "off" => Ok(AccessLogFormat::Off),
+        _ => Err(format!(
+            "unknown access log format `{s}` (expected json, combined or off)"
+        )),
+    }
 }
 
 fn parse_engine(s: &str) -> Result<IoEngineKind, String> {
@@ -243,6 +260,12 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
         cfg.http2.enabled = false;
     }
     cfg.sites.extend(f.site.iter().cloned());
+    if let Some(v) = f.access_log {
+        cfg.access_log.format = v;
+    }
+    if let Some(v) = f.access_log_sample {
+        cfg.access_log.sample = v;
+    }
 }
 
 /// A relative cache dir on the command line is taken relative to the working directory.
@@ -361,6 +384,35 @@ mod tests {
         let e = load(&f).unwrap_err().to_string();
         assert!(e.contains("sharding.nodeName: is required"), "{e}");
         assert_eq!(load(&flags()).unwrap().sharding.mode, ShardingMode::Off);
+    }
+
+    #[test]
+    fn access_log_flags_override_the_file_and_are_checked() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "accessLog:\n  format: combined\n  sample: 0.5").unwrap();
+        let f = ServeFlags {
+            config: Some(file.path().into()),
+            access_log_sample: Some(0.25),
+            ..flags()
+        };
+        let cfg = load(&f).unwrap();
+        assert_eq!(cfg.access_log.format, AccessLogFormat::Combined);
+        assert_eq!(cfg.access_log.sample, 0.25);
+        let f = ServeFlags {
+            access_log: Some(AccessLogFormat::Off),
+            ..flags()
+        };
+        assert_eq!(load(&f).unwrap().access_log.format, AccessLogFormat::Off);
+        let f = ServeFlags {
+            access_log_sample: Some(1.5),
+            ..flags()
+        };
+        let e = load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("accessLog.sample: must be between 0 and 1"),
+            "{e}"
+        );
+        assert!(parse_access_log("xml").is_err());
     }
 
     #[test]

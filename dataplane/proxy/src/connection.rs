@@ -32,18 +32,14 @@ use tokio::sync::watch;
 use tracing::debug;
 
 use crate::body;
+use crate::conn_info::ConnInfo;
 use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimIo, InterimSlot};
 use crate::send_room::SendRoom;
 use crate::tls::TlsInfo;
 
-/// The protocol a connection speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    Http1,
-    Http2,
-}
+pub use crate::conn_info::Protocol;
 
 /// Serve one connection until it ends, a client limit expires or shutdown finishes it.
 /// `fd` is the TCP socket under `stream` (for the send-queue pacing of stored bodies).
@@ -76,6 +72,13 @@ pub async fn serve<S>(
     // Stored bodies are paced by the socket's send queue (src/paced.rs).
     let (room, room_guard) = SendRoom::new(fd);
     let redirect = redirect_port(&ctx, tls.is_some());
+    let conn_info = match &tls {
+        Some(t) => ConnInfo {
+            protocol,
+            tls_version: Some(t.version),
+        },
+        None => ConnInfo::plain(protocol),
+    };
     let svc_ctx = ctx.clone();
     let svc_clock = clock.clone();
     let svc_room = room.clone();
@@ -95,6 +98,7 @@ pub async fn serve<S>(
         }
         req.extensions_mut().insert(interim.clone());
         req.extensions_mut().insert(svc_room.clone());
+        req.extensions_mut().insert(conn_info);
         if let Some(info) = &tls {
             req.extensions_mut().insert(info.clone());
         }

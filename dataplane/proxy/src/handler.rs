@@ -94,6 +94,8 @@ pub struct Ctx {
     pub stream_slots: StreamSlots,
     /// Disk streams that keep a chunk for a client socket without room (src/paced.rs).
     pub keepers: Rc<crate::paced::Keepers>,
+    /// This worker's access log and request histograms (src/request_log.rs).
+    pub requests: Rc<crate::request_log::WorkerLog>,
 }
 
 impl Ctx {
@@ -142,13 +144,14 @@ impl Ctx {
             n => n as usize,
         };
         Self {
-            shared,
             store,
             origins,
             peers,
             policy,
             stream_slots: StreamSlots::new(slots),
             keepers: Rc::default(),
+            requests: crate::request_log::WorkerLog::new(shared.requests.clone()),
+            shared,
         }
     }
 }
@@ -160,12 +163,14 @@ pub async fn handle(
     peer: SocketAddr,
 ) -> Result<Response<Body>, Infallible> {
     let (mut parts, body) = req.into_parts();
+    // Observed and logged when its body ends or is dropped (src/request_log.rs).
+    let exchange = ctx.requests.begin(&mut parts, peer);
     let hop = peer::take_hop(&ctx, &mut parts);
     let mut resp = route(&ctx, parts, body, peer).await;
     if hop {
         peer::mark_generated(&mut resp);
     }
-    Ok(resp)
+    Ok(exchange.respond(resp))
 }
 
 async fn route(
@@ -708,6 +713,10 @@ fn background_revalidate(
     );
     parts.method = Method::GET;
     policy::request::strip_for_fill(&mut parts.headers);
+    // The proxy's own request: not the client's to log.
+    parts
+        .extensions
+        .remove::<crate::request_log::UpstreamNote>();
     tokio::task::spawn_local(async move {
         let sent = Sent::now(&ctx, &key);
         let request_time = sent.time;

@@ -18,6 +18,22 @@ use prometheus_client::registry::Registry;
 
 type Label = [(&'static str, String); 1];
 
+/// The labels of the request histograms: `cache` (the outcome the response's Cache-Status
+/// gives: hit, stale, revalidated, miss, pass, error, synthetic, none), `status` (`2xx`..) and
+/// `site` (src/request_log/sites.rs). All static, so an observation allocates nothing.
+pub type RequestLabels = [(&'static str, &'static str); 3];
+
+type RequestHistograms = Family<RequestLabels, Histogram, fn() -> Histogram>;
+
+/// Buckets of the request histograms, in seconds: 0.5 ms to 10 s.
+pub const REQUEST_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn request_histogram() -> Histogram {
+    Histogram::new(REQUEST_BUCKETS)
+}
+
 /// How the cache handled a request; the `cache` label of `requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -90,6 +106,14 @@ pub struct Metrics {
     pub peer_list_reloads: Family<Label, Counter>,
     /// The in-flight parts of the memory plan: `memory_bytes{part}`, `memory_bound_bytes{part}`.
     pub memory: MemoryParts,
+    /// From a request's head to the end of its response body (src/request_log.rs).
+    pub request_duration: RequestHistograms,
+    /// From a request's head to its response head handed to hyper.
+    pub request_first_byte: RequestHistograms,
+    /// Access-log lines written to stdout.
+    pub access_log_lines: Counter,
+    /// Access-log lines dropped, by reason (`queue_full`, `write_error`).
+    pub access_log_dropped: Family<Label, Counter>,
 }
 
 /// The bytes each [`Part`] of the memory plan holds now, and its bound (unbounded until
@@ -204,6 +228,10 @@ impl Metrics {
             peers: Family::default(),
             peer_list_reloads: Family::default(),
             memory,
+            request_duration: Family::new_with_constructor(request_histogram),
+            request_first_byte: Family::new_with_constructor(request_histogram),
+            access_log_lines: Counter::default(),
+            access_log_dropped: Family::default(),
         };
         let r = registry;
         r.register(
@@ -327,7 +355,39 @@ impl Metrics {
              kept (failed)",
             m.peer_list_reloads.clone(),
         );
+        r.register(
+            "request_duration_seconds",
+            "Time from a request's head to the end of its response body (or its drop), by cache \
+             outcome as Cache-Status tells it (label cache: hit, stale, revalidated, miss, pass, \
+             error, synthetic, none), status class (label status) and site (label site: the host, \
+             the first 64 seen, then other)",
+            m.request_duration.clone(),
+        );
+        r.register(
+            "request_first_byte_seconds",
+            "Time from a request's head to its response head, with the labels of \
+             request_duration_seconds",
+            m.request_first_byte.clone(),
+        );
+        r.register(
+            "access_log_lines",
+            "Access-log lines written to stdout",
+            m.access_log_lines.clone(),
+        );
+        r.register(
+            "access_log_dropped",
+            "Access-log lines dropped (label reason: queue_full, when stdout does not keep up; \
+             write_error)",
+            m.access_log_dropped.clone(),
+        );
         Arc::new(m)
+    }
+
+    /// The counter of access-log lines dropped for `reason`.
+    pub fn access_log_dropped(&self, reason: &'static str) -> Counter {
+        self.access_log_dropped
+            .get_or_create(&[("reason", reason.to_string())])
+            .clone()
     }
 
     /// A miss sent to its owner (or not, `owner_down`), by result.

@@ -19,11 +19,12 @@ use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{HttpConnector, HttpInfo};
 use hyper_util::rt::TokioExecutor;
 
 use crate::error::ProxyError;
 use crate::interim::InterimForwarder;
+use crate::request_log::UpstreamNote;
 use crate::sites::{Balance, HealthRules, Pool};
 
 pub type OriginBody = BoxBody<Bytes, hyper::Error>;
@@ -37,6 +38,8 @@ pub struct Origin {
     host_header: HostHeader,
     first_byte_timeout: Duration,
     via: HeaderValue,
+    /// This client talks to the other nodes (sharding), not to the origin.
+    peers: bool,
 }
 
 /// The read buffer of an origin connection, which bounds the size of a body chunk.
@@ -148,7 +151,17 @@ impl Origin {
             host_header,
             first_byte_timeout: cfg.first_byte_timeout.get(),
             via,
+            peers: false,
         })
+    }
+
+    /// The same client, for the other nodes: the access log names the address it reaches as
+    /// the peer, not the origin.
+    pub fn for_peers(self) -> Self {
+        Self {
+            peers: true,
+            ..self
+        }
     }
 
     /// Build the request the origin sees from the client's head.
@@ -229,6 +242,10 @@ impl Origin {
         if let Some(interim) = parts.extensions.get::<InterimForwarder>() {
             b = b.extension(interim.clone());
         }
+        // A logged request notes where its fetches went (src/request_log.rs).
+        if let Some(note) = parts.extensions.get::<UpstreamNote>() {
+            b = b.extension(note.clone());
+        }
         Ok(b)
     }
 
@@ -250,9 +267,10 @@ impl Origin {
                 interim.push(res.status(), res.headers());
             });
         }
+        let note = req.extensions_mut().remove::<UpstreamNote>();
         let Some(Picked(mut i)) = req.extensions_mut().remove::<Picked>() else {
             // A request to a named address (a peer): no pool to tell.
-            return self.send_once(req).await.map_err(|(e, _)| e);
+            return self.send_once(req, note.as_ref()).await.map_err(|(e, _)| e);
         };
         self.pool.budget().deposit();
         // What a retry needs: only a request without content may be sent again.
@@ -269,7 +287,7 @@ impl Origin {
         loop {
             let result = {
                 let _waiting = self.pool.begin(i);
-                self.send_once(req).await
+                self.send_once(req, note.as_ref()).await
             };
             match result {
                 Ok(ok) => {
@@ -312,6 +330,7 @@ impl Origin {
     async fn send_once(
         &self,
         req: Request<OriginBody>,
+        note: Option<&UpstreamNote>,
     ) -> Result<(Response<Incoming>, Duration), (ProxyError, bool)> {
         let started = Instant::now();
         match tokio::time::timeout(self.first_byte_timeout, self.client.request(req)).await {
@@ -328,7 +347,12 @@ impl Origin {
                         .is_some_and(|h| h.is_incomplete_message());
                 Err((ProxyError::from_client(&e), retriable))
             }
-            Ok(Ok(resp)) => Ok((resp, started.elapsed())),
+            Ok(Ok(resp)) => {
+                if let (Some(note), Some(info)) = (note, resp.extensions().get::<HttpInfo>()) {
+                    note.contacted(info.remote_addr(), self.peers);
+                }
+                Ok((resp, started.elapsed()))
+            }
         }
     }
 }

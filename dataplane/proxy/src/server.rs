@@ -53,6 +53,8 @@ pub struct Shared {
     pub tls: Option<Arc<Tls>>,
     /// The sites and their origin pools.
     pub sites: Arc<crate::sites::Sites>,
+    /// The access log and the request histograms (src/request_log.rs).
+    pub requests: Arc<crate::request_log::RequestLog>,
 }
 
 /// A worker's listeners: the plain one, and the TLS one when TLS is on. Each is the worker's

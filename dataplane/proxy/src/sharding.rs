@@ -187,7 +187,7 @@ impl Sharding {
             idle_timeout: origin.idle_timeout,
             max_idle_connections: origin.max_idle_connections,
         };
-        Origin::new(&cfg, cache_name)
+        Origin::new(&cfg, cache_name).map(Origin::for_peers)
     }
 
     fn ring(&self) -> Arc<Ring> {

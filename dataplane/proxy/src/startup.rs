@@ -26,8 +26,10 @@ pub fn init_tracing(filter: &str) {
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: log files stay greppable.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // The log goes to stderr: stdout is the access log's (src/request_log.rs).
     let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_target(false)
@@ -244,6 +246,11 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         crate::sites::Sites::from_config(&cfg).map_err(|e| anyhow::anyhow!("sites: {e}"))?,
     );
     registry.register_collector(Box::new(crate::sites::SitesCollector(sites.clone())));
+    let requests = Arc::new(crate::request_log::RequestLog::start(
+        &cfg.access_log,
+        &cfg.cache.name,
+        metrics.clone(),
+    ));
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
         store: store.clone(),
@@ -257,6 +264,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         purges: purges.clone(),
         tls,
         sites: sites.clone(),
+        requests: requests.clone(),
     });
     let sup = Supervisor::start(
         listeners,
@@ -306,6 +314,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         }
         let _ = health_task.await;
     });
+    // Every worker has stopped: the last access-log lines are queued.
+    requests.flush(std::time::Duration::from_secs(2));
     // Every worker has stopped: nothing writes. The next start restores the index from this
     // instead of scanning the disk.
     let t = std::time::Instant::now();
@@ -335,7 +345,9 @@ fn spawn_checkpointer(store: Arc<Store>) -> anyhow::Result<()> {
                 let t = std::time::Instant::now();
                 match store.checkpoint() {
                     Ok(bytes) => info!(bytes, took = ?t.elapsed(), "index checkpoint written"),
-                    Err(e) => warn!("index checkpoint failed (a start after a kill scans more): {e}"),
+                    Err(e) => {
+                        warn!("index checkpoint failed (a start after a kill scans more): {e}")
+                    }
                 }
             }
         })

@@ -445,3 +445,48 @@ fn a_peer_that_dies_after_its_head_before_any_body_byte_costs_the_client_nothing
         "body",
     );
 }
+
+/// The access-log line (JSON) of the request for `path` in `node`'s output, once written.
+fn access_line(node: &Dataplane, path: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = node
+            .log_text()
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["path"] == path);
+        if let Some(v) = found {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no line for {path}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_access_log_names_the_owner_a_miss_went_to() {
+    let o = origin();
+    let f = Fleet::all_listed(&o, 2, NO_COPIES);
+    let owner = f.nodes[1].listen.to_string();
+    let mut forwarded = 0;
+    for id in 0..16 {
+        let path = format!("/obj/4k/{id}");
+        get_ok(&f.nodes[0], &path, 4096, id);
+        let here = access_line(&f.nodes[0], &path);
+        assert_eq!(here["cache"], "miss", "{here}");
+        if here["peer"].is_null() {
+            // Node 0 owns it: fetched from the origin itself.
+            assert_eq!(here["origin"], o.addr().to_string().as_str(), "{here}");
+            continue;
+        }
+        forwarded += 1;
+        assert_eq!(here["peer"], owner.as_str(), "{here}");
+        assert!(here["origin"].is_null(), "{here}");
+        // The owner logged the hop: its client is node 0, and it went to the origin.
+        let there = access_line(&f.nodes[1], &path);
+        assert_eq!(there["origin"], o.addr().to_string().as_str(), "{there}");
+        assert_eq!(there["client"], "127.0.0.1", "{there}");
+    }
+    assert!(forwarded > 0, "none of 16 keys is owned by node 1");
+}

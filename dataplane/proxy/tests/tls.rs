@@ -94,6 +94,18 @@ fn https_over_http1_and_http2_and_plain_h2c_share_one_cache() {
     );
     assert_eq!(o.requests(), 6, "one origin fetch for the shared object");
     assert!(dp.metric("edgecache_dataplane_tls_handshakes_total{result=\"ok\"}") >= 2.0);
+    // The access log says how each request came.
+    let log = dp.log_text();
+    let line = |protocol: &str, tls: &str| {
+        log.lines().any(|l| {
+            l.contains("\"path\":\"/obj/100k/1\"")
+                && l.contains(&format!("\"protocol\":\"{protocol}\""))
+                && l.contains(&format!("\"tls\":{tls}"))
+        })
+    };
+    assert!(line("HTTP/1.1", "\"TLSv1.3\""), "{log}");
+    assert!(line("HTTP/2", "\"TLSv1.3\""), "{log}");
+    assert!(line("HTTP/2", "null"), "{log}");
 }
 
 #[test]

@@ -104,7 +104,7 @@ impl Default for Http2Config {
     }
 }
 
-/// One structured line per request, to stdout.
+/// One structured line per request, to stdout (fields: README, "Access log and request metrics").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AccessLogConfig {

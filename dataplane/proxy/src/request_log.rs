@@ -1,0 +1,558 @@
+//! What operators look at, request by request: the access log (one line per request to
+//! stdout, JSON or the combined format, a sampled share of requests) and the request histograms
+//! of /metrics (`request_duration_seconds` and `request_first_byte_seconds`, by cache outcome,
+//! status class and site), for every request.
+//!
+//! A request is an [`Exchange`] from the handler's first look at its head
+//! ([`WorkerLog::begin`]) to the end of its body. [`Exchange::respond`] notes the response
+//! head as it goes to hyper (the time to first byte, the status, the outcome the response's
+//! Cache-Status gives, src/request_log/outcome.rs) and wraps the body so the bytes it yields
+//! are counted. When the body ends, fails or is dropped (a client gone mid-body) the request
+//! is observed and its line queued: an aborted response logs the bytes that went out. A request
+//! whose handler is dropped before a response head (its connection went) is logged with
+//! status 499, as nginx does, and no time to first byte.
+//!
+//! Lines are formatted on the worker (src/request_log/format.rs) and go through a queue bounded
+//! in bytes to one writer thread (src/request_log/writer.rs): a worker never waits for stdout,
+//! and a line that does not fit is dropped and counted (`access_log_dropped_total`).
+
+mod format;
+mod outcome;
+mod sites;
+mod writer;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use edgecache_api::dataplane::{AccessLogConfig, AccessLogFormat};
+use http::header;
+use http::{Method, Response, request};
+use http_body::Frame;
+use prometheus_client::metrics::histogram::Histogram;
+use tracing::{info, warn};
+
+use crate::body::Body;
+use crate::conn_info::{self, ConnInfo};
+use crate::metrics::Metrics;
+
+pub use outcome::CacheOutcome;
+
+/// The request log of the process, shared by the workers.
+#[derive(Debug)]
+pub struct RequestLog {
+    format: AccessLogFormat,
+    sampling: Sampling,
+    /// `None` when the access log is off (or stdout could not be duplicated).
+    queue: Option<writer::Queue>,
+    metrics: Arc<Metrics>,
+    sites: sites::Sites,
+    /// This cache's name as its Cache-Status member starts.
+    member_name: String,
+    seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sampling {
+    Every,
+    None,
+    /// A request is logged when its draw is below this (a share of 2^64).
+    Below(u64),
+}
+
+impl Sampling {
+    fn of(share: f64) -> Self {
+        if share >= 1.0 {
+            Sampling::Every
+        } else if share > 0.0 {
+            // share < 1, so the product is below 2^64.
+            Sampling::Below((share * 18_446_744_073_709_551_616.0) as u64)
+        } else {
+            Sampling::None
+        }
+    }
+}
+
+impl RequestLog {
+    /// Start the access log as `cfg` says (its writer thread unless it is off) and keep the
+    /// request histograms in `metrics`. `cache_name` is `cache.name`.
+    pub fn start(cfg: &AccessLogConfig, cache_name: &str, metrics: Arc<Metrics>) -> Self {
+        let mut format = cfg.format;
+        let mut queue = None;
+        if format != AccessLogFormat::Off && Sampling::of(cfg.sample) != Sampling::None {
+            let started = std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .and_then(|fd| {
+                    writer::Queue::start(
+                        std::fs::File::from(fd),
+                        writer::QUEUE_BYTES,
+                        writer::Counters {
+                            lines: metrics.access_log_lines.clone(),
+                            queue_full: metrics.access_log_dropped("queue_full"),
+                            write_errors: metrics.access_log_dropped("write_error"),
+                        },
+                    )
+                });
+            match started {
+                Ok(q) => {
+                    info!(
+                        format = format.as_str(),
+                        sample = cfg.sample,
+                        "access log to stdout"
+                    );
+                    queue = Some(q);
+                }
+                Err(e) => {
+                    warn!("access log off: cannot start its writer on stdout: {e}");
+                    format = AccessLogFormat::Off;
+                }
+            }
+        }
+        let seed = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ (u64::from(std::process::id()) << 32);
+        Self {
+            format,
+            sampling: Sampling::of(cfg.sample),
+            queue,
+            metrics,
+            sites: sites::Sites::new(sites::MAX_SITES),
+            member_name: edgecache_policy::status::CacheStatus::none(cache_name).to_string(),
+            seed,
+        }
+    }
+
+    /// Wait (at most `timeout`) until the lines queued so far are written (at shutdown).
+    pub fn flush(&self, timeout: Duration) {
+        if let Some(q) = &self.queue
+            && !q.flush(timeout)
+        {
+            warn!("access log: stdout did not take the last lines within {timeout:?}");
+        }
+    }
+}
+
+/// Seeds of the workers' draws, one apart each.
+static WORKERS: AtomicU64 = AtomicU64::new(0);
+
+/// The histogram handles of one label set: duration, time to first byte.
+type Handles = (Histogram, Histogram);
+
+/// One worker's handle on the request log. It keeps its own copies of the site labels and
+/// histogram handles it has used, so a request takes no lock the workers share.
+#[derive(Debug)]
+pub struct WorkerLog {
+    shared: Arc<RequestLog>,
+    /// The state of this worker's draws (splitmix64).
+    draw: Cell<u64>,
+    /// The named sites this worker has seen (at most [`sites::MAX_SITES`]).
+    sites: RefCell<HashMap<Box<str>, &'static str>>,
+    /// By outcome, status class and site (its label's address: each name is kept once).
+    handles: RefCell<HashMap<(CacheOutcome, &'static str, usize), Handles>>,
+}
+
+impl WorkerLog {
+    pub fn new(shared: Arc<RequestLog>) -> Rc<Self> {
+        let n = WORKERS.fetch_add(1, Ordering::Relaxed);
+        let draw = Cell::new(mix(shared.seed ^ n.wrapping_mul(GOLDEN)));
+        Rc::new(Self {
+            shared,
+            draw,
+            sites: RefCell::default(),
+            handles: RefCell::default(),
+        })
+    }
+
+    /// The `site` label of `host` (src/request_log/sites.rs).
+    fn site(&self, host: &str) -> &'static str {
+        if host.is_empty() {
+            return "none";
+        }
+        let Some(name) = sites::normalize(host) else {
+            return "other";
+        };
+        if let Some(l) = self.sites.borrow().get(&*name) {
+            return l;
+        }
+        let label = self.shared.sites.label_of(name);
+        if label != "other" {
+            self.sites.borrow_mut().insert(label.into(), label);
+        }
+        label
+    }
+
+    /// The histograms of one label set.
+    fn histograms(&self, cache: CacheOutcome, status: &'static str, site: &'static str) -> Handles {
+        let key = (cache, status, site.as_ptr() as usize);
+        if let Some(h) = self.handles.borrow().get(&key) {
+            return h.clone();
+        }
+        let labels = [
+            ("cache", cache.as_str()),
+            ("status", status),
+            ("site", site),
+        ];
+        let m = &self.shared.metrics;
+        let h = (
+            m.request_duration.get_or_create(&labels).clone(),
+            m.request_first_byte.get_or_create(&labels).clone(),
+        );
+        self.handles.borrow_mut().insert(key, h.clone());
+        h
+    }
+
+    /// Whether this request is in the access log: a draw of its own, random-looking and fixed
+    /// once made, against the configured share.
+    fn sampled(&self) -> bool {
+        match self.shared.sampling {
+            _ if self.shared.queue.is_none() => false,
+            Sampling::Every => true,
+            Sampling::None => false,
+            Sampling::Below(t) => {
+                let s = self.draw.get().wrapping_add(GOLDEN);
+                self.draw.set(s);
+                mix(s) < t
+            }
+        }
+    }
+
+    /// A request whose head the handler has just read. When it is logged, an [`UpstreamNote`]
+    /// goes into its extensions for the origin client to fill in.
+    pub fn begin(self: &Rc<Self>, parts: &mut request::Parts, client: SocketAddr) -> Exchange {
+        let host = request_host(parts);
+        let site = self.site(host);
+        let line = self.sampled().then(|| {
+            let conn = parts.extensions.get::<ConnInfo>().copied();
+            let text = |name| {
+                parts
+                    .headers
+                    .get(name)
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            };
+            Box::new(RequestLine {
+                time: SystemTime::now(),
+                client,
+                method: parts.method.clone(),
+                host: host.to_string(),
+                target: parts
+                    .uri
+                    .path_and_query()
+                    .map_or_else(|| parts.uri.to_string(), |p| p.as_str().to_string()),
+                protocol: conn_info::protocol_name(conn.as_ref(), parts.version),
+                tls: conn.and_then(|c| c.tls_version),
+                user_agent: text(header::USER_AGENT),
+                referer: text(header::REFERER),
+                note: UpstreamNote::default(),
+                cache_status: None,
+            })
+        });
+        if let Some(l) = &line {
+            parts.extensions.insert(l.note.clone());
+        }
+        Exchange {
+            rec: Some(Record {
+                log: self.clone(),
+                start: Instant::now(),
+                site,
+                line,
+                head_only: parts.method == Method::HEAD,
+                status: 0,
+                cache: CacheOutcome::None,
+                ttfb: None,
+                bytes: 0,
+                length: None,
+                ended: None,
+                completed: false,
+            }),
+        }
+    }
+}
+
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// splitmix64's output function.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The site of a request: its target's authority (without userinfo), else its Host field.
+fn request_host(parts: &request::Parts) -> &str {
+    if let Some(a) = parts.uri.authority() {
+        return a.as_str().rsplit_once('@').map_or(a.as_str(), |(_, h)| h);
+    }
+    parts
+        .headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Where a logged request's fetches went, filled in by the origin client (src/origin.rs) from
+/// the connection it used. It rides in the request's extensions, and is copied onto the
+/// requests sent for it to the origin or a peer; a request the proxy sends on its own (a
+/// background revalidation) must not carry it.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamNote {
+    /// The origin's address and the owner node's.
+    addrs: Arc<Mutex<(Option<SocketAddr>, Option<SocketAddr>)>>,
+}
+
+impl UpstreamNote {
+    /// The request reached `addr`: the origin, or the key's owner (`peer`).
+    pub fn contacted(&self, addr: SocketAddr, peer: bool) {
+        let mut a = self.addrs.lock().unwrap_or_else(|p| p.into_inner());
+        if peer {
+            a.1 = Some(addr);
+        } else {
+            a.0 = Some(addr);
+        }
+    }
+
+    fn get(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        *self.addrs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a logged request said about itself.
+#[derive(Debug)]
+struct RequestLine {
+    time: SystemTime,
+    client: SocketAddr,
+    method: Method,
+    host: String,
+    target: String,
+    protocol: &'static str,
+    tls: Option<&'static str>,
+    user_agent: Option<String>,
+    referer: Option<String>,
+    note: UpstreamNote,
+    /// This cache's Cache-Status member, from the response.
+    cache_status: Option<String>,
+}
+
+/// One request on its way: observed and logged when dropped.
+pub struct Exchange {
+    rec: Option<Record>,
+}
+
+impl Exchange {
+    /// The response head is ready for hyper: note it, and count its body as it goes out.
+    pub fn respond(mut self, resp: Response<Body>) -> Response<Body> {
+        let Some(mut rec) = self.rec.take() else {
+            return resp;
+        };
+        rec.ttfb = Some(rec.start.elapsed());
+        rec.status = resp.status().as_u16();
+        rec.head_only |= matches!(rec.status, 100..=199 | 204 | 304);
+        rec.length = resp
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let member = outcome::own_member(resp.headers(), &rec.log.shared.member_name);
+        rec.cache = outcome::classify(member);
+        if let Some(line) = &mut rec.line {
+            line.cache_status = member.map(str::to_string);
+        }
+        resp.map(|inner| -> Body { Box::pin(Counted { inner, rec }) })
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if let Some(rec) = &mut self.rec {
+            // Dropped before a response head: the client went away.
+            rec.status = 499;
+            rec.ended = Some(Instant::now());
+        }
+    }
+}
+
+/// Everything known of a request so far; observed and logged when dropped.
+struct Record {
+    log: Rc<WorkerLog>,
+    start: Instant,
+    site: &'static str,
+    /// `Some` when the request is in the access log.
+    line: Option<Box<RequestLine>>,
+    /// HEAD, or a status without a body: nothing to send after the head.
+    head_only: bool,
+    status: u16,
+    cache: CacheOutcome,
+    ttfb: Option<Duration>,
+    bytes: u64,
+    /// The response's Content-Length: hyper stops polling a body once that much went out.
+    length: Option<u64>,
+    /// When the body ended, failed or was dropped.
+    ended: Option<Instant>,
+    completed: bool,
+}
+
+impl Record {
+    /// The whole body went out (as far as the body knows).
+    fn whole(&self) -> bool {
+        self.head_only || self.length == Some(self.bytes)
+    }
+
+    fn end(&mut self, completed: bool) {
+        if self.ended.is_none() {
+            self.ended = Some(Instant::now());
+            self.completed = completed;
+        }
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        let total = self.ended.unwrap_or_else(Instant::now) - self.start;
+        let (duration, first_byte) =
+            self.log
+                .histograms(self.cache, status_class(self.status), self.site);
+        duration.observe(total.as_secs_f64());
+        if let Some(t) = self.ttfb {
+            first_byte.observe(t.as_secs_f64());
+        }
+        let shared = &self.log.shared;
+        let (Some(r), Some(queue)) = (self.line.take(), &shared.queue) else {
+            return;
+        };
+        let (origin, peer) = r.note.get();
+        let line = format::Line {
+            time: r.time,
+            client: r.client,
+            method: r.method.as_str(),
+            host: &r.host,
+            target: &r.target,
+            protocol: r.protocol,
+            tls: r.tls,
+            status: self.status,
+            bytes: self.bytes,
+            cache: self.cache.as_str(),
+            cache_status: r.cache_status.as_deref(),
+            ttfb: self.ttfb,
+            total,
+            origin,
+            peer,
+            completed: self.completed,
+            user_agent: r.user_agent.as_deref(),
+            referer: r.referer.as_deref(),
+        };
+        let mut out = String::with_capacity(512);
+        match shared.format {
+            AccessLogFormat::Combined => format::combined(&line, &mut out),
+            _ => format::json(&line, &mut out),
+        }
+        queue.push(out);
+    }
+}
+
+/// The status class label: `1xx` to `5xx`.
+fn status_class(status: u16) -> &'static str {
+    match status / 100 {
+        1 => "1xx",
+        2 => "2xx",
+        3 => "3xx",
+        4 => "4xx",
+        5 => "5xx",
+        _ => "other",
+    }
+}
+
+/// A response body that counts the bytes it yields into its request's record.
+struct Counted {
+    inner: Body,
+    rec: Record,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        let polled = this.inner.as_mut().poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    this.rec.bytes += d.len() as u64;
+                }
+                if this.inner.is_end_stream() || this.rec.whole() {
+                    this.rec.end(true);
+                }
+            }
+            Poll::Ready(Some(Err(_))) => this.rec.end(false),
+            Poll::Ready(None) => this.rec.end(true),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        // hyper drops a body it has written whole without polling it to its end, and never
+        // polls one it must not send (HEAD, 304).
+        let whole = self.rec.whole() || self.inner.is_end_stream();
+        self.rec.end(whole);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_shares() {
+        assert_eq!(Sampling::of(1.0), Sampling::Every);
+        assert_eq!(Sampling::of(0.0), Sampling::None);
+        let Sampling::Below(t) = Sampling::of(0.25) else {
+            panic!("a share");
+        };
+        let mut s = 12345u64;
+        let n = 100_000;
+        let hits = (0..n)
+            .filter(|_| {
+                s = s.wrapping_add(GOLDEN);
+                mix(s) < t
+            })
+            .count();
+        let share = hits as f64 / n as f64;
+        assert!((0.24..0.26).contains(&share), "{share}");
+    }
+
+    #[test]
+    fn status_classes() {
+        for (s, c) in [
+            (101, "1xx"),
+            (200, "2xx"),
+            (304, "3xx"),
+            (499, "4xx"),
+            (503, "5xx"),
+        ] {
+            assert_eq!(status_class(s), c);
+        }
+    }
+}
