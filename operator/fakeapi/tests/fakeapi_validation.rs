@@ -607,3 +607,85 @@ async fn immutable_secrets_keep_their_data_and_big_ones_are_refused() {
     );
     assert_eq!(causes(&err), [pair("FieldValueTooLong", "data")]);
 }
+
+#[tokio::test]
+async fn edgecaches_with_a_bad_tls_spec_are_refused() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    let origin = json!({"url": "http://o:8080"});
+    // The TLS port must differ from the plain one (8443 by default; 8080 here).
+    let err = refused(
+        &api,
+        json!({"origin": origin, "network": {"port": 8443},
+               "tls": {"certificates": [{"secretName": "web-tls"}]}}),
+    )
+    .await;
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "spec.tls.port")]);
+    says(
+        &err,
+        "tls.port must differ from network.port and network.adminPort",
+    );
+    // Each Secret once.
+    let err = refused(
+        &api,
+        json!({"origin": origin, "tls": {"certificates": [
+            {"secretName": "a"}, {"secretName": "b"}, {"secretName": "a"}]}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.tls.certificates")]
+    );
+    says(&err, "each Secret may be named once");
+    // At least one, and Secret names only.
+    let err = refused(&api, json!({"origin": origin, "tls": {"certificates": []}})).await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.tls.certificates")]
+    );
+    says(&err, "should have at least 1 items");
+    let err = refused(
+        &api,
+        json!({"origin": origin, "tls": {"certificates": [{"secretName": "Web_TLS"}]}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair(
+            "FieldValueInvalid",
+            "spec.tls.certificates[0].secretName"
+        )]
+    );
+    // The version is a string of the two the data plane knows; the sample is a share.
+    let err = refused(
+        &api,
+        json!({"origin": origin, "tls": {"minVersion": "1.1", "certificates": [{"secretName": "a"}]},
+               "accessLog": {"sample": 2}, "http2": {"maxConcurrentStreams": 0}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueInvalid", "spec.accessLog.sample"),
+            pair("FieldValueInvalid", "spec.http2.maxConcurrentStreams"),
+            pair("FieldValueNotSupported", "spec.tls.minVersion"),
+        ]
+    );
+    // A good one gets the defaults.
+    let created = api
+        .create(
+            &PostParams::default(),
+            &ec(json!({"origin": origin, "tls": {"certificates": [{"secretName": "web-tls"}]}})),
+        )
+        .await
+        .unwrap();
+    let spec = &created.data["spec"];
+    assert_eq!(spec["tls"]["port"], 8443);
+    assert_eq!(spec["tls"]["minVersion"], "1.2");
+    assert_eq!(spec["tls"]["redirectHttp"], false);
+    assert_eq!(
+        spec["http2"],
+        json!({"enabled": true, "maxConcurrentStreams": 128})
+    );
+    assert_eq!(spec["accessLog"], json!({"format": "json"}));
+}
