@@ -171,8 +171,9 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     // The peers ConfigMap goes when sharding is turned off.
     add("", "configmaps", &["delete"]);
     add("", "serviceaccounts", &["get", "create", "patch"]);
-    // The admin token Secret: read, and created once when missing; never listed or changed.
-    add("", "secrets", &["get", "create"]);
+    // The admin token Secret: read, and created once when missing; never changed. The TLS
+    // Secrets an EdgeCache names: read, and watched (metadata only) with every other Secret.
+    add("", "secrets", &["get", "list", "watch", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
     // purge.rs: EdgeCachePurges watched, their status written, deleted past the retention;
     // the data-plane pods listed and watched (their IPs and readiness).

@@ -17,8 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{
-    AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig, CookiePolicy, IoEngineKind,
-    ShardingConfig, ShardingMode, SteeringMode, StorageConfig,
+    AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig,
+    CookiePolicy, Http2Config, IoEngineKind, ShardingConfig, ShardingMode, SteeringMode,
+    StorageConfig, TlsVersion,
 };
 use crate::quantity::{ByteSize, DiskSize, Duration};
 
@@ -66,6 +67,9 @@ pub const ADQ_LABEL: &str = "edgecache.dev/adq";
     "self.network.port != self.network.adminPort"
 ).message("network.port and network.adminPort must differ").field_path(".network.adminPort"))]
 #[x_kube(validation = Rule::new(
+    "!has(self.tls) || (self.tls.port != self.network.port && self.tls.port != self.network.adminPort)"
+).message("tls.port must differ from network.port and network.adminPort").field_path(".tls.port"))]
+#[x_kube(validation = Rule::new(
     "!has(self.security.seccompLocalhostProfile) || self.security.mode == 'capabilities'"
 ).message("security.seccompLocalhostProfile applies only to security.mode capabilities (privileged containers always run Unconfined)").field_path(".security.seccompLocalhostProfile"))]
 #[x_kube(validation = Rule::new(
@@ -99,6 +103,16 @@ pub struct EdgeCacheSpec {
     /// Ports, host networking and the Service in front of the pods.
     #[serde(default)]
     pub network: NetworkSpec,
+    /// TLS termination: a second listener (the container and Service port `https`) with
+    /// certificates from Secrets of type `kubernetes.io/tls`. Default: unset, no TLS listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+    /// HTTP/2 to clients: ALPN `h2` on the TLS listener, prior-knowledge h2c on the plain one.
+    #[serde(default)]
+    pub http2: Http2Spec,
+    /// The access log: one line per request on the data plane's stdout.
+    #[serde(default)]
+    pub access_log: AccessLogSpec,
     /// Limits that keep one client from hurting another: timeouts and connection caps.
     #[serde(default)]
     pub clients: ClientsSpec,
@@ -572,6 +586,107 @@ fn default_port() -> u16 {
 }
 fn default_admin_port() -> u16 {
     9090
+}
+
+/// Most certificates one EdgeCache may name.
+pub const TLS_CERTIFICATES_MAX: usize = 64;
+/// Default of `tls.port`.
+pub const TLS_PORT_DEFAULT: u16 = 8443;
+
+/// TLS termination on a second listener.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// Port of the TLS listener: the container port and the Service port `https`. It must
+    /// differ from `network.port` and `network.adminPort`. Default: 8443.
+    #[serde(default = "default_tls_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// Secrets of type `kubernetes.io/tls` (keys `tls.crt` and `tls.key`, as cert-manager
+    /// writes them) in the EdgeCache's namespace, each named once. The first is the default
+    /// certificate (clients without SNI, or with a name no certificate has); the data plane
+    /// picks the others by SNI from the names in each certificate. Each Secret is mounted
+    /// whole, so a renewed certificate reaches the pods (which reload it) without a restart.
+    #[schemars(length(min = 1, max = 64))]
+    #[x_kube(validation = Rule::new(
+        "self.all(c, self.exists_one(d, d.secretName == c.secretName))"
+    ).message("each Secret may be named once"))]
+    pub certificates: Vec<TlsCertificateSpec>,
+    /// The oldest TLS version accepted: `"1.2"` or `"1.3"` (quoted: unquoted YAML reads a
+    /// number). Default: `"1.2"`.
+    #[serde(default)]
+    pub min_version: TlsVersion,
+    /// Answer plain-HTTP requests with a redirect (308) to HTTPS. Default: false.
+    #[serde(default)]
+    pub redirect_http: bool,
+    /// Time a client has to finish its handshake. Default: unset (`10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_timeout: Option<Duration>,
+}
+
+fn default_tls_port() -> u16 {
+    TLS_PORT_DEFAULT
+}
+
+/// One certificate: a Secret of type `kubernetes.io/tls`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsCertificateSpec {
+    /// Name of the Secret, in the EdgeCache's namespace.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub secret_name: String,
+}
+
+/// HTTP/2 to clients.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Http2Spec {
+    /// Serve HTTP/2. Default: true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Streams a client may have open at once on a connection, 1 to 1000000. Default: 128.
+    #[serde(default = "default_max_concurrent_streams")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for Http2Spec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_concurrent_streams: default_max_concurrent_streams(),
+        }
+    }
+}
+
+fn default_max_concurrent_streams() -> u32 {
+    Http2Config::default().max_concurrent_streams
+}
+
+/// The access log.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessLogSpec {
+    /// `json`, `combined` or `"off"` (quoted: YAML 1.1 reads a bare off as false).
+    /// Default: `json`.
+    #[serde(default)]
+    pub format: AccessLogFormat,
+    // Unset rather than a schema default of 1.0, which Helm's copy of the CRD (fromYaml, toYaml)
+    // would turn into the integer 1.
+    /// The share of requests logged, from 0 to 1. Default: unset (1: every request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub sample: Option<f64>,
+}
+
+impl AccessLogSpec {
+    /// The share logged: `sample`, or the data plane's default.
+    pub fn effective_sample(&self) -> f64 {
+        self.sample.unwrap_or(AccessLogConfig::default().sample)
+    }
 }
 
 /// Kubernetes Service types the operator creates.

@@ -174,3 +174,23 @@ fn sharding_knobs_only_when_sharding_is_on() {
         "apply only when sharding.mode is not off",
     );
 }
+
+#[test]
+fn the_tls_port_must_differ_and_each_secret_is_named_once() {
+    let certs = "  certificates:\n  - secretName: web-tls\n";
+    validate_cel(&ec(&format!("{MINIMAL}tls:\n{certs}"))).unwrap();
+    rejects(
+        &ec(&format!("{MINIMAL}tls:\n  port: 9090\n{certs}")),
+        "tls.port must differ from network.port and network.adminPort",
+    );
+    rejects(
+        &ec(&format!("{MINIMAL}network:\n  port: 8443\ntls:\n{certs}")),
+        "tls.port must differ",
+    );
+    rejects(
+        &ec(&format!(
+            "{MINIMAL}tls:\n  certificates:\n  - secretName: a\n  - secretName: b\n  - secretName: a\n"
+        )),
+        "each Secret may be named once",
+    );
+}

@@ -55,10 +55,14 @@ impl<'a> Claim<'a> {
         let host_path = host_path::normalize(&ec.spec.storage.host_path)
             .unwrap_or_else(|_| ec.spec.storage.host_path.clone());
         let host_ports = if n.host_network {
-            vec![
+            let mut ports = vec![
                 (n.port, "network.port"),
                 (n.admin_port, "network.adminPort"),
-            ]
+            ];
+            if let Some(tls) = &ec.spec.tls {
+                ports.push((tls.port, "tls.port"));
+            }
+            ports
         } else {
             Vec::new()
         };
@@ -215,6 +219,21 @@ mod tests {
             c.what,
             "host port 9090 (network.adminPort, on the host network)"
         );
+        // b's client port is the TLS port of an earlier EdgeCache.
+        let t = ec(
+            "t",
+            0,
+            &format!(
+                "storage:\n  hostPath: /mnt/t\n{HOST}  port: 81\n  adminPort: 9191\ntls:\n  port: 8444\n  certificates:\n  - secretName: t-tls\n"
+            ),
+        );
+        let b = ec(
+            "b",
+            1,
+            "storage:\n  hostPath: /mnt/b\nnetwork:\n  hostNetwork: true\n  port: 8444\n  adminPort: 9091\n",
+        );
+        let c = conflict(&b, &[t, b.clone()]).unwrap();
+        assert_eq!(c.what, "host port 8444 (tls.port, on the host network)");
         // Same ports, but b in the pod network: no collision.
         let b = ec("b", 1, "storage:\n  hostPath: /mnt/b\n");
         assert_eq!(conflict(&b, &[a, b.clone()]), None);

@@ -1,5 +1,6 @@
-//! The controller: watches EdgeCaches (generation changes only), the children it owns and the
-//! cache pods (for the peer list and per-node status), and
+//! The controller: watches EdgeCaches (generation changes only), the children it owns, the
+//! cache pods (for the peer list and per-node status) and the metadata of Secrets (the TLS
+//! Secrets an EdgeCache names), and
 //! runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
 //! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
 //! port with it, so a conflict clears when the earlier EdgeCache goes.
@@ -12,13 +13,14 @@ use std::time::Duration;
 use edgecache_api::v1alpha1::EdgeCache;
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::core::PartialObjectMeta;
 use kube::core::error_boundary::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Api, Client};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::conflict;
 use crate::context::Context;
@@ -81,6 +83,16 @@ where
         .predicate_filter(predicates::generation, Default::default())
 }
 
+/// Whether `ec` (in namespace `ns`) names the Secret `name` in `spec.tls`.
+fn names_secret(ec: &EdgeCache, ns: &str, name: &str) -> bool {
+    ec.metadata.namespace.as_deref() == Some(ns)
+        && ec
+            .spec
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.certificates.iter().any(|c| c.secret_name == name))
+}
+
 /// Run until `shutdown` resolves; in-flight reconciliations finish first. `ready` turns true
 /// once the EdgeCache cache has synced.
 pub async fn run(
@@ -130,6 +142,38 @@ pub async fn run(
             .clone();
         Some(ObjectRef::<DeserializeGuard<EdgeCache>>::new(&name).within(&ns))
     };
+    // The TLS Secrets the EdgeCaches name (cert-manager creating, renewing or fixing one),
+    // metadata only: the operator reads a named Secret when it reconciles, and keeps none.
+    let named = reader.clone();
+    let naming = move |secret: PartialObjectMeta<Secret>| {
+        let (Some(ns), Some(name)) = (secret.metadata.namespace, secret.metadata.name) else {
+            return Vec::new();
+        };
+        named
+            .state()
+            .iter()
+            .filter(|g| g.0.as_ref().is_ok_and(|ec| names_secret(ec, &ns, &name)))
+            .map(|g| ObjectRef::from_obj(&**g))
+            .collect::<Vec<_>>()
+    };
+    // Its errors (a 410 to relist after, a 403 where the RBAC lacks list/watch on Secrets) are
+    // logged and kept here, behind its own backoff: the Controller backs off all its triggers
+    // together on any trigger's error, and this optional watch must not slow the others.
+    let secrets = watcher(
+        api::<PartialObjectMeta<Secret>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .filter_map(|event| {
+        std::future::ready(match event {
+            Ok(secret) => Some(Ok(secret)),
+            Err(e) => {
+                warn!(error = %e, "watching Secrets failed; TLS Secret changes wait for the resync");
+                None
+            }
+        })
+    });
     let store = reader.clone();
     tokio::spawn(async move {
         if store.wait_until_ready().await.is_ok() {
@@ -151,6 +195,7 @@ pub async fn run(
             watcher::Config::default(),
             sharing,
         )
+        .watches_stream(secrets, naming)
         .with_config(
             controller::Config::default()
                 .concurrency(cfg.concurrency)

@@ -24,4 +24,5 @@ pub mod status;
 pub mod strict;
 #[doc(hidden)]
 pub mod test_support;
+pub mod tls_secrets;
 pub mod validate;

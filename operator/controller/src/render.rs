@@ -137,6 +137,19 @@ fn render_one(value: serde_yaml::Value, policy: &Policy) -> Result<Rendered, Err
          once, with 32 random bytes hex-encoded, when it does not exist; it is never printed.\n",
         crate::build::ADMIN_TOKEN_KEY
     );
+    for c in validated.spec.tls.iter().flat_map(|t| &t.certificates) {
+        out.push_str(&format!(
+            "# Secret {} (type {}, keys {} and {}) must exist in namespace {}: the pods mount it \
+             at {}/ (and reload it when it is renewed); the operator rolls nothing out until it \
+             does. It is not the operator's and is not printed.\n",
+            c.secret_name,
+            crate::tls_secrets::TLS_SECRET_TYPE,
+            crate::validate::TLS_CERT_KEY,
+            crate::validate::TLS_KEY_KEY,
+            validated.namespace,
+            crate::validate::tls_secret_dir(&c.secret_name),
+        ));
+    }
     for obj in desired.objects()? {
         out.push_str("---\n");
         out.push_str(&to_yaml(&obj)?);

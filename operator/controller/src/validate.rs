@@ -9,10 +9,13 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use edgecache_api::dataplane::{
-    self, CachePolicyConfig, ClientLimitsConfig, DataplaneConfig, HostHeader, MemoryConfig,
-    OriginConfig, ShardingConfig, ShardingMode, StorageConfig, WorkersConfig,
+    self, AccessLogConfig, CachePolicyConfig, CertificateFiles, ClientLimitsConfig,
+    DataplaneConfig, HostHeader, Http2Config, MemoryConfig, OriginConfig, ShardingConfig,
+    ShardingMode, StorageConfig, TlsConfig, WorkersConfig,
 };
-use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheSpec, HostHeaderMode, SecurityMode};
+use edgecache_api::v1alpha1::{
+    EdgeCache, EdgeCacheSpec, HostHeaderMode, SecurityMode, TLS_CERTIFICATES_MAX,
+};
 use edgecache_api::{ByteSize, SteeringMode};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -27,6 +30,15 @@ pub const CONTAINER_CACHE_DIR: &str = "/var/cache/edgecache";
 pub const PEERS_DIR: &str = "/etc/edgecache-peers";
 /// Key of the peer list in the peers ConfigMap (and its file name in [`PEERS_DIR`]).
 pub const PEERS_KEY: &str = "peers";
+/// Where each TLS Secret is mounted inside the container, one directory per Secret
+/// (`TLS_DIR/SECRETNAME/tls.crt`): a whole Secret volume, not a `subPath`, so the kubelet's
+/// atomic update of a renewed certificate reaches the pod. Not below [`crate::build::CONFIG_DIR`]:
+/// a mount point inside the read-only ConfigMap volume cannot be created.
+pub const TLS_DIR: &str = "/etc/edgecache-tls";
+/// The certificate chain's key in a `kubernetes.io/tls` Secret (and its file name).
+pub const TLS_CERT_KEY: &str = "tls.crt";
+/// The private key's key in a `kubernetes.io/tls` Secret (and its file name).
+pub const TLS_KEY_KEY: &str = "tls.key";
 /// Stands in for the node name when the operator checks the config against the data plane's
 /// rules: the real one comes from each pod's `EDGECACHE_NODE_NAME`.
 const NODE_NAME_STAND_IN: &str = "node";
@@ -257,6 +269,88 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
     if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
         bad("image", "must not be empty".into());
     }
+    if let Some(tls) = &spec.tls {
+        if tls.certificates.is_empty() {
+            bad(
+                "tls.certificates",
+                "needs at least one certificate (a Secret of type kubernetes.io/tls) when \
+                 spec.tls is set"
+                    .into(),
+            );
+        }
+        if tls.certificates.len() > TLS_CERTIFICATES_MAX {
+            bad(
+                "tls.certificates",
+                format!(
+                    "may name at most {TLS_CERTIFICATES_MAX} Secrets (got {})",
+                    tls.certificates.len()
+                ),
+            );
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (i, c) in tls.certificates.iter().enumerate() {
+            let field = format!("tls.certificates[{i}].secretName");
+            let name = c.secret_name.as_str();
+            if !is_dns1123_subdomain(name) {
+                bad(
+                    &field,
+                    format!(
+                        "must be a Secret name: a DNS-1123 subdomain of at most 253 lower-case \
+                         letters, digits, '-' and '.', starting and ending with a letter or \
+                         digit (got {name:?})"
+                    ),
+                );
+            } else if let Some(j) = seen.iter().position(|s| *s == name) {
+                bad(
+                    &field,
+                    format!("names Secret {name} again (tls.certificates[{j}] names it)"),
+                );
+            }
+            seen.push(name);
+        }
+        if tls.port == 0 {
+            bad("tls.port", "must be between 1 and 65535".into());
+        } else if tls.port == spec.network.port {
+            bad(
+                "tls.port",
+                format!("must differ from network.port {}", spec.network.port),
+            );
+        } else if tls.port == spec.network.admin_port {
+            bad(
+                "tls.port",
+                format!(
+                    "must differ from network.adminPort {}",
+                    spec.network.admin_port
+                ),
+            );
+        }
+        if let Some(t) = tls.handshake_timeout
+            && t.get().is_zero()
+        {
+            bad(
+                "tls.handshakeTimeout",
+                format!("must be greater than zero (got {t})"),
+            );
+        }
+    }
+    if !(1..=1_000_000).contains(&spec.http2.max_concurrent_streams) {
+        bad(
+            "http2.maxConcurrentStreams",
+            format!(
+                "must be between 1 and 1000000 (got {})",
+                spec.http2.max_concurrent_streams
+            ),
+        );
+    }
+    // NaN is in no range, so it is refused too.
+    if let Some(sample) = spec.access_log.sample
+        && !(0.0..=1.0).contains(&sample)
+    {
+        bad(
+            "accessLog.sample",
+            format!("must be between 0 and 1 (got {sample})"),
+        );
+    }
     let sharding_knobs = spec.sharding.popularity_threshold.is_some()
         || spec.sharding.popularity_window.is_some()
         || spec.sharding.peer_timeout.is_some();
@@ -330,6 +424,16 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             max_connections_per_worker: spec.clients.max_connections_per_worker,
             max_disk_streams_per_ip: spec.clients.max_disk_streams_per_ip,
         },
+        tls: tls_config(spec),
+        http2: Http2Config {
+            enabled: spec.http2.enabled,
+            max_concurrent_streams: spec.http2.max_concurrent_streams,
+            ..Http2Config::default()
+        },
+        access_log: AccessLogConfig {
+            format: spec.access_log.format,
+            sample: spec.access_log.effective_sample(),
+        },
         sharding: sharding_config(spec),
         log: spec.log.clone(),
         ..DataplaneConfig::default()
@@ -369,6 +473,51 @@ fn sharding_config(spec: &EdgeCacheSpec) -> ShardingConfig {
         s.peers_file = Some(format!("{PEERS_DIR}/{PEERS_KEY}"));
     }
     s
+}
+
+/// The data plane's `tls` section: off without `spec.tls`; otherwise a listener on `tls.port`
+/// and, in the spec's order (the first is the default certificate), the PEM files of each
+/// Secret where its volume is mounted ([`tls_secret_dir`]).
+fn tls_config(spec: &EdgeCacheSpec) -> TlsConfig {
+    let d = TlsConfig::default();
+    let Some(tls) = &spec.tls else {
+        return d;
+    };
+    TlsConfig {
+        listen: Some(SocketAddr::from(([0, 0, 0, 0], tls.port))),
+        certificates: tls
+            .certificates
+            .iter()
+            .map(|c| {
+                let dir = tls_secret_dir(&c.secret_name);
+                CertificateFiles {
+                    cert: format!("{dir}/{TLS_CERT_KEY}"),
+                    key: format!("{dir}/{TLS_KEY_KEY}"),
+                }
+            })
+            .collect(),
+        handshake_timeout: tls.handshake_timeout.unwrap_or(d.handshake_timeout),
+        min_version: tls.min_version,
+        redirect_http: tls.redirect_http,
+        ..d
+    }
+}
+
+/// The directory a TLS Secret is mounted at in the container.
+pub fn tls_secret_dir(secret_name: &str) -> String {
+    format!("{TLS_DIR}/{secret_name}")
+}
+
+/// A DNS-1123 subdomain (what a Secret's name must be): at most 253 characters, dot-separated
+/// labels of lower-case letters, digits and '-', each starting and ending with a letter or digit.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    let label = |l: &str| {
+        let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        l.bytes().next().is_some_and(alnum)
+            && l.bytes().last().is_some_and(alnum)
+            && l.bytes().all(|b| alnum(b) || b == b'-')
+    };
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(label)
 }
 
 /// Read a ConfigMap's `config.yaml` as a pod on `node` does (`EDGECACHE_NODE_NAME` applied
@@ -645,6 +794,109 @@ mod tests {
         assert_eq!(validate(&ec, &policy).unwrap().host_path, "/data/cache");
         // The default path is refused by an allow-list without it.
         assert!(validate(&minimal_edgecache(""), &policy).is_err());
+    }
+
+    #[test]
+    fn tls_mistakes_are_named_by_field() {
+        let certs = "certificates:\n  - secretName: web-tls\n";
+        assert_eq!(
+            errors("tls:\n  certificates: []\n"),
+            ["spec.tls.certificates"]
+        );
+        assert_eq!(
+            errors(
+                "tls:\n  certificates:\n  - secretName: Web_TLS\n  - secretName: a.b\n  - secretName: a.b\n"
+            ),
+            [
+                "spec.tls.certificates[0].secretName",
+                "spec.tls.certificates[2].secretName"
+            ]
+        );
+        for (yaml, field) in [
+            (format!("tls:\n  port: 8080\n  {certs}"), "spec.tls.port"),
+            (format!("tls:\n  port: 9090\n  {certs}"), "spec.tls.port"),
+            (format!("tls:\n  port: 0\n  {certs}"), "spec.tls.port"),
+            (
+                format!("tls:\n  handshakeTimeout: 0s\n  {certs}"),
+                "spec.tls.handshakeTimeout",
+            ),
+            (
+                "http2:\n  maxConcurrentStreams: 0\n".to_string(),
+                "spec.http2.maxConcurrentStreams",
+            ),
+            (
+                "accessLog:\n  sample: 1.5\n".to_string(),
+                "spec.accessLog.sample",
+            ),
+            (
+                "accessLog:\n  sample: -0.1\n".to_string(),
+                "spec.accessLog.sample",
+            ),
+            (
+                "accessLog:\n  sample: .nan\n".to_string(),
+                "spec.accessLog.sample",
+            ),
+        ] {
+            assert_eq!(errors(&yaml), [field], "{yaml}");
+        }
+        let text = validate(
+            &minimal_edgecache(
+                "tls:\n  port: 9090\n  certificates:\n  - secretName: a\n  - secretName: a\n",
+            ),
+            &Policy::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        for want in [
+            "spec.tls.certificates[1].secretName: names Secret a again (tls.certificates[0] names it)",
+            "spec.tls.port: must differ from network.adminPort 9090",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        // More certificates than the CRD allows.
+        let many: String = (0..=TLS_CERTIFICATES_MAX)
+            .map(|i| format!("  - secretName: s{i}\n"))
+            .collect();
+        assert_eq!(
+            errors(&format!("tls:\n  certificates:\n{many}")),
+            ["spec.tls.certificates"]
+        );
+    }
+
+    #[test]
+    fn a_valid_tls_spec_is_one_the_data_plane_accepts() {
+        let v = validate(
+            &minimal_edgecache(
+                "tls:\n  redirectHttp: true\n  minVersion: \"1.3\"\n  certificates:\n  - secretName: web-tls\n",
+            ),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            v.dataplane.tls.listen.map(|a| a.port()),
+            Some(edgecache_api::v1alpha1::TLS_PORT_DEFAULT)
+        );
+        parse_as_pod(&dataplane::to_yaml(&v.dataplane), "node-a").unwrap();
+    }
+
+    #[test]
+    fn secret_names_are_dns_1123_subdomains() {
+        for ok in ["a", "web-tls", "api.example.com", "1-2", &"a".repeat(253)] {
+            assert!(is_dns1123_subdomain(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "A",
+            "web_tls",
+            "-a",
+            "a-",
+            "a..b",
+            ".a",
+            "a.",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_dns1123_subdomain(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -1573,3 +1573,164 @@ async fn status_nodes_carry_what_each_pod_reports_on_its_metrics() {
     );
     op.stop().await;
 }
+
+const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n";
+
+/// Create the Secret `name` of `type_` with `data` (as stringData), as a user or cert-manager
+/// would; the API server's answer.
+async fn put_secret(
+    fake: &FakeApiServer,
+    name: &str,
+    type_: &str,
+    data: &[(&str, &str)],
+) -> Result<k8s_openapi::api::core::v1::Secret, kube::Error> {
+    let s: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": name}, "type": type_,
+        "stringData": data.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+    }))
+    .unwrap();
+    Api::namespaced(fake.client(), NS)
+        .create(&PostParams::default(), &s)
+        .await
+}
+
+fn degraded_tls(fake: &FakeApiServer, text: &str) -> bool {
+    condition(fake, "Degraded")
+        .is_some_and(|c| c.0 == "True" && c.1 == "TlsSecretInvalid" && c.2.contains(text))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(
+        &fake,
+        &new_ec("tls:\n  certificates:\n  - secretName: web-tls\n  - secretName: api-tls\n"),
+    )
+    .await;
+    // Neither Secret exists: Degraded, naming both, and no pods that could not start.
+    eventually("Degraded TlsSecretInvalid", || {
+        degraded_tls(
+            &fake,
+            "spec.tls.certificates[0].secretName: Secret web-tls does not exist; \
+             spec.tls.certificates[1].secretName: Secret api-tls does not exist",
+        )
+    })
+    .await;
+    assert!(ds(&fake).is_none(), "nothing rolled out");
+    assert_eq!(condition(&fake, "Ready").unwrap().0, "False");
+    eventually_event(&fake, "TlsSecretInvalid").await;
+
+    // The API server itself refuses a TLS Secret without its key...
+    let err = put_secret(
+        &fake,
+        "web-tls",
+        "kubernetes.io/tls",
+        &[("tls.crt", CERT_PEM)],
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("data[tls.key]: Required value")),
+        "{err}"
+    );
+    // ...but not an Opaque one, which the operator refuses (the Secret watch brings it).
+    put_secret(
+        &fake,
+        "web-tls",
+        "Opaque",
+        &[("tls.crt", CERT_PEM), ("tls.key", KEY_PEM)],
+    )
+    .await
+    .unwrap();
+    eventually("the Opaque Secret named", || {
+        degraded_tls(
+            &fake,
+            "Secret web-tls is of type Opaque, not kubernetes.io/tls",
+        )
+    })
+    .await;
+    // Nor a TLS Secret whose key is empty (cert-manager before the first issue).
+    put_secret(
+        &fake,
+        "api-tls",
+        "kubernetes.io/tls",
+        &[("tls.crt", CERT_PEM), ("tls.key", "")],
+    )
+    .await
+    .unwrap();
+    eventually("the empty key named", || {
+        degraded_tls(&fake, "Secret api-tls has an empty tls.key")
+    })
+    .await;
+    assert!(ds(&fake).is_none());
+
+    // Fixed (a Secret's type cannot change: deleted and made again, as a user would):
+    // rolled out without any change to the EdgeCache.
+    fake.delete("/v1/secrets", Some(NS), "web-tls");
+    put_secret(
+        &fake,
+        "web-tls",
+        "kubernetes.io/tls",
+        &[("tls.crt", CERT_PEM), ("tls.key", KEY_PEM)],
+    )
+    .await
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(fake.client(), NS)
+        .patch(
+            "api-tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"tls.key": KEY_PEM}})),
+        )
+        .await
+        .unwrap();
+    eventually("Ready", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    let d = ds(&fake).unwrap();
+    let secret_volumes: Vec<_> = d["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["secret"]["secretName"].as_str())
+        .collect();
+    assert_eq!(secret_volumes, ["web-admin-token", "web-tls", "api-tls"]);
+    let hash = template_hash(&fake).unwrap();
+    let ds_version = d["metadata"]["resourceVersion"].clone();
+
+    // A renewal (cert-manager rewrites the data of the same Secret) is reconciled, and changes
+    // neither the config nor the pod template: no pod restarts (the kubelet updates the files).
+    let before = op.ctx.metrics.reconciles.get();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(fake.client(), NS)
+        .patch(
+            "web-tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"tls.crt": format!("{CERT_PEM}{CERT_PEM}")}})),
+        )
+        .await
+        .unwrap();
+    eventually("a reconcile after the renewal", || {
+        op.ctx.metrics.reconciles.get() > before
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(template_hash(&fake).unwrap(), hash);
+    assert_eq!(
+        ds(&fake).unwrap()["metadata"]["resourceVersion"],
+        ds_version
+    );
+    assert!(is_ready(&fake));
+
+    // A Secret deleted later: Degraded again; the running pods are left as they are.
+    fake.delete("/v1/secrets", Some(NS), "api-tls");
+    eventually("Degraded again", || {
+        degraded_tls(&fake, "Secret api-tls does not exist")
+    })
+    .await;
+    assert_eq!(
+        ds(&fake).unwrap()["metadata"]["resourceVersion"],
+        ds_version
+    );
+    op.stop().await;
+}

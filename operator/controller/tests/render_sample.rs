@@ -204,3 +204,78 @@ fn the_chart_admits_no_kubernetes_older_than_the_pods_need() {
         );
     }
 }
+
+const TLS_SAMPLE: &str = include_str!("../examples/edgecache-tls.yaml");
+
+#[test]
+fn the_tls_sample_renders_its_listener_secrets_and_ports() {
+    let ec: edgecache_api::v1alpha1::EdgeCache = serde_yaml::from_str(TLS_SAMPLE).unwrap();
+    kube::core::cel::validate_cel(&ec).unwrap();
+    let text = render(TLS_SAMPLE, &Policy::default()).unwrap();
+    for secret in ["web-tls", "static-web-tls"] {
+        assert!(
+            text.contains(&format!(
+                "# Secret {secret} (type kubernetes.io/tls, keys tls.crt and tls.key) must exist in namespace edge"
+            )),
+            "{text}"
+        );
+    }
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .collect();
+    let of = |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind}"))
+            .clone()
+    };
+    let cm: ConfigMap = serde_yaml::from_value(of("ConfigMap")).unwrap();
+    let cfg =
+        edgecache_operator::validate::parse_as_pod(&cm.data.unwrap()["config.yaml"], "node-a")
+            .unwrap();
+    assert_eq!(cfg.tls.listen.unwrap().to_string(), "0.0.0.0:8443");
+    assert_eq!(
+        cfg.tls.certificates[0].cert,
+        "/etc/edgecache-tls/web-tls/tls.crt"
+    );
+    assert_eq!(
+        cfg.tls.certificates[1].key,
+        "/etc/edgecache-tls/static-web-tls/tls.key"
+    );
+    assert!(cfg.tls.redirect_http);
+    assert_eq!(cfg.access_log.sample, 0.1);
+    assert_eq!(cfg.http2.max_concurrent_streams, 128);
+
+    let svc: Service = serde_yaml::from_value(of("Service")).unwrap();
+    let ports: Vec<_> = svc
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name.unwrap(), p.port))
+        .collect();
+    assert_eq!(
+        ports,
+        [("http".to_string(), 8080), ("https".to_string(), 8443)]
+    );
+    let ds: DaemonSet = serde_yaml::from_value(of("DaemonSet")).unwrap();
+    let pod = ds.spec.template.spec.unwrap();
+    let mounts = pod.containers[0].volume_mounts.clone().unwrap();
+    let tls: Vec<_> = mounts
+        .iter()
+        .filter(|m| m.name.starts_with("tls-"))
+        .map(|m| (m.mount_path.as_str(), m.sub_path.is_none()))
+        .collect();
+    assert_eq!(
+        tls,
+        [
+            ("/etc/edgecache-tls/web-tls", true),
+            ("/etc/edgecache-tls/static-web-tls", true)
+        ]
+    );
+    // The plain sample has none of it.
+    let plain = render(SAMPLE, &Policy::default()).unwrap();
+    assert!(!plain.contains("https"), "{plain}");
+    assert!(!plain.contains("edgecache-tls"), "{plain}");
+}

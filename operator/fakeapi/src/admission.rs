@@ -1,5 +1,7 @@
 //! What a real API server does to an object before it stores it, per kind: Secrets get their
-//! `stringData` folded into `data`, and `data` that is not base64 is refused; kinds with a
+//! `stringData` folded into `data` and their type defaulted to `Opaque`, `data` that is not
+//! base64 is refused, and so is a `kubernetes.io/tls` Secret without `tls.crt` and `tls.key`
+//! (and the other well-known types without their keys) or a change of a Secret's type; kinds with a
 //! structural schema (installed CRDs) lose the fields their schema does not declare, get the
 //! schema's defaults, and are checked against its types, enums, patterns and bounds and its CEL
 //! rules (`x-kubernetes-validations`, evaluated by kube's `cel` feature); built-in kinds are
@@ -49,6 +51,9 @@ pub fn admit(
     if let Some(old) = old {
         let before = causes_of(old, None);
         causes.retain(|c| !before.contains(c));
+        if resource == SECRETS {
+            causes.extend(validation::secret_update(obj, old));
+        }
     }
     if causes.is_empty() {
         return Ok(());
@@ -187,6 +192,12 @@ fn openapi(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
             }
         }
         Value::Array(items) => {
+            if let Some(min) = schema["minItems"].as_u64() {
+                fail(
+                    (items.len() as u64) < min,
+                    format!("should have at least {min} items"),
+                );
+            }
             if let Some(max) = schema["maxItems"].as_u64()
                 && items.len() as u64 > max
             {
@@ -301,7 +312,12 @@ fn prune(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<String>) {
     }
 }
 
+/// A Secret as the real server stores it: `stringData` folded into `data` (after `data` is
+/// checked to be base64), and the type defaulted to `Opaque` (`SetDefaults_Secret`).
 fn secret(obj: &mut Value) -> Result<(), ApiError> {
+    if obj["type"].as_str().is_none_or(str::is_empty) {
+        obj["type"] = json!("Opaque");
+    }
     if let Some(data) = obj.get("data").and_then(Value::as_object) {
         for (key, v) in data {
             if serde_json::from_value::<ByteString>(v.clone()).is_err() {

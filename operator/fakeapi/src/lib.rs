@@ -29,7 +29,11 @@
 //!   names (DNS-1123 subdomains, DNS-1035 labels for Services), container and volume names,
 //!   required images, a DaemonSet selector that must match its template's labels, port ranges
 //!   and names, duplicate container, volume and port names, volume mounts of missing volumes;
-//! - Secrets: `stringData` folded into `data`, and `data` that is not base64 refused (400);
+//! - Secrets: `stringData` folded into `data`, `data` that is not base64 refused (400), the
+//!   type defaulted to `Opaque`, and the type's required keys checked as `ValidateSecret` does
+//!   (`kubernetes.io/tls`: `data[tls.crt]` and `data[tls.key]`; basic-auth, ssh-auth and
+//!   dockerconfigjson too), with the 1 MiB size limit, an immutable type and the `immutable`
+//!   flag (422 with causes);
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
 //! - finalizers (delete sets `deletionTimestamp`; the object goes when the last finalizer is
@@ -50,6 +54,9 @@
 //! - Pods put by the test as well, as the kubelet reports them ([`FakeApiServer::put_pod`]:
 //!   node, `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips),
 //!   for tests that want pods of their own and no fake Nodes (so no DaemonSet pods);
+//! - metadata-only requests (`Accept: ...;as=PartialObjectMetadata`, what kube's
+//!   `Api<PartialObjectMeta<K>>` and `get_metadata` send): gets, lists and watches answer with
+//!   `PartialObjectMetadata` objects, the metadata alone;
 //! - fault injection ([`FakeApiServer::inject_fault`]), dropping every open watch
 //!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
 //!   request log for wire-level tests.
@@ -610,11 +617,18 @@ impl FakeApiServer {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json")
             .to_string();
+        // `Accept: ...;as=PartialObjectMetadata[List]` (kube's metadata-only Api): the objects'
+        // metadata alone, as the real server sends it.
+        let meta_only = parts
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
         if method == Method::GET
             && target.name.is_none()
             && matches!(query.get("watch").map(String::as_str), Some("true" | "1"))
         {
-            let resp = self.watch(&target, &query);
+            let resp = self.watch(&target, &query, meta_only);
             let status = resp.status().as_u16();
             self.lock().requests.push(RequestRecord {
                 method,
@@ -627,6 +641,10 @@ impl FakeApiServer {
         let result = {
             let mut st = self.lock();
             st.dispatch(&method, &target, &query, &content_type, &body)
+        };
+        let result = match result {
+            Ok((code, v)) if meta_only && method == Method::GET => Ok((code, partial_metadata(&v))),
+            other => other,
         };
         self.finish(&method, &uri, result)
     }
@@ -665,7 +683,12 @@ impl FakeApiServer {
         json_response(code, &body)
     }
 
-    fn watch(&self, target: &Target, query: &BTreeMap<String, String>) -> Response<FakeBody> {
+    fn watch(
+        &self,
+        target: &Target,
+        query: &BTreeMap<String, String>,
+        meta_only: bool,
+    ) -> Response<FakeBody> {
         let st = self.lock();
         if !st.resources.contains_key(&target.resource) {
             return json_response(404, &ApiError::not_found(&target.resource).status());
@@ -717,8 +740,14 @@ impl FakeApiServer {
             .unwrap_or(290);
         let (tx, body_rx) = mpsc::channel::<Bytes>(64);
         tokio::spawn(async move {
+            let shape = |mut e: Value| {
+                if meta_only && e["type"] != "ERROR" {
+                    e["object"] = partial_metadata(&e["object"]);
+                }
+                e
+            };
             for e in initial {
-                if tx.send(line(&e)).await.is_err() {
+                if tx.send(line(&shape(e))).await.is_err() {
                     return;
                 }
             }
@@ -734,7 +763,7 @@ impl FakeApiServer {
                     _ = epoch.changed() => return,
                     msg = rx.recv() => match msg {
                         Ok(c) => {
-                            if filter.matches_change(&c) && tx.send(line(&event_json(&c))).await.is_err() {
+                            if filter.matches_change(&c) && tx.send(line(&shape(event_json(&c)))).await.is_err() {
                                 return;
                             }
                         }
@@ -816,6 +845,21 @@ fn line(v: &Value) -> Bytes {
     let mut s = v.to_string();
     s.push('\n');
     Bytes::from(s)
+}
+
+/// An object (or a list of them) as a metadata-only request gets it: `PartialObjectMetadata`.
+fn partial_metadata(v: &Value) -> Value {
+    let one = |o: &Value| {
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+               "metadata": o["metadata"]})
+    };
+    match v["items"].as_array() {
+        Some(items) => json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+            "metadata": v["metadata"], "items": items.iter().map(one).collect::<Vec<_>>(),
+        }),
+        None => one(v),
+    }
 }
 
 fn event_json(c: &Change) -> Value {

@@ -219,6 +219,87 @@ pub fn builtin(resource: &str, obj: &Value) -> Vec<Cause> {
         }
         _ => {}
     }
+    if resource == "/v1/secrets" {
+        secret(obj, &mut causes);
+    }
+    causes
+}
+
+/// Key of a `kubernetes.io/tls` Secret's certificate chain.
+const TLS_CERT_KEY: &str = "tls.crt";
+/// Key of a `kubernetes.io/tls` Secret's private key.
+const TLS_KEY_KEY: &str = "tls.key";
+/// Most bytes of data one Secret may hold (`core.MaxSecretSize`).
+const MAX_SECRET_SIZE: usize = 1024 * 1024;
+
+/// `ValidateSecret` (pkg/apis/core/validation): the keys each well-known type needs, and the
+/// total size. (The data arrives base64-encoded; undecodable data never gets here.)
+fn secret(obj: &Value, causes: &mut Vec<Cause>) {
+    let data = obj["data"].as_object();
+    let has = |key: &str| data.is_some_and(|d| d.contains_key(key));
+    let size: usize = data
+        .into_iter()
+        .flatten()
+        .map(|(_, v)| v.as_str().map_or(0, |b64| b64.len() / 4 * 3))
+        .sum();
+    if size > MAX_SECRET_SIZE {
+        causes.push(Cause::too_long("data", MAX_SECRET_SIZE as u64));
+    }
+    let required = |key: &str| Cause::required(format!("data[{key}]"));
+    match obj["type"].as_str().unwrap_or("Opaque") {
+        "kubernetes.io/tls" => {
+            for key in [TLS_CERT_KEY, TLS_KEY_KEY] {
+                if !has(key) {
+                    causes.push(required(key));
+                }
+            }
+        }
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            causes.push(required("username"));
+            causes.push(required("password"));
+        }
+        "kubernetes.io/ssh-auth"
+            if obj["data"]["ssh-privatekey"]
+                .as_str()
+                .is_none_or(str::is_empty) =>
+        {
+            causes.push(required("ssh-privatekey"));
+        }
+        "kubernetes.io/dockerconfigjson" if !has(".dockerconfigjson") => {
+            causes.push(required(".dockerconfigjson"));
+        }
+        _ => {}
+    }
+}
+
+/// `ValidateSecretUpdate`: a Secret's type never changes, and an `immutable` Secret's data and
+/// immutability do not either.
+pub fn secret_update(new: &Value, old: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let type_of = |v: &Value| v["type"].as_str().unwrap_or("Opaque").to_string();
+    if type_of(new) != type_of(old) {
+        causes.push(Cause::invalid(
+            "type",
+            &json!(type_of(new)),
+            "field is immutable",
+        ));
+    }
+    if old["immutable"] == true {
+        if new["data"] != old["data"] {
+            causes.push(Cause {
+                reason: "FieldValueForbidden",
+                field: "data".into(),
+                message: "Forbidden: field is immutable when `immutable` is set".into(),
+            });
+        }
+        if new["immutable"] != true {
+            causes.push(Cause {
+                reason: "FieldValueForbidden",
+                field: "immutable".into(),
+                message: "Forbidden: field is immutable when `immutable` is set".into(),
+            });
+        }
+    }
     causes
 }
 

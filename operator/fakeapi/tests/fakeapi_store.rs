@@ -768,3 +768,57 @@ async fn unknown_fields_of_a_crd_kind_are_pruned_or_refused_when_strict() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn metadata_only_requests_get_the_metadata_alone() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::core::PartialObjectMeta;
+    let fake = FakeApiServer::new();
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "web-tls"},
+        "type": "kubernetes.io/tls", "stringData": {"tls.crt": "C", "tls.key": "K"}}))
+    .unwrap();
+    Api::<Secret>::namespaced(fake.client(), "ns")
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+    let meta: Api<PartialObjectMeta<Secret>> = Api::namespaced(fake.client(), "ns");
+    let list = meta.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("web-tls"));
+    let mut watch = meta
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    match watch.next().await.unwrap().unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("web-tls")),
+        e => panic!("{e:?}"),
+    }
+    // On the wire: PartialObjectMetadata, without the Secret's data or type.
+    let req = http::Request::get("/api/v1/namespaces/ns/secrets/web-tls")
+        .header(
+            http::header::ACCEPT,
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let text = fake.client().request_text(req).await.unwrap();
+    let got: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(got["kind"], "PartialObjectMetadata", "{text}");
+    assert_eq!(got["metadata"]["name"], "web-tls");
+    assert!(
+        got.get("data").is_none() && got.get("type").is_none(),
+        "{text}"
+    );
+    // Without the header, the whole object.
+    let text = fake
+        .client()
+        .request_text(
+            http::Request::get("/api/v1/namespaces/ns/secrets/web-tls")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(text.contains("tls.crt"), "{text}");
+}

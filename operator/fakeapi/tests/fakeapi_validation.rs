@@ -471,3 +471,221 @@ async fn an_object_an_older_schema_let_in_still_takes_status_writes() {
         [pair("FieldValueInvalid", "spec.log")]
     );
 }
+
+fn secret(v: Value) -> DynamicObject {
+    serde_json::from_value(v).unwrap()
+}
+
+fn secrets(fake: &FakeApiServer) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        fake.client(),
+        "edge",
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+    )
+}
+
+#[tokio::test]
+async fn tls_secrets_need_both_keys_and_keep_their_type() {
+    use k8s_openapi::api::core::v1::Secret;
+    let fake = FakeApiServer::new();
+    let api = secrets(&fake);
+    // A kubernetes.io/tls Secret without its keys is refused, each key named as the real
+    // server names it.
+    let err = status(
+        api.create(
+            &PostParams::default(),
+            &secret(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "web-tls"}, "type": "kubernetes.io/tls",
+                "data": {"ca.crt": "Y2E="}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueRequired", "data[tls.crt]"),
+            pair("FieldValueRequired", "data[tls.key]"),
+        ]
+    );
+    says(
+        &err,
+        "Secret \"web-tls\" is invalid: [data[tls.crt]: Required value, data[tls.key]: Required value]",
+    );
+    // stringData counts (it is folded into data first), and an empty value passes: the real
+    // server only checks that the keys are there.
+    let typed: Api<Secret> = Api::namespaced(fake.client(), "edge");
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "web-tls"},
+        "type": "kubernetes.io/tls", "stringData": {"tls.crt": "CERT", "tls.key": ""}}))
+    .unwrap();
+    let created = typed.create(&PostParams::default(), &s).await.unwrap();
+    assert_eq!(created.type_.as_deref(), Some("kubernetes.io/tls"));
+    assert_eq!(created.data.as_ref().unwrap()["tls.crt"].0, b"CERT");
+    // Its type cannot change.
+    let err = status(
+        typed
+            .patch(
+                "web-tls",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"type": "Opaque"})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "type")]);
+    says(&err, "type: Invalid value: \"Opaque\": field is immutable");
+    // Nor can a TLS Secret lose a key.
+    let err = status(
+        api.patch(
+            "web-tls",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "remove", "path": "/data/tls.key"}])).unwrap(),
+            ),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(causes(&err), [pair("FieldValueRequired", "data[tls.key]")]);
+    // A renewal (new data, same keys) goes through.
+    typed
+        .patch(
+            "web-tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"tls.crt": "CERT2", "tls.key": "KEY2"}})),
+        )
+        .await
+        .unwrap();
+    // A Secret without a type is Opaque, and may hold anything.
+    let s: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"x": "eA=="}}))
+            .unwrap();
+    let created = typed.create(&PostParams::default(), &s).await.unwrap();
+    assert_eq!(created.type_.as_deref(), Some("Opaque"));
+    // Listed and watched like any other kind.
+    let names: Vec<_> = typed
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| s.metadata.name.unwrap())
+        .collect();
+    assert_eq!(names, ["plain", "web-tls"]);
+}
+
+#[tokio::test]
+async fn immutable_secrets_keep_their_data_and_big_ones_are_refused() {
+    use k8s_openapi::api::core::v1::Secret;
+    let fake = FakeApiServer::new();
+    let typed: Api<Secret> = Api::namespaced(fake.client(), "edge");
+    let s: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "frozen"}, "immutable": true, "stringData": {"k": "v"}}),
+    )
+    .unwrap();
+    typed.create(&PostParams::default(), &s).await.unwrap();
+    let err = status(
+        typed
+            .patch(
+                "frozen",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"stringData": {"k": "w"}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(causes(&err), [pair("FieldValueForbidden", "data")]);
+    let big: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "big"}, "stringData": {"k": "x".repeat(1024 * 1024 + 3)}}),
+    )
+    .unwrap();
+    let err = status(
+        typed
+            .create(&PostParams::default(), &big)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(causes(&err), [pair("FieldValueTooLong", "data")]);
+}
+
+#[tokio::test]
+async fn edgecaches_with_a_bad_tls_spec_are_refused() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    let origin = json!({"url": "http://o:8080"});
+    // The TLS port must differ from the plain one (8443 by default; 8080 here).
+    let err = refused(
+        &api,
+        json!({"origin": origin, "network": {"port": 8443},
+               "tls": {"certificates": [{"secretName": "web-tls"}]}}),
+    )
+    .await;
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "spec.tls.port")]);
+    says(
+        &err,
+        "tls.port must differ from network.port and network.adminPort",
+    );
+    // Each Secret once.
+    let err = refused(
+        &api,
+        json!({"origin": origin, "tls": {"certificates": [
+            {"secretName": "a"}, {"secretName": "b"}, {"secretName": "a"}]}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.tls.certificates")]
+    );
+    says(&err, "each Secret may be named once");
+    // At least one, and Secret names only.
+    let err = refused(&api, json!({"origin": origin, "tls": {"certificates": []}})).await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.tls.certificates")]
+    );
+    says(&err, "should have at least 1 items");
+    let err = refused(
+        &api,
+        json!({"origin": origin, "tls": {"certificates": [{"secretName": "Web_TLS"}]}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair(
+            "FieldValueInvalid",
+            "spec.tls.certificates[0].secretName"
+        )]
+    );
+    // The version is a string of the two the data plane knows; the sample is a share.
+    let err = refused(
+        &api,
+        json!({"origin": origin, "tls": {"minVersion": "1.1", "certificates": [{"secretName": "a"}]},
+               "accessLog": {"sample": 2}, "http2": {"maxConcurrentStreams": 0}}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueInvalid", "spec.accessLog.sample"),
+            pair("FieldValueInvalid", "spec.http2.maxConcurrentStreams"),
+            pair("FieldValueNotSupported", "spec.tls.minVersion"),
+        ]
+    );
+    // A good one gets the defaults.
+    let created = api
+        .create(
+            &PostParams::default(),
+            &ec(json!({"origin": origin, "tls": {"certificates": [{"secretName": "web-tls"}]}})),
+        )
+        .await
+        .unwrap();
+    let spec = &created.data["spec"];
+    assert_eq!(spec["tls"]["port"], 8443);
+    assert_eq!(spec["tls"]["minVersion"], "1.2");
+    assert_eq!(spec["tls"]["redirectHttp"], false);
+    assert_eq!(
+        spec["http2"],
+        json!({"enabled": true, "maxConcurrentStreams": 128})
+    );
+    assert_eq!(spec["accessLog"], json!({"format": "json"}));
+}

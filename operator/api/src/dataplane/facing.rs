@@ -54,6 +54,7 @@ pub struct CertificateFiles {
 
 /// A TLS protocol version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
 pub enum TlsVersion {
     #[default]
     #[serde(rename = "1.2")]
@@ -125,6 +126,7 @@ impl Default for AccessLogConfig {
 
 /// How access-log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum AccessLogFormat {
     /// One JSON object a line.

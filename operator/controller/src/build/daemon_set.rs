@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use edgecache_api::SteeringMode;
-use edgecache_api::v1alpha1::SecurityMode;
+use edgecache_api::v1alpha1::{SecurityMode, TlsCertificateSpec};
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
 };
@@ -23,7 +23,7 @@ use super::{
     admin_secret_name, child_meta, config_map_name, labels, peers_config_map_name, placement,
     quantity, selector_labels,
 };
-use crate::validate::{CONTAINER_CACHE_DIR, PEERS_DIR, ValidatedEdgeCache};
+use crate::validate::{CONTAINER_CACHE_DIR, PEERS_DIR, ValidatedEdgeCache, tls_secret_dir};
 
 /// The environment variable that names the node to the data plane (its name in the peer list).
 pub const NODE_NAME_ENV: &str = "EDGECACHE_NODE_NAME";
@@ -31,6 +31,19 @@ pub const NODE_NAME_ENV: &str = "EDGECACHE_NODE_NAME";
 /// Whether the pods read a peer list.
 fn sharded(ec: &ValidatedEdgeCache) -> bool {
     ec.dataplane.sharding.peers_file.is_some()
+}
+
+/// The certificates of `spec.tls`, in order; none without it.
+fn tls_certificates(ec: &ValidatedEdgeCache) -> &[TlsCertificateSpec] {
+    ec.spec
+        .tls
+        .as_ref()
+        .map_or(&[], |tls| tls.certificates.as_slice())
+}
+
+/// Name of the volume of the `i`th TLS Secret.
+fn tls_volume_name(i: usize) -> String {
+    format!("tls-{i}")
 }
 
 /// Seconds the pod keeps serving after it is removed from the Service's endpoints and before
@@ -141,6 +154,20 @@ fn volumes(ec: &ValidatedEdgeCache) -> Vec<Volume> {
             ..Volume::default()
         },
     ];
+    // One volume per TLS Secret, by index (a Secret's name may be longer than a volume's
+    // or hold dots). Only the names are in the pod template: a renewed certificate changes
+    // no pod, and the kubelet updates the mounted files.
+    for (i, c) in tls_certificates(ec).iter().enumerate() {
+        volumes.push(Volume {
+            name: tls_volume_name(i),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(c.secret_name.clone()),
+                default_mode: Some(0o400),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
     if sharded(ec) {
         volumes.push(Volume {
             name: "peers".into(),
@@ -197,20 +224,30 @@ fn container(ec: &ValidatedEdgeCache) -> Container {
             "--admin-token-file".into(),
             format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
         ]),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("http".into()),
-                container_port: i32::from(spec.network.port),
+        ports: Some(
+            vec![
+                ContainerPort {
+                    name: Some("http".into()),
+                    container_port: i32::from(spec.network.port),
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                },
+                ContainerPort {
+                    name: Some("admin".into()),
+                    container_port: i32::from(spec.network.admin_port),
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                },
+            ]
+            .into_iter()
+            .chain(spec.tls.as_ref().map(|tls| ContainerPort {
+                name: Some("https".into()),
+                container_port: i32::from(tls.port),
                 protocol: Some("TCP".into()),
                 ..ContainerPort::default()
-            },
-            ContainerPort {
-                name: Some("admin".into()),
-                container_port: i32::from(spec.network.admin_port),
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-        ]),
+            }))
+            .collect(),
+        ),
         env: Some(vec![
             field_env("NODE_NAME", "spec.nodeName"),
             field_env("POD_NAME", "metadata.name"),
@@ -289,6 +326,16 @@ fn volume_mounts(ec: &ValidatedEdgeCache) -> Vec<VolumeMount> {
             ..VolumeMount::default()
         },
     ];
+    // Whole directories, not `subPath`: the kubelet swaps a Secret volume's files atomically
+    // when the Secret changes (a renewal), but never updates a `subPath` mount.
+    for (i, c) in tls_certificates(ec).iter().enumerate() {
+        mounts.push(VolumeMount {
+            name: tls_volume_name(i),
+            mount_path: tls_secret_dir(&c.secret_name),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
     if sharded(ec) {
         mounts.push(VolumeMount {
             name: "peers".into(),

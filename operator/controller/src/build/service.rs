@@ -6,8 +6,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::{child_meta, selector_labels};
 use crate::validate::ValidatedEdgeCache;
 
-/// Clients reach the caches on `network.port`. The admin port (metrics, PURGE) stays off the
-/// Service; scrape the pods directly.
+/// Clients reach the caches on `network.port` (`http`) and, with `spec.tls`, on `tls.port`
+/// (`https`). The admin port (metrics, PURGE) stays off the Service; scrape the pods directly.
 pub(super) fn service(ec: &ValidatedEdgeCache) -> Service {
     Service {
         metadata: child_meta(ec, ec.name.clone()),
@@ -15,16 +15,25 @@ pub(super) fn service(ec: &ValidatedEdgeCache) -> Service {
             type_: Some(ec.spec.network.service_type.as_str().into()),
             internal_traffic_policy: Some(ec.spec.network.internal_traffic_policy.as_str().into()),
             selector: Some(selector_labels(&ec.name)),
-            ports: Some(vec![ServicePort {
-                name: Some("http".into()),
-                port: i32::from(ec.spec.network.port),
-                target_port: Some(IntOrString::String("http".into())),
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(
+                std::iter::once(port("http", ec.spec.network.port))
+                    .chain(ec.spec.tls.as_ref().map(|tls| port("https", tls.port)))
+                    .collect(),
+            ),
             ..ServiceSpec::default()
         }),
         ..Service::default()
+    }
+}
+
+/// A TCP Service port of the same number as the container port it targets by name.
+fn port(name: &str, number: u16) -> ServicePort {
+    ServicePort {
+        name: Some(name.into()),
+        port: i32::from(number),
+        target_port: Some(IntOrString::String(name.into())),
+        protocol: Some("TCP".into()),
+        ..ServicePort::default()
     }
 }
 

@@ -674,3 +674,187 @@ fn sharding_off_has_no_peer_list() {
     );
     assert_ne!(d.config_hash, desired("").config_hash);
 }
+
+const TLS: &str =
+    "tls:\n  certificates:\n  - secretName: web-tls\n  - secretName: api.example.com\n";
+
+#[test]
+fn tls_mounts_each_secret_whole_and_renders_its_files_in_order() {
+    let d = desired(TLS);
+    let vols = pod(&d).volumes.as_ref().unwrap();
+    let mounts = container(&d).volume_mounts.as_ref().unwrap();
+    for (i, secret) in ["web-tls", "api.example.com"].into_iter().enumerate() {
+        let name = format!("tls-{i}");
+        let v = vols.iter().find(|v| v.name == name).unwrap();
+        let src = v.secret.as_ref().unwrap();
+        assert_eq!(src.secret_name.as_deref(), Some(secret));
+        assert_eq!(src.items, None, "the whole Secret, every key");
+        assert_eq!(
+            src.optional, None,
+            "a missing Secret keeps the pod from starting"
+        );
+        let m = mounts.iter().find(|m| m.name == name).unwrap();
+        assert_eq!(m.mount_path, format!("/etc/edgecache-tls/{secret}"));
+        assert_eq!(m.read_only, Some(true));
+        // A subPath mount would never see the kubelet's update of a renewed certificate.
+        assert_eq!(m.sub_path, None);
+        assert_eq!(m.sub_path_expr, None);
+    }
+    let tls = config(&d).tls;
+    assert_eq!(
+        tls.listen.map(|a| a.to_string()).as_deref(),
+        Some("0.0.0.0:8443")
+    );
+    let files: Vec<(&str, &str)> = tls
+        .certificates
+        .iter()
+        .map(|c| (c.cert.as_str(), c.key.as_str()))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            (
+                "/etc/edgecache-tls/web-tls/tls.crt",
+                "/etc/edgecache-tls/web-tls/tls.key"
+            ),
+            (
+                "/etc/edgecache-tls/api.example.com/tls.crt",
+                "/etc/edgecache-tls/api.example.com/tls.key"
+            ),
+        ]
+    );
+    // The contract's defaults for what the spec leaves out.
+    let defaults = dataplane::TlsConfig::default();
+    assert_eq!(tls.handshake_timeout, defaults.handshake_timeout);
+    assert_eq!(tls.min_version, dataplane::TlsVersion::V1_2);
+    assert!(!tls.redirect_http);
+    assert_eq!(
+        tls.max_handshakes_per_worker,
+        defaults.max_handshakes_per_worker
+    );
+    assert_eq!(tls.ticket_key_lifetime, defaults.ticket_key_lifetime);
+
+    let https: Vec<_> = container(&d)
+        .ports
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|p| p.name.as_deref() == Some("https"))
+        .map(|p| (p.container_port, p.protocol.clone()))
+        .collect();
+    assert_eq!(https, [(8443, Some("TCP".to_string()))]);
+    let svc = d.service.spec.as_ref().unwrap().ports.as_ref().unwrap();
+    let by_name: Vec<_> = svc
+        .iter()
+        .map(|p| (p.name.as_deref().unwrap(), p.port, p.target_port.clone()))
+        .collect();
+    assert_eq!(
+        by_name,
+        [
+            ("http", 8080, Some(IntOrString::String("http".into()))),
+            ("https", 8443, Some(IntOrString::String("https".into()))),
+        ]
+    );
+}
+
+#[test]
+fn tls_knobs_reach_the_config() {
+    let d = desired(
+        "network:\n  port: 80\ntls:\n  port: 443\n  minVersion: \"1.3\"\n  redirectHttp: true\n  handshakeTimeout: 3s\n  certificates:\n  - secretName: web-tls\n",
+    );
+    let tls = config(&d).tls;
+    assert_eq!(
+        tls.listen.map(|a| a.to_string()).as_deref(),
+        Some("0.0.0.0:443")
+    );
+    assert_eq!(tls.min_version, dataplane::TlsVersion::V1_3);
+    assert!(tls.redirect_http);
+    assert_eq!(tls.handshake_timeout.to_string(), "3s");
+    let svc = d.service.spec.as_ref().unwrap().ports.as_ref().unwrap();
+    assert_eq!(svc.iter().map(|p| p.port).collect::<Vec<_>>(), [80, 443]);
+}
+
+#[test]
+fn without_tls_there_is_no_listener_port_or_secret_volume() {
+    let d = desired("");
+    let cfg = config(&d);
+    assert_eq!(cfg.tls, dataplane::TlsConfig::default());
+    assert_eq!(cfg.http2, dataplane::Http2Config::default());
+    assert_eq!(cfg.access_log, dataplane::AccessLogConfig::default());
+    let ports = container(&d).ports.as_ref().unwrap();
+    assert!(ports.iter().all(|p| p.name.as_deref() != Some("https")));
+    assert_eq!(
+        d.service
+            .spec
+            .as_ref()
+            .unwrap()
+            .ports
+            .as_ref()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        pod(&d)
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|v| !v.name.starts_with("tls-"))
+    );
+}
+
+#[test]
+fn the_pod_template_names_the_secrets_and_nothing_of_their_contents() {
+    // build takes no Secret: what it renders (and hashes) is the spec alone, so a renewed
+    // certificate (new Secret data, same name) renders the same pod template.
+    let a = desired(TLS);
+    assert_eq!(a, desired(TLS));
+    assert_ne!(
+        a.config_hash,
+        desired("").config_hash,
+        "a listener is a new config"
+    );
+    let annotations = a
+        .daemon_set
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        annotations.keys().collect::<Vec<_>>(),
+        [
+            CONFIG_HASH_ANNOTATION,
+            "kubectl.kubernetes.io/default-container"
+        ]
+    );
+    // Another Secret is another file path: a new config, and a rollout.
+    let other = desired("tls:\n  certificates:\n  - secretName: web-tls-2\n");
+    assert_ne!(other.config_hash, a.config_hash);
+}
+
+#[test]
+fn http2_and_the_access_log_reach_the_config() {
+    let d = desired(
+        "http2:\n  enabled: false\n  maxConcurrentStreams: 16\naccessLog:\n  format: \"off\"\n  sample: 0.25\n",
+    );
+    let cfg = config(&d);
+    assert!(!cfg.http2.enabled);
+    assert_eq!(cfg.http2.max_concurrent_streams, 16);
+    // What the spec does not carry keeps the contract's defaults.
+    let h = dataplane::Http2Config::default();
+    assert_eq!(cfg.http2.stream_window, h.stream_window);
+    assert_eq!(cfg.http2.max_pending_resets, h.max_pending_resets);
+    assert_eq!(cfg.access_log.format, dataplane::AccessLogFormat::Off);
+    assert_eq!(cfg.access_log.sample, 0.25);
+    let d = desired("accessLog:\n  format: combined\n");
+    assert_eq!(
+        config(&d).access_log.format,
+        dataplane::AccessLogFormat::Combined
+    );
+    assert_eq!(config(&d).access_log.sample, 1.0);
+}
