@@ -154,8 +154,9 @@ fn default_log() -> String {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OriginSpec {
-    /// `http://host[:port]` of the origin (https origins are not supported yet).
-    #[schemars(regex(pattern = r"^http://[^/?#@ ]+/?$"))]
+    /// `http://host[:port]` or `https://host[:port]` of the origin (an https one is checked
+    /// against the Mozilla roots).
+    #[schemars(regex(pattern = r"^https?://[^/?#@ ]+/?$"))]
     pub url: String,
     /// What Host header the origin sees: the client's (`preserve`), the origin URL's authority
     /// (`origin`) or `hostHeaderValue` (`rewrite`). Default: `preserve`.
