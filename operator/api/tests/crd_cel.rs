@@ -97,7 +97,7 @@ fn schema_carries_patterns_bounds_and_enums() {
     let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(
         spec["origin"]["properties"]["url"]["pattern"],
-        r"^http://[^/?#@ ]+/?$"
+        r"^https?://[^/?#@ ]+/?$"
     );
     assert_eq!(
         spec["storage"]["properties"]["hostPath"]["pattern"],

@@ -399,7 +399,7 @@ async fn edgecaches_breaking_the_openapi_schema_are_refused() {
     let api = edgecaches(&fake);
     let err = refused(
         &api,
-        json!({"origin": {"url": "https://o"},
+        json!({"origin": {"url": "ftp://o"},
                        "storage": {"size": "lots", "readsInFlight": 0},
                        "network": {"port": "http"},
                        "steering": {"mode": "adq"}}),
