@@ -151,16 +151,22 @@ async fn one(
     Ok((status, ttfb, t0.elapsed(), body))
 }
 
-async fn pass(
+/// Where a pass connects, and the Host it sends (the address itself when none is given).
+struct Endpoint {
     target: String,
+    host: Option<String>,
+}
+
+async fn pass(
+    to: Endpoint,
     size_s: String,
     count: u64,
     start: u64,
     conns: usize,
     query: Option<String>,
-    host: Option<String>,
     timeout: Duration,
 ) -> anyhow::Result<serde_json::Value> {
+    let Endpoint { target, host } = to;
     let host = host.unwrap_or_else(|| target.clone());
     let Some(size) = parse_size(&size_s) else {
         bail!("bad size {size_s:?}");
@@ -410,13 +416,12 @@ fn main() -> anyhow::Result<()> {
                 timeout_s,
             } => {
                 pass(
-                    target,
+                    Endpoint { target, host },
                     size,
                     count,
                     start,
                     conns,
                     query,
-                    host,
                     Duration::from_secs(timeout_s),
                 )
                 .await
