@@ -260,7 +260,7 @@ fn https_redirect(req: &Request<Incoming>, port: u16) -> Response<body::Body> {
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .map(strip_port)
+        .map(crate::sites::strip_port)
         .or_else(|| req.uri().host());
     let Some(host) = host.filter(|h| !h.is_empty()) else {
         return plain(StatusCode::BAD_REQUEST, "a Host field is needed\n");
@@ -287,14 +287,6 @@ fn plain(status: StatusCode, text: &'static str) -> Response<body::Body> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     resp
-}
-
-/// A host field's host, without its port (`[::1]:80` keeps its brackets).
-fn strip_port(host: &str) -> &str {
-    match host.rfind(':') {
-        Some(i) if !host[i..].contains(']') => &host[..i],
-        _ => host,
-    }
 }
 
 /// The HTTP/2 connection preface a prior-knowledge (h2c) client opens with.
@@ -332,18 +324,5 @@ pub async fn sniff(stream: &TcpStream, idle: Duration, head: Duration) -> Option
         {
             return None;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_host_field_loses_its_port_only() {
-        assert_eq!(strip_port("a.test:8080"), "a.test");
-        assert_eq!(strip_port("a.test"), "a.test");
-        assert_eq!(strip_port("[::1]:80"), "[::1]");
-        assert_eq!(strip_port("[::1]"), "[::1]");
     }
 }

@@ -19,7 +19,7 @@ use edgecache_api::dataplane::{self, DataplaneConfig, HostHeader, SiteConfig};
 use edgecache_policy::PolicyConfig;
 use tracing::{info, warn};
 
-pub use hosts::HostTable;
+pub use hosts::{HostTable, strip_port};
 pub use pool::{Balance, HealthRules, Pool};
 pub use query::QueryRules;
 

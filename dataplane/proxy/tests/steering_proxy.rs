@@ -325,18 +325,20 @@ fn signal(pid: u32, sig: i32) {
     assert_eq!(rc, 0, "kill {pid}: {}", std::io::Error::last_os_error());
 }
 
-/// Start a loopback server in `mode` with the debug hooks on.
+/// Start a loopback server in `mode` with the debug hooks on, and `more` flags.
 fn start_loopback(
     origin: &str,
     dir: &Path,
     mode: &str,
     workers: u32,
+    more: &[String],
 ) -> (Dataplane, Target, tempfile::TempDir) {
     let aux = tempfile::tempdir().unwrap();
     let fault_file = aux.path().join("fault");
     let mut o = Opts::new(origin, dir);
     o.workers = workers;
     o.extra = vec!["--steering".into(), mode.into()];
+    o.extra.extend(more.iter().cloned());
     let ff = fault_file.clone();
     let dp = Dataplane::start_with(o, move |cmd| {
         cmd.env("RUST_LOG", "info,edgecache::accept=debug")
@@ -386,7 +388,7 @@ fn cpu_like(mode: &str) {
     let _g = serial();
     let origin = common::origin();
     let dir = tempfile::tempdir().unwrap();
-    let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), mode, 2);
+    let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), mode, 2, &[]);
     check_mode_in_effect(&t, mode);
     let cpus = t.worker_cpus();
     let owner = |cpu: usize| cpus.iter().position(|&c| c == cpu).unwrap();
@@ -497,36 +499,15 @@ fn cpu_mode_steers_the_tls_listener_and_repairs_it() {
     let tls: SocketAddr = format!("127.0.0.1:{}", common::free_port())
         .parse()
         .unwrap();
-    let aux = tempfile::tempdir().unwrap();
-    let fault_file = aux.path().join("fault");
-    let (url, cache) = (origin.url(), dir.path().join("cache"));
-    let mut o = Opts::new(&url, &cache);
-    o.workers = 2;
-    o.extra = ["--steering", "cpu", "--tls-listen", &tls.to_string()]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([
-            "--tls-cert".into(),
-            cert.display().to_string(),
-            "--tls-key".into(),
-            key.display().to_string(),
-        ])
-        .collect();
-    let ff = fault_file.clone();
-    let dp = Dataplane::start_with(o, move |cmd| {
-        cmd.env("RUST_LOG", "info,edgecache::accept=debug")
-            .env("EDGECACHE_DEBUG_STEERING_OBSERVE", "1")
-            .env("EDGECACHE_DEBUG_WORKER_FAULTS", &ff);
-    });
-    let t = Target {
-        listen: dp.listen,
-        admin: dp.admin,
-        log: dp.log.clone(),
-        workers: 2,
-        pid: dp.child.id(),
-        client_ns: None,
-        fault_file,
-    };
+    let more = [
+        "--tls-listen".to_string(),
+        tls.to_string(),
+        "--tls-cert".into(),
+        cert.display().to_string(),
+        "--tls-key".into(),
+        key.display().to_string(),
+    ];
+    let (_dp, t, _aux) = start_loopback(&origin.url(), &dir.path().join("cache"), "cpu", 2, &more);
     check_mode_in_effect(&t, "cpu");
     let cpus = t.worker_cpus();
     let owner = |cpu: usize| cpus.iter().position(|&c| c == cpu).unwrap();
@@ -636,7 +617,7 @@ fn hash_mode_lands_on_the_flow_hash_bucket() {
     }
     let origin = common::origin();
     let dir = tempfile::tempdir().unwrap();
-    let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), "hash", 2);
+    let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), "hash", 2, &[]);
     check_mode_in_effect(&t, "hash");
     let cpus = t.worker_cpus();
     let n = t.workers as i64;
@@ -692,7 +673,7 @@ fn off_mode_uses_the_kernel_hash() {
     let _g = serial();
     let origin = common::origin();
     let dir = tempfile::tempdir().unwrap();
-    let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), "off", 2);
+    let (_dp, t, _aux) = start_loopback(&origin.url(), dir.path(), "off", 2, &[]);
     check_mode_in_effect(&t, "off");
     let cpus = t.worker_cpus();
     // Every connection accepted exactly once (checked in connect) by one of the workers.

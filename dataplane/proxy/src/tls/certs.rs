@@ -1,7 +1,6 @@
 //! The served certificates: PEM pairs loaded into rustls keys, the names each one carries, and
 //! the choice of one by the client's SNI.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -10,6 +9,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::sites::HostTable;
 
 /// One certificate chain with its key, as files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,9 +36,8 @@ pub struct Described {
 pub struct CertSet {
     keys: Vec<Arc<CertifiedKey>>,
     described: Vec<Described>,
-    exact: HashMap<String, usize>,
-    /// `*.example.com` is kept as `example.com`.
-    wildcard: HashMap<String, usize>,
+    /// Each certificate's names, the first the default (the sites' host matching).
+    names: HostTable,
 }
 
 impl std::fmt::Debug for CertSet {
@@ -58,18 +58,12 @@ impl CertSet {
         let mut set = CertSet {
             keys: Vec::with_capacity(pairs.len()),
             described: Vec::with_capacity(pairs.len()),
-            exact: HashMap::new(),
-            wildcard: HashMap::new(),
+            names: HostTable::default(),
         };
         for (i, (pair, cert_pem, key_pem)) in pairs.iter().enumerate() {
             let (key, described) = load_pair(pair, cert_pem, key_pem, provider)?;
-            for name in &described.names {
-                // An earlier certificate keeps a name two carry.
-                match name.strip_prefix("*.") {
-                    Some(parent) => set.wildcard.entry(parent.to_string()).or_insert(i),
-                    None => set.exact.entry(name.clone()).or_insert(i),
-                };
-            }
+            // An earlier certificate keeps a name two carry.
+            set.names.add(i, &described.names, i == 0);
             set.keys.push(Arc::new(key));
             set.described.push(described);
         }
@@ -79,18 +73,10 @@ impl CertSet {
     /// The certificate for a client that asked for `sni`: one that carries the exact name,
     /// else one whose wildcard covers it (one label), else the default.
     pub fn choose(&self, sni: Option<&str>) -> &Arc<CertifiedKey> {
-        self.index_for(sni)
+        self.names
+            .route(sni)
             .and_then(|i| self.keys.get(i))
             .unwrap_or(&self.keys[0])
-    }
-
-    fn index_for(&self, sni: Option<&str>) -> Option<usize> {
-        let name = sni?.trim_end_matches('.').to_ascii_lowercase();
-        if let Some(&i) = self.exact.get(&name) {
-            return Some(i);
-        }
-        let (_, parent) = name.split_once('.')?;
-        self.wildcard.get(parent).copied()
     }
 
     pub fn described(&self) -> &[Described] {
