@@ -36,6 +36,10 @@ impl HostTable {
 
     /// The site for a Host field's value (its port and a trailing dot ignored, any case).
     pub fn route(&self, host: Option<&str>) -> Option<usize> {
+        if self.exact.is_empty() && self.wildcard.is_empty() {
+            // The one-site shorthand: nothing to look up on the hot path.
+            return self.default;
+        }
         let found = host.and_then(|h| {
             let name = strip_port(h).trim_end_matches('.').to_ascii_lowercase();
             self.exact.get(&name).copied().or_else(|| {
