@@ -288,6 +288,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         header_timeout: cfg.clients.header_timeout.get(),
         purges,
         node: cfg.sharding.node_name.clone().unwrap_or_default(),
+        sites: sites.clone(),
     });
     info!(
         listen = %cfg.listen,
