@@ -37,6 +37,7 @@ use edgecache_api::dataplane::{AccessLogConfig, AccessLogFormat};
 use http::header;
 use http::{Method, Response, request};
 use http_body::Frame;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use tracing::{info, warn};
 
@@ -159,6 +160,8 @@ pub struct WorkerLog {
     sites: RefCell<HashMap<Box<str>, &'static str>>,
     /// By outcome, status class and site (its label's address: each name is kept once).
     handles: RefCell<HashMap<(CacheOutcome, &'static str, usize), Handles>>,
+    /// `http2_streams_total{result="completed"}` and `{result="cancelled"}`, once used.
+    h2_streams: RefCell<Option<(Counter, Counter)>>,
 }
 
 impl WorkerLog {
@@ -170,6 +173,7 @@ impl WorkerLog {
             draw,
             sites: RefCell::default(),
             handles: RefCell::default(),
+            h2_streams: RefCell::default(),
         })
     }
 
@@ -189,6 +193,20 @@ impl WorkerLog {
             self.sites.borrow_mut().insert(label.into(), label);
         }
         label
+    }
+
+    /// An HTTP/2 stream ended, whole or not.
+    fn stream_ended(&self, completed: bool) {
+        let mut c = self.h2_streams.borrow_mut();
+        let (done, cancelled) = c.get_or_insert_with(|| {
+            let m = &self.shared.metrics;
+            (m.http2_streams("completed"), m.http2_streams("cancelled"))
+        });
+        if completed {
+            done.inc()
+        } else {
+            cancelled.inc()
+        };
     }
 
     /// The histograms of one label set.
@@ -266,6 +284,7 @@ impl WorkerLog {
                 site,
                 line,
                 head_only: parts.method == Method::HEAD,
+                h2: parts.version == http::Version::HTTP_2,
                 status: 0,
                 cache: CacheOutcome::None,
                 ttfb: None,
@@ -389,6 +408,8 @@ struct Record {
     line: Option<Box<RequestLine>>,
     /// HEAD, or a status without a body: nothing to send after the head.
     head_only: bool,
+    /// An HTTP/2 stream: counted in `http2_streams_total`.
+    h2: bool,
     status: u16,
     cache: CacheOutcome,
     ttfb: Option<Duration>,
@@ -423,6 +444,9 @@ impl Drop for Record {
         duration.observe(total.as_secs_f64());
         if let Some(t) = self.ttfb {
             first_byte.observe(t.as_secs_f64());
+        }
+        if self.h2 {
+            self.log.stream_ended(self.completed);
         }
         let shared = &self.log.shared;
         let (Some(r), Some(queue)) = (self.line.take(), &shared.queue) else {
