@@ -133,10 +133,16 @@ pub async fn serve<S>(
                 .serve_connection(InterimIo::new(io, slot), svc);
             // Declared after `conn`, so dropped before it closes the socket.
             let _room_guard = room_guard;
-            drive(&ctx, peer, conn, watchdog, shutdown, |c| {
+            let ended = drive(&ctx, peer, conn, watchdog, shutdown, |c| {
                 c.graceful_shutdown()
             })
             .await;
+            if let Some(status) = ended.as_ref().and_then(refused_status) {
+                ctx.shared
+                    .metrics
+                    .request(crate::metrics::Outcome::Synthetic);
+                ctx.requests.refused(peer, conn_info, status);
+            }
         }
         Protocol::Http2 => {
             let conn = http2_builder(&ctx.shared.cfg.http2).serve_connection(io, svc);
@@ -190,6 +196,23 @@ where
     let e = res.err()?;
     debug!(%peer, "connection ended: {e}");
     Some(e)
+}
+
+/// The status hyper answered an HTTP/1.1 request with itself, when it could not read its
+/// head (its `on_error`: 400, 414 or 431).
+fn refused_status(e: &hyper::Error) -> Option<u16> {
+    if e.is_parse_too_large() {
+        // The two kinds share the predicate; the message tells them apart.
+        Some(if e.to_string().contains("URI too long") {
+            414
+        } else {
+            431
+        })
+    } else if e.is_parse() {
+        Some(400)
+    } else {
+        None
+    }
 }
 
 /// The `reason` label of an HTTP/2 connection's error: the code of the GOAWAY it ended with

@@ -386,6 +386,22 @@ impl Metrics {
              write_error)",
             m.access_log_dropped.clone(),
         );
+        let log = &*crate::startup::TRACING_COUNTERS;
+        r.register(
+            "log_lines",
+            "Lines of the tracing log written to stderr",
+            log.lines.clone(),
+        );
+        r.register(
+            "log_dropped",
+            "Lines of the tracing log dropped because stderr did not keep up (its queue was full)",
+            log.queue_full.clone(),
+        );
+        r.register(
+            "log_write_errors",
+            "Lines of the tracing log lost to a failed write to stderr",
+            log.write_errors.clone(),
+        );
         r.register(
             "http2_streams",
             "HTTP/2 requests, by result: completed (the response went out whole), cancelled \

@@ -13,13 +13,12 @@
 //! status 499, as nginx does, and no time to first byte.
 //!
 //! Lines are formatted on the worker (src/request_log/format.rs) and go through a queue bounded
-//! in bytes to one writer thread (src/request_log/writer.rs): a worker never waits for stdout,
+//! in bytes to one writer thread (src/line_queue.rs): a worker never waits for stdout,
 //! and a line that does not fit is dropped and counted (`access_log_dropped_total`).
 
 mod format;
 mod outcome;
 mod sites;
-mod writer;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -53,7 +52,7 @@ pub struct RequestLog {
     format: AccessLogFormat,
     sampling: Sampling,
     /// `None` when the access log is off (or stdout could not be duplicated).
-    queue: Option<writer::Queue>,
+    queue: Option<crate::line_queue::Queue>,
     metrics: Arc<Metrics>,
     sites: sites::Sites,
     /// This cache's name as its Cache-Status member starts.
@@ -93,10 +92,11 @@ impl RequestLog {
                 .as_fd()
                 .try_clone_to_owned()
                 .and_then(|fd| {
-                    writer::Queue::start(
+                    crate::line_queue::Queue::start(
+                        "access-log",
                         std::fs::File::from(fd),
-                        writer::QUEUE_BYTES,
-                        writer::Counters {
+                        crate::line_queue::QUEUE_BYTES,
+                        crate::line_queue::Counters {
                             lines: metrics.access_log_lines.clone(),
                             queue_full: metrics.access_log_dropped("queue_full"),
                             write_errors: metrics.access_log_dropped("write_error"),
@@ -260,7 +260,7 @@ impl WorkerLog {
             Box::new(RequestLine {
                 time: SystemTime::now(),
                 client,
-                method: parts.method.clone(),
+                method: Some(parts.method.clone()),
                 host: host.to_string(),
                 target: parts
                     .uri
@@ -294,6 +294,43 @@ impl WorkerLog {
                 completed: false,
             }),
         }
+    }
+
+    /// A request hyper answered itself, `status`, because it could not read its head (400 for
+    /// a malformed one, 414 or 431 for one too long): logged with `-` for what it did not read,
+    /// and observed with cache outcome `none` and the site `none`.
+    pub fn refused(self: &Rc<Self>, client: SocketAddr, conn: ConnInfo, status: u16) {
+        let line = self.sampled().then(|| {
+            Box::new(RequestLine {
+                time: SystemTime::now(),
+                client,
+                method: None,
+                host: String::new(),
+                target: "-".into(),
+                protocol: conn_info::protocol_name(Some(&conn), http::Version::HTTP_11),
+                tls: conn.tls_version,
+                user_agent: None,
+                referer: None,
+                note: UpstreamNote::default(),
+                cache_status: None,
+            })
+        });
+        let now = Instant::now();
+        drop(Record {
+            log: self.clone(),
+            start: now,
+            site: "none",
+            line,
+            head_only: true,
+            h2: false,
+            status,
+            cache: CacheOutcome::None,
+            ttfb: Some(Duration::ZERO),
+            bytes: 0,
+            length: None,
+            ended: Some(now),
+            completed: true,
+        });
     }
 }
 
@@ -349,7 +386,8 @@ impl UpstreamNote {
 struct RequestLine {
     time: SystemTime,
     client: SocketAddr,
-    method: Method,
+    /// `None` for a request refused before its head was read whole (logged as `-`).
+    method: Option<Method>,
     host: String,
     target: String,
     protocol: &'static str,
@@ -456,7 +494,7 @@ impl Drop for Record {
         let line = format::Line {
             time: r.time,
             client: r.client,
-            method: r.method.as_str(),
+            method: r.method.as_ref().map_or("-", Method::as_str),
             host: &r.host,
             target: &r.target,
             protocol: r.protocol,
