@@ -160,7 +160,7 @@ impl Admin {
         self.sites.route_head(&mut parts);
         match key::primary(&parts) {
             Some(k) => {
-                let n = self.store.remove(&k);
+                let n = self.store.purge(&k);
                 let status = if n > 0 {
                     StatusCode::OK
                 } else {
@@ -196,7 +196,7 @@ impl Admin {
         let applied = self
             .purges
             .apply(&r, self.clock.now(), store.epoch_span(), |url| {
-                store.remove(url.as_bytes())
+                store.purge(url.as_bytes())
             });
         match applied {
             Ok(a) => {
