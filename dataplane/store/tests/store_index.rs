@@ -100,8 +100,10 @@ fn two_kib_keys_cost_the_index_at_most_16_bytes_an_object() {
     });
 }
 
-/// A miss does no disk read, on an empty store and on a full one (a false candidate, about one
-/// lookup in 500,000, would cost one).
+/// A miss does no disk read, on an empty store and on a full one. A lookup itself reads
+/// nothing; a false candidate (another key's entry whose tag matches, about one lookup in
+/// 500,000) would cost its open one read, so 100,000 lookups expect 0.2 of them: at most 3 are
+/// allowed (one run in about 20,000 would see more).
 #[test]
 fn a_miss_reads_nothing() {
     let dir = tmp();
@@ -122,7 +124,7 @@ fn a_miss_reads_nothing() {
         let candidates: usize = (0..100_000)
             .map(|i| store.lookup(format!("/absent/{i}").as_bytes()).len())
             .sum();
-        assert_eq!(candidates, 0, "false candidates");
+        assert!(candidates <= 3, "{candidates} false candidates");
         assert_eq!(store.stats().disk_reads, before, "a miss on a full store");
     });
 }
