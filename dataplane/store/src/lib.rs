@@ -322,15 +322,17 @@ pub struct StoreConfig {
 }
 
 impl Default for StoreConfig {
-    /// 10 GiB in `/var/cache/edgecache`, O_DIRECT reads from 4 KiB, objects up to 1 GiB, the
-    /// RAM tier disabled, the I/O engine probed, 32 variants per key, the index sized for the disk.
+    /// 10 GiB in `/var/cache/edgecache`, O_DIRECT reads from 4 KiB, `max_object_size` 64 GiB
+    /// (the data plane's default; a record is bounded by its segment all the same, see
+    /// [`Store::max_body_len`]), the RAM tier disabled, the I/O engine probed, 32 variants per
+    /// key, the index sized for the disk.
     fn default() -> StoreConfig {
         StoreConfig {
             dir: PathBuf::from("/var/cache/edgecache"),
             size: 10 << 30,
             size_auto: false,
             direct_io_threshold: 4 << 10,
-            max_object_size: 1 << 30,
+            max_object_size: 64 << 30,
             ram_tier_bytes: 0,
             engine: EngineChoice::Auto,
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
