@@ -49,6 +49,8 @@ pub struct Admin {
     pub purges: Arc<crate::purges::Purges>,
     /// This node's name, in purge answers (empty when not set).
     pub node: String,
+    /// The sites: a purged URL gets its site's query rules, as the request that stored it did.
+    pub sites: Arc<crate::sites::Sites>,
 }
 
 /// Open admin connections at most; more are refused at accept.
@@ -153,10 +155,12 @@ impl Admin {
     }
 
     fn purge(&self, req: &Request<Incoming>) -> Resp {
-        let (parts, ()) = clone_head(req).into_parts();
+        let (mut parts, ()) = clone_head(req).into_parts();
+        // A Host no site answers has nothing stored: its key finds nothing.
+        self.sites.route_head(&mut parts);
         match key::primary(&parts) {
             Some(k) => {
-                let n = self.store.remove(&k);
+                let n = self.store.purge(&k);
                 let status = if n > 0 {
                     StatusCode::OK
                 } else {
@@ -181,15 +185,18 @@ impl Admin {
     /// "objects", "repeated"}`.
     fn purge_rules(&self, req: &Request<Incoming>) -> Resp {
         let parsed = crate::purges::parse_query(req.uri().query().unwrap_or(""));
-        let r = match parsed {
+        let mut r = match parsed {
             Ok(r) => r,
             Err(why) => return text(StatusCode::BAD_REQUEST, format!("bad purge: {why}\n")),
         };
+        for u in &mut r.urls {
+            *u = self.sites.url_key(u);
+        }
         let store = &self.store;
         let applied = self
             .purges
             .apply(&r, self.clock.now(), store.epoch_span(), |url| {
-                store.remove(url.as_bytes())
+                store.purge(url.as_bytes())
             });
         match applied {
             Ok(a) => {

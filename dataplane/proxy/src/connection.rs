@@ -133,23 +133,34 @@ pub async fn serve<S>(
                 .serve_connection(InterimIo::new(io, slot), svc);
             // Declared after `conn`, so dropped before it closes the socket.
             let _room_guard = room_guard;
-            drive(&ctx, peer, conn, watchdog, shutdown, |c| {
+            let ended = drive(&ctx, peer, conn, watchdog, shutdown, |c| {
                 c.graceful_shutdown()
             })
             .await;
+            if let Some(status) = ended.as_ref().and_then(refused_status) {
+                ctx.shared
+                    .metrics
+                    .request(crate::metrics::Outcome::Synthetic);
+                ctx.requests.refused(peer, conn_info, status);
+            }
         }
         Protocol::Http2 => {
             let conn = http2_builder(&ctx.shared.cfg.http2).serve_connection(io, svc);
             let _room_guard = room_guard;
-            drive(&ctx, peer, conn, watchdog, shutdown, |c| {
+            let ended = drive(&ctx, peer, conn, watchdog, shutdown, |c| {
                 c.graceful_shutdown()
             })
             .await;
+            if let Some(e) = ended {
+                ctx.shared
+                    .metrics
+                    .http2_connection_error(http2_error_reason(&e));
+            }
         }
     }
 }
 
-/// Run `conn` against its watchdog and the worker's shutdown.
+/// Run `conn` against its watchdog and the worker's shutdown; the error it ended with, if any.
 async fn drive<C, E>(
     ctx: &Rc<Ctx>,
     peer: SocketAddr,
@@ -157,7 +168,8 @@ async fn drive<C, E>(
     watchdog: impl Future<Output = conn_timer::Expiry>,
     mut shutdown: watch::Receiver<bool>,
     graceful: impl FnOnce(Pin<&mut C>),
-) where
+) -> Option<E>
+where
     C: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
@@ -168,7 +180,7 @@ async fn drive<C, E>(
         expiry = watchdog.as_mut() => {
             debug!(%peer, reason = expiry.as_str(), "closing the connection");
             ctx.shared.metrics.connection_closed(expiry.as_str());
-            return;
+            return None;
         }
         _ = shutdown.changed() => {
             graceful(conn.as_mut());
@@ -176,14 +188,57 @@ async fn drive<C, E>(
                 res = conn.as_mut() => res,
                 expiry = watchdog => {
                     ctx.shared.metrics.connection_closed(expiry.as_str());
-                    return;
+                    return None;
                 }
             }
         }
     };
-    if let Err(e) = res {
-        debug!(%peer, "connection ended: {e}");
+    let e = res.err()?;
+    debug!(%peer, "connection ended: {e}");
+    Some(e)
+}
+
+/// The status hyper answered an HTTP/1.1 request with itself, when it could not read its
+/// head (its `on_error`: 400, 414 or 431).
+fn refused_status(e: &hyper::Error) -> Option<u16> {
+    if e.is_parse_too_large() {
+        // The two kinds share the predicate; the message tells them apart.
+        Some(if e.to_string().contains("URI too long") {
+            414
+        } else {
+            431
+        })
+    } else if e.is_parse() {
+        Some(400)
+    } else {
+        None
     }
+}
+
+/// The `reason` label of an HTTP/2 connection's error: the code of the GOAWAY it ended with
+/// (sent or received), or `io` when the socket failed.
+fn http2_error_reason(e: &hyper::Error) -> &'static str {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            if h2.is_io() {
+                return "io";
+            }
+            return match h2.reason() {
+                Some(h2::Reason::ENHANCE_YOUR_CALM) => "enhance_your_calm",
+                Some(h2::Reason::PROTOCOL_ERROR) => "protocol_error",
+                Some(h2::Reason::COMPRESSION_ERROR) => "compression_error",
+                Some(h2::Reason::FRAME_SIZE_ERROR) => "frame_size_error",
+                Some(h2::Reason::FLOW_CONTROL_ERROR) => "flow_control_error",
+                _ => "other",
+            };
+        }
+        if err.downcast_ref::<std::io::Error>().is_some() {
+            return "io";
+        }
+        source = err.source();
+    }
+    "other"
 }
 
 /// hyper's HTTP/2 server with the configured limits, its streams on the worker's executor.

@@ -185,32 +185,8 @@ async fn route(
     body: Incoming,
     peer: SocketAddr,
 ) -> Response<Body> {
-    // The site: by the target's authority (absolute form), else Host.
-    let host = match parts.uri.authority() {
-        Some(a) => Some(a.as_str()),
-        None => parts
-            .headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok()),
-    };
-    let site = match ctx.shared.sites.route(host) {
-        Some(site) => site,
-        None if host.is_some() => return misdirected(ctx),
-        // No Host at all: the key below refuses it (400).
-        None => 0,
-    };
-    parts.extensions.insert(crate::sites::SiteId(site));
-    let rules = &ctx.shared.sites.list[site].query;
-    if !rules.is_empty()
-        && let Some(pq) = parts.uri.path_and_query()
-        && pq.query().is_some()
-    {
-        let target = rules.apply_to_target(pq.as_str());
-        let mut uri = parts.uri.clone().into_parts();
-        uri.path_and_query = target.parse().ok();
-        if let Ok(u) = http::Uri::from_parts(uri) {
-            parts.uri = u;
-        }
+    if ctx.shared.sites.route_head(&mut parts).is_none() {
+        return misdirected(ctx);
     }
     let key = match CacheKey::from_parts(&parts, "http") {
         Ok(k) => k,

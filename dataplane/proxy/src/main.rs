@@ -20,6 +20,7 @@ mod handler;
 mod index_budget;
 mod interim;
 mod key;
+mod line_queue;
 mod metrics;
 mod origin;
 mod paced;
@@ -92,10 +93,15 @@ fn main() -> ExitCode {
                 }
             };
             startup::init_tracing(&cfg.log);
-            match startup::serve(cfg) {
+            let result = startup::serve(cfg);
+            if let Err(e) = &result {
+                tracing::error!("{e:#}");
+            }
+            // The log's last lines, before the process goes.
+            startup::flush_tracing(std::time::Duration::from_secs(2));
+            match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!("{e:#}");
                     eprintln!("edgecache-dataplane: {e:#}");
                     ExitCode::FAILURE
                 }

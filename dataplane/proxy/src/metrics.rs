@@ -114,6 +114,10 @@ pub struct Metrics {
     pub access_log_lines: Counter,
     /// Access-log lines dropped, by reason (`queue_full`, `write_error`).
     pub access_log_dropped: Family<Label, Counter>,
+    /// HTTP/2 streams served, by result (`completed`, `cancelled`).
+    pub http2_streams: Family<Label, Counter>,
+    /// HTTP/2 connections that ended in an error, by its code.
+    pub http2_connection_errors: Family<Label, Counter>,
 }
 
 /// The bytes each [`Part`] of the memory plan holds now, and its bound (unbounded until
@@ -232,6 +236,8 @@ impl Metrics {
             request_first_byte: Family::new_with_constructor(request_histogram),
             access_log_lines: Counter::default(),
             access_log_dropped: Family::default(),
+            http2_streams: Family::default(),
+            http2_connection_errors: Family::default(),
         };
         let r = registry;
         r.register(
@@ -380,6 +386,35 @@ impl Metrics {
              write_error)",
             m.access_log_dropped.clone(),
         );
+        let log = &*crate::startup::TRACING_COUNTERS;
+        r.register(
+            "log_lines",
+            "Lines of the tracing log written to stderr",
+            log.lines.clone(),
+        );
+        r.register(
+            "log_dropped",
+            "Lines of the tracing log dropped because stderr did not keep up (its queue was full)",
+            log.queue_full.clone(),
+        );
+        r.register(
+            "log_write_errors",
+            "Lines of the tracing log lost to a failed write to stderr",
+            log.write_errors.clone(),
+        );
+        r.register(
+            "http2_streams",
+            "HTTP/2 requests, by result: completed (the response went out whole), cancelled \
+             (the client reset the stream, or its connection went, before the end)",
+            m.http2_streams.clone(),
+        );
+        r.register(
+            "http2_connection_errors",
+            "HTTP/2 connections ended by an error, by its code (label reason: \
+             enhance_your_calm for the flood defences, protocol_error, compression_error, \
+             frame_size_error, flow_control_error, io, other)",
+            m.http2_connection_errors.clone(),
+        );
         Arc::new(m)
     }
 
@@ -388,6 +423,19 @@ impl Metrics {
         self.access_log_dropped
             .get_or_create(&[("reason", reason.to_string())])
             .clone()
+    }
+
+    /// The counter of HTTP/2 streams that ended as `result` (`completed`, `cancelled`).
+    pub fn http2_streams(&self, result: &'static str) -> Counter {
+        self.http2_streams
+            .get_or_create(&[("result", result.to_string())])
+            .clone()
+    }
+
+    pub fn http2_connection_error(&self, reason: &'static str) {
+        self.http2_connection_errors
+            .get_or_create(&[("reason", reason.to_string())])
+            .inc();
     }
 
     /// A miss sent to its owner (or not, `owner_down`), by result.

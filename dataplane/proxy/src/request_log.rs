@@ -13,13 +13,12 @@
 //! status 499, as nginx does, and no time to first byte.
 //!
 //! Lines are formatted on the worker (src/request_log/format.rs) and go through a queue bounded
-//! in bytes to one writer thread (src/request_log/writer.rs): a worker never waits for stdout,
+//! in bytes to one writer thread (src/line_queue.rs): a worker never waits for stdout,
 //! and a line that does not fit is dropped and counted (`access_log_dropped_total`).
 
 mod format;
 mod outcome;
 mod sites;
-mod writer;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -37,6 +36,7 @@ use edgecache_api::dataplane::{AccessLogConfig, AccessLogFormat};
 use http::header;
 use http::{Method, Response, request};
 use http_body::Frame;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use tracing::{info, warn};
 
@@ -52,7 +52,7 @@ pub struct RequestLog {
     format: AccessLogFormat,
     sampling: Sampling,
     /// `None` when the access log is off (or stdout could not be duplicated).
-    queue: Option<writer::Queue>,
+    queue: Option<crate::line_queue::Queue>,
     metrics: Arc<Metrics>,
     sites: sites::Sites,
     /// This cache's name as its Cache-Status member starts.
@@ -92,10 +92,11 @@ impl RequestLog {
                 .as_fd()
                 .try_clone_to_owned()
                 .and_then(|fd| {
-                    writer::Queue::start(
+                    crate::line_queue::Queue::start(
+                        "access-log",
                         std::fs::File::from(fd),
-                        writer::QUEUE_BYTES,
-                        writer::Counters {
+                        crate::line_queue::QUEUE_BYTES,
+                        crate::line_queue::Counters {
                             lines: metrics.access_log_lines.clone(),
                             queue_full: metrics.access_log_dropped("queue_full"),
                             write_errors: metrics.access_log_dropped("write_error"),
@@ -159,6 +160,8 @@ pub struct WorkerLog {
     sites: RefCell<HashMap<Box<str>, &'static str>>,
     /// By outcome, status class and site (its label's address: each name is kept once).
     handles: RefCell<HashMap<(CacheOutcome, &'static str, usize), Handles>>,
+    /// `http2_streams_total{result="completed"}` and `{result="cancelled"}`, once used.
+    h2_streams: RefCell<Option<(Counter, Counter)>>,
 }
 
 impl WorkerLog {
@@ -170,6 +173,7 @@ impl WorkerLog {
             draw,
             sites: RefCell::default(),
             handles: RefCell::default(),
+            h2_streams: RefCell::default(),
         })
     }
 
@@ -189,6 +193,20 @@ impl WorkerLog {
             self.sites.borrow_mut().insert(label.into(), label);
         }
         label
+    }
+
+    /// An HTTP/2 stream ended, whole or not.
+    fn stream_ended(&self, completed: bool) {
+        let mut c = self.h2_streams.borrow_mut();
+        let (done, cancelled) = c.get_or_insert_with(|| {
+            let m = &self.shared.metrics;
+            (m.http2_streams("completed"), m.http2_streams("cancelled"))
+        });
+        if completed {
+            done.inc()
+        } else {
+            cancelled.inc()
+        };
     }
 
     /// The histograms of one label set.
@@ -242,7 +260,7 @@ impl WorkerLog {
             Box::new(RequestLine {
                 time: SystemTime::now(),
                 client,
-                method: parts.method.clone(),
+                method: Some(parts.method.clone()),
                 host: host.to_string(),
                 target: parts
                     .uri
@@ -266,6 +284,7 @@ impl WorkerLog {
                 site,
                 line,
                 head_only: parts.method == Method::HEAD,
+                h2: parts.version == http::Version::HTTP_2,
                 status: 0,
                 cache: CacheOutcome::None,
                 ttfb: None,
@@ -275,6 +294,43 @@ impl WorkerLog {
                 completed: false,
             }),
         }
+    }
+
+    /// A request hyper answered itself, `status`, because it could not read its head (400 for
+    /// a malformed one, 414 or 431 for one too long): logged with `-` for what it did not read,
+    /// and observed with cache outcome `none` and the site `none`.
+    pub fn refused(self: &Rc<Self>, client: SocketAddr, conn: ConnInfo, status: u16) {
+        let line = self.sampled().then(|| {
+            Box::new(RequestLine {
+                time: SystemTime::now(),
+                client,
+                method: None,
+                host: String::new(),
+                target: "-".into(),
+                protocol: conn_info::protocol_name(Some(&conn), http::Version::HTTP_11),
+                tls: conn.tls_version,
+                user_agent: None,
+                referer: None,
+                note: UpstreamNote::default(),
+                cache_status: None,
+            })
+        });
+        let now = Instant::now();
+        drop(Record {
+            log: self.clone(),
+            start: now,
+            site: "none",
+            line,
+            head_only: true,
+            h2: false,
+            status,
+            cache: CacheOutcome::None,
+            ttfb: Some(Duration::ZERO),
+            bytes: 0,
+            length: None,
+            ended: Some(now),
+            completed: true,
+        });
     }
 }
 
@@ -330,7 +386,8 @@ impl UpstreamNote {
 struct RequestLine {
     time: SystemTime,
     client: SocketAddr,
-    method: Method,
+    /// `None` for a request refused before its head was read whole (logged as `-`).
+    method: Option<Method>,
     host: String,
     target: String,
     protocol: &'static str,
@@ -389,6 +446,8 @@ struct Record {
     line: Option<Box<RequestLine>>,
     /// HEAD, or a status without a body: nothing to send after the head.
     head_only: bool,
+    /// An HTTP/2 stream: counted in `http2_streams_total`.
+    h2: bool,
     status: u16,
     cache: CacheOutcome,
     ttfb: Option<Duration>,
@@ -424,6 +483,9 @@ impl Drop for Record {
         if let Some(t) = self.ttfb {
             first_byte.observe(t.as_secs_f64());
         }
+        if self.h2 {
+            self.log.stream_ended(self.completed);
+        }
         let shared = &self.log.shared;
         let (Some(r), Some(queue)) = (self.line.take(), &shared.queue) else {
             return;
@@ -432,7 +494,7 @@ impl Drop for Record {
         let line = format::Line {
             time: r.time,
             client: r.client,
-            method: r.method.as_str(),
+            method: r.method.as_ref().map_or("-", Method::as_str),
             host: &r.host,
             target: &r.target,
             protocol: r.protocol,

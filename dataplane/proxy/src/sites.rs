@@ -96,6 +96,56 @@ impl Sites {
     pub fn route(&self, host: Option<&str>) -> Option<usize> {
         self.table.route(host)
     }
+
+    /// Route a request head to its site, by the target's authority (absolute form), else
+    /// Host: the site goes into the head's extensions ([`SiteId`]) and its query rules are
+    /// applied to the target, so the cache key, the origin request and PURGE agree. `None`
+    /// when the head names a host that no site answers (421). A head without any host goes
+    /// to the first site; its key refuses it.
+    pub fn route_head(&self, parts: &mut http::request::Parts) -> Option<usize> {
+        let host = match parts.uri.authority() {
+            Some(a) => Some(a.as_str()),
+            None => parts
+                .headers
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok()),
+        };
+        let site = match self.route(host) {
+            Some(site) => site,
+            None if host.is_some() => return None,
+            None => 0,
+        };
+        parts.extensions.insert(SiteId(site));
+        let rules = &self.list[site].query;
+        if !rules.is_empty()
+            && let Some(pq) = parts.uri.path_and_query()
+            && pq.query().is_some()
+        {
+            let target = rules.apply_to_target(pq.as_str());
+            let mut uri = parts.uri.clone().into_parts();
+            uri.path_and_query = target.parse().ok();
+            if let Ok(u) = http::Uri::from_parts(uri) {
+                parts.uri = u;
+            }
+        }
+        Some(site)
+    }
+
+    /// The cache key of an absolute URL (`http://host/path?query`, as purge rules name
+    /// objects) with its site's query rules applied; the URL itself when no site answers it
+    /// or it is not one.
+    pub fn url_key(&self, url: &str) -> String {
+        let Ok(req) = http::Request::get(url).body(()) else {
+            return url.to_string();
+        };
+        let (mut parts, ()) = req.into_parts();
+        if parts.uri.authority().is_none() || self.route_head(&mut parts).is_none() {
+            return url.to_string();
+        }
+        crate::key::primary(&parts)
+            .and_then(|k| String::from_utf8(k).ok())
+            .unwrap_or_else(|| url.to_string())
+    }
 }
 
 fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, String> {

@@ -168,6 +168,11 @@ fn a_continuation_flood_is_cut_at_the_header_list_limit() {
         1,
         "the flooded request never reached the origin"
     );
+    let errors = "edgecache_dataplane_http2_connection_errors_total";
+    assert_eq!(
+        dp.metric(&format!("{errors}{{reason=\"protocol_error\"}}")),
+        1.0
+    );
 }
 
 #[test]
@@ -200,6 +205,36 @@ fn a_rapid_reset_flood_neither_stalls_others_nor_floods_the_origin() {
     // The origin saw at most one fetch per distinct object, not one per stream.
     assert!(o.requests() <= 50 + 20, "{} origin requests", o.requests());
     assert_eq!(dp.get("/obj/4k/after").status, 200);
+    let errors = "edgecache_dataplane_http2_connection_errors_total";
+    assert_eq!(
+        dp.metric(&format!("{errors}{{reason=\"enhance_your_calm\"}}")),
+        1.0,
+        "{}",
+        dp.metrics()
+    );
+}
+
+#[test]
+fn a_stream_the_client_resets_mid_body_is_counted_as_cancelled() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    assert!(dp.get("/obj/1m/reset").status == 200);
+    let mut raw = Raw::open(dp.listen);
+    // The client's default window (64 KiB) stops the 1 MiB body early; it resets the stream.
+    let block = request_block("GET", "/obj/1m/reset");
+    assert!(raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block)));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(raw.send(&frame(RST_STREAM, 0, 1, &8u32.to_be_bytes())));
+    let streams = "edgecache_dataplane_http2_streams_total";
+    dp.wait_for_metrics("the reset stream counted", 5, |m| {
+        metric_value(m, &format!("{streams}{{result=\"cancelled\"}}")) == 1.0
+    });
+    assert_eq!(
+        dp.metric(&format!("{streams}{{result=\"completed\"}}")),
+        0.0
+    );
+    assert!(!raw.ended(), "a reset stream leaves its connection open");
 }
 
 #[test]
@@ -283,6 +318,16 @@ fn h2load_over_tls_gets_every_response_within_the_advertised_limits() {
     assert!(text.contains("Application protocol: h2"), "{text}");
     assert_eq!(o.requests(), 1);
     assert!(dp.get("/obj/4k/load").status == 200);
+    // Every stream counted, none cancelled (the last request is HTTP/1.1).
+    let streams = "edgecache_dataplane_http2_streams_total";
+    assert_eq!(
+        dp.metric(&format!("{streams}{{result=\"completed\"}}")),
+        4001.0
+    );
+    assert_eq!(
+        dp.metric(&format!("{streams}{{result=\"cancelled\"}}")),
+        0.0
+    );
 }
 
 /// Whether `name` runs; prints the skip line when it does not (CI installs nghttp2-client).

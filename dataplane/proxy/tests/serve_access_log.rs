@@ -353,6 +353,32 @@ fn an_aborted_large_response_logs_the_bytes_sent() {
     );
 }
 
+/// Four client threads, each running `client(addr, thread)`, within two minutes: how long
+/// they took.
+fn four_clients(dp: &Dataplane, client: fn(SocketAddr, usize)) -> Duration {
+    let started = Instant::now();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let addr = dp.listen;
+            std::thread::spawn(move || client(addr, t))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(120), "{took:?}");
+    took
+}
+
+/// The lines a log dropped and wrote, by their metrics' names; printed for the record.
+fn dropped_and_written(dp: &Dataplane, dropped: &str, written: &str, what: &str) -> (f64, f64) {
+    let m = dp.metrics();
+    let (d, w) = (metric_value(&m, dropped), metric_value(&m, written));
+    println!("VERIFY {what}: {w} lines written, {d} dropped");
+    (d, w)
+}
+
 #[test]
 fn a_stdout_pipe_nobody_reads_does_not_stall_requests() {
     let o = origin();
@@ -361,35 +387,74 @@ fn a_stdout_pipe_nobody_reads_does_not_stall_requests() {
     let dp = Dataplane::start_with(Opts::new(&o.url(), dir.path()), |cmd| {
         cmd.stdout(Stdio::piped());
     });
-    const THREADS: usize = 4;
-    const EACH: usize = 5_000;
-    let started = Instant::now();
-    let threads: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let addr = dp.listen;
-            std::thread::spawn(move || {
-                keep_alive_gets(addr, EACH, |i| format!("/obj/1k/{}?t={t}", i % 50))
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    let took = started.elapsed();
-    assert!(took < Duration::from_secs(120), "{took:?}");
-    let m = dp.metrics();
-    let dropped = metric_value(
-        &m,
+    let took = four_clients(&dp, |addr, t| {
+        keep_alive_gets(addr, 5_000, |i| format!("/obj/1k/{}?t={t}", i % 50))
+    });
+    let (dropped, written) = dropped_and_written(
+        &dp,
         r#"edgecache_dataplane_access_log_dropped_total{reason="queue_full"}"#,
-    );
-    let written = metric_value(&m, "edgecache_dataplane_access_log_lines_total");
-    println!(
-        "VERIFY {} requests with stdout blocked in {took:?}: {written} lines written, {dropped} dropped",
-        THREADS * EACH
+        "edgecache_dataplane_access_log_lines_total",
+        &format!("20000 requests with stdout blocked in {took:?}"),
     );
     // The pipe (64 KiB) and the queue (1 MiB) hold a few thousand lines; the rest is dropped.
-    assert!(dropped > 10_000.0, "dropped {dropped}\n{m}");
+    assert!(dropped > 10_000.0, "dropped {dropped}");
     assert!(written < 1_000.0, "written {written}");
     // The admin side and new connections are still served.
     assert_eq!(dp.get("/obj/1k/0?t=0").status, 200);
+}
+
+#[test]
+fn a_stderr_pipe_nobody_reads_does_not_stall_requests() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    // The tracing log at debug (lines for every OPTIONS request, which bypasses the cache)
+    // into a pipe this test holds and never reads.
+    let dp = Dataplane::start_with(Opts::new(&o.url(), dir.path()), |cmd| {
+        cmd.env("RUST_LOG", "debug").stderr(Stdio::piped());
+    });
+    // A line is about 100 bytes: 64 KiB of pipe is full after a few hundred requests, and
+    // the 1 MiB queue after a few thousand.
+    let took = four_clients(&dp, |addr, t| {
+        for i in 0..3_000 {
+            let r = request(addr, "OPTIONS", &format!("/obj/1k/{t}-{i}"), &[], b"");
+            assert!(r.is_ok(), "request {t}-{i}: {r:?}");
+        }
+    });
+    let (dropped, written) = dropped_and_written(
+        &dp,
+        "edgecache_dataplane_log_dropped_total",
+        "edgecache_dataplane_log_lines_total",
+        &format!("12000 requests with stderr blocked in {took:?}"),
+    );
+    assert!(dropped > 0.0, "dropped {dropped}");
+    assert!(written < 1_000.0, "written {written}");
+    assert_eq!(dp.get("/obj/1k/after").status, 200);
+}
+
+#[test]
+fn a_request_hyper_refuses_before_its_head_is_read_is_logged_with_its_status() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let malformed = raw(
+        dp.listen,
+        b"GET /x HTTP/1.1\r\nHost: test.example\r\nno colon\r\n\r\n",
+    )
+    .unwrap();
+    assert!(malformed.starts_with("HTTP/1.1 400"), "{malformed}");
+    // More header fields than hyper parses (100).
+    let fields: String = (0..200).map(|i| format!("X-Pad-{i}: a\r\n")).collect();
+    let huge = format!("GET /y HTTP/1.1\r\nHost: test.example\r\n{fields}\r\n");
+    let too_large = raw(dp.listen, huge.as_bytes()).unwrap();
+    assert!(too_large.starts_with("HTTP/1.1 431"), "{too_large}");
+    let lines = lines_for(&dp, "-", 2);
+    let statuses: Vec<&Value> = lines.iter().map(|v| &v["status"]).collect();
+    assert_eq!(statuses, [400, 431], "{lines:?}");
+    for v in &lines {
+        assert_eq!(v["method"], "-", "{v}");
+        assert_eq!(v["client"], "127.0.0.1", "{v}");
+        assert_eq!(v["cache"], "none", "{v}");
+        assert_eq!(v["bytes"], 0, "{v}");
+    }
+    assert_eq!(o.requests(), 0);
 }

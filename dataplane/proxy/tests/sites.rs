@@ -16,6 +16,16 @@ fn host(dp: &Dataplane, host: &str, path: &str) -> Resp {
     dp.request("GET", path, &[("host", host)])
 }
 
+/// A data plane with `yaml` as its config file, its cache in `dir`.
+fn start_with_config(dir: &std::path::Path, yaml: &str) -> Dataplane {
+    let cache = dir.join("cache");
+    let config = dir.join("dp.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let mut opts = Opts::new("", &cache);
+    opts.extra = vec!["--config".into(), config.display().to_string()];
+    Dataplane::start(opts)
+}
+
 /// A loopback address nothing listens on (connections are refused).
 fn dead_origin() -> String {
     format!("http://127.0.0.1:{}", free_port())
@@ -113,14 +123,7 @@ fn active_health_checks_keep_a_dead_origin_out_and_a_site_keeps_its_own_policy()
          - hosts: [b.test]\n  origins: [{a}]\n",
         a = a.url()
     );
-    let cache = dir.path().join("cache");
-    let mut opts = Opts::new("", &cache);
-    opts.extra = vec![
-        "--config".into(),
-        dir.path().join("dp.yaml").display().to_string(),
-    ];
-    std::fs::write(dir.path().join("dp.yaml"), yaml).unwrap();
-    let dp = Dataplane::start(opts);
+    let dp = start_with_config(dir.path(), &yaml);
     let dead_authority = dead.trim_start_matches("http://");
     dp.wait_for_metrics("the dead origin out of the pool", 10, |m| {
         metric_value(
@@ -242,8 +245,18 @@ fn an_https_origin_is_reached_over_tls_and_http2_multiplexes_its_requests() {
         handshakes, 1.0,
         "one multiplexed HTTPS connection to the origin"
     );
-    // Both caches append to Cache-Status: the edge's own entry, the last, is a hit.
-    let again = host(&edge, "a.test", "/obj/100k/tls-0");
+    // Both caches append to Cache-Status: the edge's own entry, the last, is a hit (once the
+    // fill has written its copy, which ends just after the client's response: until then a
+    // request joins the fill, `collapsed`).
+    let mut again = host(&edge, "a.test", "/obj/100k/tls-0");
+    for _ in 0..100 {
+        let last = again.cache_status().rsplit(", ").next().unwrap_or("");
+        if !last.contains("; collapsed") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        again = host(&edge, "a.test", "/obj/100k/tls-0");
+    }
     let last = again.cache_status().rsplit(", ").next().unwrap_or("");
     assert!(last.contains("; hit"), "{}", again.cache_status());
 
@@ -259,4 +272,70 @@ fn an_https_origin_is_reached_over_tls_and_http2_multiplexes_its_requests() {
     let edge2 = Dataplane::start(opts);
     assert_eq!(host(&edge2, "a.test", "/obj/100k/untrusted").status, 502);
     assert_eq!(o.requests(), 8);
+}
+
+#[test]
+fn a_site_default_ttl_applies_to_it_alone_and_purges_follow_its_query_rules() {
+    let a = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "sites:\n\
+         - hosts: [a.test]\n  origins: [{a}]\n  \
+         cache: {{dropQuery: [utm_*], sortQuery: true, defaultTtl: 1h}}\n\
+         - hosts: [b.test]\n  origins: [{a}]\n",
+        a = a.url()
+    );
+    let dp = start_with_config(dir.path(), &yaml);
+    // No Cache-Control from the origin: a.test's defaultTtl is the copy's lifetime; b.test has
+    // none, so its copy gets the heuristic one (from Last-Modified, up to a day).
+    for h in ["a.test", "b.test"] {
+        assert_eq!(host(&dp, h, "/obj/4k/ttl?cc=none").status, 200);
+    }
+    let ttl = |h: &str| {
+        let r = host(&dp, h, "/obj/4k/ttl?cc=none");
+        assert!(r.is_hit(), "{}", r.cache_status());
+        let cs = r.cache_status().to_string();
+        let v = cs
+            .split("ttl=")
+            .nth(1)
+            .and_then(|t| t.split(';').next()?.trim().parse::<i64>().ok());
+        v.unwrap_or_else(|| panic!("no ttl in {cs}"))
+    };
+    let (ta, tb) = (ttl("a.test"), ttl("b.test"));
+    assert!((3590..=3600).contains(&ta), "a.test ttl {ta}");
+    assert!(tb > 3600, "b.test ttl {tb}");
+    assert_eq!(a.requests_for("/obj/4k/ttl?cc=none"), 2);
+
+    // PURGE of the URL as a client would write it (a tracking parameter, another order) removes
+    // the copy its site's query rules made of it.
+    assert_eq!(host(&dp, "a.test", "/obj/4k/q?b=2&a=1").status, 200);
+    assert!(host(&dp, "a.test", "/obj/4k/q?a=1&b=2").is_hit());
+    let r = request(
+        dp.admin,
+        "PURGE",
+        "/obj/4k/q?utm_source=mail&b=2&a=1",
+        &[("host", "a.test")],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(!host(&dp, "a.test", "/obj/4k/q?a=1&b=2").is_hit());
+    assert_eq!(a.requests_for("/obj/4k/q?a=1&b=2"), 2);
+
+    // So does a purge rule naming the URL.
+    assert!(host(&dp, "a.test", "/obj/4k/q?a=1&b=2").is_hit());
+    let url = "http://a.test/obj/4k/q?utm_campaign=x&b=2&a=1";
+    let enc = percent_encode(url);
+    let r = request(
+        dp.admin,
+        "POST",
+        &format!("/purge?id=site-url&url={enc}"),
+        &[],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let body = String::from_utf8_lossy(&r.body).to_string();
+    assert!(body.contains(r#""objects":1"#), "{body}");
+    assert!(!host(&dp, "a.test", "/obj/4k/q?a=1&b=2").is_hit());
 }

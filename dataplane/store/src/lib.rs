@@ -189,12 +189,13 @@
 //! `src/checkpoint.rs`). It never resumes writing into a recovered segment: the first write
 //! reclaims a fresh one. Nothing is fsynced on the hot path:
 //! a killed process loses nothing that was published (completed writes are in the kernel); a
-//! power loss may lose recent records, purges and replacements (a tombstone lost), and a body
-//! that did not reach the disk before its header fails its block checksums at read time and is
-//! dropped, never served (the proxy's purge rules are fsynced on their own). The one sync is a
-//! reclaimed segment's new header (fdatasync, before any record of its epoch): lost, the
-//! segment would come back at its old epoch, its next reclaim would reuse the lost one, and
-//! the records written under it before the crash would be valid again. `io::crash` and
+//! power loss may lose recent records, replacements and invalidations (a tombstone lost), and
+//! a body that did not reach the disk before its header fails its block checksums at read time
+//! and is dropped, never served. The syncs: a reclaimed segment's new header (fdatasync, before
+//! any record of its epoch: lost, the segment would come back at its old epoch, its next
+//! reclaim would reuse the lost one, and the records written under it before the crash would
+//! be valid again), and a purge's tombstones ([`Store::purge`], before it returns; the proxy's
+//! purge rules are fsynced on their own). `io::crash` and
 //! `tests/store_crash_sim.rs` check these promises at every write of a workload.
 //!
 //! # Errors
@@ -872,10 +873,22 @@ impl Store {
 
     /// Purge every variant of a primary key; returns how many were removed. Each removal writes
     /// a tombstone header synchronously (one 4 KiB write) so the object does not come back at
-    /// the next start. By the key's hash: another key whose hash tag collides in the index
+    /// the next start, after a kill too; a power loss may still lose the tombstone (see
+    /// [`Store::purge`]). By the key's hash: another key whose hash tag collides in the index
     /// loses its objects too (rare; an object lost, never a wrong one served).
     /// A fill of the key in flight must not publish what it fetched before this either.
     pub fn remove(&self, primary: &[u8]) -> usize {
+        self.remove_key(primary, false)
+    }
+
+    /// [`Store::remove`], durable: the segments holding the tombstones are fdatasynced before
+    /// it returns, so the purge outlives a power loss too. For purges (an operator's word);
+    /// an invalidation by an unsafe method uses `remove`, which no kill undoes.
+    pub fn purge(&self, primary: &[u8]) -> usize {
+        self.remove_key(primary, true)
+    }
+
+    fn remove_key(&self, primary: &[u8], durable: bool) -> usize {
         let locs = {
             let mut st = self.lock();
             // Bumped under the state lock, where publish checks it.
@@ -888,7 +901,7 @@ impl Store {
                 .collect();
             (n, pinned)
         };
-        self.tombstone_pinned(&locs.1);
+        self.tombstone_pinned(&locs.1, durable);
         locs.0
     }
 
@@ -909,7 +922,7 @@ impl Store {
         };
         let found = loc.is_some();
         if let Some(loc) = loc {
-            self.tombstone_pinned(&[loc]);
+            self.tombstone_pinned(&[loc], false);
         }
         found
     }

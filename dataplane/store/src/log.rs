@@ -152,7 +152,7 @@ impl Store {
             !self.index_remove(&mut st, primary, Some(loc)).is_empty() && st.pin(loc.seg, loc.epoch)
         };
         if pinned {
-            self.tombstone_pinned(std::slice::from_ref(loc));
+            self.tombstone_pinned(std::slice::from_ref(loc), false);
         }
     }
 
@@ -235,10 +235,22 @@ impl Store {
         Ok(())
     }
 
-    /// Tombstone pinned records synchronously, then unpin them.
-    pub(crate) fn tombstone_pinned(&self, locs: &[Loc]) {
+    /// Tombstone pinned records synchronously, then unpin them. `durable`: fdatasync their
+    /// segments before (a purge that outlives a power loss).
+    pub(crate) fn tombstone_pinned(&self, locs: &[Loc], durable: bool) {
         for loc in locs {
             self.write_tombstone_sync(loc);
+        }
+        if durable {
+            let mut segs: Vec<u32> = locs.iter().map(|l| l.seg).collect();
+            segs.sort_unstable();
+            segs.dedup();
+            for seg in segs {
+                if let Err(e) = self.sync_segment(seg) {
+                    Counters::inc(&self.counters.write_errors);
+                    tracing::warn!(error = %e, seg, "cannot sync a purge's tombstones");
+                }
+            }
         }
         let mut st = self.lock();
         for loc in locs {

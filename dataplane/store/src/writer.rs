@@ -402,7 +402,7 @@ impl Drop for ObjectWriter {
                 seq: 0,
             };
             // Our reservation pin is released by tombstone_pinned.
-            self.store.tombstone_pinned(&[loc]);
+            self.store.tombstone_pinned(&[loc], false);
         }
     }
 }

@@ -11,7 +11,8 @@
 //!   rewrite is seen), and the one in flight is seen done or not done;
 //! - a crash that loses or tears any writes after a point (a drive's volatile cache): each
 //!   operation that returned before that point holds as above; a purged object comes back only
-//!   when the write of its tombstone was lost (the store syncs no record: see its crate doc),
+//!   when the write of its tombstone was lost (the store syncs no record, only a durable purge's
+//!   tombstones: see its crate doc),
 //!   and otherwise the key serves one of its states or nothing.
 //!
 //! The workloads write index checkpoints as they go (one with a write in flight, one before
@@ -74,6 +75,21 @@ struct Workload {
     objs: BTreeSet<Obj>,
 }
 
+impl Workload {
+    fn new(disk: CrashDisk, dir: tempfile::TempDir, done: Vec<Done>) -> Self {
+        let objs = done
+            .iter()
+            .flat_map(|d| d.after.iter().map(|(o, _)| o.clone()))
+            .collect();
+        Workload {
+            disk,
+            dir,
+            done,
+            objs,
+        }
+    }
+}
+
 fn obj(k: &str, v: &str) -> Obj {
     (k.to_string(), v.to_string())
 }
@@ -99,7 +115,18 @@ struct Runner<'a> {
     seed: u64,
 }
 
-impl Runner<'_> {
+impl<'a> Runner<'a> {
+    fn new(w: &'a StoreWorker, store: &Arc<Store>, disk: Option<&'a CrashDisk>) -> Self {
+        Runner {
+            w,
+            store: store.clone(),
+            disk,
+            done: Vec::new(),
+            now: BTreeMap::new(),
+            seed: 0,
+        }
+    }
+
     fn len(&self) -> usize {
         self.disk.map_or(0, CrashDisk::len)
     }
@@ -201,9 +228,22 @@ impl Runner<'_> {
         });
     }
 
+    /// Purge `key` ([`Store::remove`]; [`Store::purge`] when `durable`).
     fn remove(&mut self, key: &str) {
+        self.remove_key(key, false)
+    }
+
+    fn purge(&mut self, key: &str) {
+        self.remove_key(key, true)
+    }
+
+    fn remove_key(&mut self, key: &str, durable: bool) {
         let from = self.len();
-        self.store.remove(key.as_bytes());
+        if durable {
+            self.store.purge(key.as_bytes());
+        } else {
+            self.store.remove(key.as_bytes());
+        }
         let to = self.len();
         let mut after = Vec::new();
         let mut purged = Vec::new();
@@ -323,22 +363,21 @@ impl Runner<'_> {
 
 const SIZES: [usize; 6] = [0, 100, 5000, 70_000, 300_000, 600_000];
 
-/// The scripted workload: puts of every size (known and unknown length), replacements,
-/// purges, a purge then a put again, meta rewrites, variants, concurrent puts, an abort.
-fn mixed(engine: EngineChoice) -> Workload {
+/// A fresh store on O_DIRECT files whose writes are journaled.
+fn journaled(engine: EngineChoice) -> (tempfile::TempDir, CrashDisk, Arc<Store>) {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let disk = CrashDisk::new();
     let store = disk.open(cfg(dir.path(), SIZE, engine)).unwrap();
+    (dir, disk, store)
+}
+
+/// The scripted workload: puts of every size (known and unknown length), replacements,
+/// purges, a purge then a put again, meta rewrites, variants, concurrent puts, an abort.
+fn mixed(engine: EngineChoice) -> Workload {
+    let (dir, disk, store) = journaled(engine);
     let done = run(engine, async {
         let w = StoreWorker::new(store.clone()).unwrap();
-        let mut r = Runner {
-            w: &w,
-            store: store.clone(),
-            disk: Some(&disk),
-            done: Vec::new(),
-            now: BTreeMap::new(),
-            seed: 0,
-        };
+        let mut r = Runner::new(&w, &store, Some(&disk));
         for i in 0..8 {
             r.put(&format!("/k{i}"), "", SIZES[i % SIZES.len()], i % 3 != 2)
                 .await;
@@ -364,17 +403,9 @@ fn mixed(engine: EngineChoice) -> Workload {
         r.done
     });
     drop(store);
-    let mut objs: BTreeSet<Obj> = done
-        .iter()
-        .flat_map(|d| d.after.iter().map(|(o, _)| o.clone()))
-        .collect();
-    objs.insert(obj("/aborted", ""));
-    Workload {
-        disk,
-        dir,
-        done,
-        objs,
-    }
+    let mut wl = Workload::new(disk, dir, done);
+    wl.objs.insert(obj("/aborted", ""));
+    wl
 }
 
 /// A workload over reclaims: before the journal starts, objects (one purged, one replaced) in
@@ -388,14 +419,7 @@ fn reclaiming(engine: EngineChoice) -> Workload {
         let store = open(dir.path(), SIZE, engine);
         run(engine, async {
             let w = StoreWorker::new(store.clone()).unwrap();
-            let mut r = Runner {
-                w: &w,
-                store: store.clone(),
-                disk: None,
-                done: Vec::new(),
-                now: BTreeMap::new(),
-                seed: 0,
-            };
+            let mut r = Runner::new(&w, &store, None);
             for i in 0..6 {
                 r.put(&format!("/r{i}"), "", [5000, 70_000][i % 2], true)
                     .await;
@@ -446,16 +470,7 @@ fn reclaiming(engine: EngineChoice) -> Workload {
         r.done
     });
     drop(store);
-    let objs = done
-        .iter()
-        .flat_map(|d| d.after.iter().map(|(o, _)| o.clone()))
-        .collect();
-    Workload {
-        disk,
-        dir,
-        done,
-        objs,
-    }
+    Workload::new(disk, dir, done)
 }
 
 /// The reclaim workload crashed after every write (and with it torn at one sector unless it
@@ -753,6 +768,79 @@ fn header_before_body(engine: EngineChoice) {
         }
     }
     assert!(cases >= 8, "{cases} records with a body");
+}
+
+/// Durable purges ([`Store::purge`]) among puts and an invalidation ([`Store::remove`]): a drive
+/// that loses or tears any write after any point never brings a purged object back, whereas
+/// the invalidation's tombstone may be lost.
+fn durable_purges(engine: EngineChoice) {
+    let (dir, disk, store) = journaled(engine);
+    let done = run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut r = Runner::new(&w, &store, Some(&disk));
+        for i in 0..6 {
+            r.put(&format!("/d{i}"), "", SIZES[1 + i % 4], true).await;
+        }
+        r.purge("/d0");
+        r.put("/d6", "", 5000, true).await;
+        r.purge("/d2");
+        r.put("/d7", "", 70_000, true).await;
+        // Last: a later purge's sync would make its tombstone durable too.
+        r.remove("/d1");
+        r.done
+    });
+    drop(store);
+    let wl = Workload::new(disk, dir, done);
+    let img = image_dir();
+    let writes = wl.disk.writes();
+    let mut invalidation_lost = 0;
+    for k in 0..writes.len() {
+        for seed in 0..4 {
+            let keep = wl.disk.reordered(k, seed + 11 * k as u64);
+            wl.disk
+                .materialize(wl.dir.path(), img.path(), &keep)
+                .unwrap();
+            let ex = expect(&wl, &writes, &keep, k, false);
+            let what = format!("flushed at {k}, seed {seed}");
+            // Each purge that had begun by the crash is in force (its tombstone synced).
+            let begun = wl.done.iter().filter(|d| {
+                !d.purged.is_empty() && d.from < keep.len() && d.purged[0].0.0 != "/d1"
+            });
+            for d in begun {
+                let (o, seed, ..) = &d.purged[0];
+                assert!(
+                    ex.dead.contains(&(o.clone(), *seed)),
+                    "{what}: {o:?} purged"
+                );
+            }
+            let d1 = wl
+                .done
+                .iter()
+                .find(|d| d.purged.iter().any(|p| p.0.0 == "/d1"));
+            if let Some(d) = d1
+                && d.from < keep.len()
+                && !ex.dead.iter().any(|(o, _)| o.0 == "/d1")
+            {
+                invalidation_lost += 1;
+            }
+            check(engine, img.path(), &wl, &ex, &what);
+        }
+    }
+    // The plain invalidation, unsynced, is lost by some of these crashes: the model bites.
+    assert!(
+        invalidation_lost > 0,
+        "no crash lost the unsynced tombstone"
+    );
+}
+
+#[test]
+fn durable_purges_outlive_any_crash_uring() {
+    durable_purges(EngineChoice::Uring);
+}
+
+#[test]
+fn durable_purges_outlive_any_crash_threads() {
+    durable_purges(EngineChoice::Threads);
 }
 
 #[test]

@@ -626,6 +626,15 @@ pub fn check(
     }
 }
 
+/// The value problems of `sites` alone, and of `origin_url` beside them (the part of
+/// [`validate`] an `EdgeCache`'s `spec.sites` maps onto field by field: the paths, such as
+/// `sites[0].hosts[1]`, are the spec's too).
+pub fn validate_sites(sites: &[SiteConfig], origin_url: &str) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    sites::validate(sites, origin_url, &mut errors);
+    errors
+}
+
 /// Check the values of a config that has the right shape; every problem is reported.
 pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
     let mut errors = Vec::new();

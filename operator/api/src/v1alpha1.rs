@@ -3,7 +3,7 @@
 //! One `EdgeCache` is one fleet of data-plane pods: a DaemonSet on the nodes its placement
 //! selects (NVMe nodes by default, ADQ nodes too for `queue` steering), each pod caching on the
 //! node's NVMe through a hostPath directory. Every field has a schema default except
-//! `origin.url`; cross-field rules and the immutable cache path are CEL rules the API server
+//! `origin.url` (or, instead of it, `sites`); cross-field rules and the immutable cache path are CEL rules the API server
 //! enforces (`x-kubernetes-validations`), so a bad object is refused at `kubectl apply`. The
 //! operator re-checks the rest (sizes, URL syntax) before it touches anything.
 
@@ -17,9 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{
-    AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, ClientLimitsConfig,
-    CookiePolicy, Http2Config, IoEngineKind, ShardingConfig, ShardingMode, SteeringMode,
-    StorageConfig, TlsVersion,
+    AccessLogConfig, AccessLogFormat, AdmissionPolicy, Balance, CachePolicyConfig,
+    ClientLimitsConfig, CookiePolicy, HealthCheckConfig, Http2Config, IoEngineKind, ShardingConfig,
+    ShardingMode, SiteConfig, SteeringMode, StorageConfig, TlsVersion,
 };
 use crate::quantity::{ByteSize, DiskSize, Duration};
 
@@ -81,10 +81,32 @@ pub const ADQ_LABEL: &str = "edgecache.dev/adq";
 #[x_kube(validation = Rule::new(
     "!has(self.sharding) || !has(self.sharding.mode) || self.sharding.mode != 'off' || (!has(self.sharding.popularityThreshold) && !has(self.sharding.popularityWindow) && !has(self.sharding.peerTimeout))"
 ).message("sharding.popularityThreshold, popularityWindow and peerTimeout apply only when sharding.mode is not off").field_path(".sharding.mode"))]
+#[x_kube(validation = Rule::new(
+    "has(self.origin.url) || (has(self.sites) && size(self.sites) > 0)"
+).message("origin.url or sites is required: the origin of every Host, or sites with origins of their own").field_path(".origin.url"))]
+#[x_kube(validation = Rule::new(
+    "!has(self.origin.url) || !has(self.sites) || self.sites.all(s, !has(s.default) || !s.default)"
+).message("beside sites, origin.url is the default site (every Host no site names), so no site may be default: true").field_path(".sites"))]
 #[serde(rename_all = "camelCase")]
 pub struct EdgeCacheSpec {
-    /// The origin this cache fronts.
+    /// The origin this cache fronts: `origin.url` serves every Host, or, beside `sites`, every
+    /// Host no site names (then no site may be `default`); its timeouts apply to every site.
+    /// `origin.url` may be left out when `sites` is given.
+    #[serde(default)]
     pub origin: OriginSpec,
+    /// Sites: hostnames, each with an origin pool and cache-policy overrides of its own (at
+    /// most 32, each hostname named by one site only, at most one the `default`). A Host no
+    /// site names goes to `origin.url`, or to the `default` site, or gets 421 Misdirected
+    /// Request. Default: none: every Host goes to `origin.url`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(
+        "self.all(s, s.hosts.all(h, self.exists_one(t, h in t.hosts)))"
+    ).message("each hostname may be named by one site only"))]
+    #[x_kube(validation = Rule::new(
+        "self.filter(s, has(s.default) && s.default).size() <= 1"
+    ).message("at most one site may be default: true"))]
+    pub sites: Vec<SiteSpec>,
     /// Which nodes run a cache pod. Default: NVMe nodes (and ADQ nodes for `queue` steering).
     #[serde(default)]
     pub placement: PlacementSpec,
@@ -155,9 +177,10 @@ fn default_log() -> String {
 #[serde(rename_all = "camelCase")]
 pub struct OriginSpec {
     /// `http://host[:port]` or `https://host[:port]` of the origin (an https one is checked
-    /// against the Mozilla roots).
+    /// against the Mozilla roots). Required unless `sites` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^https?://[^/?#@ ]+/?$"))]
-    pub url: String,
+    pub url: Option<String>,
     /// What Host header the origin sees: the client's (`preserve`), the origin URL's authority
     /// (`origin`) or `hostHeaderValue` (`rewrite`). Default: `preserve`.
     #[serde(default)]
@@ -178,6 +201,20 @@ pub struct OriginSpec {
     #[serde(default = "default_max_idle")]
     #[schemars(range(max = 10000))]
     pub max_idle_connections: u32,
+}
+
+impl Default for OriginSpec {
+    fn default() -> Self {
+        Self {
+            url: None,
+            host_header: HostHeaderMode::Preserve,
+            host_header_value: None,
+            connect_timeout: default_connect_timeout(),
+            first_byte_timeout: default_30s(),
+            idle_timeout: default_30s(),
+            max_idle_connections: default_max_idle(),
+        }
+    }
 }
 
 fn default_connect_timeout() -> Duration {
@@ -201,6 +238,216 @@ pub enum HostHeaderMode {
     Origin,
     /// Use `origin.hostHeaderValue`.
     Rewrite,
+}
+
+/// One site: the hostnames it answers for, its origin pool and its cache-policy overrides
+/// (the data plane's `sites[]`, with the same names and defaults).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(
+    "self.origins.all(o, o.startsWith('http://')) || self.origins.all(o, o.startsWith('https://'))"
+).message("origins must be all http:// or all https://").field_path(".origins"))]
+#[x_kube(validation = Rule::new(
+    "self.hostHeader == 'rewrite' ? (has(self.hostHeaderValue) && self.hostHeaderValue != '') : !has(self.hostHeaderValue)"
+).message("hostHeaderValue is required when hostHeader is rewrite, and allowed only then").field_path(".hostHeaderValue"))]
+pub struct SiteSpec {
+    /// Hostnames, exact (`www.example.com`) or one-label wildcards (`*.example.com`),
+    /// lowercase, without a port; 1 to 16, each once.
+    #[schemars(
+        length(min = 1, max = 16),
+        inner(
+            length(min = 1, max = 253),
+            regex(
+                pattern = r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$"
+            )
+        )
+    )]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub hosts: Vec<String>,
+    /// Answer every Host no site names. At most one site, and none beside `origin.url`.
+    /// Default: false.
+    #[serde(default)]
+    pub default: bool,
+    /// The origin pool: 1 to 16 `http://host[:port]` or `https://host[:port]` URLs without a
+    /// path, all of one scheme. A hostname (a Service's DNS name such as
+    /// `http://web.shop.svc.cluster.local:8080` too) is resolved on each new connection.
+    #[schemars(
+        length(min = 1, max = 16),
+        inner(length(max = 2048), regex(pattern = r"^https?://[^/?#@ ]+/?$"))
+    )]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub origins: Vec<String>,
+    /// How a request picks an origin: `roundRobin` or `leastConnections`. Default:
+    /// `roundRobin`.
+    #[serde(default)]
+    pub balance: Balance,
+    /// Active and passive health checks of the pool's origins.
+    #[serde(default)]
+    pub health_check: HealthCheckSpec,
+    /// Further origins tried, 0 to 8, for a GET or HEAD whose origin could not be reached or
+    /// reset the connection before a response head (within a budget of a fifth of the site's
+    /// requests). Default: 1.
+    #[serde(default = "default_retries")]
+    #[schemars(range(max = 8))]
+    pub retries: u32,
+    /// TLS to `https://` origins: the CA bundle they are checked against and the name sent in
+    /// SNI. Default: unset: the Mozilla roots, and each origin URL's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_tls: Option<OriginTlsSpec>,
+    /// HTTP/2 to the origins, and only HTTP/2 (ALPN `h2` over TLS, prior knowledge in plain).
+    /// Default: false.
+    #[serde(default)]
+    pub origin_http2: bool,
+    /// What Host header the origins see: the client's (`preserve`), the origin URL's authority
+    /// (`origin`) or `hostHeaderValue` (`rewrite`). Default: `preserve`.
+    #[serde(default)]
+    pub host_header: HostHeaderMode,
+    /// The Host header sent when `hostHeader` is `rewrite`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_header_value: Option<String>,
+    /// Cache-policy overrides for this site; unset fields keep `spec.cache`'s.
+    #[serde(default)]
+    pub cache: SiteCacheSpec,
+}
+
+fn default_retries() -> u32 {
+    SiteConfig::default().retries
+}
+
+/// Health checks of a site's origins.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckSpec {
+    /// Path requested from each origin every `interval` (a 2xx or 3xx is healthy). Default:
+    /// unset: passive checks only (failed requests count, and an origin out of the pool gets
+    /// one request again after `interval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048), regex(pattern = r"^/\S*$"))]
+    pub path: Option<String>,
+    /// Time between two checks of an origin. Default: `5s`.
+    #[serde(default = "default_hc_interval")]
+    pub interval: Duration,
+    /// Time a check may take. Default: `2s`.
+    #[serde(default = "default_hc_timeout")]
+    pub timeout: Duration,
+    /// Failures in a row (failed checks, requests without a connection or a response head)
+    /// that take an origin out of the pool, 1 to 100. Default: 3.
+    #[serde(default = "default_unhealthy_after")]
+    #[schemars(range(min = 1, max = 100))]
+    pub unhealthy_after: u32,
+    /// Passed checks in a row that put it back, 1 to 100. Default: 2.
+    #[serde(default = "default_healthy_after")]
+    #[schemars(range(min = 1, max = 100))]
+    pub healthy_after: u32,
+}
+
+impl Default for HealthCheckSpec {
+    fn default() -> Self {
+        let d = HealthCheckConfig::default();
+        Self {
+            path: d.path,
+            interval: d.interval,
+            timeout: d.timeout,
+            unhealthy_after: d.unhealthy_after,
+            healthy_after: d.healthy_after,
+        }
+    }
+}
+
+// The data plane's defaults, so the two cannot drift apart.
+fn default_hc_interval() -> Duration {
+    HealthCheckConfig::default().interval
+}
+fn default_hc_timeout() -> Duration {
+    HealthCheckConfig::default().timeout
+}
+fn default_unhealthy_after() -> u32 {
+    HealthCheckConfig::default().unhealthy_after
+}
+fn default_healthy_after() -> u32 {
+    HealthCheckConfig::default().healthy_after
+}
+
+/// TLS to a site's `https://` origins.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OriginTlsSpec {
+    /// A Secret in the EdgeCache's namespace (of any type, e.g. Opaque) holding the PEM bundle
+    /// of the CAs that sign the origins' certificates. It is mounted whole, so a rotated
+    /// bundle reaches the pods without a restart. Default: unset: the Mozilla roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret: Option<CaSecretSpec>,
+    /// The name sent in SNI and checked in the origins' certificates. Default: unset: each
+    /// origin URL's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 253),
+        regex(
+            pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$"
+        )
+    )]
+    pub server_name: Option<String>,
+}
+
+/// A key of a Secret holding a PEM CA bundle.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CaSecretSpec {
+    /// Name of the Secret, in the EdgeCache's namespace.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub name: String,
+    /// The key holding the bundle (its file name in the mounted Secret). Default: `ca.crt`.
+    #[serde(default = "default_ca_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    #[x_kube(validation = Rule::new(
+        "self != '.' && self != '..' && !self.startsWith('..')"
+    ).message("must be a Secret key: not '.', '..' or starting with '..'"))]
+    pub key: String,
+}
+
+/// Default of `originTls.caSecret.key`.
+pub const CA_SECRET_KEY_DEFAULT: &str = "ca.crt";
+
+fn default_ca_key() -> String {
+    CA_SECRET_KEY_DEFAULT.into()
+}
+
+/// A site's cache-policy overrides; unset fields keep `spec.cache`'s.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SiteCacheSpec {
+    /// Freshness for cacheable responses that carry none. Default: unset (`spec.cache`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_ttl: Option<Duration>,
+    /// Responses with Set-Cookie: `store`, `no-store-unless-public` or `never-store`.
+    /// Default: unset (`spec.cache`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_cookie_policy")]
+    pub cookie_policy: Option<CookiePolicy>,
+    /// Query parameters left out of the cache key and the origin request (e.g. `utm_source`;
+    /// a trailing `*` matches a prefix: `utm_*`), at most 64. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 64),
+        inner(length(min = 1, max = 256), regex(pattern = r"^[^&=* ]+\*?$"))
+    )]
+    pub drop_query: Vec<String>,
+    /// Sort the query parameters, so `?b=1&a=2` and `?a=2&b=1` are one entry. Default: false.
+    #[serde(default)]
+    pub sort_query: bool,
+}
+
+/// The schema of an optional [`CookiePolicy`], written out: kube's hoisting of `Option<enum>`
+/// would replace the field's description with the enum's.
+fn optional_cookie_policy(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["store", "no-store-unless-public", "never-store"],
+        "nullable": true,
+    })
 }
 
 /// Which nodes run a cache pod.

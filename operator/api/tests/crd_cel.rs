@@ -194,3 +194,75 @@ fn the_tls_port_must_differ_and_each_secret_is_named_once() {
         "each Secret may be named once",
     );
 }
+
+/// An EdgeCache of `sites_yaml` (a `sites:` list) alone, with no origin URL.
+fn sites_ec(sites_yaml: &str) -> EdgeCache {
+    ec(&format!("sites:\n{sites_yaml}"))
+}
+
+const WWW: &str = "- hosts: [www.a.example]\n  origins: [http://web.shop.svc.cluster.local:8080]\n";
+
+#[test]
+fn sites_alone_pass_and_origin_url_becomes_optional() {
+    validate_cel(&sites_ec(&format!(
+        "{WWW}- hosts: ['*.img.a.example']\n  default: true\n  origins: [https://img:8443]\n  originTls: {{caSecret: {{name: img-ca}}}}\n"
+    )))
+    .unwrap();
+    validate_cel(&ec(&format!("{MINIMAL}sites:\n{WWW}"))).unwrap();
+}
+
+#[test]
+fn neither_origin_url_nor_sites_is_refused() {
+    rejects(&ec("log: info\n"), "origin.url or sites is required");
+    rejects(&ec("sites: []\n"), "origin.url or sites is required");
+}
+
+#[test]
+fn a_hostname_is_named_by_one_site_only() {
+    rejects(
+        &sites_ec(&format!(
+            "{WWW}- hosts: [b.a.example, www.a.example]\n  origins: [http://b]\n"
+        )),
+        "each hostname may be named by one site only",
+    );
+}
+
+#[test]
+fn at_most_one_default_site_and_none_beside_origin_url() {
+    let default = "- hosts: [b.a.example]\n  default: true\n  origins: [http://b]\n";
+    let other = "- hosts: [c.a.example]\n  default: true\n  origins: [http://c]\n";
+    rejects(
+        &sites_ec(&format!("{default}{other}")),
+        "at most one site may be default: true",
+    );
+    rejects(
+        &ec(&format!("{MINIMAL}sites:\n{default}")),
+        "no site may be default: true",
+    );
+}
+
+#[test]
+fn a_site_has_one_scheme_and_a_rewrite_needs_its_value() {
+    rejects(
+        &sites_ec("- hosts: [a.example]\n  origins: [http://a, https://b]\n"),
+        "origins must be all http:// or all https://",
+    );
+    rejects(
+        &sites_ec("- hosts: [a.example]\n  origins: [http://a]\n  hostHeader: rewrite\n"),
+        "hostHeaderValue is required when hostHeader is rewrite",
+    );
+    validate_cel(&sites_ec(
+        "- hosts: [a.example]\n  origins: [http://a]\n  hostHeader: rewrite\n  hostHeaderValue: www.a.example\n",
+    ))
+    .unwrap();
+}
+
+#[test]
+fn a_ca_secret_key_is_a_secret_key() {
+    rejects(
+        &sites_ec(
+            "- hosts: [a.example]\n  origins: [https://a]\n  originTls: {caSecret: {name: ca, key: ..data}}\n",
+        ),
+        "must be a Secret key",
+    );
+}

@@ -1,6 +1,6 @@
 //! The controller: watches EdgeCaches (generation changes only), the children it owns, the
 //! cache pods (for the peer list and per-node status) and the metadata of Secrets (the TLS
-//! Secrets an EdgeCache names), and
+//! and origin CA Secrets an EdgeCache names), and
 //! runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
 //! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
 //! port with it, so a conflict clears when the earlier EdgeCache goes.
@@ -83,14 +83,11 @@ where
         .predicate_filter(predicates::generation, Default::default())
 }
 
-/// Whether `ec` (in namespace `ns`) names the Secret `name` in `spec.tls`.
+/// Whether `ec` (in namespace `ns`) names the Secret `name` (in `spec.tls`, or as a site's
+/// origin CA bundle).
 fn names_secret(ec: &EdgeCache, ns: &str, name: &str) -> bool {
     ec.metadata.namespace.as_deref() == Some(ns)
-        && ec
-            .spec
-            .tls
-            .as_ref()
-            .is_some_and(|t| t.certificates.iter().any(|c| c.secret_name == name))
+        && crate::named_secrets::names_secret(&ec.spec, name)
 }
 
 /// Run until `shutdown` resolves; in-flight reconciliations finish first. `ready` turns true
@@ -142,8 +139,9 @@ pub async fn run(
             .clone();
         Some(ObjectRef::<DeserializeGuard<EdgeCache>>::new(&name).within(&ns))
     };
-    // The TLS Secrets the EdgeCaches name (cert-manager creating, renewing or fixing one),
-    // metadata only: the operator reads a named Secret when it reconciles, and keeps none.
+    // The TLS and origin CA Secrets the EdgeCaches name (cert-manager creating, renewing or
+    // fixing one), metadata only: the operator reads a named Secret when it reconciles, and
+    // keeps none.
     let named = reader.clone();
     let naming = move |secret: PartialObjectMeta<Secret>| {
         let (Some(ns), Some(name)) = (secret.metadata.namespace, secret.metadata.name) else {
@@ -169,7 +167,7 @@ pub async fn run(
         std::future::ready(match event {
             Ok(secret) => Some(Ok(secret)),
             Err(e) => {
-                warn!(error = %e, "watching Secrets failed; TLS Secret changes wait for the resync");
+                warn!(error = %e, "watching Secrets failed; changes of named Secrets wait for the resync");
                 None
             }
         })

@@ -13,6 +13,7 @@ pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod metrics;
+pub mod named_secrets;
 pub mod node_status;
 pub mod peers;
 pub mod pod_admin;
@@ -24,5 +25,4 @@ pub mod status;
 pub mod strict;
 #[doc(hidden)]
 pub mod test_support;
-pub mod tls_secrets;
 pub mod validate;

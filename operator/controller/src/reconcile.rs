@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgecache_api::v1alpha1::{EdgeCache, TlsSpec, condition};
+use edgecache_api::v1alpha1::{EdgeCache, condition};
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -24,7 +24,7 @@ use crate::context::Context;
 use crate::pod_metrics::{self, PodMetrics};
 use crate::status::{self, Outcome};
 use crate::validate::{self, validate};
-use crate::{node_status, peers, pod_admin, tls_secrets};
+use crate::{named_secrets, node_status, peers, pod_admin};
 
 /// Pods whose `/metrics` are read at the same time.
 const SCRAPES_AT_ONCE: usize = 32;
@@ -60,12 +60,13 @@ pub enum Error {
     /// (rechecked when that one changes or goes, and at every resync).
     #[error("{0}")]
     Conflict(conflict::Conflict),
-    /// A TLS Secret the spec names is missing or unusable; nothing is applied until it is fixed
-    /// (the Secrets are watched; rechecked at every resync too).
+    /// A Secret the spec names (a TLS certificate, an origin CA bundle) is missing or
+    /// unusable; nothing is applied until it is fixed (the Secrets are watched; rechecked at
+    /// every resync too).
     #[error("{0}")]
-    TlsSecret(String),
-    /// Reading the TLS Secrets failed (transient).
-    #[error("reading the TLS Secrets failed: {0}")]
+    NamedSecret(named_secrets::Refusal),
+    /// Reading the named Secrets failed (transient).
+    #[error("reading the named Secrets failed: {0}")]
     Secrets(#[source] kube::Error),
     /// The stored object does not parse as an EdgeCache (e.g. written under an older CRD).
     #[error("the EdgeCache cannot be read: {0}")]
@@ -83,7 +84,7 @@ impl Error {
             Self::List(_) => "list",
             Self::Pods(_) => "pods",
             Self::Conflict(_) => "conflict",
-            Self::TlsSecret(_) => "tls_secret",
+            Self::NamedSecret(r) => r.kind.category(),
             Self::Secrets(_) => "secrets",
             Self::InvalidObject(_) => "invalid_object",
         }
@@ -97,7 +98,7 @@ impl Error {
                 | Self::InvalidObject(_)
                 | Self::Conflict(_)
                 | Self::NameConflict(_)
-                | Self::TlsSecret(_)
+                | Self::NamedSecret(_)
         )
     }
 }
@@ -141,22 +142,15 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         return Err(Error::Conflict(c));
     }
 
-    // Pods that cannot mount their Secrets, or start TLS with them, are not rolled out.
-    if let Some(tls) = &validated.spec.tls {
-        let found = tls_secrets_of(&ctx, &namespace, tls).await?;
-        let problems = tls_secrets::problems(tls, &found);
-        if !problems.is_empty() {
-            let message = tls_secrets::message(&namespace, &problems);
-            refuse(
-                &ctx,
-                &api,
-                &ec,
-                tls_secrets::REASON,
-                "CheckTlsSecrets",
-                message.clone(),
-            )
-            .await?;
-            return Err(Error::TlsSecret(message));
+    // Pods that cannot mount their Secrets, or start TLS or reach their HTTPS origins with
+    // them, are not rolled out.
+    let named = named_secrets::names(&validated.spec);
+    if !named.is_empty() {
+        let found = secrets_named(&ctx, &namespace, &named).await?;
+        if let Some(r) = named_secrets::refusal(&validated.spec, &namespace, &found) {
+            let (reason, action) = (r.kind.reason(), r.kind.action());
+            refuse(&ctx, &api, &ec, reason, action, r.message.clone()).await?;
+            return Err(Error::NamedSecret(r));
         }
     }
 
@@ -280,21 +274,18 @@ async fn refuse(
     Ok(())
 }
 
-/// The Secrets `tls` names that exist, by name (read one by one: the operator does not keep
-/// the namespace's Secrets).
-async fn tls_secrets_of(
+/// The Secrets of `names` (each once) that exist, by name (read one by one: the operator does
+/// not keep the namespace's Secrets).
+async fn secrets_named(
     ctx: &Context,
     namespace: &str,
-    tls: &TlsSpec,
+    names: &[&str],
 ) -> Result<BTreeMap<String, Secret>, Error> {
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let mut found = BTreeMap::new();
-    for c in &tls.certificates {
-        if found.contains_key(&c.secret_name) {
-            continue;
-        }
-        if let Some(s) = api.get_opt(&c.secret_name).await.map_err(Error::Secrets)? {
-            found.insert(c.secret_name.clone(), s);
+    for name in names {
+        if let Some(s) = api.get_opt(name).await.map_err(Error::Secrets)? {
+            found.insert(name.to_string(), s);
         }
     }
     Ok(found)
@@ -405,8 +396,8 @@ fn policy(key: &str, err: &Error, ctx: &Context) -> Action {
         warn!(edgecache = %key, conflict = %c, "waiting for a conflicting EdgeCache");
         return Action::requeue(RESYNC);
     }
-    if let Error::TlsSecret(why) = err {
-        warn!(edgecache = %key, problem = %why, "waiting for its TLS Secrets");
+    if let Error::NamedSecret(why) = err {
+        warn!(edgecache = %key, problem = %why, "waiting for the Secrets it names");
         return Action::requeue(RESYNC);
     }
     if let Error::NameConflict(c) = err {

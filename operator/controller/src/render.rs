@@ -143,11 +143,20 @@ fn render_one(value: serde_yaml::Value, policy: &Policy) -> Result<Rendered, Err
              at {}/ (and reload it when it is renewed); the operator rolls nothing out until it \
              does. It is not the operator's and is not printed.\n",
             c.secret_name,
-            crate::tls_secrets::TLS_SECRET_TYPE,
+            crate::named_secrets::TLS_SECRET_TYPE,
             crate::validate::TLS_CERT_KEY,
             crate::validate::TLS_KEY_KEY,
             validated.namespace,
             crate::validate::tls_secret_dir(&c.secret_name),
+        ));
+    }
+    for name in crate::validate::origin_ca_secrets(&validated.spec) {
+        out.push_str(&format!(
+            "# Secret {name} (any type, holding the PEM CA bundle the sites name) must exist in \
+             namespace {}: the pods mount it at {}/; the operator rolls nothing out until it \
+             does. It is not the operator's and is not printed.\n",
+            validated.namespace,
+            crate::validate::origin_ca_secret_dir(name),
         ));
     }
     for obj in desired.objects()? {

@@ -31,6 +31,30 @@ pub fn minimal_edgecache(spec_yaml: &str) -> EdgeCache {
     serde_yaml::from_value(doc).unwrap_or_else(|e| panic!("fixture does not parse: {e}"))
 }
 
+/// `minimal_edgecache(spec_yaml)` without `origin.url`: an EdgeCache of `spec.sites` alone.
+pub fn sites_edgecache(spec_yaml: &str) -> EdgeCache {
+    let mut ec = minimal_edgecache(spec_yaml);
+    ec.spec.origin.url = None;
+    ec
+}
+
+/// Two sites: `www.shop.example` on a Service pool with active health checks and dropped
+/// `utm_*` parameters, and `*.img.shop.example` on HTTPS origins checked against the CA
+/// bundle in Secret `img-ca` (key `bundle.pem`).
+pub const TWO_SITES: &str = "sites:
+- hosts: [www.shop.example, shop.example]
+  origins: [http://web.shop.svc.cluster.local:8080]
+  balance: leastConnections
+  healthCheck: {path: /healthz, interval: 10s}
+  cache: {defaultTtl: 5m, dropQuery: [utm_*], sortQuery: true}
+- hosts: ['*.img.shop.example']
+  origins: [https://img-0.shop.svc:8443, https://img-1.shop.svc:8443]
+  retries: 2
+  originTls: {caSecret: {name: img-ca, key: bundle.pem}, serverName: img.internal}
+  originHttp2: true
+  hostHeader: origin
+";
+
 /// `pod` with a deletionTimestamp: being deleted.
 pub fn terminating(mut pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
     pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(

@@ -20,8 +20,11 @@ use edgecache_api::{ByteSize, SteeringMode};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub mod host_path;
+mod sites;
 
 pub use host_path::AllowedHostPaths;
+pub(crate) use sites::site_ca;
+pub use sites::{ORIGIN_CA_DIR, origin_ca_file, origin_ca_secret_dir, origin_ca_secrets};
 
 /// Where the cache directory is mounted inside the container (the data plane's `storage.dir`).
 pub const CONTAINER_CACHE_DIR: &str = "/var/cache/edgecache";
@@ -128,28 +131,25 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         })
     };
 
-    if let Err(why) = dataplane::check_origin_url(&spec.origin.url) {
-        bad("origin.url", format!("{why} (got {:?})", spec.origin.url));
+    match &spec.origin.url {
+        Some(url) => {
+            if let Err(why) = dataplane::check_origin_url(url) {
+                bad("origin.url", format!("{why} (got {url:?})"));
+            }
+        }
+        None if spec.sites.is_empty() => bad(
+            "origin.url",
+            "is required unless spec.sites is given (e.g. http://origin.example:8080)".into(),
+        ),
+        None => {}
     }
-    let host_header = match (spec.origin.host_header, &spec.origin.host_header_value) {
-        (HostHeaderMode::Rewrite, Some(v)) if !v.is_empty() => HostHeader::Rewrite(v.clone()),
-        (HostHeaderMode::Rewrite, _) => {
-            bad(
-                "origin.hostHeaderValue",
-                "is required when origin.hostHeader is rewrite".into(),
-            );
-            HostHeader::Preserve
-        }
-        (_, Some(_)) => {
-            bad(
-                "origin.hostHeaderValue",
-                "is allowed only when origin.hostHeader is rewrite".into(),
-            );
-            HostHeader::Preserve
-        }
-        (HostHeaderMode::Preserve, None) => HostHeader::Preserve,
-        (HostHeaderMode::Origin, None) => HostHeader::Origin,
-    };
+    let host_header = host_header(
+        "origin",
+        spec.origin.host_header,
+        spec.origin.host_header_value.as_deref(),
+        &mut bad,
+    );
+    let sites = sites::sites(spec, &mut bad);
 
     let host_path = match host_path::normalize(&spec.storage.host_path) {
         Ok(p) if policy.allowed_host_paths.allows(&p) => p,
@@ -377,7 +377,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         listen: SocketAddr::from(([0, 0, 0, 0], spec.network.port)),
         admin: SocketAddr::from(([0, 0, 0, 0], spec.network.admin_port)),
         origin: OriginConfig {
-            url: spec.origin.url.clone(),
+            url: spec.origin.url.clone().unwrap_or_default(),
             host_header,
             connect_timeout: spec.origin.connect_timeout,
             first_byte_timeout: spec.origin.first_byte_timeout,
@@ -437,6 +437,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             sample: spec.access_log.effective_sample(),
         },
         sharding: sharding_config(spec),
+        sites,
         log: spec.log.clone(),
         ..DataplaneConfig::default()
     };
@@ -465,6 +466,36 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         dataplane: cfg,
         image: spec.image.clone().unwrap_or_else(default_image),
     })
+}
+
+/// The Host header the origins of `at` (`origin`, `sites[0]`) see: the spec's mode, with
+/// `hostHeaderValue` exactly when the mode is `rewrite`.
+fn host_header(
+    at: &str,
+    mode: HostHeaderMode,
+    value: Option<&str>,
+    bad: &mut impl FnMut(&str, String),
+) -> HostHeader {
+    let field = format!("{at}.hostHeaderValue");
+    match (mode, value) {
+        (HostHeaderMode::Rewrite, Some(v)) if !v.is_empty() => HostHeader::Rewrite(v.into()),
+        (HostHeaderMode::Rewrite, _) => {
+            bad(
+                &field,
+                format!("is required when {at}.hostHeader is rewrite"),
+            );
+            HostHeader::Preserve
+        }
+        (_, Some(_)) => {
+            bad(
+                &field,
+                format!("is allowed only when {at}.hostHeader is rewrite"),
+            );
+            HostHeader::Preserve
+        }
+        (HostHeaderMode::Preserve, None) => HostHeader::Preserve,
+        (HostHeaderMode::Origin, None) => HostHeader::Origin,
+    }
 }
 
 /// The data plane's sharding section: the mode and knobs of the spec, the peers file where the
@@ -561,7 +592,7 @@ fn is_percent(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::minimal_edgecache;
+    use crate::test_support::{TWO_SITES, minimal_edgecache, sites_edgecache};
 
     fn errors(yaml: &str) -> Vec<String> {
         match validate(&minimal_edgecache(yaml), &Policy::default()) {
@@ -899,6 +930,118 @@ mod tests {
         ] {
             assert!(!is_dns1123_subdomain(bad), "{bad}");
         }
+    }
+
+    fn site_errors(yaml: &str) -> Vec<String> {
+        match validate(&sites_edgecache(yaml), &Policy::default()) {
+            Err(Error::InvalidSpec(e)) => e.into_iter().map(|e| e.to_string()).collect(),
+            other => panic!("expected InvalidSpec, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sites_alone_need_no_origin_url_and_pass_the_data_planes_rules() {
+        let v = validate(&sites_edgecache(TWO_SITES), &Policy::default()).unwrap();
+        assert_eq!(v.dataplane.origin.url, "");
+        assert_eq!(v.dataplane.sites.len(), 2);
+        parse_as_pod(&dataplane::to_yaml(&v.dataplane), "node-a").unwrap();
+        // One site the default, without origin.url.
+        let v = validate(
+            &sites_edgecache(
+                "sites:\n- hosts: [a.example]\n  default: true\n  origins: [http://a:80]\n",
+            ),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert!(v.dataplane.sites[0].default);
+    }
+
+    #[test]
+    fn neither_origin_url_nor_sites_is_refused() {
+        assert_eq!(
+            site_errors(""),
+            [
+                "spec.origin.url: is required unless spec.sites is given (e.g. http://origin.example:8080)"
+            ]
+        );
+    }
+
+    #[test]
+    fn site_mistakes_are_named_by_their_spec_field() {
+        let site = |hosts: &str, origins: &str| format!("- hosts: {hosts}\n  origins: {origins}\n");
+        for (yaml, want) in [
+            (
+                format!("sites:\n{}{}", site("[a.example]", "[http://a]"), site("['*.b.example', a.example]", "[http://b]")),
+                "spec.sites[1].hosts[1]: is named by another site too (got \"a.example\")".to_string(),
+            ),
+            (
+                format!("sites:\n{}", site("[a.example, a.example]", "[http://a]")),
+                "spec.sites[0].hosts[1]: is named by another site too (got \"a.example\")".to_string(),
+            ),
+            (
+                format!("sites:\n{}", site("[A.example]", "[http://a]")),
+                "spec.sites[0].hosts[0]: must be a lowercase hostname without a port, or *. and one (got \"A.example\")".to_string(),
+            ),
+            (
+                format!("sites:\n{}", site("[a.example]", "[http://a/shop]")),
+                "spec.sites[0].origins[0]: must be http://host[:port] with no path, query or credentials (got \"http://a/shop\")".to_string(),
+            ),
+            (
+                format!("sites:\n{}", site("[a.example]", "[http://a, https://b]")),
+                "spec.sites[0].origins: mixes http:// and https:// origins".to_string(),
+            ),
+            (
+                format!("sites:\n{}", site("[]", "[]")),
+                "spec.sites[0].hosts: needs at least one hostname".to_string(),
+            ),
+            (
+                format!("sites:\n{}  retries: 9\n", site("[a.example]", "[http://a]")),
+                "spec.sites[0].retries: must be at most 8 (got 9)".to_string(),
+            ),
+            (
+                format!("sites:\n{}  hostHeader: rewrite\n", site("[a.example]", "[http://a]")),
+                "spec.sites[0].hostHeaderValue: is required when sites[0].hostHeader is rewrite".to_string(),
+            ),
+            (
+                format!("sites:\n{}  healthCheck: {{interval: 0s}}\n", site("[a.example]", "[http://a]")),
+                "spec.sites[0].healthCheck.interval: must be greater than zero (got 0ms)".to_string(),
+            ),
+            (
+                format!("sites:\n{}  originTls: {{caSecret: {{name: Img_CA, key: ../x}}}}\n", site("[a.example]", "[https://a]")),
+                "spec.sites[0].originTls.caSecret.name: must be a Secret name: a DNS-1123 subdomain (got \"Img_CA\")".to_string(),
+            ),
+        ] {
+            let got = site_errors(&yaml);
+            assert!(got.contains(&want), "{want} in {got:?}\n{yaml}");
+        }
+        let key = site_errors(&format!(
+            "sites:\n{}  originTls: {{caSecret: {{name: img-ca, key: ..data}}, serverName: '*.a'}}\n",
+            site("[a.example]", "[https://a]")
+        ));
+        assert_eq!(key.len(), 2, "{key:?}");
+        assert!(key[0].starts_with("spec.sites[0].originTls.caSecret.key: must be a Secret key"));
+        assert!(
+            key[1].starts_with("spec.sites[0].originTls.serverName: must be a lowercase hostname")
+        );
+    }
+
+    #[test]
+    fn at_most_one_default_and_none_beside_origin_url() {
+        let two = "sites:\n- hosts: [a.example]\n  default: true\n  origins: [http://a]\n- hosts: [b.example]\n  default: true\n  origins: [http://b]\n";
+        assert_eq!(
+            site_errors(two),
+            ["spec.sites: 2 sites are the default; at most one may be"]
+        );
+        // minimal_edgecache keeps origin.url: the default site already.
+        let one = "sites:\n- hosts: [a.example]\n  default: true\n  origins: [http://a]\n";
+        assert_eq!(errors(one), ["spec.origin.url"],);
+        let text = validate(&minimal_edgecache(one), &Policy::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("spec.origin.url: beside sites it is the default site's origin, but a site is the default already"),
+            "{text}"
+        );
     }
 
     #[test]

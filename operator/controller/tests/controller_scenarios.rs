@@ -12,7 +12,7 @@ use edgecache_operator::build::{CONFIG_HASH_ANNOTATION, build};
 use edgecache_operator::context::Context;
 use edgecache_operator::controller::{Config, run};
 use edgecache_operator::metrics::ReasonLabels;
-use edgecache_operator::test_support::minimal_edgecache;
+use edgecache_operator::test_support::{TWO_SITES, minimal_edgecache, sites_edgecache};
 use edgecache_operator::validate::{Policy, validate};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -1595,6 +1595,18 @@ async fn put_secret(
         .await
 }
 
+/// Merge `string_data` into the Secret `name`'s data, as a user or cert-manager would.
+async fn patch_secret(fake: &FakeApiServer, name: &str, string_data: Value) {
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(fake.client(), NS)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "stringData": string_data })),
+        )
+        .await
+        .unwrap();
+}
+
 fn degraded_tls(fake: &FakeApiServer, text: &str) -> bool {
     condition(fake, "Degraded")
         .is_some_and(|c| c.0 == "True" && c.1 == "TlsSecretInvalid" && c.2.contains(text))
@@ -1678,14 +1690,7 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
     )
     .await
     .unwrap();
-    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(fake.client(), NS)
-        .patch(
-            "api-tls",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"stringData": {"tls.key": KEY_PEM}})),
-        )
-        .await
-        .unwrap();
+    patch_secret(&fake, "api-tls", json!({"tls.key": KEY_PEM})).await;
     eventually("Ready", || is_ready(&fake)).await;
     assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
     let d = ds(&fake).unwrap();
@@ -1702,14 +1707,12 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
     // A renewal (cert-manager rewrites the data of the same Secret) is reconciled, and changes
     // neither the config nor the pod template: no pod restarts (the kubelet updates the files).
     let before = op.ctx.metrics.reconciles.get();
-    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(fake.client(), NS)
-        .patch(
-            "web-tls",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"stringData": {"tls.crt": format!("{CERT_PEM}{CERT_PEM}")}})),
-        )
-        .await
-        .unwrap();
+    patch_secret(
+        &fake,
+        "web-tls",
+        json!({"tls.crt": format!("{CERT_PEM}{CERT_PEM}")}),
+    )
+    .await;
     eventually("a reconcile after the renewal", || {
         op.ctx.metrics.reconciles.get() > before
     })
@@ -1732,5 +1735,103 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
         ds(&fake).unwrap()["metadata"]["resourceVersion"],
         ds_version
     );
+    op.stop().await;
+}
+
+fn degraded_origin_ca(fake: &FakeApiServer, text: &str) -> bool {
+    condition(fake, "Degraded")
+        .is_some_and(|c| c.0 == "True" && c.1 == "OriginCaSecretInvalid" && c.2.contains(text))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sites_wait_for_their_origin_ca_secret_then_roll_out() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // Sites alone (no origin.url): www on a Service pool, *.img on HTTPS origins whose CA
+    // bundle is the key bundle.pem of Secret img-ca, which does not exist yet.
+    let mut ec = sites_edgecache(TWO_SITES);
+    ec.metadata.uid = None;
+    ec.metadata.generation = None;
+    create(&fake, &ec).await;
+    eventually("Degraded OriginCaSecretInvalid", || {
+        degraded_origin_ca(
+            &fake,
+            "spec.sites[1].originTls.caSecret: Secret img-ca does not exist",
+        )
+    })
+    .await;
+    assert!(ds(&fake).is_none(), "nothing rolled out");
+    assert_eq!(condition(&fake, "Ready").unwrap().0, "False");
+    eventually_event(&fake, "OriginCaSecretInvalid").await;
+
+    // An Opaque Secret without the key the site names: still refused, naming the key (the
+    // Secret watch brings it).
+    put_secret(&fake, "img-ca", "Opaque", &[("ca.crt", CERT_PEM)])
+        .await
+        .unwrap();
+    eventually("the missing key named", || {
+        degraded_origin_ca(&fake, "Secret img-ca has no key bundle.pem")
+    })
+    .await;
+    assert!(ds(&fake).is_none());
+
+    // The key added: rolled out without any change to the EdgeCache.
+    patch_secret(&fake, "img-ca", json!({"bundle.pem": CERT_PEM})).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    let d = ds(&fake).unwrap();
+    let pod = &d["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "origin-ca-0")
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "img-ca");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "origin-ca-0")
+        .unwrap();
+    assert_eq!(mount["mountPath"], "/etc/edgecache-origin-ca/img-ca");
+    assert_eq!(mount["readOnly"], true);
+    assert!(mount.get("subPath").is_none());
+    let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
+    let cfg = edgecache_operator::validate::parse_as_pod(
+        cm["data"]["config.yaml"].as_str().unwrap(),
+        "ssd-1",
+    )
+    .unwrap();
+    assert_eq!(cfg.origin.url, "");
+    let hosts: Vec<&[String]> = cfg.sites.iter().map(|s| s.hosts.as_slice()).collect();
+    assert_eq!(
+        hosts,
+        [
+            &["www.shop.example".to_string(), "shop.example".to_string()][..],
+            &["*.img.shop.example".to_string()][..]
+        ]
+    );
+    assert_eq!(
+        cfg.sites[1].origin_tls.ca_file.as_deref(),
+        Some("/etc/edgecache-origin-ca/img-ca/bundle.pem")
+    );
+
+    // A rotated bundle (new data, same Secret) restarts no pod: the kubelet updates the file.
+    let hash = template_hash(&fake).unwrap();
+    let before = op.ctx.metrics.reconciles.get();
+    patch_secret(
+        &fake,
+        "img-ca",
+        json!({"bundle.pem": format!("{CERT_PEM}{CERT_PEM}")}),
+    )
+    .await;
+    eventually("a reconcile after the rotation", || {
+        op.ctx.metrics.reconciles.get() > before
+    })
+    .await;
+    assert_eq!(template_hash(&fake).unwrap(), hash);
+    assert!(is_ready(&fake));
     op.stop().await;
 }

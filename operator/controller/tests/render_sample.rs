@@ -205,6 +205,25 @@ fn the_chart_admits_no_kubernetes_older_than_the_pods_need() {
     }
 }
 
+/// The rendered documents of `text`, by kind (the first of each).
+fn kinds(text: &str) -> impl Fn(&str) -> serde_yaml::Value {
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .collect();
+    move |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind}"))
+            .clone()
+    }
+}
+
+/// The config a pod reads from the rendered ConfigMap.
+fn pod_config(of: &impl Fn(&str) -> serde_yaml::Value) -> edgecache_api::DataplaneConfig {
+    let cm: ConfigMap = serde_yaml::from_value(of("ConfigMap")).unwrap();
+    edgecache_operator::validate::parse_as_pod(&cm.data.unwrap()["config.yaml"], "node-a").unwrap()
+}
+
 const TLS_SAMPLE: &str = include_str!("../examples/edgecache-tls.yaml");
 
 #[test]
@@ -220,19 +239,8 @@ fn the_tls_sample_renders_its_listener_secrets_and_ports() {
             "{text}"
         );
     }
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
-        .collect();
-    let of = |kind: &str| {
-        docs.iter()
-            .find(|d| d["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {kind}"))
-            .clone()
-    };
-    let cm: ConfigMap = serde_yaml::from_value(of("ConfigMap")).unwrap();
-    let cfg =
-        edgecache_operator::validate::parse_as_pod(&cm.data.unwrap()["config.yaml"], "node-a")
-            .unwrap();
+    let of = kinds(&text);
+    let cfg = pod_config(&of);
     assert_eq!(cfg.tls.listen.unwrap().to_string(), "0.0.0.0:8443");
     assert_eq!(
         cfg.tls.certificates[0].cert,
@@ -278,4 +286,54 @@ fn the_tls_sample_renders_its_listener_secrets_and_ports() {
     let plain = render(SAMPLE, &Policy::default()).unwrap();
     assert!(!plain.contains("https"), "{plain}");
     assert!(!plain.contains("edgecache-tls"), "{plain}");
+}
+
+const SITES_SAMPLE: &str = include_str!("../examples/edgecache-sites.yaml");
+
+#[test]
+fn the_sites_sample_renders_its_sites_and_mounts_the_origin_ca_secret() {
+    let ec: edgecache_api::v1alpha1::EdgeCache = serde_yaml::from_str(SITES_SAMPLE).unwrap();
+    kube::core::cel::validate_cel(&ec).unwrap();
+    let text = render(SITES_SAMPLE, &Policy::default()).unwrap();
+    for note in [
+        "# Secret shop-tls (type kubernetes.io/tls, keys tls.crt and tls.key) must exist in namespace edge",
+        "# Secret img-origin-ca (any type, holding the PEM CA bundle the sites name) must exist in namespace edge: the pods mount it at /etc/edgecache-origin-ca/img-origin-ca/",
+    ] {
+        assert!(text.contains(note), "{note} in {text}");
+    }
+    let of = kinds(&text);
+    let cfg = pod_config(&of);
+    assert_eq!(cfg.origin.url, "");
+    assert_eq!(cfg.sites.len(), 2);
+    let (www, img) = (&cfg.sites[0], &cfg.sites[1]);
+    assert_eq!(www.origins, ["http://web.shop.svc.cluster.local:8080"]);
+    assert_eq!(www.health_check.path.as_deref(), Some("/healthz"));
+    assert_eq!(www.cache.drop_query, ["utm_*", "fbclid"]);
+    assert_eq!(img.hosts, ["*.img.shop.example"]);
+    assert_eq!(
+        img.origin_tls.ca_file.as_deref(),
+        Some("/etc/edgecache-origin-ca/img-origin-ca/ca.crt")
+    );
+    assert!(img.origin_http2);
+    assert_eq!(cfg.tls.certificates.len(), 1);
+
+    let ds: DaemonSet = serde_yaml::from_value(of("DaemonSet")).unwrap();
+    let pod = ds.spec.template.spec.unwrap();
+    let secrets: Vec<(String, String)> = (pod.volumes.iter().flatten())
+        .filter_map(|v| Some((v.name.clone(), v.secret.as_ref()?.secret_name.clone()?)))
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            ("admin-token".to_string(), "shop-admin-token".to_string()),
+            ("tls-0".to_string(), "shop-tls".to_string()),
+            ("origin-ca-0".to_string(), "img-origin-ca".to_string()),
+        ]
+    );
+    let mount = (pod.containers[0].volume_mounts.iter().flatten())
+        .find(|m| m.name == "origin-ca-0")
+        .unwrap();
+    assert_eq!(mount.mount_path, "/etc/edgecache-origin-ca/img-origin-ca");
+    assert_eq!(mount.read_only, Some(true));
+    assert!(mount.sub_path.is_none());
 }

@@ -3,7 +3,8 @@
 //! base64 is refused, and so is a `kubernetes.io/tls` Secret without `tls.crt` and `tls.key`
 //! (and the other well-known types without their keys) or a change of a Secret's type; kinds with a
 //! structural schema (installed CRDs) lose the fields their schema does not declare, get the
-//! schema's defaults, and are checked against its types, enums, patterns and bounds and its CEL
+//! schema's defaults, and are checked against its types, enums, patterns, bounds and set-lists
+//! (`x-kubernetes-list-type: set`, each item once) and its CEL
 //! rules (`x-kubernetes-validations`, evaluated by kube's `cel` feature); built-in kinds are
 //! checked as [`crate::validation`] says. Invalid objects are a `422 Invalid` naming every cause.
 
@@ -210,6 +211,15 @@ fn openapi(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
             if let Some(s) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
                     openapi(s, item, &format!("{path}[{i}]"), causes);
+                }
+            }
+            // `x-kubernetes-list-type: set`: each item once (the real server names every
+            // repeat, by its index).
+            if schema["x-kubernetes-list-type"] == "set" {
+                for (i, item) in items.iter().enumerate() {
+                    if items[..i].contains(item) {
+                        causes.push(Cause::duplicate(format!("{path}[{i}]"), item));
+                    }
                 }
             }
         }

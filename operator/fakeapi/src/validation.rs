@@ -43,7 +43,7 @@ impl Cause {
             message: format!("Too long: may not be more than {max} bytes"),
         }
     }
-    fn duplicate(field: impl Into<String>, value: &Value) -> Self {
+    pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
         Self {
             reason: "FieldValueDuplicate",
             field: field.into(),

@@ -421,14 +421,10 @@ async fn edgecaches_breaking_the_openapi_schema_are_refused() {
         &err,
         "spec.storage.readsInFlight: Invalid value: 0: spec.storage.readsInFlight in body should be greater than or equal to 1",
     );
+    // Neither origin.url nor sites: the origin section is defaulted, and a CEL rule refuses.
     let err = refused(&api, json!({"storage": {}})).await;
-    assert_eq!(
-        causes(&err),
-        [
-            pair("FieldValueRequired", "spec.origin"),
-            pair("FieldValueInvalid", "<nil>"),
-        ]
-    );
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "spec.origin.url")]);
+    says(&err, "origin.url or sites is required");
 }
 
 #[tokio::test]
@@ -688,4 +684,115 @@ async fn edgecaches_with_a_bad_tls_spec_are_refused() {
         json!({"enabled": true, "maxConcurrentStreams": 128})
     );
     assert_eq!(spec["accessLog"], json!({"format": "json"}));
+}
+
+#[tokio::test]
+async fn edgecaches_with_bad_sites_are_refused() {
+    let fake = FakeApiServer::new();
+    let api = edgecaches(&fake);
+    let site = |hosts: Value, origins: Value| json!({"hosts": hosts, "origins": origins});
+    let www = site(
+        json!(["www.a.example"]),
+        json!(["http://web.shop.svc.cluster.local:8080"]),
+    );
+    // A hostname named by two sites.
+    let err = refused(
+        &api,
+        json!({"sites": [www, site(json!(["*.img.a.example", "www.a.example"]), json!(["https://img:8443"]))]}),
+    )
+    .await;
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "spec.sites")]);
+    says(&err, "each hostname may be named by one site only");
+    // The same hostname twice in one site: a set-list.
+    let err = refused(
+        &api,
+        json!({"sites": [site(json!(["b.example", "b.example"]), json!(["http://b:80"]))]}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueDuplicate", "spec.sites[0].hosts[1]")]
+    );
+    says(
+        &err,
+        "spec.sites[0].hosts[1]: Duplicate value: \"b.example\"",
+    );
+    // Two defaults.
+    let mut a = www.clone();
+    a["default"] = json!(true);
+    let mut b = site(json!(["b.example"]), json!(["http://b:80"]));
+    b["default"] = json!(true);
+    let err = refused(&api, json!({"sites": [a.clone(), b]})).await;
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "spec.sites")]);
+    says(&err, "at most one site may be default: true");
+    // A default site beside origin.url (the default already).
+    let err = refused(&api, json!({"origin": {"url": "http://o"}, "sites": [a]})).await;
+    assert_eq!(causes(&err), [pair("FieldValueInvalid", "spec.sites")]);
+    says(&err, "beside sites, origin.url is the default site");
+    // A path in an origin URL, an upper-case or ported hostname, an empty pool, no hosts.
+    let err = refused(
+        &api,
+        json!({"sites": [
+            site(json!(["Www.a.example", "c.example:8080"]), json!(["http://web:8080/shop"])),
+            site(json!([]), json!([])),
+        ]}),
+    )
+    .await;
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueInvalid", "spec.sites[0].hosts[0]"),
+            pair("FieldValueInvalid", "spec.sites[0].hosts[1]"),
+            pair("FieldValueInvalid", "spec.sites[0].origins[0]"),
+            pair("FieldValueInvalid", "spec.sites[1].hosts"),
+            pair("FieldValueInvalid", "spec.sites[1].origins"),
+        ]
+    );
+    says(&err, "should match '^https?://[^/?#@ ]+/?$'");
+    // Two schemes in one pool; a rewrite without its value; retries past 8.
+    let mut mixed = site(
+        json!(["m.example"]),
+        json!(["http://m:80", "https://m:443"]),
+    );
+    mixed["hostHeader"] = json!("rewrite");
+    let err = refused(&api, json!({"sites": [mixed]})).await;
+    assert_eq!(
+        causes(&err),
+        [
+            pair("FieldValueInvalid", "spec.sites[0].origins"),
+            pair("FieldValueInvalid", "spec.sites[0].hostHeaderValue"),
+        ]
+    );
+    says(&err, "origins must be all http:// or all https://");
+    let mut many = www.clone();
+    many["retries"] = json!(9);
+    let err = refused(&api, json!({"sites": [many]})).await;
+    assert_eq!(
+        causes(&err),
+        [pair("FieldValueInvalid", "spec.sites[0].retries")]
+    );
+
+    // A good one, with sites only, gets the defaults (the contract's).
+    let mut img = site(
+        json!(["*.img.a.example"]),
+        json!(["https://img-0:8443", "https://img-1:8443"]),
+    );
+    img["originTls"] = json!({"caSecret": {"name": "img-ca"}, "serverName": "img.internal"});
+    let created = api
+        .create(&PostParams::default(), &ec(json!({"sites": [www, img]})))
+        .await
+        .unwrap();
+    let spec = &created.data["spec"];
+    assert_eq!(spec["origin"]["connectTimeout"], "2s");
+    assert!(spec["origin"].get("url").is_none());
+    let s = &spec["sites"][0];
+    assert_eq!(s["default"], false);
+    assert_eq!(s["balance"], "roundRobin");
+    assert_eq!(s["retries"], 1);
+    assert_eq!(s["hostHeader"], "preserve");
+    assert_eq!(
+        s["healthCheck"],
+        json!({"interval": "5s", "timeout": "2s", "unhealthyAfter": 3, "healthyAfter": 2})
+    );
+    assert_eq!(spec["sites"][1]["originTls"]["caSecret"]["key"], "ca.crt");
 }

@@ -545,3 +545,15 @@ pub fn byte_range(v: &str, len: usize) -> Option<(usize, usize)> {
     };
     (a <= b && a < len).then_some((a, b))
 }
+
+/// Percent-encode all but the unreserved characters and `/` (a query parameter's value).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -59,6 +59,7 @@ impl Default for SiteConfig {
 
 /// How a request picks an origin of the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Balance {
     /// Each healthy origin in turn.

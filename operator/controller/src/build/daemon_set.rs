@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use edgecache_api::SteeringMode;
-use edgecache_api::v1alpha1::{SecurityMode, TlsCertificateSpec};
+use edgecache_api::v1alpha1::SecurityMode;
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
 };
@@ -23,7 +23,10 @@ use super::{
     admin_secret_name, child_meta, config_map_name, labels, peers_config_map_name, placement,
     quantity, selector_labels,
 };
-use crate::validate::{CONTAINER_CACHE_DIR, PEERS_DIR, ValidatedEdgeCache, tls_secret_dir};
+use crate::validate::{
+    CONTAINER_CACHE_DIR, PEERS_DIR, ValidatedEdgeCache, origin_ca_secret_dir, origin_ca_secrets,
+    tls_secret_dir,
+};
 
 /// The environment variable that names the node to the data plane (its name in the peer list).
 pub const NODE_NAME_ENV: &str = "EDGECACHE_NODE_NAME";
@@ -33,17 +36,32 @@ fn sharded(ec: &ValidatedEdgeCache) -> bool {
     ec.dataplane.sharding.peers_file.is_some()
 }
 
-/// The certificates of `spec.tls`, in order; none without it.
-fn tls_certificates(ec: &ValidatedEdgeCache) -> &[TlsCertificateSpec] {
-    ec.spec
-        .tls
-        .as_ref()
-        .map_or(&[], |tls| tls.certificates.as_slice())
+/// A Secret the pods mount whole, read-only: its volume's name, the Secret's name and the
+/// directory it is mounted at.
+struct SecretMount {
+    volume: String,
+    secret: String,
+    dir: String,
 }
 
-/// Name of the volume of the `i`th TLS Secret.
-fn tls_volume_name(i: usize) -> String {
-    format!("tls-{i}")
+/// The Secrets the pods mount besides the admin token: the TLS certificates of `spec.tls`
+/// (volumes `tls-0`, `tls-1`, ... in order), then each origin CA Secret of `spec.sites` once
+/// (`origin-ca-0`, ...). Volumes are named by index: a Secret's name may be longer than a
+/// volume's or hold dots.
+fn secret_mounts(ec: &ValidatedEdgeCache) -> Vec<SecretMount> {
+    let tls = ec.spec.tls.iter().flat_map(|t| &t.certificates);
+    let tls = tls.enumerate().map(|(i, c)| SecretMount {
+        volume: format!("tls-{i}"),
+        secret: c.secret_name.clone(),
+        dir: tls_secret_dir(&c.secret_name),
+    });
+    let ca = origin_ca_secrets(&ec.spec).into_iter().enumerate();
+    let ca = ca.map(|(i, name)| SecretMount {
+        volume: format!("origin-ca-{i}"),
+        secret: name.to_string(),
+        dir: origin_ca_secret_dir(name),
+    });
+    tls.chain(ca).collect()
 }
 
 /// Seconds the pod keeps serving after it is removed from the Service's endpoints and before
@@ -154,14 +172,13 @@ fn volumes(ec: &ValidatedEdgeCache) -> Vec<Volume> {
             ..Volume::default()
         },
     ];
-    // One volume per TLS Secret, by index (a Secret's name may be longer than a volume's
-    // or hold dots). Only the names are in the pod template: a renewed certificate changes
-    // no pod, and the kubelet updates the mounted files.
-    for (i, c) in tls_certificates(ec).iter().enumerate() {
+    // One volume per TLS and origin CA Secret. Only the names are in the pod template: a
+    // renewed certificate or CA bundle changes no pod, and the kubelet updates the files.
+    for m in secret_mounts(ec) {
         volumes.push(Volume {
-            name: tls_volume_name(i),
+            name: m.volume,
             secret: Some(SecretVolumeSource {
-                secret_name: Some(c.secret_name.clone()),
+                secret_name: Some(m.secret),
                 default_mode: Some(0o400),
                 ..SecretVolumeSource::default()
             }),
@@ -328,10 +345,10 @@ fn volume_mounts(ec: &ValidatedEdgeCache) -> Vec<VolumeMount> {
     ];
     // Whole directories, not `subPath`: the kubelet swaps a Secret volume's files atomically
     // when the Secret changes (a renewal), but never updates a `subPath` mount.
-    for (i, c) in tls_certificates(ec).iter().enumerate() {
+    for m in secret_mounts(ec) {
         mounts.push(VolumeMount {
-            name: tls_volume_name(i),
-            mount_path: tls_secret_dir(&c.secret_name),
+            name: m.volume,
+            mount_path: m.dir,
             read_only: Some(true),
             ..VolumeMount::default()
         });

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
-use crate::test_support::minimal_edgecache;
+use crate::test_support::{TWO_SITES, minimal_edgecache, sites_edgecache};
 use crate::validate::{Policy, validate};
 
 fn desired(spec_yaml: &str) -> Desired<Prepared> {
@@ -856,4 +856,133 @@ fn http2_and_the_access_log_reach_the_config() {
         dataplane::AccessLogFormat::Combined
     );
     assert_eq!(config(&d).access_log.sample, 1.0);
+}
+
+fn desired_sites(spec_yaml: &str) -> Desired<Prepared> {
+    build(&validate(&sites_edgecache(spec_yaml), &Policy::default()).unwrap())
+}
+
+#[test]
+fn sites_reach_the_config_map_field_by_field() {
+    let cfg = config(&desired_sites(TWO_SITES));
+    assert_eq!(cfg.origin.url, "", "no default site: other Hosts get 421");
+    assert_eq!(cfg.sites.len(), 2);
+    let (www, img) = (&cfg.sites[0], &cfg.sites[1]);
+    assert_eq!(www.hosts, ["www.shop.example", "shop.example"]);
+    assert_eq!(www.origins, ["http://web.shop.svc.cluster.local:8080"]);
+    assert_eq!(www.balance, dataplane::Balance::LeastConnections);
+    assert_eq!(www.health_check.path.as_deref(), Some("/healthz"));
+    assert_eq!(www.health_check.interval.to_string(), "10s");
+    // What the spec leaves out keeps the contract's defaults.
+    let hc = dataplane::HealthCheckConfig::default();
+    assert_eq!(www.health_check.timeout, hc.timeout);
+    assert_eq!(www.health_check.unhealthy_after, hc.unhealthy_after);
+    assert_eq!(www.health_check.healthy_after, hc.healthy_after);
+    assert_eq!(www.retries, dataplane::SiteConfig::default().retries);
+    assert_eq!(www.origin_tls, dataplane::OriginTlsConfig::default());
+    assert!(!www.origin_http2 && !www.default);
+    assert_eq!(www.host_header, dataplane::HostHeader::Preserve);
+    assert_eq!(
+        www.cache.default_ttl.map(|d| d.to_string()).as_deref(),
+        Some("5m")
+    );
+    assert_eq!(www.cache.cookie_policy, None);
+    assert_eq!(www.cache.drop_query, ["utm_*"]);
+    assert!(www.cache.sort_query);
+    assert_eq!(img.hosts, ["*.img.shop.example"]);
+    assert_eq!(img.retries, 2);
+    assert!(img.origin_http2);
+    assert_eq!(img.host_header, dataplane::HostHeader::Origin);
+    assert_eq!(
+        img.origin_tls.ca_file.as_deref(),
+        Some("/etc/edgecache-origin-ca/img-ca/bundle.pem")
+    );
+    assert_eq!(img.origin_tls.server_name.as_deref(), Some("img.internal"));
+    // Beside origin.url, the sites are the same and origin.url answers the other Hosts.
+    let cfg = config(&desired(TWO_SITES));
+    assert_eq!(cfg.origin.url, "http://origin.edge.svc:8080");
+    assert_eq!(cfg.sites.len(), 2);
+}
+
+#[test]
+fn each_origin_ca_secret_is_mounted_once_whole_and_read_only() {
+    // A third site names img-ca again, with its default key: one volume, two files.
+    let d = desired_sites(&format!(
+        "{TWO_SITES}- hosts: [cdn.shop.example]\n  origins: [https://cdn.shop.svc]\n  originTls: {{caSecret: {{name: img-ca}}}}\n- hosts: [api.shop.example]\n  origins: [https://api.shop.svc]\n  originTls: {{caSecret: {{name: api-ca}}}}\n"
+    ));
+    let secrets: Vec<(&str, &str, Option<i32>)> = (pod(&d).volumes.iter().flatten())
+        .filter_map(|v| {
+            let s = v.secret.as_ref()?;
+            Some((v.name.as_str(), s.secret_name.as_deref()?, s.default_mode))
+        })
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            ("admin-token", "web-admin-token", Some(0o400)),
+            ("origin-ca-0", "img-ca", Some(0o400)),
+            ("origin-ca-1", "api-ca", Some(0o400)),
+        ]
+    );
+    let mounts: Vec<(&str, &str, Option<bool>, bool)> = (container(&d).volume_mounts.iter())
+        .flatten()
+        .filter(|m| m.name.starts_with("origin-ca-"))
+        .map(|m| {
+            (
+                m.name.as_str(),
+                m.mount_path.as_str(),
+                m.read_only,
+                m.sub_path.is_none(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            (
+                "origin-ca-0",
+                "/etc/edgecache-origin-ca/img-ca",
+                Some(true),
+                true
+            ),
+            (
+                "origin-ca-1",
+                "/etc/edgecache-origin-ca/api-ca",
+                Some(true),
+                true
+            ),
+        ]
+    );
+    let files: Vec<Option<String>> = config(&d)
+        .sites
+        .iter()
+        .map(|s| s.origin_tls.ca_file.clone())
+        .collect();
+    assert_eq!(
+        files,
+        [
+            None,
+            Some("/etc/edgecache-origin-ca/img-ca/bundle.pem".into()),
+            Some("/etc/edgecache-origin-ca/img-ca/ca.crt".into()),
+            Some("/etc/edgecache-origin-ca/api-ca/ca.crt".into()),
+        ]
+    );
+    // With TLS too, its volumes come first and keep their names.
+    let d = desired_sites(&format!(
+        "{TWO_SITES}tls:\n  certificates:\n  - secretName: web-tls\n"
+    ));
+    let names: Vec<&str> = (pod(&d).volumes.iter().flatten())
+        .filter(|v| v.secret.is_some())
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(names, ["admin-token", "tls-0", "origin-ca-0"]);
+}
+
+#[test]
+fn an_edgecache_without_sites_renders_no_sites_and_no_ca_volume() {
+    let d = desired("");
+    assert!(config(&d).sites.is_empty());
+    let yaml = &d.config_map.data.as_ref().unwrap()[CONFIG_KEY];
+    assert!(yaml.contains("sites: []"), "{yaml}");
+    assert!((pod(&d).volumes.iter().flatten()).all(|v| !v.name.starts_with("origin-ca-")));
 }

@@ -1,12 +1,13 @@
-//! The access log's one writer: a thread that takes formatted lines from a queue bounded in
-//! bytes and writes them to its own duplicate of stdout, several lines to a `write`. Workers
-//! only ever [`Queue::push`], which never waits: a line that does not fit in the queue (stdout
-//! is slower than the requests, or a pipe nobody reads is full) is dropped and counted.
+//! A log's one writer: a thread that takes formatted lines from a queue bounded in bytes and
+//! writes them to its own duplicate of a descriptor, several lines to a `write`. Workers only
+//! ever [`Queue::push`], which never waits: a line that does not fit in the queue (the output
+//! is slower than the lines come, or a pipe nobody reads is full) is dropped and counted. The
+//! access log (stdout, src/request_log.rs) and the tracing log (stderr, [`MakeQueueWriter`])
+//! each have one.
 //!
 //! Each `write` is at most [`PIPE_BUF`] bytes and ends at a line's end, so on a pipe (a
-//! container's stdout) it is atomic: the tracing log, which writes to stdout too, cannot land
-//! inside an access-log line. The writer does not take std's stdout lock, so while it waits
-//! on a full pipe the tracing log is not held up by it.
+//! container's stdout) it is atomic: another writer of the same pipe cannot land inside a
+//! line. The writer does not take std's stdout or stderr lock.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -34,13 +35,13 @@ enum Msg {
 }
 
 /// What the writer counts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Counters {
     /// Lines written.
     pub lines: Counter,
     /// Lines dropped because the queue was full.
     pub queue_full: Counter,
-    /// Lines lost to a failed write (stdout closed, ...).
+    /// Lines lost to a failed write (the output closed, ...).
     pub write_errors: Counter,
 }
 
@@ -54,18 +55,24 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// Start the writer thread on `out`.
-    pub fn start(out: File, max_bytes: usize, counters: Counters) -> io::Result<Self> {
+    /// Start the writer thread of the log `name` (`access-log`, `log`) on `out`.
+    pub fn start(
+        name: &'static str,
+        out: File,
+        max_bytes: usize,
+        counters: Counters,
+    ) -> io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let writer = Writer {
+            name,
             out,
             queued: queued.clone(),
             counters: counters.clone(),
             warned: false,
         };
         std::thread::Builder::new()
-            .name("access-log".into())
+            .name(name.into())
             .spawn(move || writer.run(rx))?;
         Ok(Self {
             tx,
@@ -97,7 +104,51 @@ impl Queue {
     }
 }
 
+/// The tracing log's writer: each event, formatted whole, becomes one queued line.
+#[derive(Debug, Clone)]
+pub struct MakeQueueWriter(pub Arc<Queue>);
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for MakeQueueWriter {
+    type Writer = EventWriter;
+
+    fn make_writer(&'a self) -> EventWriter {
+        EventWriter {
+            queue: self.0.clone(),
+            buf: Vec::new(),
+        }
+    }
+}
+
+/// One event's bytes, queued when it is dropped.
+pub struct EventWriter {
+    queue: Arc<Queue>,
+    buf: Vec<u8>,
+}
+
+impl Write for EventWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for EventWriter {
+    fn drop(&mut self) {
+        if !self.buf.is_empty() {
+            let bytes = std::mem::take(&mut self.buf);
+            let line = String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            self.queue.push(line);
+        }
+    }
+}
+
 struct Writer {
+    name: &'static str,
     out: File,
     queued: Arc<AtomicUsize>,
     counters: Counters,
@@ -170,7 +221,11 @@ impl Writer {
         self.counters.write_errors.inc_by(lines);
         if !self.warned {
             self.warned = true;
-            warn!("access log: cannot write to stdout ({e}); lines are dropped and counted");
+            // The tracing log's own failure goes into its queue, and is dropped there too.
+            warn!(
+                "{}: cannot write ({e}); lines are dropped and counted",
+                self.name
+            );
         }
     }
 }
@@ -193,6 +248,7 @@ mod tests {
         let (mut r, w) = std::io::pipe().unwrap();
         let c = counters();
         let q = Queue::start(
+            "test",
             File::from(std::os::fd::OwnedFd::from(w)),
             QUEUE_BYTES,
             c.clone(),
@@ -224,6 +280,7 @@ mod tests {
         let (_r, w) = std::io::pipe().unwrap();
         let c = counters();
         let q = Queue::start(
+            "test",
             File::from(std::os::fd::OwnedFd::from(w)),
             64 << 10,
             c.clone(),
