@@ -219,14 +219,18 @@ pub fn stored_range(headers: &HeaderMap) -> Option<ContentRange> {
         return None;
     }
     cr.complete_length?;
-    let cl: u64 = headers
+    (content_length(headers)? == cr.last - cr.first + 1).then_some(cr)
+}
+
+/// The Content-Length of a response, when it has one valid value.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
         .get(CONTENT_LENGTH)?
         .to_str()
         .ok()?
         .trim()
         .parse()
-        .ok()?;
-    (cl == cr.last - cr.first + 1).then_some(cr)
+        .ok()
 }
 
 /// Where the bytes of a combined response come from: the new 206's body, with held bytes

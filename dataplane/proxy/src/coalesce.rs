@@ -44,6 +44,8 @@ pub struct Head {
     pub keep: bool,
     /// The stored copy being written, for waiters to stream from (a large known-length body).
     pub growing: Option<Arc<Growing>>,
+    /// The response is cached as slices (its manifest is stored): waiters read the slices.
+    pub sliced: bool,
 }
 
 /// Why a flight has no chunk to give.
@@ -362,6 +364,7 @@ mod tests {
             tail,
             keep: tail,
             growing: None,
+            sliced: false,
         }
     }
 

@@ -38,6 +38,9 @@ pub struct ServeFlags {
     /// Objects at or above this size are read with O_DIRECT, e.g. 64KiB.
     #[arg(long)]
     pub direct_io_threshold: Option<ByteSize>,
+    /// Objects larger than this are cached as slices of this size, e.g. 4MiB (0: off).
+    #[arg(long)]
+    pub slice_size: Option<ByteSize>,
     /// Disk I/O engine: auto, uring or threads.
     #[arg(long, value_parser = parse_engine)]
     pub io_engine: Option<IoEngineKind>,
@@ -197,7 +200,7 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     }
     if let Some(v) = f.cache_size {
         cfg.storage.size = v;
-        // The default largest object (1GiB) is for large disks; on a small one keep any single
+        // The default largest object (64GiB) is for large disks; on a small one keep any single
         // object to a quarter of the budget.
         let default_max = StorageConfig::default().max_object_size;
         if let Some(v) = v.size()
@@ -209,6 +212,9 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     }
     if let Some(v) = f.direct_io_threshold {
         cfg.storage.direct_io_threshold = v;
+    }
+    if let Some(v) = f.slice_size {
+        cfg.storage.slice_size = v;
     }
     if let Some(v) = f.io_engine {
         cfg.storage.io_engine = v;
@@ -344,7 +350,7 @@ mod tests {
         let cfg = load(&f).unwrap();
         assert_eq!(cfg.storage.size, DiskSize::Auto);
         // No size to take a quarter of: the default largest object stays.
-        assert_eq!(cfg.storage.max_object_size, ByteSize::gib(1));
+        assert_eq!(cfg.storage.max_object_size, ByteSize::gib(64));
         let store = crate::contract::store_config(&cfg.storage, 0, 0);
         assert!(store.size_auto);
     }

@@ -19,6 +19,11 @@
 //!   validator, ranges that overlap or touch) and stored as a complete 200 once the union is
 //!   whole. Later ranges within the held bytes are hits; anything else goes forward
 //!   (`fwd=partial`). See `policy::partial`.
+//! * With slicing on (`storage.sliceSize`), that Range is first widened to whole slices: a
+//!   206 of slices of a larger object with a strong validator makes it a sliced object, whose
+//!   manifest and slices are stored and served by `handler/sliced.rs` (a whole GET of one is
+//!   stored slice by slice too); a 206 of the whole representation is stored as its 200; a 206
+//!   of part of an object that is not sliced is dropped and the client's own Range is sent.
 //! * Concurrent requests for one stale variant make one conditional request; the others wait
 //!   for it and decide again (only for plain staleness, never for authorized requests).
 //! * A stored response that may not be served stale (must-revalidate, proxy-revalidate,
@@ -76,6 +81,7 @@ mod fill;
 mod forward;
 mod peer;
 mod repair;
+mod sliced;
 
 use fill::{Miss, fetch, fill, relay_origin_response};
 use forward::forward;
@@ -240,7 +246,45 @@ async fn lookup(
 ) -> Response<Body> {
     let now = ctx.shared.clock.now();
     let mut opened = None;
-    let (selected, decision) = match purged(ctx, &key, select(ctx, &key, &parts, peer).await) {
+    let selected = purged(ctx, &key, select(ctx, &key, &parts, peer).await);
+    // A manifest: the object is cached as slices (handler/sliced.rs). Fresh (or stale within
+    // stale-while-revalidate) it answers from them; otherwise it is fetched again (with an
+    // unchanged validator, under a new manifest).
+    if let Selected::One(r, stored, _) = &selected
+        && let Some(manifest) = crate::slices::Manifest::of(&stored.headers)
+    {
+        let d = serve::decide(&parts, stored, now, ctx.policy_for(&parts));
+        let status = d.cache_status(&ctx.policy.name);
+        let fwd = match d {
+            ServeDecision::Serve { .. } | ServeDecision::ServeStale { .. } => {
+                let (r, stored) = (r.clone(), stored.clone());
+                drop(selected);
+                ctx.shared.metrics.request(Outcome::HitDisk);
+                return sliced::serve(
+                    ctx,
+                    &parts,
+                    peer,
+                    &key,
+                    manifest,
+                    &stored,
+                    Some(r),
+                    now,
+                    status,
+                )
+                .await;
+            }
+            ServeDecision::Forward { reason } | ServeDecision::Revalidate { reason, .. } => {
+                Some(reason.fwd())
+            }
+            ServeDecision::GatewayTimeout => None,
+        };
+        if let Some(fwd) = fwd {
+            drop(selected);
+            let miss = Miss::of(&parts, None);
+            return fill(ctx, parts, key, peer, fwd, miss).await;
+        }
+    }
+    let (selected, decision) = match selected {
         Selected::One(r, stored, obj) => {
             let d = serve::decide(&parts, &stored, now, ctx.policy_for(&parts));
             opened = Some(obj);
@@ -494,6 +538,10 @@ async fn serve_stored(
     now: SystemTime,
     cache_status: CacheStatus,
 ) -> Option<Response<Body>> {
+    // A manifest has no body of its own: the caller fetches (`lookup` serves manifests).
+    if crate::slices::Manifest::of(&stored.headers).is_some() {
+        return None;
+    }
     let from_partial = if stored.status == StatusCode::PARTIAL_CONTENT {
         Some(respond::from_partial(parts, stored, now)?)
     } else {

@@ -32,6 +32,7 @@ mod send_room;
 mod server;
 mod sharding;
 mod sites;
+mod slices;
 mod startup;
 mod stream_slots;
 mod supervisor;

@@ -58,7 +58,15 @@ fn read_late(stalled: TcpStream) -> Resp {
 
 fn start(o: &OriginHandle, dir: &std::path::Path) -> Dataplane {
     // The default write timeout (30 s): a stalled client is not dropped during the test.
-    Dataplane::start_with_yaml(&o.url(), dir, "clients:\n  writeTimeout: 30s\n", 1, &[])
+    // Slicing off: these objects (8 to 24 MiB) test the fill of an object stored whole, the
+    // path of every object up to storage.sliceSize (tests/serve_slices.rs covers larger ones).
+    Dataplane::start_with_yaml(
+        &o.url(),
+        dir,
+        "clients:\n  writeTimeout: 30s\nstorage:\n  sliceSize: 0\n",
+        1,
+        &[],
+    )
 }
 
 /// The stalled client caused the fill; requests for the same object while it runs, and after,

@@ -3,6 +3,8 @@
 //! partial content, answers later ranges within it, is combined with a following 206 of the
 //! same representation, and becomes a complete stored 200 once the union is whole.
 //!
+//! Run with slicing off (see [`NO_SLICES`]).
+//!
 //! The origin here honours Range (the bench origin ignores it; tests/rfc_range.rs covers that
 //! case: the 200 is stored whole and the range cut from it).
 
@@ -18,6 +20,12 @@ use common::*;
 use rfc_support::*;
 
 const LEN: usize = 1000;
+
+/// Slicing off (`storage.sliceSize: 0`): with it on, a first range request asks for whole
+/// slices and this small representation comes back whole, stored as its 200
+/// (tests/serve_slices.rs). The rules tested here still hold with slicing off, and for a large
+/// object without a strong validator (never sliced).
+const NO_SLICES: &[&str] = &["--slice-size", "0"];
 
 /// The representation: LEN bytes of a pattern that shows any offset mistake.
 fn body() -> Vec<u8> {
@@ -82,7 +90,7 @@ fn assert_part(r: &Resp, a: usize, b: usize) {
 fn rfc9111_3_3_a_206_is_stored_and_answers_ranges_wholly_within_it() {
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
-    let dp = start(&o.url(), dir.path(), &[]);
+    let dp = start(&o.url(), dir.path(), NO_SLICES);
     let p = "/p/within";
     let r = get_range(&dp, p, "bytes=100-299");
     assert_part(&r, 100, 299);
@@ -122,7 +130,7 @@ fn rfc9111_3_3_a_206_is_stored_and_answers_ranges_wholly_within_it() {
 fn rfc9111_3_4_touching_206s_are_combined_and_become_a_complete_200() {
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
-    let dp = start(&o.url(), dir.path(), &[]);
+    let dp = start(&o.url(), dir.path(), NO_SLICES);
     let p = "/p/combine";
     assert_part(&get_range(&dp, p, "bytes=200-499"), 200, 499);
     // Overlapping on the left: held 200-499 + new 100-249 = 100-499.
@@ -164,7 +172,7 @@ fn rfc9111_3_4_a_206_with_another_validator_replaces_the_held_bytes() {
     // Every response carries a new strong validator: nothing may be combined.
     let o = range_origin(move || format!("\"v{}\"", n2.fetch_add(1, Ordering::SeqCst)));
     let dir = tempfile::tempdir().unwrap();
-    let dp = start(&o.url(), dir.path(), &[]);
+    let dp = start(&o.url(), dir.path(), NO_SLICES);
     let p = "/p/other-etag";
     assert_part(&get_range(&dp, p, "bytes=0-499"), 0, 499);
     assert_part(&get_range(&dp, p, "bytes=500-999"), 500, 999);
@@ -189,7 +197,7 @@ fn rfc9111_3_4_a_206_with_another_validator_replaces_the_held_bytes() {
 fn rfc9111_3_3_a_request_without_range_on_partial_content_fetches_the_whole_representation() {
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
-    let dp = start(&o.url(), dir.path(), &[]);
+    let dp = start(&o.url(), dir.path(), NO_SLICES);
     let p = "/p/whole";
     assert_part(&get_range(&dp, p, "bytes=-100"), 900, 999);
     let r = get_range(&dp, p, "bytes=-50");
@@ -230,7 +238,7 @@ fn rfc9111_3_3_a_206_that_does_not_match_its_content_range_is_relayed_not_stored
         )
     });
     let dir = tempfile::tempdir().unwrap();
-    let dp = start(&o.url(), dir.path(), &[]);
+    let dp = start(&o.url(), dir.path(), NO_SLICES);
     for _ in 0..2 {
         let r = get_range(&dp, "/p/torn", "bytes=0-9");
         assert_eq!(r.status, 206);
@@ -249,7 +257,7 @@ fn rfc9111_3_3_a_206_that_does_not_match_its_content_range_is_relayed_not_stored
 fn rfc9110_14_2_several_ranges_on_a_miss_fetch_the_whole_representation() {
     let o = range_origin(|| "\"v1\"".into());
     let dir = tempfile::tempdir().unwrap();
-    let dp = start(&o.url(), dir.path(), &[]);
+    let dp = start(&o.url(), dir.path(), NO_SLICES);
     let p = "/p/multi";
     let r = get_range(&dp, p, "bytes=0-9, 20-29");
     assert_eq!(r.status, 200, "several ranges get the whole 200");

@@ -323,14 +323,14 @@ fn an_aborted_large_response_logs_the_bytes_sent() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
-    // Large, but within one store segment.
+    // Large: two 4 MiB slices (and their manifest) in the store.
     const SIZE: u64 = 8 << 20;
     let path = "/obj/8m/1";
     // A miss: the client goes after 256 KiB; the fill goes on and stores the object.
     read_some_and_close(dp.listen, path, 256 << 10);
     let miss = lines_for(&dp, path, 1).remove(0);
     dp.wait_for_metrics("the object stored", 30, |m| {
-        metric_value(m, "edgecache_dataplane_store_objects") == 1.0
+        metric_value(m, "edgecache_dataplane_store_objects") == 3.0
     });
     // A hit from the disk, cut the same way.
     read_some_and_close(dp.listen, path, 256 << 10);

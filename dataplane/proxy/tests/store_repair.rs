@@ -39,14 +39,7 @@ fn rep(etag: &str, id: &str) -> Rep {
 
 /// `bytes=a-b` or `bytes=a-`, inclusive.
 fn single_range(v: &str) -> Option<(usize, usize)> {
-    let (a, b) = v.strip_prefix("bytes=")?.split_once('-')?;
-    let a: usize = a.parse().ok()?;
-    let b = if b.is_empty() {
-        LEN - 1
-    } else {
-        b.parse::<usize>().ok()?.min(LEN - 1)
-    };
-    (a <= b).then_some((a, b))
+    byte_range(v, LEN)
 }
 
 /// An origin serving `current`: a single range gets a 206 unless If-Range names another

@@ -203,8 +203,11 @@
 //! published, and the store keeps serving reads and accepting later writes.
 //!
 //! # Known limits
-//! - A record must fit in one segment: objects larger than about a segment (64 MiB by default,
-//!   see [`layout`]) are not stored whatever `max_object_size` says ([`Store::max_body_len`]).
+//! - A record must fit in one segment: the store keeps no body larger than about a segment
+//!   (64 MiB by default, see [`layout`]) whatever `max_object_size` says
+//!   ([`Store::max_body_len`]). The proxy keeps larger objects as slices, each an ordinary
+//!   record under a key of its own (`dataplane/proxy/src/slices.rs`), so this bounds a slice,
+//!   not an object.
 //! - A record torn by a crash (its header, or a meta rewrite of it, half written) is lost at
 //!   restart; the records after it in its segment are found (`store_crash_sim`).
 //! - After a start from a checkpoint, the entry of an object purged since (in a segment not
@@ -323,15 +326,17 @@ pub struct StoreConfig {
 }
 
 impl Default for StoreConfig {
-    /// 10 GiB in `/var/cache/edgecache`, O_DIRECT reads from 4 KiB, objects up to 1 GiB, the
-    /// RAM tier disabled, the I/O engine probed, 32 variants per key, the index sized for the disk.
+    /// 10 GiB in `/var/cache/edgecache`, O_DIRECT reads from 4 KiB, `max_object_size` 64 GiB
+    /// (the data plane's default; a record is bounded by its segment all the same, see
+    /// [`Store::max_body_len`]), the RAM tier disabled, the I/O engine probed, 32 variants per
+    /// key, the index sized for the disk.
     fn default() -> StoreConfig {
         StoreConfig {
             dir: PathBuf::from("/var/cache/edgecache"),
             size: 10 << 30,
             size_auto: false,
             direct_io_threshold: 4 << 10,
-            max_object_size: 1 << 30,
+            max_object_size: 64 << 30,
             ram_tier_bytes: 0,
             engine: EngineChoice::Auto,
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,

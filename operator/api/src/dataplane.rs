@@ -258,8 +258,15 @@ pub struct StorageConfig {
     pub direct_io_threshold: ByteSize,
     /// The I/O engine. Default: `auto`.
     pub io_engine: IoEngineKind,
-    /// Largest object stored; larger responses are proxied without being stored. Default: `1GiB`.
+    /// Largest object stored; larger responses are proxied without being stored. Objects
+    /// larger than `sliceSize` are stored as slices, so this may exceed a store segment and the
+    /// disk budget (a larger object is proxied). Default: `64GiB`.
     pub max_object_size: ByteSize,
+    /// Objects larger than this are cached as slices of this size (one stored object each,
+    /// fetched from the origin with aligned Range requests as they are asked for); smaller
+    /// ones are stored whole. `0` turns slicing off. At most a store record (about a segment,
+    /// 64 MiB); a larger value turns slicing off too. Default: `4MiB`.
+    pub slice_size: ByteSize,
     /// Most disk reads in flight at once, all workers together (the device queue depth the
     /// cache asks for; read-ahead only starts while a slot is free). Default: 128, what an NVMe
     /// drive needs for its bandwidth; lower it for a device that gains nothing from depth.
@@ -292,7 +299,8 @@ impl Default for StorageConfig {
             size: DiskSize::Size(ByteSize::gib(10)),
             direct_io_threshold: ByteSize::kib(4),
             io_engine: IoEngineKind::Auto,
-            max_object_size: ByteSize::gib(1),
+            max_object_size: ByteSize::gib(64),
+            slice_size: ByteSize::mib(4),
             reads_in_flight: READS_IN_FLIGHT_DEFAULT,
             verify_every_read: false,
             max_variants_per_key: 32,
@@ -733,13 +741,12 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "must be a positive multiple of 4096",
         ));
     }
-    if cfg.storage.max_object_size.bytes() == 0
-        || !cfg.storage.size.may_hold(cfg.storage.max_object_size)
-    {
+    // Not bounded by storage.size: an object larger than the disk budget is proxied.
+    if cfg.storage.max_object_size.bytes() == 0 {
         errors.push(err(
             "storage.maxObjectSize",
             Some(cfg.storage.max_object_size.to_string()),
-            "must be positive and at most storage.size",
+            "must be positive",
         ));
     }
     if !(1..=READS_IN_FLIGHT_MAX).contains(&cfg.storage.reads_in_flight) {
@@ -1130,7 +1137,6 @@ mod tests {
                 "storage.dir",
                 "storage.size",
                 "storage.directIoThreshold",
-                "storage.maxObjectSize",
                 "workers.queueOffset"
             ],
             "{e}"

@@ -390,6 +390,8 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             direct_io_threshold: spec.storage.direct_io_threshold,
             io_engine: spec.storage.io_engine,
             max_object_size: spec.cache.max_object_size,
+            // Not in the EdgeCache spec yet: the data plane's default.
+            slice_size: StorageConfig::default().slice_size,
             reads_in_flight: spec.storage.reads_in_flight,
             verify_every_read: spec.storage.verify_every_read,
             max_variants_per_key: spec.cache.max_variants_per_key,

@@ -65,10 +65,33 @@ async fn fetch_range(
     guard: LeaderGuard,
     fwd: Fwd,
 ) -> Response<Body> {
-    let mut sent = Sent::now(ctx, &key);
     let mut fetch_parts = parts.clone();
     fetch_parts.headers.remove(header::IF_NONE_MATCH);
     fetch_parts.headers.remove(header::IF_MODIFIED_SINCE);
+    let size = super::sliced::slice_size(ctx);
+    let aligned = match &parts
+        .headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+    {
+        // Not through the owner (sharding): its answer is not this node's to slice.
+        Some(v) if held.is_none() && size > 0 && ctx.shared.sharding.is_none() => {
+            crate::slices::aligned_request(v, size)
+        }
+        _ => None,
+    };
+    let guard = match aligned {
+        Some(range) => {
+            let mut aligned_parts = fetch_parts.clone();
+            aligned_parts.headers.insert(header::RANGE, range);
+            match fetch_aligned(ctx, &parts, &aligned_parts, peer, &key, guard, fwd).await {
+                Ok(resp) => return resp,
+                Err(guard) => guard,
+            }
+        }
+        None => guard,
+    };
+    let mut sent = Sent::now(ctx, &key);
     match super::peer::send_fill(ctx, &fetch_parts, peer, &key, true).await {
         Ok((resp, upstream)) => {
             sent.upstream = upstream;
@@ -79,6 +102,54 @@ async fn fetch_range(
             origin_failure(ctx, &e, fwd)
         }
     }
+}
+
+/// A first range request sent with its Range widened to whole slices
+/// (`slices::aligned_request`): a 206 of slices of a large object is cached as slices, a 206 of
+/// the whole (small) representation is stored as its 200, and a 200 or any other answer is
+/// relayed as before. `Err`: a 206 of part of a representation that is not sliced (no strong
+/// validator, or not aligned): the caller asks for the client's own range instead.
+async fn fetch_aligned(
+    ctx: &Rc<Ctx>,
+    parts: &request::Parts,
+    aligned_parts: &request::Parts,
+    peer: SocketAddr,
+    key: &CacheKey,
+    guard: LeaderGuard,
+    fwd: Fwd,
+) -> Result<Response<Body>, LeaderGuard> {
+    let sent = Sent::now(ctx, key);
+    let resp = match send(ctx, aligned_parts, peer, &HeaderMap::new()).await {
+        Ok((resp, _)) => resp,
+        Err(e) => {
+            drop(guard);
+            return Ok(origin_failure(ctx, &e, fwd));
+        }
+    };
+    let (mut rparts, rbody) = resp.into_parts();
+    if rparts.status == StatusCode::PARTIAL_CONTENT {
+        match crate::slices::Received::of(rparts.status, &rparts.headers) {
+            Some(got) if got.whole() => {
+                rparts.status = StatusCode::OK;
+                rparts.headers = crate::slices::whole_fields(&rparts.headers, got.total);
+            }
+            Some(_) if super::sliced::plan(ctx, &rparts).is_some() => {}
+            _ => return Err(guard),
+        }
+    }
+    let resp = Response::from_parts(rparts, rbody);
+    Ok(relay_origin_response(
+        ctx,
+        parts,
+        peer,
+        key.clone(),
+        resp,
+        sent,
+        Some(guard),
+        fwd,
+        None,
+    )
+    .await)
 }
 
 /// Served from another request's fetch, as it arrives.
@@ -96,6 +167,10 @@ async fn follow(
         ctx.shared.metrics.coalesce_gave_up.inc();
         return fetch(ctx, parts, key, peer, None, fwd).await;
     };
+    if head.sliced {
+        // The leader stored a manifest: read the slices as a hit does.
+        return Box::pin(super::lookup(ctx, parts, key, peer)).await;
+    }
     // The leader's response may answer this request only where a stored copy could: it is
     // storable, its Vary matches, and an authorized request may reuse it (RFC 9111 3.5).
     // If-Match / If-Unmodified-Since are the origin's to evaluate: such a request fetches.
@@ -220,7 +295,9 @@ pub(super) async fn relay_origin_response(
 ) -> Response<Body> {
     let request_time = sent.time;
     let response_time = ctx.shared.clock.now();
-    let (rparts, rbody) = resp.into_parts();
+    let (mut rparts, rbody) = resp.into_parts();
+    // The field that makes a stored response a manifest is the cache's own.
+    rparts.headers.remove(crate::slices::MARKER);
     let rbody = rbody.boxed_unsync();
     let content_length = rparts
         .headers
@@ -237,6 +314,15 @@ pub(super) async fn relay_origin_response(
         response_time,
         ctx.policy_for(&as_get),
     );
+    // Larger than a slice, with a strong validator: cached as slices (handler/sliced.rs).
+    if verdict.is_ok()
+        && held.is_none()
+        && sent.upstream == Upstream::Origin
+        && let Some(plan) = super::sliced::plan(ctx, &rparts)
+    {
+        return super::sliced::relay(ctx, parts, peer, key, rparts, rbody, sent, guard, fwd, plan)
+            .await;
+    }
     let mut status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
     // What is written: the response as received, or combined with held partial content.
     let splice = match (&verdict, held) {
@@ -313,6 +399,7 @@ pub(super) async fn relay_origin_response(
             tail,
             keep: tail || (shareable && content_length.is_none()),
             growing: growing.clone(),
+            sliced: false,
         });
     }
     // Waiters do not share a response that cannot be stored (they fetch on their own): the

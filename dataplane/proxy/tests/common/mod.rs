@@ -533,6 +533,19 @@ pub fn needs_io_uring(test: &str) -> bool {
     }
 }
 
+/// A `Range` value `bytes=a-b` or `bytes=a-` over a representation of `len` bytes, as the
+/// inclusive range a test origin answers with; `None` for anything else or unsatisfiable.
+pub fn byte_range(v: &str, len: usize) -> Option<(usize, usize)> {
+    let (a, b) = v.strip_prefix("bytes=")?.split_once('-')?;
+    let a: usize = a.parse().ok()?;
+    let b = if b.is_empty() {
+        len - 1
+    } else {
+        b.parse::<usize>().ok()?.min(len - 1)
+    };
+    (a <= b && a < len).then_some((a, b))
+}
+
 /// Percent-encode all but the unreserved characters and `/` (a query parameter's value).
 pub fn percent_encode(s: &str) -> String {
     s.bytes()

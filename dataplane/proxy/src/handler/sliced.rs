@@ -1,0 +1,522 @@
+//! Objects larger than `storage.sliceSize`, cached as slices (the layout and the checks are
+//! `crate::slices`, pure): a manifest under the cache key, one stored object per slice.
+//!
+//! * An origin response to slice (a 200 with a Content-Length above the slice size, or a 206
+//!   of slice-aligned bytes of such a representation, with a strong validator, no Vary,
+//!   storable) makes a manifest, written before anything else; its body is then stored slice
+//!   by slice as it arrives, by a task of its own that runs at the origin's speed whatever the
+//!   client does. Each slice is one store record: a crash loses whole slices.
+//! * A client is always answered from the slices, in order: each is read from the store, or
+//!   waited for when a fetch of it is in flight (one per slice key, `coalesce`), or fetched
+//!   with `Range` + `If-Range` for exactly that slice and stored as it passes. A slice whose
+//!   answer is not a 206 of that slice with the manifest's validator and total length means the
+//!   object changed: the manifest is dropped and the response ends short, never with bytes of
+//!   two versions; the next request fetches the new version.
+//! * A waiter on the key's fill whose leader sliced the response reads the slices too.
+
+use super::*;
+use crate::slices::{Manifest, Received, whole_fields};
+use edgecache_store::Store;
+use tokio::sync::mpsc;
+
+/// The slice size in force: 0 when slicing is off (configured so, or larger than a record).
+pub(super) fn slice_size(ctx: &Ctx) -> u64 {
+    let s = ctx.shared.cfg.storage.slice_size.bytes();
+    if s > ctx.shared.store.max_body_len() {
+        0
+    } else {
+        s
+    }
+}
+
+/// A nonce for a new manifest (see `crate::slices`): new slices for every manifest.
+fn nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+/// The manifest for an origin response, when it is to be sliced; `None`: relay it as before.
+pub(super) fn plan(ctx: &Ctx, rparts: &http::response::Parts) -> Option<(Manifest, Received)> {
+    let size = slice_size(ctx);
+    if size == 0 {
+        return None;
+    }
+    let got = Received::of(rparts.status, &rparts.headers)?;
+    let aligned = got.first.is_multiple_of(size)
+        && (got.first + got.len == got.total || got.len.is_multiple_of(size));
+    if !aligned || got.total > ctx.shared.cfg.storage.max_object_size.bytes() {
+        return None;
+    }
+    Some((
+        Manifest::plan(&rparts.headers, got.total, size, nonce())?,
+        got,
+    ))
+}
+
+/// Relay an origin response that [`plan`] sliced: write the manifest, store the body slice
+/// by slice on its own task, answer the client from the slices.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn relay(
+    ctx: &Rc<Ctx>,
+    parts: &request::Parts,
+    peer: SocketAddr,
+    key: CacheKey,
+    rparts: http::response::Parts,
+    rbody: super::peer::UpBody,
+    sent: Sent,
+    guard: Option<LeaderGuard>,
+    fwd: Fwd,
+    (manifest, got): (Manifest, Received),
+) -> Response<Body> {
+    let response_time = ctx.shared.clock.now();
+    let mut fields = whole_fields(&rparts.headers, got.total);
+    if let Some(m) = manifest.marker() {
+        fields.insert(crate::slices::MARKER, m);
+    }
+    let mut as_get = parts.clone();
+    as_get.method = Method::GET;
+    let stored = StoredResponse::from_fields(
+        &as_get.headers,
+        StatusCode::OK,
+        &fields,
+        sent.time,
+        response_time,
+    );
+    let mut status = CacheStatus::forward(&ctx.policy.name, fwd).fwd_status(rparts.status.as_u16());
+    let written = write_manifest(ctx, &key, &stored, sent.mark).await;
+    if let Some(g) = guard {
+        // Waiters read the slices as this client does (`follow`).
+        g.flight.set_head(Head {
+            stored: stored.clone(),
+            shareable: false,
+            tail: false,
+            keep: false,
+            growing: None,
+            sliced: written.is_ok(),
+        });
+        g.retire();
+        g.flight.finish(End::Complete);
+    }
+    ctx.shared.metrics.request(Outcome::Miss);
+    if let Err(e) = written {
+        // Not stored (admission, a full store, an invalidation since the request): the body
+        // goes to this client only.
+        ctx.shared.metrics.write_abort(e.as_str());
+        status = status.detail(e.as_str());
+        let out = respond::from_cache(parts, &stored, got.total, response_time);
+        let mut headers = out.headers;
+        headers.remove(crate::slices::MARKER);
+        let body = match out.body {
+            BodyPart::Empty => body::empty(),
+            part => {
+                let (a, b) = match part {
+                    BodyPart::Range { start, end } => (start, end + 1),
+                    _ => (0, got.total),
+                };
+                let rel = a.saturating_sub(got.first)..b.saturating_sub(got.first);
+                if a < got.first || b > got.first + got.len {
+                    // Outside what arrived: nothing to answer with.
+                    return origin_failure(
+                        ctx,
+                        &ProxyError::bad_request("range outside the fetched bytes"),
+                        fwd,
+                    );
+                }
+                let chunks = rbody
+                    .into_data_stream()
+                    .map(|r| r.map_err(io::Error::other));
+                body::stream(body::slice(chunks, rel))
+            }
+        };
+        return respond(out.status, headers, status, body);
+    }
+    let first = got.first / manifest.slice_size;
+    let guards = manifest
+        .touched(&(got.first..got.first + got.len))
+        .map(|i| {
+            match ctx
+                .shared
+                .coalescer
+                .join(&manifest.slice_key(key.as_bytes(), i))
+            {
+                Role::Leader(g) => Some(g),
+                Role::Waiter(_) => None,
+            }
+        })
+        .collect::<Vec<_>>();
+    let pump = {
+        let (ctx, manifest, key) = (ctx.clone(), manifest.clone(), key.clone());
+        async move {
+            let fill = Fill {
+                ctx: &ctx,
+                manifest: &manifest,
+                key: key.as_bytes(),
+                first_slice: first,
+            };
+            if let Err(e) = fill.store(rbody, got.first, got.len, guards, None).await {
+                debug!("sliced fill ended early: {e}");
+            }
+        }
+    };
+    tokio::task::spawn_local(pump);
+    serve(
+        ctx,
+        parts,
+        peer,
+        &key,
+        manifest,
+        &stored,
+        None,
+        response_time,
+        status.stored(true),
+    )
+    .await
+}
+
+/// Publish the manifest (an empty body; everything is in its stored fields).
+async fn write_manifest(
+    ctx: &Ctx,
+    key: &CacheKey,
+    stored: &StoredResponse,
+    mark: u64,
+) -> Result<(), edgecache_store::StoreError> {
+    let mut w = ctx.store.begin_write(
+        Bytes::copy_from_slice(key.as_bytes()),
+        Bytes::from(stored.vary.to_bytes()),
+        stored.encode(),
+        Some(0),
+    )?;
+    w.publish_only_if_unchanged(mark);
+    w.finish().await
+}
+
+/// Answer a request from the slices of `manifest` (`stored`: its stored response, the
+/// manifest ref when it came from the store). Like a whole object's hit, a large body takes a
+/// stream slot of the client's address, and a slice read from disk is paced to the client's
+/// socket (src/paced.rs), so stalled clients hold no more I/O buffers than for whole objects.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn serve(
+    ctx: &Rc<Ctx>,
+    parts: &request::Parts,
+    peer: SocketAddr,
+    key: &CacheKey,
+    manifest: Manifest,
+    stored: &StoredResponse,
+    manifest_ref: Option<ObjectRef>,
+    now: SystemTime,
+    cache_status: CacheStatus,
+) -> Response<Body> {
+    let out = respond::from_cache(parts, stored, manifest.total, now);
+    let mut headers = out.headers;
+    headers.remove(crate::slices::MARKER);
+    let range = match out.body {
+        BodyPart::Empty => return respond(out.status, headers, cache_status, body::empty()),
+        BodyPart::Full => 0..manifest.total,
+        BodyPart::Range { start, end } => start..end + 1,
+    };
+    let slot = if range.end - range.start > STREAM_SLOT_MIN {
+        match ctx.stream_slots.try_acquire(peer.ip()) {
+            Some(slot) => Some(slot),
+            None => ctx.stream_slots.acquire(peer.ip()).await,
+        }
+    } else {
+        None
+    };
+    ctx.shared
+        .metrics
+        .response_bytes
+        .inc_by(range.end - range.start);
+    let mut fetch_parts = parts.clone();
+    fetch_parts.method = Method::GET;
+    policy::request::strip_for_fill(&mut fetch_parts.headers);
+    fetch_parts
+        .extensions
+        .remove::<crate::request_log::UpstreamNote>();
+    let room = parts
+        .extensions
+        .get::<crate::send_room::SendRoom>()
+        .cloned();
+    let reader = Rc::new(Reader {
+        ctx: ctx.clone(),
+        parts: fetch_parts,
+        peer,
+        key: key.clone(),
+        manifest,
+        stored: stored.headers.clone(),
+        manifest_ref,
+        room,
+    });
+    let chunks = futures_util::stream::iter(reader.manifest.touched(&range))
+        .then(move |i| {
+            let reader = reader.clone();
+            let range = range.clone();
+            async move { reader.slice(i, &range).await }
+        })
+        .flatten()
+        // Nothing after a failed slice: the response ends short there.
+        .scan(false, |failed, chunk| {
+            let next = (!*failed).then(|| {
+                *failed = chunk.is_err();
+                chunk
+            });
+            async move { next }
+        });
+    let body = body::stream(chunks);
+    let body = match slot {
+        Some(slot) => body::guarded(body, slot),
+        None => body,
+    };
+    respond(out.status, headers, cache_status, body)
+}
+
+/// Reads a range of a sliced object for one client, slice after slice.
+struct Reader {
+    ctx: Rc<Ctx>,
+    /// The client's request made fit for the origin (a GET without its conditionals).
+    parts: request::Parts,
+    peer: SocketAddr,
+    key: CacheKey,
+    manifest: Manifest,
+    /// The manifest's stored fields (its validators).
+    stored: HeaderMap,
+    manifest_ref: Option<ObjectRef>,
+    /// The client socket's send room, to pace disk reads to it.
+    room: Option<crate::send_room::SendRoom>,
+}
+
+impl Reader {
+    /// The bytes of `range` (offsets in the representation) that slice `i` holds: from the
+    /// store, after the fetch of it in flight, or fetched now.
+    async fn slice(&self, i: u64, range: &std::ops::Range<u64>) -> paced::Chunks {
+        let m = &self.manifest;
+        let b = m.bounds(i);
+        let want = range.start.max(b.start) - b.start..range.end.min(b.end) - b.start;
+        let skey = m.slice_key(self.key.as_bytes(), i);
+        if let Some(chunks) = self.stored_slice(i, &skey, &want).await {
+            return chunks;
+        }
+        let guard = match self.ctx.shared.coalescer.join(&skey) {
+            Role::Leader(g) => Some(g),
+            Role::Waiter(flight) => {
+                flight.ended().await;
+                if let Some(chunks) = self.stored_slice(i, &skey, &want).await {
+                    return chunks;
+                }
+                None
+            }
+        };
+        let want = b.start + want.start..b.start + want.end;
+        let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(4);
+        match self.fetch(i).await {
+            Ok((rbody, m)) => {
+                let (ctx, key) = (self.ctx.clone(), self.key.clone());
+                tokio::task::spawn_local(async move {
+                    let fill = Fill {
+                        ctx: &ctx,
+                        manifest: &m,
+                        key: key.as_bytes(),
+                        first_slice: i,
+                    };
+                    let b = m.bounds(i);
+                    let len = b.end - b.start;
+                    let client = Some((want, &tx));
+                    if let Err(e) = fill.store(rbody, b.start, len, vec![guard], client).await {
+                        let _ = tx.send(Err(io::Error::other(e))).await;
+                    }
+                });
+                Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|c| (c, rx))
+                }))
+            }
+            Err(e) => {
+                debug!("sliced response ends short: {e}");
+                Box::pin(futures_util::stream::once(async move { Err(e) }))
+            }
+        }
+    }
+
+    /// Bytes `want` (offsets in the slice) of slice `i` from the store, if it holds it.
+    async fn stored_slice(
+        &self,
+        i: u64,
+        skey: &[u8],
+        want: &std::ops::Range<u64>,
+    ) -> Option<paced::Chunks> {
+        for r in self.ctx.shared.store.lookup(skey) {
+            let Ok(obj) = self.ctx.store.open(&r).await else {
+                continue;
+            };
+            if !self.manifest.is_slice(i, &obj.meta, obj.body_len) {
+                continue;
+            }
+            let disk = obj.source == Source::Disk;
+            let object_ref = obj.object_ref.clone();
+            let chunks: paced::Chunks = Box::pin(obj.body(Some(want.clone())));
+            return Some(match &self.room {
+                Some(room) if disk && want.end - want.start > STREAM_SLOT_MIN => {
+                    Box::pin(paced::paced(
+                        chunks,
+                        want.clone(),
+                        room.clone(),
+                        self.ctx.keepers.clone(),
+                        reopen(&self.ctx, object_ref),
+                    ))
+                }
+                _ => chunks,
+            });
+        }
+        None
+    }
+
+    /// Ask the origin for slice `i` and check that the answer is that slice of this version;
+    /// on a mismatch the manifest is dropped.
+    async fn fetch(&self, i: u64) -> io::Result<(super::peer::UpBody, Manifest)> {
+        let m = &self.manifest;
+        let fields = m
+            .continuation(i)
+            .and_then(|c| c.request_fields())
+            .ok_or_else(|| io::Error::other("no slice to ask for"))?;
+        let (resp, _) = send(&self.ctx, &self.parts, self.peer, &fields)
+            .await
+            .map_err(io::Error::other)?;
+        let (rparts, rbody) = resp.into_parts();
+        if !m.accepts(i, &self.stored, rparts.status, &rparts.headers) {
+            // Another version (or an answer that names none): these slices no longer combine.
+            self.ctx.shared.metrics.write_abort("slice_mismatch");
+            match &self.manifest_ref {
+                Some(r) => {
+                    self.ctx.shared.store.remove_object(r);
+                }
+                None => drop_manifest(&self.ctx.shared.store, &self.key),
+            }
+            return Err(io::Error::other(format!(
+                "slice {i} of another version (status {})",
+                rparts.status
+            )));
+        }
+        Ok((rbody.boxed_unsync(), m.clone()))
+    }
+}
+
+/// Drop the manifest of the key when it was not read from the store (a fill's own): every
+/// record of the key goes, and a refetch replaces it; a newer manifest written meanwhile is
+/// lost with it (fetched again), never mixed with these slices.
+fn drop_manifest(store: &Store, key: &CacheKey) {
+    store.remove(key.as_bytes());
+}
+
+/// Stores an origin body of slices of one version.
+struct Fill<'a> {
+    ctx: &'a Rc<Ctx>,
+    manifest: &'a Manifest,
+    key: &'a [u8],
+    /// The index of the slice the body starts with (`guards[0]` is its fetch's).
+    first_slice: u64,
+}
+
+impl Fill<'_> {
+    /// Store `len` bytes of `body`, from byte `first` (a slice boundary) of the
+    /// representation, one record per slice, each published when whole (and its fetch's
+    /// waiters told); bytes within `client`'s range go to its channel as they pass. `Ok(false)`
+    /// when the client went away (the slice in progress is finished first).
+    async fn store(
+        &self,
+        mut body: super::peer::UpBody,
+        first: u64,
+        len: u64,
+        mut guards: Vec<Option<LeaderGuard>>,
+        mut client: Option<(std::ops::Range<u64>, &mpsc::Sender<io::Result<Bytes>>)>,
+    ) -> Result<bool, String> {
+        let m = self.manifest;
+        let end = first + len;
+        let mut pos = first;
+        let mut writer: Option<ObjectWriter> = None;
+        let idle = self.ctx.origin_idle();
+        let metrics = &self.ctx.shared.metrics;
+        while pos < end {
+            let frame = match tokio::time::timeout(idle, body.frame()).await {
+                Err(_) => {
+                    metrics.origin_error("body_timeout");
+                    return Err("the origin went silent mid-body".into());
+                }
+                Ok(None) => return Err(format!("the body ended at {pos} of {end}")),
+                Ok(Some(Err(e))) => {
+                    metrics.origin_error("body");
+                    return Err(format!("the origin body failed: {e}"));
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(mut chunk) = frame.into_data() else {
+                continue;
+            };
+            while !chunk.is_empty() {
+                if pos >= end {
+                    return Err("the body is longer than its range".into());
+                }
+                let i = pos / m.slice_size;
+                let b = m.bounds(i);
+                let piece = chunk.split_to(((b.end - pos) as usize).min(chunk.len()));
+                if pos == b.start {
+                    writer = self.begin(i, b.end - b.start);
+                }
+                if let Some(w) = &mut writer
+                    && let Err(e) = w.write(piece.clone()).await
+                {
+                    metrics.write_abort(e.as_str());
+                    writer = None;
+                }
+                if let Some((want, tx)) = &client {
+                    let (a, z) = (want.start.max(pos), want.end.min(pos + piece.len() as u64));
+                    if a < z {
+                        let part = piece.slice((a - pos) as usize..(z - pos) as usize);
+                        if tx.send(Ok(part)).await.is_err() {
+                            client = None;
+                        }
+                    }
+                }
+                pos += piece.len() as u64;
+                if pos == b.end {
+                    if let Some(w) = writer.take()
+                        && let Err(e) = w.finish().await
+                    {
+                        metrics.write_abort(e.as_str());
+                    }
+                    let g = i
+                        .checked_sub(self.first_slice)
+                        .and_then(|k| guards.get_mut(k as usize))
+                        .and_then(Option::take);
+                    if let Some(g) = g {
+                        g.retire();
+                        g.flight.finish(End::Complete);
+                    }
+                }
+            }
+        }
+        Ok(client.is_some())
+    }
+
+    /// A writer for slice `i` (`len` bytes), or `None` when the store does not take it (the
+    /// slice is then served but not kept).
+    fn begin(&self, i: u64, len: u64) -> Option<ObjectWriter> {
+        match self.ctx.store.begin_write(
+            Bytes::from(self.manifest.slice_key(self.key, i)),
+            Bytes::new(),
+            Bytes::from(self.manifest.slice_meta(i)),
+            Some(len),
+        ) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                if !matches!(e, edgecache_store::StoreError::NotAdmitted) {
+                    self.ctx.shared.metrics.write_abort(e.as_str());
+                }
+                None
+            }
+        }
+    }
+}

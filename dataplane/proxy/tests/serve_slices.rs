@@ -1,0 +1,331 @@
+//! Objects larger than `storage.sliceSize` cached as slices (handler/sliced.rs): a 100 MiB
+//! object (larger than a store segment) with 1 MiB slices, from a scripted origin that honours
+//! Range. Only the touched slices are fetched, hits read only the slices, a changed ETag never
+//! yields a mixed body, a SIGKILL mid-fill never a torn one, and a purge reaches every slice.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod rfc_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use rfc_support::*;
+
+const MIB: usize = 1 << 20;
+/// Larger than a 64 MiB segment.
+const LEN: usize = 100 * MIB + 12_345;
+const SLICE: usize = MIB;
+
+/// Version `v` of the representation: a pattern that shows offset and version mistakes.
+fn body(v: usize) -> Vec<u8> {
+    (0..LEN)
+        .map(|i| ((i / 4099) as u8) ^ ((i % 251) as u8) ^ ((v * 77) as u8))
+        .collect()
+}
+
+/// `bytes=a-b` or `bytes=a-` over LEN bytes, inclusive.
+fn single_range(v: &str) -> Option<(usize, usize)> {
+    byte_range(v, LEN)
+}
+
+/// An origin serving the body `content()` with ETag `"v<version()>"` (both 1 at first): a 206
+/// for a single range (If-Range ignored unless `if_range`: then a 200 when it names another
+/// version), a 204 to a POST, and with `gate` the second half of a whole 200 held back until
+/// the test opens the gate.
+struct Origin {
+    s: Scripted,
+    version: Arc<AtomicUsize>,
+    content: Arc<AtomicUsize>,
+}
+
+/// The bodies made so far, by content number (each is made once).
+type Bodies = Vec<(usize, Arc<Vec<u8>>)>;
+
+fn range_origin(if_range: bool, gate: bool) -> Origin {
+    let version = Arc::new(AtomicUsize::new(1));
+    let content = Arc::new(AtomicUsize::new(1));
+    let (v2, c2) = (version.clone(), content.clone());
+    let bodies: Arc<std::sync::Mutex<Bodies>> = Arc::default();
+    let s = Scripted::start(move |req, _| {
+        if req.method == "POST" {
+            return resp("204 No Content", &[], b"");
+        }
+        let (v, c) = (v2.load(Ordering::SeqCst), c2.load(Ordering::SeqCst));
+        let full = {
+            let mut b = bodies.lock().unwrap();
+            if !b.iter().any(|(k, _)| *k == c) {
+                b.push((c, Arc::new(body(c))));
+            }
+            b.iter().find(|(k, _)| *k == c).unwrap().1.clone()
+        };
+        let tag = format!("\"v{v}\"");
+        let cc = ("Cache-Control", "max-age=600");
+        let stale_if_range = if_range && req.header("if-range").is_some_and(|t| t != tag);
+        match req.header("range").and_then(single_range) {
+            Some((a, b)) if !stale_if_range => resp(
+                "206 Partial Content",
+                &[
+                    cc,
+                    ("ETag", &tag),
+                    ("Content-Range", &format!("bytes {a}-{b}/{LEN}")),
+                ],
+                &full[a..=b],
+            ),
+            _ if gate => {
+                let len = LEN.to_string();
+                let mut out = resp(
+                    "200 OK",
+                    &[cc, ("ETag", &tag), ("Content-Length", &len)],
+                    &full[..LEN / 2],
+                );
+                out.extend_from_slice(GATE);
+                out.extend_from_slice(&full[LEN / 2..]);
+                out
+            }
+            _ => resp("200 OK", &[cc, ("ETag", &tag)], &full),
+        }
+    });
+    Origin {
+        s,
+        version,
+        content,
+    }
+}
+
+fn start(o: &Origin, dir: &std::path::Path) -> Dataplane {
+    let url = o.s.url();
+    let mut opts = Opts::new(&url, dir);
+    opts.size = "512MiB";
+    opts.extra = vec!["--slice-size".into(), "1MiB".into()];
+    Dataplane::start(opts)
+}
+
+fn get_range(dp: &Dataplane, path: &str, a: usize, b: usize) -> Resp {
+    dp.request("GET", path, &[("Range", &format!("bytes={a}-{b}"))])
+}
+
+fn assert_part(r: &Resp, full: &[u8], a: usize, b: usize) {
+    assert_eq!(r.status, 206, "{}", r.cache_status());
+    assert_eq!(r.header("content-range"), format!("bytes {a}-{b}/{LEN}"));
+    assert!(!r.truncated);
+    assert!(r.body == full[a..=b], "bytes {a}-{b}");
+}
+
+fn ranges_seen(o: &Origin) -> Vec<Option<String>> {
+    o.s.requests()
+        .iter()
+        .map(|r| r.header("range").map(str::to_string))
+        .collect()
+}
+
+fn aligned(first_slice: usize, last_slice: usize) -> Option<String> {
+    Some(format!(
+        "bytes={}-{}",
+        first_slice * SLICE,
+        (last_slice + 1) * SLICE - 1
+    ))
+}
+
+#[test]
+fn a_range_in_the_middle_fetches_only_its_slices_and_later_ranges_hit() {
+    let o = range_origin(false, false);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let full = body(1);
+    let (a, b) = (50 * SLICE + 100, 52 * SLICE + 5);
+    assert_part(&get_range(&dp, "/big", a, b), &full, a, b);
+    assert_eq!(
+        ranges_seen(&o),
+        [aligned(50, 52)],
+        "only the touched slices"
+    );
+    // The same range, and others within those slices: from the store.
+    for (a, b) in [
+        (a, b),
+        (50 * SLICE, 53 * SLICE - 1),
+        (51 * SLICE + 7, 51 * SLICE + 7),
+    ] {
+        let r = get_range(&dp, "/big", a, b);
+        assert_part(&r, &full, a, b);
+        assert!(r.is_hit(), "{a}-{b}: {}", r.cache_status());
+    }
+    assert_eq!(o.s.count(), 1, "no origin traffic for stored slices");
+    // Partly outside: only the missing slice is fetched, with its own Range.
+    let (a, b) = (52 * SLICE + 10, 53 * SLICE + 10);
+    assert_part(&get_range(&dp, "/big", a, b), &full, a, b);
+    assert_eq!(ranges_seen(&o), [aligned(50, 52), aligned(53, 53)]);
+    let seen = o.s.requests();
+    assert_eq!(
+        seen[1].header("if-range"),
+        Some("\"v1\""),
+        "bound to the version"
+    );
+}
+
+#[test]
+fn a_full_get_is_streamed_stored_as_slices_and_served_again_from_them() {
+    let o = range_origin(false, false);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let full = body(1);
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated);
+    assert!(r.body == full, "byte-exact");
+    assert_eq!(ranges_seen(&o), [None], "one whole fetch");
+    // The fill stores on its own task: wait until the last slice is in.
+    let mut again = dp.get("/big");
+    for _ in 0..50 {
+        if o.s.count() == 1 && again.body == full {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        again = dp.get("/big");
+    }
+    assert_eq!(again.status, 200);
+    assert!(again.is_hit(), "{}", again.cache_status());
+    assert!(again.body == full, "byte-exact from the slices");
+    let r = get_range(&dp, "/big", 99 * SLICE, LEN - 1);
+    assert_part(&r, &full, 99 * SLICE, LEN - 1);
+    assert_eq!(o.s.count(), 1, "no origin traffic once stored");
+    assert!(
+        dp.metric("edgecache_dataplane_store_objects") > 100.0,
+        "a manifest and 101 slices"
+    );
+}
+
+#[test]
+fn an_etag_change_between_slices_never_yields_a_mixed_body() {
+    // The origin ignores If-Range: the cache's own check of every slice's ETag must hold.
+    let o = range_origin(false, false);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let (v1, v2) = (body(1), body(2));
+    let (a, b) = (40 * SLICE, 41 * SLICE - 1);
+    assert_part(&get_range(&dp, "/big", a, b), &v1, a, b);
+    o.version.store(2, Ordering::SeqCst);
+    o.content.store(2, Ordering::SeqCst);
+    // Slices 0..40 are missing; slice 0 comes back with "v2": the response must end short.
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200);
+    let n = r.body.len();
+    let one_version = r.body == v1[..n] || r.body == v2[..n];
+    assert!(one_version, "bytes of two versions in one body");
+    assert!(
+        r.truncated || r.body == v1,
+        "the changed object ends the response short"
+    );
+    // The manifest was dropped: the next request fetches the new version whole.
+    let r = dp.get("/big");
+    assert!(!r.truncated);
+    assert!(r.body == v2, "the new version");
+    // A range of the old slices is never served again.
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &v2, a, b);
+}
+
+#[test]
+fn a_sigkill_mid_fill_leaves_whole_slices_and_every_answer_byte_exact() {
+    let o = range_origin(true, true);
+    let dir = tempfile::tempdir().unwrap();
+    let mut dp = start(&o, dir.path());
+    let full = body(1);
+    let listen = dp.listen;
+    let client = std::thread::spawn(move || get(listen, "/big", &[]));
+    // The origin has sent half the body and waits at its gate: let the slices land.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while dp.metric("edgecache_dataplane_store_objects") < 30.0 {
+        assert!(std::time::Instant::now() < deadline, "slices are stored");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    dp.kill9();
+    o.s.open_gate();
+    let _ = client.join();
+    let dp = dp.restart();
+    let before = o.s.count();
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated);
+    assert!(r.body == full, "byte-exact after the restart");
+    let after: Vec<_> = ranges_seen(&o)[before..].to_vec();
+    assert!(
+        after.iter().all(Option::is_some) && after.len() < 101 - 25,
+        "only missing slices were fetched, with Range: {after:?}"
+    );
+    for (a, b) in [
+        (0, 10),
+        (30 * SLICE - 5, 70 * SLICE + 5),
+        (LEN - 100, LEN - 1),
+    ] {
+        assert_part(&get_range(&dp, "/big", a, b), &full, a, b);
+    }
+}
+
+#[test]
+fn a_purge_or_an_unsafe_method_makes_every_slice_unreachable() {
+    let o = range_origin(false, false);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let (a, b) = (10 * SLICE + 1, 12 * SLICE);
+    assert_part(&get_range(&dp, "/big", a, b), &body(1), a, b);
+    // A new body under the same ETag: only a refetch after the purge can show it.
+    o.content.store(3, Ordering::SeqCst);
+    let r = request(dp.admin, "PURGE", "/big", &[("Host", "test.example")], b"").unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let n = o.s.count();
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &body(3), a, b);
+    assert!(
+        !r.is_hit(),
+        "refetched after the purge: {}",
+        r.cache_status()
+    );
+    assert_eq!(o.s.count(), n + 1);
+    assert_eq!(ranges_seen(&o)[n], aligned(10, 12), "as slices again");
+    // A POST to the URL invalidates it too (RFC 9111 4.4).
+    let r = dp.request("POST", "/big", &[]);
+    assert!(r.status < 500, "{}", r.status);
+    let n = o.s.count();
+    let r = get_range(&dp, "/big", a, b);
+    assert!(
+        !r.is_hit(),
+        "refetched after the POST: {}",
+        r.cache_status()
+    );
+    assert_eq!(o.s.count(), n + 1);
+}
+
+#[test]
+fn a_first_range_of_a_small_object_asks_for_whole_slices_and_stores_it_whole() {
+    // Not a large object: the aligned 206 is the whole representation, stored as its 200.
+    let o = Scripted::start(|req, _| {
+        let full = b"0123456789".repeat(100);
+        let cc = ("Cache-Control", "max-age=600");
+        match req.header("range") {
+            Some(_) => resp(
+                "206 Partial Content",
+                &[cc, ("ETag", "\"s\""), ("Content-Range", "bytes 0-999/1000")],
+                &full,
+            ),
+            None => resp("200 OK", &[cc, ("ETag", "\"s\"")], &full),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let url = o.url();
+    let mut opts = Opts::new(&url, dir.path());
+    opts.extra = vec!["--slice-size".into(), "1MiB".into()];
+    let dp = Dataplane::start(opts);
+    let r = dp.request("GET", "/small", &[("Range", "bytes=100-199")]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), "bytes 100-199/1000");
+    assert_eq!(r.body, b"0123456789".repeat(10));
+    assert_eq!(o.requests()[0].header("range"), Some("bytes=0-1048575"));
+    let r = dp.get("/small");
+    assert_eq!(r.status, 200);
+    assert!(r.is_hit(), "stored whole: {}", r.cache_status());
+    assert_eq!(r.body, b"0123456789".repeat(100));
+    assert_eq!(o.count(), 1);
+}
