@@ -5,8 +5,8 @@
 //! origins, so the EdgeCache is Degraded instead (`TlsSecretInvalid`, `OriginCaSecretInvalid`),
 //! naming each field, Secret and what is wrong with it. `reconcile` reads the Secrets; this
 //! module only judges them. Their contents are never hashed into the pod template: a renewed
-//! certificate or rotated bundle rolls no pod (the kubelet updates the mounted files and the
-//! data plane reloads them).
+//! certificate or rotated bundle rolls no pod (the kubelet updates the mounted files; the data
+//! plane reloads certificates, and reads a CA bundle when it starts).
 
 use std::collections::BTreeMap;
 use std::fmt;
