@@ -207,7 +207,7 @@ impl Writer {
                 Ok(0) => return self.failed(lines, &io::ErrorKind::WriteZero.into()),
                 Ok(n) => buf = &buf[n..],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // A non-blocking stdout (someone set O_NONBLOCK on the pipe): wait for room.
+                // A non-blocking output (someone set O_NONBLOCK on the pipe): wait for room.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -235,18 +235,10 @@ mod tests {
     use super::*;
     use std::io::Read;
 
-    fn counters() -> Counters {
-        Counters {
-            lines: Counter::default(),
-            queue_full: Counter::default(),
-            write_errors: Counter::default(),
-        }
-    }
-
     #[test]
     fn lines_arrive_whole_and_in_order() {
         let (mut r, w) = std::io::pipe().unwrap();
-        let c = counters();
+        let c = Counters::default();
         let q = Queue::start(
             "test",
             File::from(std::os::fd::OwnedFd::from(w)),
@@ -278,7 +270,7 @@ mod tests {
     fn a_full_pipe_drops_lines_without_blocking_the_pusher() {
         // Nobody reads `_r`: the pipe fills, then the queue.
         let (_r, w) = std::io::pipe().unwrap();
-        let c = counters();
+        let c = Counters::default();
         let q = Queue::start(
             "test",
             File::from(std::os::fd::OwnedFd::from(w)),

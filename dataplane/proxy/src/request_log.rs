@@ -43,6 +43,7 @@ use tracing::{info, warn};
 use crate::body::Body;
 use crate::conn_info::{self, ConnInfo};
 use crate::metrics::Metrics;
+use crate::ring::mix64;
 
 pub use outcome::CacheOutcome;
 
@@ -167,7 +168,7 @@ pub struct WorkerLog {
 impl WorkerLog {
     pub fn new(shared: Arc<RequestLog>) -> Rc<Self> {
         let n = WORKERS.fetch_add(1, Ordering::Relaxed);
-        let draw = Cell::new(mix(shared.seed ^ n.wrapping_mul(GOLDEN)));
+        let draw = Cell::new(mix64(shared.seed ^ n.wrapping_mul(GOLDEN)));
         Rc::new(Self {
             shared,
             draw,
@@ -239,7 +240,7 @@ impl WorkerLog {
             Sampling::Below(t) => {
                 let s = self.draw.get().wrapping_add(GOLDEN);
                 self.draw.set(s);
-                mix(s) < t
+                mix64(s) < t
             }
         }
     }
@@ -277,22 +278,10 @@ impl WorkerLog {
         if let Some(l) = &line {
             parts.extensions.insert(l.note.clone());
         }
+        let head_only = parts.method == Method::HEAD;
+        let h2 = parts.version == http::Version::HTTP_2;
         Exchange {
-            rec: Some(Record {
-                log: self.clone(),
-                start: Instant::now(),
-                site,
-                line,
-                head_only: parts.method == Method::HEAD,
-                h2: parts.version == http::Version::HTTP_2,
-                status: 0,
-                cache: CacheOutcome::None,
-                ttfb: None,
-                bytes: 0,
-                length: None,
-                ended: None,
-                completed: false,
-            }),
+            rec: Some(Record::new(self.clone(), site, line, head_only, h2)),
         }
     }
 
@@ -315,33 +304,17 @@ impl WorkerLog {
                 cache_status: None,
             })
         });
-        let now = Instant::now();
-        drop(Record {
-            log: self.clone(),
-            start: now,
-            site: "none",
-            line,
-            head_only: true,
-            h2: false,
-            status,
-            cache: CacheOutcome::None,
-            ttfb: Some(Duration::ZERO),
-            bytes: 0,
-            length: None,
-            ended: Some(now),
-            completed: true,
-        });
+        let mut rec = Record::new(self.clone(), "none", line, true, false);
+        rec.status = status;
+        rec.ttfb = Some(Duration::ZERO);
+        rec.ended = Some(rec.start);
+        rec.completed = true;
+        // Observed and logged as it goes.
+        drop(rec);
     }
 }
 
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// splitmix64's output function.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// The site of a request: its target's authority (without userinfo), else its Host field.
 fn request_host(parts: &request::Parts) -> &str {
@@ -460,6 +433,31 @@ struct Record {
 }
 
 impl Record {
+    /// A request whose head was read now: no response yet.
+    fn new(
+        log: Rc<WorkerLog>,
+        site: &'static str,
+        line: Option<Box<RequestLine>>,
+        head_only: bool,
+        h2: bool,
+    ) -> Self {
+        Record {
+            log,
+            start: Instant::now(),
+            site,
+            line,
+            head_only,
+            h2,
+            status: 0,
+            cache: CacheOutcome::None,
+            ttfb: None,
+            bytes: 0,
+            length: None,
+            ended: None,
+            completed: false,
+        }
+    }
+
     /// The whole body went out (as far as the body knows).
     fn whole(&self) -> bool {
         self.head_only || self.length == Some(self.bytes)
@@ -598,7 +596,7 @@ mod tests {
         let hits = (0..n)
             .filter(|_| {
                 s = s.wrapping_add(GOLDEN);
-                mix(s) < t
+                mix64(s) < t
             })
             .count();
         let share = hits as f64 / n as f64;

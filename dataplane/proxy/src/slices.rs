@@ -113,13 +113,15 @@ impl Manifest {
         k
     }
 
-    /// The version identity: a hash of the validator, the total length and the nonce.
+    /// The version identity: a hash of the validator, the total length and the nonce (the
+    /// sharding ring's stable hash; not a security boundary: the nonce and the check of every
+    /// slice's meta are).
     fn identity(&self) -> Vec<u8> {
-        let mut h = Fnv::default();
-        h.write(self.validator.as_bytes());
-        h.write(&self.total.to_be_bytes());
-        h.write(&self.nonce.to_be_bytes());
-        format!("{:016x}{:016x}", h.0, self.nonce).into_bytes()
+        let mut bytes = self.validator.as_bytes().to_vec();
+        bytes.extend_from_slice(&self.total.to_be_bytes());
+        bytes.extend_from_slice(&self.nonce.to_be_bytes());
+        let h = crate::ring::hash64(&bytes);
+        format!("{h:016x}{:016x}", self.nonce).into_bytes()
     }
 
     /// The meta blob stored with slice `index`: checked when it is read, so a record under
@@ -258,25 +260,6 @@ pub fn aligned_request(value: &str, slice_size: u64) -> Option<HeaderValue> {
         )
         .ok(),
         _ => None,
-    }
-}
-
-/// FNV-1a, 64 bits: a short, stable name for a version (not a security boundary: the nonce
-/// and the check of every slice's meta are).
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
     }
 }
 

@@ -211,12 +211,7 @@ async fn follow(
     let status = CacheStatus::forward(&ctx.policy.name, fwd)
         .fwd_status(head.stored.status.as_u16())
         .collapsed(true);
-    let content_length = head
-        .stored
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let content_length = policy::partial::content_length(&head.stored.headers);
     let answer = ClientAnswer::of(&parts, &head.stored, content_length, ctx.shared.clock.now());
     let (code, client_body) = answer.apply(head.stored.status, &mut headers);
     let Some(client_range) = client_body else {
@@ -299,11 +294,7 @@ pub(super) async fn relay_origin_response(
     // The field that makes a stored response a manifest is the cache's own.
     rparts.headers.remove(crate::slices::MARKER);
     let rbody = rbody.boxed_unsync();
-    let content_length = rparts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let content_length = policy::partial::content_length(&rparts.headers);
     // The response as stored; the stored GET answers HEAD too, so judge it as a GET.
     let mut as_get = parts.clone();
     as_get.method = Method::GET;
@@ -717,20 +708,10 @@ impl Pump {
         // one until the object is published: a client that has the whole body finds it stored.
         let mut held: Option<Bytes> = None;
         let end = loop {
-            let frame = match tokio::time::timeout(self.idle, self.body.frame()).await {
-                Err(_) => {
-                    metrics.origin_error("body_timeout");
-                    break Err("the origin went silent mid-body (idle timeout)".to_string());
-                }
+            let chunk = match origin_chunk(&mut self.body, self.idle, &metrics).await {
+                Ok(Some(chunk)) => chunk,
                 Ok(None) => break Ok(()),
-                Ok(Some(Err(e))) => {
-                    metrics.origin_error("body");
-                    break Err(format!("the origin body failed: {e}"));
-                }
-                Ok(Some(Ok(frame))) => frame,
-            };
-            let Ok(chunk) = frame.into_data() else {
-                continue;
+                Err(why) => break Err(why),
             };
             if let Some(g) = &self.guard
                 && !g.flight.push(chunk.clone())
@@ -803,6 +784,34 @@ impl Pump {
                 }
                 if let Some(feed) = self.to_client.take() {
                     feed.fail(io::Error::other(why));
+                }
+            }
+        }
+    }
+}
+
+/// The next data chunk of an origin body, waiting at most `idle` for it (other frames are
+/// skipped): `Ok(None)` at its end. A silence or a failure is counted (`origin_errors`,
+/// `body_timeout` or `body`) and its reason returned.
+pub(super) async fn origin_chunk(
+    body: &mut super::peer::UpBody,
+    idle: Duration,
+    metrics: &crate::metrics::Metrics,
+) -> Result<Option<Bytes>, String> {
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => {
+                metrics.origin_error("body_timeout");
+                return Err("the origin went silent mid-body (idle timeout)".to_string());
+            }
+            Ok(None) => return Ok(None),
+            Ok(Some(Err(e))) => {
+                metrics.origin_error("body");
+                return Err(format!("the origin body failed: {e}"));
+            }
+            Ok(Some(Ok(frame))) => {
+                if let Ok(chunk) = frame.into_data() {
+                    return Ok(Some(chunk));
                 }
             }
         }

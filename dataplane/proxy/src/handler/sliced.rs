@@ -440,20 +440,8 @@ impl Fill<'_> {
         let idle = self.ctx.origin_idle();
         let metrics = &self.ctx.shared.metrics;
         while pos < end {
-            let frame = match tokio::time::timeout(idle, body.frame()).await {
-                Err(_) => {
-                    metrics.origin_error("body_timeout");
-                    return Err("the origin went silent mid-body".into());
-                }
-                Ok(None) => return Err(format!("the body ended at {pos} of {end}")),
-                Ok(Some(Err(e))) => {
-                    metrics.origin_error("body");
-                    return Err(format!("the origin body failed: {e}"));
-                }
-                Ok(Some(Ok(frame))) => frame,
-            };
-            let Ok(mut chunk) = frame.into_data() else {
-                continue;
+            let Some(mut chunk) = super::fill::origin_chunk(&mut body, idle, metrics).await? else {
+                return Err(format!("the body ended at {pos} of {end}"));
             };
             while !chunk.is_empty() {
                 if pos >= end {
