@@ -3,8 +3,8 @@
 //! HTTP/1.1 runs on hyper's HTTP/1 server with the connection's IO wrapped in an
 //! [`InterimIo`] so 1xx responses from the origin can be forwarded (src/interim.rs). HTTP/2
 //! (ALPN `h2` over TLS, or a client that opens a plain connection with the HTTP/2 preface) runs
-//! on hyper's HTTP/2 server, its streams spawned on the worker's own executor; hyper's HTTP/2
-//! server cannot send 1xx, so an origin's 1xx is dropped there. An HTTP/2 request is given the
+//! on hyper's HTTP/2 server, its streams spawned on the worker's own executor; an origin's 1xx
+//! goes out on the request's stream (hyper patched for it: third_party/hyper/PATCHES.md). An HTTP/2 request is given the
 //! origin form an HTTP/1.1 one has (`:authority` as Host, the path as target), so the cache
 //! key, the Host the origin sees and everything after are the same over both.
 //!
@@ -35,7 +35,7 @@ use crate::body;
 use crate::conn_info::ConnInfo;
 use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use crate::handler::{self, Ctx};
-use crate::interim::{self, InterimIo, InterimSlot};
+use crate::interim::{self, InterimForwarder, InterimIo, InterimSlot};
 use crate::send_room::SendRoom;
 use crate::tls::TlsInfo;
 
@@ -86,23 +86,28 @@ pub async fn serve<S>(
     let svc = service_fn(move |mut req: Request<Incoming>| {
         let ctx = svc_ctx.clone();
         let busy = svc_clock.begin_request();
-        let h2 = req.version() == Version::HTTP_2;
-        let forwarder = svc_slot.begin(
-            req.version(),
-            interim::client_awaits_continue(req.version(), req.headers()),
-        );
-        // hyper's HTTP/2 server has no way to send a 1xx.
-        let interim = if h2 { forwarder.detached() } else { forwarder };
-        if h2 {
-            to_origin_form(&mut req);
-        }
-        req.extensions_mut().insert(interim.clone());
+        let slot = svc_slot.clone();
         req.extensions_mut().insert(svc_room.clone());
         req.extensions_mut().insert(conn_info);
         if let Some(info) = &tls {
             req.extensions_mut().insert(info.clone());
         }
         async move {
+            // Begun in the request's own task (an HTTP/2 stream's is not the connection's),
+            // which tells its 1xx from those of a background revalidation (src/interim.rs).
+            let expects = interim::client_awaits_continue(req.version(), req.headers());
+            let h2 = req
+                .extensions_mut()
+                .remove::<hyper::ext::InformationalSender>()
+                .filter(|_| req.version() == Version::HTTP_2);
+            let interim = match h2 {
+                Some(sender) => {
+                    to_origin_form(&mut req);
+                    InterimForwarder::for_stream(sender, ctx.shared.metrics.clone(), expects)
+                }
+                None => slot.begin(req.version(), expects),
+            };
+            req.extensions_mut().insert(interim.clone());
             let resp = match redirect {
                 Some(port) => Ok(https_redirect(&req, port)),
                 None => handler::handle(ctx, req, peer).await,

@@ -31,6 +31,13 @@
 //!   head only once the previous response is fully encoded), so "hyper's buffer is empty" is
 //!   always a message boundary.
 //!
+//! Over HTTP/2, a request's interim responses go out on its own stream instead: hyper's HTTP/2
+//! server is patched (third_party/hyper/PATCHES.md) to put an `InformationalSender` in each
+//! request's extensions, and [`InterimForwarder::for_stream`] queues HEADERS frames on it, which
+//! hyper writes before the final response's. Per request at most [`PENDING_MAX`] bytes of
+//! fields (counted as HTTP/2 counts a field list), held in the same share of the memory plan
+//! until the request ends; more are dropped.
+//!
 //! Which 1xx go out is `policy::interim::action`: none to an HTTP/1.0 client, no 101, and a
 //! 100 Continue only to a client whose `Expect: 100-continue` hyper does not answer itself
 //! (see [`client_awaits_continue`]).
@@ -131,8 +138,11 @@ impl InterimSlot {
             st.clear_pending();
         }
         InterimForwarder {
-            slot: self.clone(),
-            seq: st.seq,
+            sink: Sink::Socket {
+                slot: self.clone(),
+                seq: st.seq,
+            },
+            metrics: self.metrics.clone(),
             client,
             expects_continue,
             task: tokio::task::try_id(),
@@ -154,15 +164,16 @@ pub fn client_awaits_continue(version: Version, headers: &HeaderMap) -> bool {
         || headers
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
-    expects && !(has_content && version >= Version::HTTP_11)
+    // hyper's HTTP/2 server never answers an expectation: the origin's 100 is the only one.
+    expects && !(has_content && version == Version::HTTP_11)
 }
 
 /// One request's right to send interim responses to its client; travels in the request's
 /// extensions (and its clones') to the origin client.
 #[derive(Clone)]
 pub struct InterimForwarder {
-    slot: Arc<InterimSlot>,
-    seq: u64,
+    sink: Sink,
+    metrics: Arc<Metrics>,
     client: Version,
     expects_continue: bool,
     task: Option<tokio::task::Id>,
@@ -170,10 +181,84 @@ pub struct InterimForwarder {
     detached: bool,
 }
 
+/// Where a request's interim responses go.
+#[derive(Clone)]
+enum Sink {
+    /// HTTP/1.1: bytes written beside hyper's on the connection's socket ([`InterimIo`]).
+    Socket { slot: Arc<InterimSlot>, seq: u64 },
+    /// HTTP/2: HEADERS frames on the request's own stream, written by hyper's HTTP/2 server
+    /// (the `InformationalSender` of third_party/hyper/PATCHES.md).
+    Stream(Arc<StreamSink>),
+}
+
+/// One HTTP/2 request's interim responses: hyper's sender, and the bytes queued for it, held
+/// in the interim queues' share of the memory plan until the request ends.
+struct StreamSink {
+    sender: hyper::ext::InformationalSender,
+    state: Mutex<StreamState>,
+    share: Arc<Share>,
+}
+
+struct StreamState {
+    open: bool,
+    held: u64,
+}
+
+impl StreamSink {
+    fn lock(&self) -> MutexGuard<'_, StreamState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn queue(&self, status: StatusCode, headers: &HeaderMap) -> (InterimAction, &'static str) {
+        let mut st = self.lock();
+        if !st.open || !self.sender.is_open() {
+            return (InterimAction::Drop, "the final response was sent");
+        }
+        let fields = downstream_fields(headers);
+        // The size HTTP/2 counts a field list by (RFC 9113 6.5.2): name, value and 32 each.
+        let size = 32
+            + fields
+                .iter()
+                .map(|(k, v)| (k.as_str().len() + v.len() + 32) as u64)
+                .sum::<u64>();
+        if st.held + size > PENDING_MAX as u64 || !self.share.try_take(size) {
+            return (
+                InterimAction::Drop,
+                "the client has not taken the earlier ones",
+            );
+        }
+        st.held += size;
+        let mut res = http::Response::new(());
+        *res.status_mut() = status;
+        *res.headers_mut() = fields;
+        match self.sender.send(res) {
+            Ok(()) => (InterimAction::Forward, ""),
+            Err(_) => (InterimAction::Drop, "the final response was sent"),
+        }
+    }
+
+    fn end(&self) {
+        let mut st = self.lock();
+        st.open = false;
+        self.share.give_back(std::mem::take(&mut st.held));
+    }
+}
+
+impl Drop for StreamSink {
+    fn drop(&mut self) {
+        let held = std::mem::take(&mut self.lock().held);
+        self.share.give_back(held);
+    }
+}
+
 impl std::fmt::Debug for InterimForwarder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let protocol = match self.sink {
+            Sink::Socket { .. } => "http/1.1",
+            Sink::Stream(_) => "h2",
+        };
         f.debug_struct("InterimForwarder")
-            .field("seq", &self.seq)
+            .field("sink", &protocol)
             .field("client", &self.client)
             .field("expects_continue", &self.expects_continue)
             .field("detached", &self.detached)
@@ -182,6 +267,31 @@ impl std::fmt::Debug for InterimForwarder {
 }
 
 impl InterimForwarder {
+    /// An HTTP/2 request's forwarder: its 1xx go out on its stream through hyper's `sender`
+    /// (from the request's extensions). Call it from the request's own task.
+    pub fn for_stream(
+        sender: hyper::ext::InformationalSender,
+        metrics: Arc<Metrics>,
+        expects_continue: bool,
+    ) -> Self {
+        let sink = StreamSink {
+            sender,
+            state: Mutex::new(StreamState {
+                open: true,
+                held: 0,
+            }),
+            share: metrics.memory.interim_queues.clone(),
+        };
+        InterimForwarder {
+            sink: Sink::Stream(Arc::new(sink)),
+            metrics,
+            client: Version::HTTP_2,
+            expects_continue,
+            task: tokio::task::try_id(),
+            detached: false,
+        }
+    }
+
     /// Whether the current task is the request's own. A request sent to the origin from
     /// another task (a stale-while-revalidate background revalidation) is the proxy's own: its
     /// 1xx are not the client's (RFC 9110 15.2, "unless the proxy itself requested" it).
@@ -204,10 +314,13 @@ impl InterimForwarder {
         } else {
             match interim::action(status, self.client, self.expects_continue) {
                 InterimAction::Drop => (InterimAction::Drop, "policy"),
-                InterimAction::Forward => self.queue(status, headers),
+                InterimAction::Forward => match &self.sink {
+                    Sink::Socket { slot, seq } => queue(slot, *seq, status, headers),
+                    Sink::Stream(stream) => stream.queue(status, headers),
+                },
             }
         };
-        self.slot.metrics.interim(action);
+        self.metrics.interim(action);
         debug!(
             status = status.as_u16(),
             client = ?self.client,
@@ -218,46 +331,23 @@ impl InterimForwarder {
         action
     }
 
-    fn queue(&self, status: StatusCode, headers: &HeaderMap) -> (InterimAction, &'static str) {
-        let waker = {
-            let mut st = self.slot.lock();
-            if st.closed {
-                return (InterimAction::Drop, "the client connection is gone");
-            }
-            if st.seq != self.seq || !st.open {
-                return (InterimAction::Drop, "the final response was sent");
-            }
-            let before = st.pending.len();
-            encode(status, headers, &mut st.pending);
-            let added = (st.pending.len() - before) as u64;
-            if st.pending.len() > PENDING_MAX || !st.share.try_take(added) {
-                // A client that does not read, and an origin that keeps sending 1xx: keep what
-                // is queued within its bounds (the connection's, and all connections' share of
-                // the memory plan) and drop this one.
-                st.pending.truncate(before);
-                return (
-                    InterimAction::Drop,
-                    "the client has not taken the earlier ones",
-                );
-            }
-            st.io_waker.clone()
-        };
-        wake(waker);
-        (InterimAction::Forward, "")
-    }
-
     /// The final response is ready: close the request for interim responses and wait until
     /// those queued are written (or the connection failed), so the final head follows them.
+    /// (Over HTTP/2, hyper writes what is queued on the stream before the final HEADERS.)
     pub async fn end(self) {
+        let (slot, seq) = match &self.sink {
+            Sink::Socket { slot, seq } => (slot, *seq),
+            Sink::Stream(stream) => return stream.end(),
+        };
         {
-            let mut st = self.slot.lock();
-            if st.seq == self.seq {
+            let mut st = slot.lock();
+            if st.seq == seq {
                 st.open = false;
             }
         }
         poll_fn(|cx| {
-            let mut st = self.slot.lock();
-            if st.seq != self.seq || st.closed || st.pending.is_empty() {
+            let mut st = slot.lock();
+            if st.seq != seq || st.closed || st.pending.is_empty() {
                 return Poll::Ready(());
             }
             set_waker(&mut st.drained, cx);
@@ -267,6 +357,40 @@ impl InterimForwarder {
     }
 }
 
+/// Queue an interim response on an HTTP/1.1 connection's socket, for its request `seq`.
+fn queue(
+    slot: &InterimSlot,
+    seq: u64,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> (InterimAction, &'static str) {
+    let waker = {
+        let mut st = slot.lock();
+        if st.closed {
+            return (InterimAction::Drop, "the client connection is gone");
+        }
+        if st.seq != seq || !st.open {
+            return (InterimAction::Drop, "the final response was sent");
+        }
+        let before = st.pending.len();
+        encode(status, headers, &mut st.pending);
+        let added = (st.pending.len() - before) as u64;
+        if st.pending.len() > PENDING_MAX || !st.share.try_take(added) {
+            // A client that does not read, and an origin that keeps sending 1xx: keep what
+            // is queued within its bounds (the connection's, and all connections' share of
+            // the memory plan) and drop this one.
+            st.pending.truncate(before);
+            return (
+                InterimAction::Drop,
+                "the client has not taken the earlier ones",
+            );
+        }
+        st.io_waker.clone()
+    };
+    wake(waker);
+    (InterimAction::Forward, "")
+}
+
 fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
     match slot {
         Some(w) if w.will_wake(cx.waker()) => {}
@@ -274,18 +398,24 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
     }
 }
 
-/// `HTTP/1.1 <code> <reason>` and the fields fit to go downstream: no hop-by-hop fields, no
-/// fields targeted at this cache, no Content-Length (RFC 9110 8.6: never in a 1xx).
 /// Bytes of interim responses queued per connection at most; more are dropped until the client
 /// takes what is queued. All connections together queue no more than the memory plan's bound
 /// for interim queues (`memory_bytes{part="interim_queues"}`); past it, new ones are dropped.
 pub const PENDING_MAX: usize = 16 * 1024;
 
-fn encode(status: StatusCode, headers: &HeaderMap, out: &mut Vec<u8>) {
+/// An interim response's fields fit to go downstream: no hop-by-hop fields, no fields
+/// targeted at this cache, no Content-Length (RFC 9110 8.6: never in a 1xx).
+fn downstream_fields(headers: &HeaderMap) -> HeaderMap {
     let mut fields = headers.clone();
     origin::strip_hop_by_hop(&mut fields);
     edgecache_policy::headers::strip_targeted(&mut fields);
     fields.remove(header::CONTENT_LENGTH);
+    fields
+}
+
+/// `HTTP/1.1 <code> <reason>` and the [`downstream_fields`].
+fn encode(status: StatusCode, headers: &HeaderMap, out: &mut Vec<u8>) {
+    let fields = downstream_fields(headers);
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
@@ -724,6 +854,11 @@ mod tests {
         assert!(client_awaits_continue(
             v11,
             &h(&[("expect", "100-continue")])
+        ));
+        // hyper's HTTP/2 server never answers: with content too, the origin's 100 is awaited.
+        assert!(client_awaits_continue(
+            Version::HTTP_2,
+            &h(&[("expect", "100-continue"), ("content-length", "5")])
         ));
     }
 
