@@ -24,6 +24,7 @@ command -v varnishd >/dev/null || need+=(varnish)
 command -v traffic_server >/dev/null || need+=(trafficserver)
 command -v fio >/dev/null || need+=(fio)
 command -v taskset >/dev/null || need+=(util-linux)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)  # harness/srcaddr.c
 "$PY" -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
 if ((${#need[@]})); then
   echo "installing: ${need[*]}"

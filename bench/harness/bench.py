@@ -64,6 +64,9 @@ def log(*a):
 
 PROCS = []  # (name, Popen)
 BINS = {}  # private copies of our binaries (see main)
+# Client addresses the load generators use by default (--sources): 64, so wrk's 256 connections
+# come from 4 each, as clients of an edge come from many addresses.
+SOURCES = 64
 CGROUPS = set()
 
 
@@ -579,11 +582,35 @@ CACHE_TYPES = {c.name: c for c in (EdgeCache, Nginx, Varnish, TrafficServer)}
 # --------------------------------------------------------------------------
 # load
 
+def build_srcaddr(d):
+    """The load generators' source-address shim (harness/srcaddr.c), built into `d`."""
+    so = Path(d) / "srcaddr.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(so), str(HERE / "srcaddr.c"), "-ldl"],
+                   check=True, capture_output=True)
+    BINS["srcaddr"] = so
+    return so
+
+
+def client_env(args, first=0, preload=()):
+    """A load generator's environment: with --sources N (N > 1), the shim that spreads its
+    connections over N loopback source addresses (127.0.0.2 and up, from the `first`), so a
+    cache sees N clients, not one; `preload`: more LD_PRELOAD libraries."""
+    e = dict(os.environ)
+    libs = [str(x) for x in preload]
+    if getattr(args, "sources", 0) > 1 and BINS.get("srcaddr"):
+        libs.append(str(BINS["srcaddr"]))
+        e["EC_SRC_COUNT"] = str(args.sources)
+        e["EC_SRC_FIRST"] = str(first)
+    if libs:
+        e["LD_PRELOAD"] = " ".join(libs)
+    return e
+
+
 def loadgen(args, *a, timeout=900):
     exe = BINS.get("loadgen") or Path(args.target_dir) / "release" / "edgecache-loadgen"
     cmd = ["nice", "-n", str(NICE), "taskset", "-c", str(args.client_cpu), str(exe)] + [str(x) for x in a]
     r = subprocess.run(["sh", "-c", 'ulimit -n $(ulimit -Hn) && exec "$@"', "sh"] + cmd,
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout, env=client_env(args))
     if r.returncode != 0:
         raise RuntimeError(f"loadgen failed: {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -596,7 +623,7 @@ def run_wrk(args, port, size, count, dist, duration, conns=None, path_lua=None):
            f"http://127.0.0.1:{port}", "--", size, str(count), dist, str(args.zipf_s),
            str(int(time.time()))]
     r = subprocess.run(["sh", "-c", 'ulimit -n $(ulimit -Hn) && exec "$@"', "sh"] + cmd,
-                       capture_output=True, text=True, timeout=duration + 60)
+                       capture_output=True, text=True, timeout=duration + 60, env=client_env(args))
     for line in r.stdout.splitlines():
         if line.startswith("WRKJSON "):
             return json.loads(line[len("WRKJSON "):])
@@ -868,6 +895,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, help="seconds per wrk round (default 20, quick 5)")
     ap.add_argument("--connections", type=int, default=256)
+    ap.add_argument("--sources", type=int, default=SOURCES,
+                    help="loopback source addresses the load generators spread their connections over "
+                         "(harness/srcaddr.c; 1 = all from 127.0.0.1)")
     ap.add_argument("--zipf-s", type=float, default=1.0)
     ap.add_argument("--mem-limit", type=int, default=256 << 20, help="cgroup memory limit, bytes")
     ap.add_argument("--cache-cpu", type=int, default=1)
@@ -980,6 +1010,7 @@ def main():
             shutil.copy2(f, bindir / dst)
     BINS.update({"origin": bindir / "ecb-origin", "loadgen": bindir / "ecb-loadgen",
                  "dataplane": bindir / "ecb-dataplane"})
+    build_srcaddr(bindir)
 
     # Origin (outside the cgroups: it is only busy while warming).
     origin = {"p": None}

@@ -24,6 +24,13 @@ SIZE_ORDER = ["4k", "100k", "1m"]
 FIO_BS = {"4k": "4k", "100k": "128k", "1m": "1m"}
 
 
+
+def sources(args):
+    """Where the load generators' connections came from (bench.py --sources)."""
+    n = args.get("sources") or 1
+    return ("connections from 127.0.0.1 alone" if n <= 1
+            else f"connections spread over {n} loopback client addresses (harness/srcaddr.c)")
+
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -93,7 +100,8 @@ def build(recs, png_rel):
       f"{args.get('cache_cpu')}; wrk -t1 -c{args.get('connections')} pinned to CPU {args.get('client_cpu')}; "
       f"{args.get('rounds')} interleaved rounds of {args.get('duration')} s per distribution "
       f"(A B C D, D C B A, ...); caches warmed until a pass makes no origin fetch; page cache dropped "
-      f"before the rounds; zipf s={args.get('zipf_s')}. Medians over rounds; ratios are medians of per-round ratios.")
+      f"before the rounds; zipf s={args.get('zipf_s')}; {sources(args)}. Medians over rounds; ratios are medians "
+      "of per-round ratios.")
     w("- Access logs: off in every cache (nginx `access_log off`, Traffic Server `logging_enabled 0`, "
       "Varnish without varnishncsa, EdgeCache `--access-log off`).")
     skipped = [r for r in recs if r.get("kind") == "skipped"]

@@ -92,11 +92,9 @@ def make_tls(d):
                 "fingerprint": fp})
 
 
-def client_env(noresume=False):
-    e = dict(os.environ)
+def client_env(args, noresume=False, first=0):
+    e = B.client_env(args, first, [TLS["shim"]] if noresume else [])
     e["OPENSSL_CONF"] = str(TLS["cnf"])
-    if noresume:
-        e["LD_PRELOAD"] = str(TLS["shim"])
     return e
 
 
@@ -167,7 +165,7 @@ def probe(cache, emit):
     """The TLS listener negotiates what every server must (version, suite, group, our
     certificate, ALPN h2 and http/1.1) and serves a hit over both protocols."""
     port = TLS_PORTS[cache.name]
-    env = client_env()
+    env = client_env(None)  # one client, from 127.0.0.1
     rec = {"kind": "tls_probe", "cache": cache.name, "port": port}
     r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", HOST,
                         "-CAfile", str(TLS["cert"]), "-alpn", "h2,http/1.1"],
@@ -224,7 +222,7 @@ def run_wrk(args, port, duration, conns, lua_args, headers=(), noresume=False):
         cmd += ["-H", h]
     cmd += [f"https://127.0.0.1:{port}", "--"] + [str(x) for x in lua_args]
     r = subprocess.run(pinned(args, cmd), capture_output=True, text=True, timeout=duration + 60,
-                       env=client_env(noresume))
+                       env=client_env(args, noresume))
     for line in r.stdout.splitlines():
         if line.startswith("WRKJSON "):
             w = json.loads(line[len("WRKJSON "):])
@@ -271,7 +269,7 @@ def run_h2load(args, port, size, ids, seed, duration, work):
                f"--log-file={d / f'log-{k}'}", f"--tls13-ciphers={SUITE}", f"--groups={GROUP}",
                "-H", f":authority: {HOST}"]
         procs.append(subprocess.Popen(pinned(args, cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, env=client_env(), start_new_session=True))
+                                      text=True, env=client_env(args, first=k), start_new_session=True))
     outs = []
     for p in procs:
         try:
@@ -436,6 +434,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, help="seconds per round (default 20, quick 5)")
     ap.add_argument("--connections", type=int, default=256, help="wrk connections (HTTP/1.1 and handshakes)")
+    ap.add_argument("--sources", type=int, default=B.SOURCES,
+                    help="loopback source addresses the load generators spread their connections over "
+                         "(harness/srcaddr.c; 1 = all from 127.0.0.1)")
     ap.add_argument("--h2-conns", type=int, default=16, help="HTTP/2 connections (one h2load process each)")
     ap.add_argument("--h2-streams", type=int, default=16, help="concurrent streams per HTTP/2 connection")
     ap.add_argument("--h2-list", type=int, default=20000, help="random URIs per h2load process (then it cycles)")
@@ -554,6 +555,7 @@ def main():
             shutil.copy2(f, bindir / dst)
     B.BINS.update({"origin": bindir / "ecb-origin", "loadgen": bindir / "ecb-loadgen",
                    "dataplane": bindir / "ecb-dataplane"})
+    B.build_srcaddr(bindir)
     origin = {"p": None}
 
     def ensure_origin():

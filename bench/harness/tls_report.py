@@ -10,7 +10,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from report import LABEL, SIZE_ORDER, f, load, med
+from report import LABEL, SIZE_ORDER, f, load, med, sources
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
@@ -55,7 +55,8 @@ def build(recs):
       f"{args.get('cache_cpu')}, load generators on CPU {args.get('client_cpu')}; HTTP/1.1: wrk -t1 "
       f"-c{args.get('connections')}; HTTP/2: {args.get('h2_conns')} h2load processes x 1 connection x "
       f"{args.get('h2_streams')} streams; new connections: wrk -c{args.get('connections')} with "
-      f"`Connection: close`; {args.get('rounds')} interleaved rounds of {args.get('duration')} s. "
+      f"`Connection: close`; {args.get('rounds')} interleaved rounds of {args.get('duration')} s; "
+      f"{sources(args)}. "
       "Medians over rounds; ratios are medians of per-round ratios (p99 ratio = other's p99 / EdgeCache's: "
       "above 1 means EdgeCache's is lower).")
     for s in [r for r in recs if r.get("kind") == "skipped"]:
