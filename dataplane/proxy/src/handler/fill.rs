@@ -790,14 +790,18 @@ impl Pump {
     }
 }
 
-/// The next data chunk of an origin body, waiting at most `idle` for it (other frames are
+/// The next data chunk of an origin body (a fill's, a slice's or a repair's 206), waiting at most `idle` for it (other frames are
 /// skipped): `Ok(None)` at its end. A silence or a failure is counted (`origin_errors`,
 /// `body_timeout` or `body`) and its reason returned.
-pub(super) async fn origin_chunk(
-    body: &mut super::peer::UpBody,
+pub(super) async fn origin_chunk<B>(
+    body: &mut B,
     idle: Duration,
     metrics: &crate::metrics::Metrics,
-) -> Result<Option<Bytes>, String> {
+) -> Result<Option<Bytes>, String>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     loop {
         match tokio::time::timeout(idle, body.frame()).await {
             Err(_) => {

@@ -163,16 +163,14 @@ async fn from_origin(
         repair.done(false, &why);
         Some((Err(io::Error::other(why)), None))
     };
+    let idle = repair.ctx.origin_idle();
     loop {
-        let frame = match tokio::time::timeout(repair.ctx.origin_idle(), body.frame()).await {
-            Err(_) => return fail("the origin went silent mid-body (idle timeout)".into()),
-            Ok(None) => return fail(format!("the origin's 206 ended {left} bytes short")),
-            Ok(Some(Err(e))) => return fail(format!("the origin's 206 failed: {e}")),
-            Ok(Some(Ok(frame))) => frame,
-        };
-        let Ok(chunk) = frame.into_data() else {
-            continue;
-        };
+        let chunk =
+            match super::fill::origin_chunk(&mut body, idle, &repair.ctx.shared.metrics).await {
+                Err(why) => return fail(why),
+                Ok(None) => return fail(format!("the origin's 206 ended {left} bytes short")),
+                Ok(Some(chunk)) => chunk,
+            };
         if chunk.is_empty() {
             continue;
         }
