@@ -790,9 +790,9 @@ impl Pump {
     }
 }
 
-/// The next data chunk of an origin body (a fill's, a slice's or a repair's 206), waiting at most `idle` for it (other frames are
-/// skipped): `Ok(None)` at its end. A silence or a failure is counted (`origin_errors`,
-/// `body_timeout` or `body`) and its reason returned.
+/// The next data chunk of an origin body (a fill's, a slice's or a repair's 206), waiting at
+/// most `idle` for it (other frames are skipped): `Ok(None)` at its end. A silence or a failure
+/// is counted (`origin_errors`, `body_timeout` or `body`) and its reason returned.
 pub(super) async fn origin_chunk<B>(
     body: &mut B,
     idle: Duration,
