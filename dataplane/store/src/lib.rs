@@ -74,7 +74,11 @@
 //!   ([`ObjectWriter::readable`], [`StoreWorker::read_growing`]; see `src/growing.rs`):
 //!   readers follow the writer's flushes, so a slow reader never holds the writer back.
 //! - The header is written **last**: a record becomes valid when its header write completes, and
-//!   visible when it is inserted into the index right after. A crash before that leaves no
+//!   visible when it is inserted into the index right after. A new key's body that fits the
+//!   staging buffer (256 KiB) goes out with its header in one write instead (one I/O per small
+//!   miss); a torn write of it leaves at worst a valid header before a torn body, which the
+//!   first read's checksums refuse (the object is a miss). A key the index holds something of
+//!   keeps the two writes, so a torn replacement never hides the older version. A crash before that leaves no
 //!   valid header; recovery stops there. A writer dropped without `finish` writes a tombstone
 //!   header (synchronously, one 4 KiB write) so the chain stays walkable.
 //! - A replaced record, a purged one and a corrupt one get a tombstone too, so they cannot come

@@ -2,7 +2,8 @@
 //!
 //! Known length: the record is reserved at `begin`, body chunks are staged in a 256 KiB aligned
 //! buffer (from the worker's [`IoBudget`], smaller for budgets under 2 MiB) and written with
-//! O_DIRECT each time it fills, the header goes last at `finish`.
+//! O_DIRECT each time it fills, the header goes last at `finish`; a body that never filled the
+//! buffer goes out with its header in one write there.
 //! Unknown length: chunks are kept in RAM up to [`UNKNOWN_LENGTH_CAP`](super::UNKNOWN_LENGTH_CAP)
 //! (and within the bound of [`Store::unknown_length_bodies`], counted as they arrive) and
 //! written at `finish`. Checksums are computed as chunks arrive.
@@ -18,7 +19,7 @@ use super::metrics::{Counters, WriteKind};
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
 use super::state::Loc;
 use super::{Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
-use crate::io::{AlignedBuf, FileId, IoBudget, WorkerIo, write_all_at};
+use crate::io::{AlignedBuf, FileId, IoBudget, WorkerIo, align_up, write_all_at};
 
 /// Size of the staging buffer: one O_DIRECT write per 256 KiB of body.
 const STAGE: usize = 256 * 1024;
@@ -306,12 +307,27 @@ impl ObjectWriter {
             self.crcs.push(self.block_crc);
             self.block_fill = 0;
         }
-        self.flush_stage().await?;
-        // Give the staging buffer back before waiting for the header's.
-        self.stage = None;
         let Some(res) = self.res else {
             return Err(StoreError::NoSpace);
         };
+        // A body still whole in the staging buffer (nothing flushed), with room there for the
+        // header in front of it, goes out with its header in one write: one I/O per small
+        // object instead of two. Only for a key the index holds nothing of: that write torn by
+        // a power loss can leave a valid header before a torn body, which then wins the
+        // recovery scan and fails its checksums at the first read; a new key is lost then (a
+        // miss), where an older version would be lost too. Otherwise the body is flushed, and
+        // the staging buffer given back before waiting for the header's.
+        let hl = self.header_len as usize;
+        let whole = self.stage.as_ref().is_some_and(|s| {
+            self.flushed == 0
+                && s.len() as u64 == self.len
+                && hl + align_up(self.len) as usize <= s.capacity()
+        }) && self.store.found(&self.primary).is_empty();
+        let mut combined = if whole { self.stage.take() } else { None };
+        if !whole {
+            self.flush_stage().await?;
+            self.stage = None;
+        }
         let seq = self.store.next_seq();
         let crcs = std::mem::take(&mut self.crcs);
         let used_fixed = FIXED + self.primary.len() + self.variant.len() + 4 * crcs.len();
@@ -328,9 +344,23 @@ impl ObjectWriter {
             meta: self.meta.clone(),
             meta_cap: (self.header_len as usize - used_fixed) as u32,
         };
-        let mut buf = self.budget.alloc(self.header_len as usize).await;
-        header.encode(buf.full_mut());
-        buf.set_len(self.header_len as usize);
+        let buf = match combined.take() {
+            Some(mut buf) => {
+                let body = buf.len();
+                buf.full_mut().copy_within(..body, hl);
+                header.encode(&mut buf.full_mut()[..hl]);
+                buf.set_len(hl + body);
+                buf.pad_to_alignment();
+                buf
+            }
+            None => {
+                let mut buf = self.budget.alloc(hl).await;
+                header.encode(buf.full_mut());
+                buf.set_len(hl);
+                buf
+            }
+        };
+        let written = buf.len() as u64;
         let file = FileId {
             seg: res.seg,
             direct: true,
@@ -341,7 +371,7 @@ impl ObjectWriter {
             return self.fail(e.into());
         }
         let c = self.store.counters();
-        c.disk_write(WriteKind::Record, self.header_len);
+        c.disk_write(WriteKind::Record, written);
         c.admitted_body_bytes
             .fetch_add(self.len, std::sync::atomic::Ordering::Relaxed);
         let loc = Loc {

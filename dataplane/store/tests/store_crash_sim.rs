@@ -1029,3 +1029,53 @@ fn a_torn_record_loses_only_itself_uring() {
 fn a_torn_record_loses_only_itself_threads() {
     a_torn_record_loses_only_itself(EngineChoice::Threads);
 }
+
+/// What a put writes: a new small object goes out as one write, its header in front of its
+/// body (one I/O a miss); a replacement of a key the store holds writes its body first and its
+/// header last (a torn write then cannot make a torn record win over the older version), and so
+/// does a body larger than one staging buffer.
+fn writes_per_put(engine: EngineChoice) {
+    let (_dir, disk, store) = journaled(engine);
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let mut last = disk.len();
+        let mut put_and_see = async |key: &str, seed: u64, size: usize| {
+            let body = content(key, seed, size);
+            put(&w, key, "", &meta_of(seed, size, 0), &body, true, 40_000)
+                .await
+                .unwrap();
+            let writes = disk.writes();
+            let new: Vec<(WriteKind, usize)> = writes[last..]
+                .iter()
+                .filter(|x| x.kind != WriteKind::Tombstone && x.kind != WriteKind::SegmentHeader)
+                .map(|x| (x.kind, x.len))
+                .collect();
+            last = writes.len();
+            new
+        };
+        // 4 KiB header + 5,000 bytes padded to 8 KiB: one write of the whole record.
+        assert_eq!(
+            put_and_see("/new", 1, 5000).await,
+            [(WriteKind::Header, 12_288)]
+        );
+        assert_eq!(
+            put_and_see("/new", 2, 5000).await,
+            [(WriteKind::Body, 8192), (WriteKind::Header, 4096)],
+            "a replacement: body, then header"
+        );
+        let big = put_and_see("/big", 3, 600_000).await;
+        assert_eq!(big.last().map(|x| x.0), Some(WriteKind::Header));
+        assert!(big.len() > 2, "{big:?}");
+        assert_eq!(big.last().map(|x| x.1), Some(4096), "the header alone");
+    });
+}
+
+#[test]
+fn a_new_small_object_is_one_write_uring() {
+    writes_per_put(EngineChoice::Uring);
+}
+
+#[test]
+fn a_new_small_object_is_one_write_threads() {
+    writes_per_put(EngineChoice::Threads);
+}
