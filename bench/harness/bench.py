@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -64,6 +63,7 @@ def log(*a):
 
 PROCS = []  # (name, Popen)
 BINS = {}  # private copies of our binaries (see main)
+RUN = {}  # what a run holds until it exits (its lock)
 # Client addresses the load generators use by default (--sources): 64, so wrk's 256 connections
 # come from 4 each, as clients of an edge come from many addresses.
 SOURCES = 64
@@ -883,8 +883,92 @@ def machine_info(caches):
     }
 
 
+
+def begin_run(args, ports):
+    """What every benchmark run does first: root, its work directory, the one-run-at-a-time
+    lock, free ports, its results and log files, the cleanup at exit, no stale cgroups.
+    Returns the work directory, `emit` (one JSON record to the results) and the results path."""
+    global LOG
+    if os.geteuid() != 0:
+        sys.exit("run as root (cgroups, drop_caches)")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    # One run at a time: runs share ports, cgroup names and the work directory, and a run's
+    # start-up cleanup kills whatever is left in ecbench-* cgroups.
+    lock = open("/var/tmp/ec-bench.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        sys.exit(f"another benchmark run holds /var/tmp/ec-bench.lock ({lock.read().strip()}); "
+                 "wait for it to finish")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}, run {args.run_id}, started {time.strftime('%H:%M:%S')}\n")
+    lock.flush()
+    RUN["lock"] = lock  # held until the process exits
+    busy = [p for p in ports if wait_port(p, 0.2)]
+    if busy:
+        sys.exit(f"ports {busy} on 127.0.0.1 are already in use; stop what listens there first")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out_path = RESULTS / f"{args.run_id}.jsonl"
+    out = open(out_path, "a")
+    LOG = open(RESULTS / f"{args.run_id}.log", "a")
+
+    def emit(rec):
+        rec = dict(rec)
+        rec.setdefault("run_id", args.run_id)
+        rec.setdefault("quick", args.quick)
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+
+    emit.close = out.close
+    atexit.register(cleanup)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, lambda *_: sys.exit(130))
+    # Stale cgroups from an interrupted run.
+    for root in (CG_MEM, CG_CPU, CG_BLK):
+        if root.is_dir():
+            for d in root.glob(CG_PREFIX + "*"):
+                cg_remove(d.name[len(CG_PREFIX):])
+    return work, emit, out_path
+
+
+def copy_binaries(args, work):
+    """Private copies of our binaries under neutral names, so that a name-based kill of
+    "edgecache-*" processes elsewhere on a shared machine does not hit the benchmark; and the
+    load generators' source-address shim."""
+    bindir = work / "bin"
+    bindir.mkdir(exist_ok=True)
+    for src, dst in (("edgecache-origin", "ecb-origin"), ("edgecache-loadgen", "ecb-loadgen"),
+                     ("edgecache-dataplane", "ecb-dataplane")):
+        f = Path(args.target_dir) / "release" / src
+        if f.exists():
+            shutil.copy2(f, bindir / dst)
+    BINS.update({"origin": bindir / "ecb-origin", "loadgen": bindir / "ecb-loadgen",
+                 "dataplane": bindir / "ecb-dataplane"})
+    build_srcaddr(bindir)
+
+
+def origin_keeper(work, emit):
+    """Start the origin; returns the function that restarts it when it died (logged)."""
+    origin = {"p": None}
+
+    def ensure_origin():
+        if origin["p"] is not None and origin["p"].poll() is None:
+            return
+        if origin["p"] is not None:
+            log(f"WARNING: the origin exited ({origin['p'].poll()}); restarting it")
+            emit({"kind": "origin_restart", "exit": origin["p"].poll()})
+        origin["p"] = start("origin", [str(BINS["origin"]), "--listen", f"127.0.0.1:{ORIGIN_PORT}",
+                                       "--threads", "2", "--max-age", "86400"], logfile=work / "origin.log")
+        if not wait_port(ORIGIN_PORT, 10, origin["p"]):
+            sys.exit(f"origin did not start, see {work / 'origin.log'}")
+    ensure_origin.stop = lambda: stop(origin["p"])
+    return ensure_origin
+
 def main():
-    global LOG, NICE
+    global NICE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small object sets, short rounds")
     ap.add_argument("--caches", default="edgecache,nginx,varnish,ats",
@@ -935,47 +1019,7 @@ def main():
         args.duration = 5 if args.quick else 20
 
     NICE = args.nice
-    if os.geteuid() != 0:
-        sys.exit("run as root (cgroups, drop_caches)")
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    # One run at a time: runs share ports, cgroup names and the work directory, and a run's
-    # start-up cleanup kills whatever is left in ecbench-* cgroups.
-    lock = open("/var/tmp/ec-bench.lock", "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.seek(0)
-        sys.exit(f"another benchmark run holds /var/tmp/ec-bench.lock ({lock.read().strip()}); "
-                 "wait for it to finish")
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"pid {os.getpid()}, run {args.run_id}, started {time.strftime('%H:%M:%S')}\n")
-    lock.flush()
-    busy = [p for p in [ORIGIN_PORT, CEILING_PORT, EDGE_ADMIN_PORT, *PORTS.values()] if wait_port(p, 0.2)]
-    if busy:
-        sys.exit(f"ports {busy} on 127.0.0.1 are already in use; stop what listens there first")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out_path = RESULTS / f"{args.run_id}.jsonl"
-    out = open(out_path, "a")
-    LOG = open(RESULTS / f"{args.run_id}.log", "a")
-
-    def emit(rec):
-        rec = dict(rec)
-        rec.setdefault("run_id", args.run_id)
-        rec.setdefault("quick", args.quick)
-        out.write(json.dumps(rec) + "\n")
-        out.flush()
-
-    atexit.register(cleanup)
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, lambda *_: sys.exit(130))
-
-    # Stale cgroups from an interrupted run.
-    for root in (CG_MEM, CG_CPU, CG_BLK):
-        if root.is_dir():
-            for d in root.glob(CG_PREFIX + "*"):
-                cg_remove(d.name[len(CG_PREFIX):])
+    work, emit, out_path = begin_run(args, [ORIGIN_PORT, CEILING_PORT, EDGE_ADMIN_PORT, *PORTS.values()])
 
     sizes = [s for s in args.sizes.split(",") if s]  # "" = no hit phases (e.g. coalescing only)
     for s in sizes:
@@ -999,32 +1043,9 @@ def main():
     log(f"run {args.run_id}: caches {[c.name for c in caches]}, sizes {sizes}, dists {dists}, "
         f"{args.rounds} rounds x {args.duration}s, -c{args.connections}; results -> {out_path}")
 
-    # Private copies of the binaries under neutral names, so that a name-based kill of
-    # "edgecache-*" processes elsewhere on a shared machine does not hit the benchmark.
-    bindir = work / "bin"
-    bindir.mkdir(exist_ok=True)
-    for src, dst in (("edgecache-origin", "ecb-origin"), ("edgecache-loadgen", "ecb-loadgen"),
-                     ("edgecache-dataplane", "ecb-dataplane")):
-        f = Path(args.target_dir) / "release" / src
-        if f.exists():
-            shutil.copy2(f, bindir / dst)
-    BINS.update({"origin": bindir / "ecb-origin", "loadgen": bindir / "ecb-loadgen",
-                 "dataplane": bindir / "ecb-dataplane"})
-    build_srcaddr(bindir)
-
+    copy_binaries(args, work)
     # Origin (outside the cgroups: it is only busy while warming).
-    origin = {"p": None}
-
-    def ensure_origin():
-        if origin["p"] is not None and origin["p"].poll() is None:
-            return
-        if origin["p"] is not None:
-            log(f"WARNING: the origin exited ({origin['p'].poll()}); restarting it")
-            emit({"kind": "origin_restart", "exit": origin["p"].poll()})
-        origin["p"] = start("origin", [str(BINS["origin"]), "--listen", f"127.0.0.1:{ORIGIN_PORT}",
-                                       "--threads", "2", "--max-age", "86400"], logfile=work / "origin.log")
-        if not wait_port(ORIGIN_PORT, 10, origin["p"]):
-            sys.exit(f"origin did not start, see {work / 'origin.log'}")
+    ensure_origin = origin_keeper(work, emit)
     ensure_origin()
 
     if not args.skip_fio:
@@ -1118,8 +1139,8 @@ def main():
                 emit({"kind": "error", "cache": c.name, "what": "coalesce", "error": str(e)[:2000]})
             finally:
                 c.stop()
-    stop(origin["p"])
-    out.close()
+    ensure_origin.stop()
+    emit.close()
     log(f"results: {out_path}")
     if not args.no_report:
         r = subprocess.run([sys.executable, str(HERE / "report.py"), str(out_path)])

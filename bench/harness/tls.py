@@ -20,9 +20,7 @@ generated section of bench/BENCHMARKS.md (harness/tls_report.py).
 """
 
 import argparse
-import atexit
 import bisect
-import fcntl
 import json
 import os
 import random
@@ -32,7 +30,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import bench as B
 
@@ -467,43 +464,8 @@ def main():
     if args.duration is None:
         args.duration = 5 if args.quick else 20
     B.NICE = args.nice
-    if os.geteuid() != 0:
-        sys.exit("run as root (cgroups, drop_caches)")
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    lock = open("/var/tmp/ec-bench.lock", "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.seek(0)
-        sys.exit(f"another benchmark run holds /var/tmp/ec-bench.lock ({lock.read().strip()}); wait for it")
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"pid {os.getpid()}, run {args.run_id}, started {time.strftime('%H:%M:%S')}\n")
-    lock.flush()
-    ports = [B.ORIGIN_PORT, B.EDGE_ADMIN_PORT, *B.PORTS.values(), *TLS_PORTS.values()]
-    busy = [p for p in ports if B.wait_port(p, 0.2)]
-    if busy:
-        sys.exit(f"ports {busy} on 127.0.0.1 are already in use; stop what listens there first")
-    B.RESULTS.mkdir(parents=True, exist_ok=True)
-    out_path = B.RESULTS / f"{args.run_id}.jsonl"
-    out = open(out_path, "a")
-    B.LOG = open(B.RESULTS / f"{args.run_id}.log", "a")
-
-    def emit(rec):
-        rec = dict(rec)
-        rec.setdefault("run_id", args.run_id)
-        rec.setdefault("quick", args.quick)
-        out.write(json.dumps(rec) + "\n")
-        out.flush()
-
-    atexit.register(B.cleanup)
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, lambda *_: sys.exit(130))
-    for root in (B.CG_MEM, B.CG_CPU, B.CG_BLK):
-        if root.is_dir():
-            for d in root.glob(B.CG_PREFIX + "*"):
-                B.cg_remove(d.name[len(B.CG_PREFIX):])
+    work, emit, out_path = B.begin_run(
+        args, [B.ORIGIN_PORT, B.EDGE_ADMIN_PORT, *B.PORTS.values(), *TLS_PORTS.values()])
 
     sizes = [s for s in args.sizes.split(",") if s]
     protos = [p for p in args.protos.split(",") if p]
@@ -546,28 +508,8 @@ def main():
           f"handshakes {hs_modes} at {hs_size}, {args.rounds} rounds x {args.duration}s; TLS 1.3 {SUITE} {GROUP}, "
           f"certificate {TLS['fingerprint'][:23]}...; results -> {out_path}")
 
-    bindir = work / "bin"
-    bindir.mkdir(exist_ok=True)
-    for src, dst in (("edgecache-origin", "ecb-origin"), ("edgecache-loadgen", "ecb-loadgen"),
-                     ("edgecache-dataplane", "ecb-dataplane")):
-        f = Path(args.target_dir) / "release" / src
-        if f.exists():
-            shutil.copy2(f, bindir / dst)
-    B.BINS.update({"origin": bindir / "ecb-origin", "loadgen": bindir / "ecb-loadgen",
-                   "dataplane": bindir / "ecb-dataplane"})
-    B.build_srcaddr(bindir)
-    origin = {"p": None}
-
-    def ensure_origin():
-        if origin["p"] is not None and origin["p"].poll() is None:
-            return
-        if origin["p"] is not None:
-            B.log(f"WARNING: the origin exited ({origin['p'].poll()}); restarting it")
-            emit({"kind": "origin_restart", "exit": origin["p"].poll()})
-        origin["p"] = B.start("origin", [str(B.BINS["origin"]), "--listen", f"127.0.0.1:{B.ORIGIN_PORT}",
-                                         "--threads", "2", "--max-age", "86400"], logfile=work / "origin.log")
-        if not B.wait_port(B.ORIGIN_PORT, 10, origin["p"]):
-            sys.exit(f"origin did not start, see {work / 'origin.log'}")
+    B.copy_binaries(args, work)
+    ensure_origin = B.origin_keeper(work, emit)
     B.ensure_origin = ensure_origin
     ensure_origin()
 
@@ -636,9 +578,9 @@ def main():
         for c in live:
             emit({"kind": "cgroup_final", "cache": c.name, "size": size, "cgroup": B.cg_read(c.name)})
             c.stop()
-    B.stop(origin["p"])
+    ensure_origin.stop()
     shutil.rmtree(work / "h2", ignore_errors=True)  # h2load's URI lists and per-request logs
-    out.close()
+    emit.close()
     B.log(f"results: {out_path}")
     if not args.no_report:
         r = subprocess.run([sys.executable, str(B.HERE / "tls_report.py"), str(out_path)])
