@@ -114,6 +114,21 @@ fn assert_part(r: &Resp, full: &[u8], a: usize, b: usize) {
     assert!(r.body == full[a..=b], "bytes {a}-{b}");
 }
 
+/// `slices_total{source}`: slices served from the store, from a fetch of them in flight
+/// (`waited`), or fetched from the origin for the response.
+fn slices(dp: &Dataplane, source: &str) -> f64 {
+    dp.metric(&format!(
+        "edgecache_dataplane_slices_total{{source=\"{source}\"}}"
+    ))
+}
+
+/// `slice_manifests_total{event}`: manifests written, freshened by a 304, dropped.
+fn manifests(dp: &Dataplane, event: &str) -> f64 {
+    dp.metric(&format!(
+        "edgecache_dataplane_slice_manifests_total{{event=\"{event}\"}}"
+    ))
+}
+
 fn ranges_seen(o: &Origin) -> Vec<Option<String>> {
     o.s.requests()
         .iter()
@@ -142,6 +157,12 @@ fn a_range_in_the_middle_fetches_only_its_slices_and_later_ranges_hit() {
         [aligned(50, 52)],
         "only the touched slices"
     );
+    // The fill's own slices: the first waited for (the fill stores it), the rest waited for
+    // or already stored; none fetched on its own.
+    assert_eq!(manifests(&dp, "written"), 1.0);
+    let (waited, stored) = (slices(&dp, "waited"), slices(&dp, "store"));
+    assert!(waited >= 1.0 && waited + stored == 3.0, "{waited} {stored}");
+    assert_eq!(slices(&dp, "origin"), 0.0);
     // The same range, and others within those slices: from the store.
     for (a, b) in [
         (a, b),
@@ -153,10 +174,15 @@ fn a_range_in_the_middle_fetches_only_its_slices_and_later_ranges_hit() {
         assert!(r.is_hit(), "{a}-{b}: {}", r.cache_status());
     }
     assert_eq!(o.s.count(), 1, "no origin traffic for stored slices");
+    // 3 + 3 + 1 slices read from the store.
+    assert_eq!(slices(&dp, "store"), stored + 7.0);
     // Partly outside: only the missing slice is fetched, with its own Range.
     let (a, b) = (52 * SLICE + 10, 53 * SLICE + 10);
     assert_part(&get_range(&dp, "/big", a, b), &full, a, b);
     assert_eq!(ranges_seen(&o), [aligned(50, 52), aligned(53, 53)]);
+    assert_eq!(slices(&dp, "store"), stored + 8.0);
+    assert_eq!(slices(&dp, "origin"), 1.0, "slice 53");
+    assert_eq!(manifests(&dp, "written"), 1.0, "under the same manifest");
     let seen = o.s.requests();
     assert_eq!(
         seen[1].header("if-range"),
@@ -219,12 +245,14 @@ fn an_etag_change_between_slices_never_yields_a_mixed_body() {
         "the changed object ends the response short"
     );
     // The manifest was dropped: the next request fetches the new version whole.
+    assert_eq!(manifests(&dp, "dropped"), 1.0);
     let r = dp.get("/big");
     assert!(!r.truncated);
     assert!(r.body == v2, "the new version");
     // A range of the old slices is never served again.
     let r = get_range(&dp, "/big", a, b);
     assert_part(&r, &v2, a, b);
+    assert_eq!(manifests(&dp, "written"), 2.0, "one for each version");
 }
 
 #[test]

@@ -15,6 +15,7 @@
 //! * A waiter on the key's fill whose leader sliced the response reads the slices too.
 
 use super::*;
+use crate::metrics::{ManifestEvent, SliceSource};
 use crate::slices::{Manifest, Received, whole_fields};
 use edgecache_store::Store;
 use tokio::sync::mpsc;
@@ -193,7 +194,9 @@ async fn write_manifest(
         Some(0),
     )?;
     w.publish_only_if_unchanged(mark);
-    w.finish().await
+    w.finish().await?;
+    ctx.shared.metrics.slice_manifest(ManifestEvent::Written);
+    Ok(())
 }
 
 /// Answer a request from the slices of `manifest` (`stored`: its stored response, the
@@ -298,7 +301,9 @@ impl Reader {
         let b = m.bounds(i);
         let want = range.start.max(b.start) - b.start..range.end.min(b.end) - b.start;
         let skey = m.slice_key(self.key.as_bytes(), i);
+        let metrics = &self.ctx.shared.metrics;
         if let Some(chunks) = self.stored_slice(i, &skey, &want).await {
+            metrics.slice(SliceSource::Store);
             return chunks;
         }
         let guard = match self.ctx.shared.coalescer.join(&skey) {
@@ -306,6 +311,7 @@ impl Reader {
             Role::Waiter(flight) => {
                 flight.ended().await;
                 if let Some(chunks) = self.stored_slice(i, &skey, &want).await {
+                    metrics.slice(SliceSource::Waited);
                     return chunks;
                 }
                 None
@@ -315,6 +321,7 @@ impl Reader {
         let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(4);
         match self.fetch(i).await {
             Ok((rbody, m)) => {
+                metrics.slice(SliceSource::Origin);
                 let (ctx, key) = (self.ctx.clone(), self.key.clone());
                 tokio::task::spawn_local(async move {
                     let fill = Fill {
@@ -389,6 +396,10 @@ impl Reader {
         if !m.accepts(i, &self.stored, rparts.status, &rparts.headers) {
             // Another version (or an answer that names none): these slices no longer combine.
             self.ctx.shared.metrics.write_abort("slice_mismatch");
+            self.ctx
+                .shared
+                .metrics
+                .slice_manifest(ManifestEvent::Dropped);
             match &self.manifest_ref {
                 Some(r) => {
                     self.ctx.shared.store.remove_object(r);
