@@ -31,7 +31,8 @@ fn single_range(v: &str) -> Option<(usize, usize)> {
     byte_range(v, LEN)
 }
 
-/// An origin serving the body `content()` with ETag `"v<version()>"` (both 1 at first): a 206
+/// An origin serving the body `content()` with ETag `"v<version()>"` (both 1 at first), for
+/// 600 s, with a 304 to an If-None-Match of the current ETag; a 206
 /// for a single range (If-Range ignored unless `if_range`: then a 200 when it names another
 /// version), a 204 to a POST, and with `gate` the second half of a whole 200 held back until
 /// the test opens the gate.
@@ -64,6 +65,10 @@ fn range_origin(if_range: bool, gate: bool) -> Origin {
         let tag = format!("\"v{v}\"");
         let cc = ("Cache-Control", "max-age=600");
         let stale_if_range = if_range && req.header("if-range").is_some_and(|t| t != tag);
+        // If-None-Match comes before Range (RFC 9110 13.2.2).
+        if req.header("if-none-match") == Some(tag.as_str()) {
+            return resp("304 Not Modified", &[cc, ("ETag", &tag)], b"");
+        }
         match req.header("range").and_then(single_range) {
             Some((a, b)) if !stale_if_range => resp(
                 "206 Partial Content",
@@ -100,7 +105,22 @@ fn start(o: &Origin, dir: &std::path::Path) -> Dataplane {
     let mut opts = Opts::new(&url, dir);
     opts.size = "512MiB";
     opts.extra = vec!["--slice-size".into(), "1MiB".into()];
-    Dataplane::start(opts)
+    // A movable clock (`advance`), for the stale manifests.
+    Dataplane::start_with(opts, |cmd| {
+        cmd.env("EDGECACHE_DEBUG_CLOCK", "1");
+    })
+}
+
+/// A data plane in front of a plain [`range_origin`], and a first range of slices 20 to 22
+/// of version 1 fetched through it (`(a, b)`: the range).
+fn with_slices_20_to_22() -> (Origin, tempfile::TempDir, Dataplane, (usize, usize)) {
+    let o = range_origin(false, false);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let (a, b) = (20 * SLICE + 3, 22 * SLICE + 9);
+    assert_part(&get_range(&dp, "/big", a, b), &body(1), a, b);
+    assert_eq!(o.s.count(), 1);
+    (o, dir, dp, (a, b))
 }
 
 fn get_range(dp: &Dataplane, path: &str, a: usize, b: usize) -> Resp {
@@ -253,6 +273,69 @@ fn an_etag_change_between_slices_never_yields_a_mixed_body() {
     let r = get_range(&dp, "/big", a, b);
     assert_part(&r, &v2, a, b);
     assert_eq!(manifests(&dp, "written"), 2.0, "one for each version");
+}
+
+#[test]
+fn a_stale_manifest_is_revalidated_and_a_304_keeps_its_slices() {
+    let (o, _dir, dp, (a, b)) = with_slices_20_to_22();
+    let full = body(1);
+    advance(&dp, 601);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert!(
+        r.cache_status().contains("fwd-status=304"),
+        "{}",
+        r.cache_status()
+    );
+    // One conditional request from the manifest's validator, for the client's slices.
+    let seen = o.s.requests();
+    assert_eq!(seen.len(), 2, "no slice fetched again");
+    assert_eq!(seen[1].header("if-none-match"), Some("\"v1\""));
+    assert_eq!(seen[1].header("range").map(str::to_string), aligned(20, 22));
+    assert_eq!(manifests(&dp, "freshened"), 1.0);
+    assert_eq!(manifests(&dp, "written"), 1.0, "the same manifest");
+    assert_eq!(slices(&dp, "origin"), 0.0);
+    assert_eq!(
+        dp.metric("edgecache_dataplane_requests_total{cache=\"revalidated\"}"),
+        1.0
+    );
+    // Fresh again for 600 s (its stored headers updated): hits, from the same slices.
+    advance(&dp, 300);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert_eq!(o.s.count(), 2);
+}
+
+#[test]
+fn a_stale_manifest_of_a_changed_object_is_replaced_and_its_slices_unused() {
+    let (o, _dir, dp, (a, b)) = with_slices_20_to_22();
+    let v2 = body(2);
+    o.version.store(2, Ordering::SeqCst);
+    o.content.store(2, Ordering::SeqCst);
+    advance(&dp, 601);
+    // The conditional request gets the new version's slices: a new manifest.
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &v2, a, b);
+    let seen = o.s.requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].header("if-none-match"), Some("\"v1\""));
+    assert_eq!(manifests(&dp, "written"), 2.0, "a new manifest");
+    assert_eq!(manifests(&dp, "freshened"), 0.0);
+    // Within the new manifest: hits of the new version, never an old slice.
+    for (a, b) in [(a, b), (21 * SLICE, 21 * SLICE + 99)] {
+        let r = get_range(&dp, "/big", a, b);
+        assert_part(&r, &v2, a, b);
+        assert!(r.is_hit(), "{}", r.cache_status());
+    }
+    // Outside it: fetched under the new validator.
+    let (a, b) = (10 * SLICE, 11 * SLICE);
+    assert_part(&get_range(&dp, "/big", a, b), &v2, a, b);
+    assert_eq!(o.s.requests()[2].header("if-range"), Some("\"v2\""));
+    // A whole GET: every byte of the new version.
+    let r = dp.get("/big");
+    assert!(!r.truncated);
+    assert!(r.body == v2, "the new version whole");
 }
 
 #[test]
