@@ -32,7 +32,8 @@ fn single_range(v: &str) -> Option<(usize, usize)> {
 }
 
 /// An origin serving the body `content()` with ETag `"v<version()>"` (both 1 at first), for
-/// 600 s, with a 304 to an If-None-Match of the current ETag; a 206
+/// 600 s (and stale-if-error for an hour), with a 304 to an If-None-Match of the current
+/// ETag, a 503 to everything while the version is 0; a 206
 /// for a single range (If-Range ignored unless `if_range`: then a 200 when it names another
 /// version), a 204 to a POST, and with `gate` the second half of a whole 200 held back until
 /// the test opens the gate.
@@ -55,6 +56,9 @@ fn range_origin(if_range: bool, gate: bool) -> Origin {
             return resp("204 No Content", &[], b"");
         }
         let (v, c) = (v2.load(Ordering::SeqCst), c2.load(Ordering::SeqCst));
+        if v == 0 {
+            return resp("503 Service Unavailable", &[], b"down");
+        }
         let full = {
             let mut b = bodies.lock().unwrap();
             if !b.iter().any(|(k, _)| *k == c) {
@@ -63,7 +67,7 @@ fn range_origin(if_range: bool, gate: bool) -> Origin {
             b.iter().find(|(k, _)| *k == c).unwrap().1.clone()
         };
         let tag = format!("\"v{v}\"");
-        let cc = ("Cache-Control", "max-age=600");
+        let cc = ("Cache-Control", "max-age=600, stale-if-error=3600");
         let stale_if_range = if_range && req.header("if-range").is_some_and(|t| t != tag);
         // If-None-Match comes before Range (RFC 9110 13.2.2).
         if req.header("if-none-match") == Some(tag.as_str()) {
@@ -305,6 +309,26 @@ fn a_stale_manifest_is_revalidated_and_a_304_keeps_its_slices() {
     assert_part(&r, &full, a, b);
     assert!(r.is_hit(), "{}", r.cache_status());
     assert_eq!(o.s.count(), 2);
+}
+
+#[test]
+fn a_stale_manifest_serves_its_slices_when_the_origin_fails_within_stale_if_error() {
+    let (o, _dir, dp, (a, b)) = with_slices_20_to_22();
+    o.version.store(0, Ordering::SeqCst);
+    advance(&dp, 601);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &body(1), a, b);
+    assert!(
+        r.cache_status().contains("stale-if-error"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(o.s.count(), 2, "one conditional request, answered 503");
+    assert_eq!(manifests(&dp, "freshened"), 0.0);
+    // Past stale-if-error: the origin's error.
+    advance(&dp, 3600);
+    let r = get_range(&dp, "/big", a, b);
+    assert_eq!(r.status, 503, "{}", r.cache_status());
 }
 
 #[test]
