@@ -248,7 +248,8 @@ async fn lookup(
     let mut opened = None;
     let selected = purged(ctx, &key, select(ctx, &key, &parts, peer).await);
     // A manifest: the object is cached as slices (handler/sliced.rs). Fresh (or stale within
-    // stale-while-revalidate) it answers from them; otherwise it is fetched again (with an
+    // stale-while-revalidate) it answers from them; stale, it is revalidated (a 304 keeps its
+    // slices, a new version makes a new manifest); otherwise it is fetched again (with an
     // unchanged validator, under a new manifest).
     if let Selected::One(r, stored, _) = &selected
         && let Some(manifest) = crate::slices::Manifest::of(&stored.headers)
@@ -257,25 +258,30 @@ async fn lookup(
         let status = d.cache_status(&ctx.policy.name);
         let fwd = match d {
             ServeDecision::Serve { .. } | ServeDecision::ServeStale { .. } => {
-                let (r, stored) = (r.clone(), stored.clone());
+                let (r, stored) = (r.clone(), (**stored).clone());
                 drop(selected);
                 ctx.shared.metrics.request(Outcome::HitDisk);
-                return sliced::serve(
-                    ctx,
-                    &parts,
-                    peer,
-                    &key,
-                    manifest,
-                    &stored,
-                    Some(r),
-                    now,
-                    status,
-                )
-                .await;
+                let answer = sliced::Answer::Slices(stored, status, now);
+                return sliced::finish(ctx, parts, key, peer, (r, manifest), answer).await;
             }
-            ServeDecision::Forward { reason } | ServeDecision::Revalidate { reason, .. } => {
-                Some(reason.fwd())
+            ServeDecision::Revalidate {
+                conditional,
+                stale_if_error,
+                reason,
+                ..
+            } => {
+                let asked = sliced::Asked {
+                    stored: (**stored).clone(),
+                    conditional,
+                    may_serve_stale_on_error: stale_if_error,
+                    fwd: reason.fwd(),
+                };
+                let r = r.clone();
+                drop(selected);
+                let answer = sliced::Answer::Revalidate(asked);
+                return sliced::finish(ctx, parts, key, peer, (r, manifest), answer).await;
             }
+            ServeDecision::Forward { reason } => Some(reason.fwd()),
             ServeDecision::GatewayTimeout => None,
         };
         if let Some(fwd) = fwd {

@@ -73,6 +73,50 @@ impl Outcome {
     }
 }
 
+/// Where a slice of a sliced object came from for a response; the `source` label of
+/// `slices_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SliceSource {
+    /// Read from the store.
+    Store,
+    /// Read from the store after waiting for a fetch of it in flight (a fill's or another
+    /// request's).
+    Waited,
+    /// Fetched from the origin for this response (and stored as it passed).
+    Origin,
+}
+
+impl SliceSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Store => "store",
+            Self::Waited => "waited",
+            Self::Origin => "origin",
+        }
+    }
+}
+
+/// What happened to a sliced object's manifest; the `event` label of `slice_manifests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManifestEvent {
+    /// A new manifest (a new version, or the same one after a purge) was stored.
+    Written,
+    /// A 304 refreshed a stale manifest's stored headers; its slices stay.
+    Freshened,
+    /// A slice of another version came back: the manifest was dropped.
+    Dropped,
+}
+
+impl ManifestEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Written => "written",
+            Self::Freshened => "freshened",
+            Self::Dropped => "dropped",
+        }
+    }
+}
+
 /// All metric handles, shared by every worker.
 #[derive(Debug)]
 pub struct Metrics {
@@ -118,6 +162,10 @@ pub struct Metrics {
     pub http2_streams: Family<Label, Counter>,
     /// HTTP/2 connections that ended in an error, by its code.
     pub http2_connection_errors: Family<Label, Counter>,
+    /// Slices of sliced objects served, by [`SliceSource`].
+    pub slices: Family<Label, Counter>,
+    /// Manifests of sliced objects, by [`ManifestEvent`].
+    pub slice_manifests: Family<Label, Counter>,
 }
 
 /// The bytes each [`Part`] of the memory plan holds now, and its bound (unbounded until
@@ -238,6 +286,8 @@ impl Metrics {
             access_log_dropped: Family::default(),
             http2_streams: Family::default(),
             http2_connection_errors: Family::default(),
+            slices: Family::default(),
+            slice_manifests: Family::default(),
         };
         let r = registry;
         r.register(
@@ -415,7 +465,36 @@ impl Metrics {
              frame_size_error, flow_control_error, io, other)",
             m.http2_connection_errors.clone(),
         );
+        r.register(
+            "slices",
+            "Slices of objects cached as slices, served to clients, by where each came from \
+             (label source: store; waited, from the store after a fetch of it in flight; \
+             origin, fetched for the response)",
+            m.slices.clone(),
+        );
+        r.register(
+            "slice_manifests",
+            "Manifests of objects cached as slices (label event: written, a new version or a \
+             refetch; freshened, a 304 refreshed a stale one and its slices stay; dropped, a \
+             slice of another version came back)",
+            m.slice_manifests.clone(),
+        );
         Arc::new(m)
+    }
+
+    /// One slice served, from `source`.
+    pub fn slice(&self, source: SliceSource) {
+        Self::inc(&self.slices, ("source", source.as_str()));
+    }
+
+    /// One manifest `event`.
+    pub fn slice_manifest(&self, event: ManifestEvent) {
+        Self::inc(&self.slice_manifests, ("event", event.as_str()));
+    }
+
+    /// Count one in `family`'s series with the label `(name, value)`.
+    fn inc(family: &Family<Label, Counter>, (name, value): (&'static str, &'static str)) {
+        family.get_or_create(&[(name, value.to_string())]).inc();
     }
 
     /// The counter of access-log lines dropped for `reason`.

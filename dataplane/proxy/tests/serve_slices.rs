@@ -31,7 +31,9 @@ fn single_range(v: &str) -> Option<(usize, usize)> {
     byte_range(v, LEN)
 }
 
-/// An origin serving the body `content()` with ETag `"v<version()>"` (both 1 at first): a 206
+/// An origin serving the body `content()` with ETag `"v<version()>"` (both 1 at first), for
+/// 600 s (and stale-if-error for an hour), with a 304 to an If-None-Match of the current
+/// ETag, a 503 to everything while the version is 0; a 206
 /// for a single range (If-Range ignored unless `if_range`: then a 200 when it names another
 /// version), a 204 to a POST, and with `gate` the second half of a whole 200 held back until
 /// the test opens the gate.
@@ -54,6 +56,9 @@ fn range_origin(if_range: bool, gate: bool) -> Origin {
             return resp("204 No Content", &[], b"");
         }
         let (v, c) = (v2.load(Ordering::SeqCst), c2.load(Ordering::SeqCst));
+        if v == 0 {
+            return resp("503 Service Unavailable", &[], b"down");
+        }
         let full = {
             let mut b = bodies.lock().unwrap();
             if !b.iter().any(|(k, _)| *k == c) {
@@ -62,8 +67,12 @@ fn range_origin(if_range: bool, gate: bool) -> Origin {
             b.iter().find(|(k, _)| *k == c).unwrap().1.clone()
         };
         let tag = format!("\"v{v}\"");
-        let cc = ("Cache-Control", "max-age=600");
+        let cc = ("Cache-Control", "max-age=600, stale-if-error=3600");
         let stale_if_range = if_range && req.header("if-range").is_some_and(|t| t != tag);
+        // If-None-Match comes before Range (RFC 9110 13.2.2).
+        if req.header("if-none-match") == Some(tag.as_str()) {
+            return resp("304 Not Modified", &[cc, ("ETag", &tag)], b"");
+        }
         match req.header("range").and_then(single_range) {
             Some((a, b)) if !stale_if_range => resp(
                 "206 Partial Content",
@@ -100,7 +109,22 @@ fn start(o: &Origin, dir: &std::path::Path) -> Dataplane {
     let mut opts = Opts::new(&url, dir);
     opts.size = "512MiB";
     opts.extra = vec!["--slice-size".into(), "1MiB".into()];
-    Dataplane::start(opts)
+    // A movable clock (`advance`), for the stale manifests.
+    Dataplane::start_with(opts, |cmd| {
+        cmd.env("EDGECACHE_DEBUG_CLOCK", "1");
+    })
+}
+
+/// A data plane in front of a plain [`range_origin`], and a first range of slices 20 to 22
+/// of version 1 fetched through it (`(a, b)`: the range).
+fn with_slices_20_to_22() -> (Origin, tempfile::TempDir, Dataplane, (usize, usize)) {
+    let o = range_origin(false, false);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let (a, b) = (20 * SLICE + 3, 22 * SLICE + 9);
+    assert_part(&get_range(&dp, "/big", a, b), &body(1), a, b);
+    assert_eq!(o.s.count(), 1);
+    (o, dir, dp, (a, b))
 }
 
 fn get_range(dp: &Dataplane, path: &str, a: usize, b: usize) -> Resp {
@@ -112,6 +136,21 @@ fn assert_part(r: &Resp, full: &[u8], a: usize, b: usize) {
     assert_eq!(r.header("content-range"), format!("bytes {a}-{b}/{LEN}"));
     assert!(!r.truncated);
     assert!(r.body == full[a..=b], "bytes {a}-{b}");
+}
+
+/// `slices_total{source}`: slices served from the store, from a fetch of them in flight
+/// (`waited`), or fetched from the origin for the response.
+fn slices(dp: &Dataplane, source: &str) -> f64 {
+    dp.metric(&format!(
+        "edgecache_dataplane_slices_total{{source=\"{source}\"}}"
+    ))
+}
+
+/// `slice_manifests_total{event}`: manifests written, freshened by a 304, dropped.
+fn manifests(dp: &Dataplane, event: &str) -> f64 {
+    dp.metric(&format!(
+        "edgecache_dataplane_slice_manifests_total{{event=\"{event}\"}}"
+    ))
 }
 
 fn ranges_seen(o: &Origin) -> Vec<Option<String>> {
@@ -142,6 +181,12 @@ fn a_range_in_the_middle_fetches_only_its_slices_and_later_ranges_hit() {
         [aligned(50, 52)],
         "only the touched slices"
     );
+    // The fill's own slices: the first waited for (the fill stores it), the rest waited for
+    // or already stored; none fetched on its own.
+    assert_eq!(manifests(&dp, "written"), 1.0);
+    let (waited, stored) = (slices(&dp, "waited"), slices(&dp, "store"));
+    assert!(waited >= 1.0 && waited + stored == 3.0, "{waited} {stored}");
+    assert_eq!(slices(&dp, "origin"), 0.0);
     // The same range, and others within those slices: from the store.
     for (a, b) in [
         (a, b),
@@ -153,10 +198,15 @@ fn a_range_in_the_middle_fetches_only_its_slices_and_later_ranges_hit() {
         assert!(r.is_hit(), "{a}-{b}: {}", r.cache_status());
     }
     assert_eq!(o.s.count(), 1, "no origin traffic for stored slices");
+    // 3 + 3 + 1 slices read from the store.
+    assert_eq!(slices(&dp, "store"), stored + 7.0);
     // Partly outside: only the missing slice is fetched, with its own Range.
     let (a, b) = (52 * SLICE + 10, 53 * SLICE + 10);
     assert_part(&get_range(&dp, "/big", a, b), &full, a, b);
     assert_eq!(ranges_seen(&o), [aligned(50, 52), aligned(53, 53)]);
+    assert_eq!(slices(&dp, "store"), stored + 8.0);
+    assert_eq!(slices(&dp, "origin"), 1.0, "slice 53");
+    assert_eq!(manifests(&dp, "written"), 1.0, "under the same manifest");
     let seen = o.s.requests();
     assert_eq!(
         seen[1].header("if-range"),
@@ -219,12 +269,97 @@ fn an_etag_change_between_slices_never_yields_a_mixed_body() {
         "the changed object ends the response short"
     );
     // The manifest was dropped: the next request fetches the new version whole.
+    assert_eq!(manifests(&dp, "dropped"), 1.0);
     let r = dp.get("/big");
     assert!(!r.truncated);
     assert!(r.body == v2, "the new version");
     // A range of the old slices is never served again.
     let r = get_range(&dp, "/big", a, b);
     assert_part(&r, &v2, a, b);
+    assert_eq!(manifests(&dp, "written"), 2.0, "one for each version");
+}
+
+#[test]
+fn a_stale_manifest_is_revalidated_and_a_304_keeps_its_slices() {
+    let (o, _dir, dp, (a, b)) = with_slices_20_to_22();
+    let full = body(1);
+    advance(&dp, 601);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert!(
+        r.cache_status().contains("fwd-status=304"),
+        "{}",
+        r.cache_status()
+    );
+    // One conditional request from the manifest's validator, for the client's slices.
+    let seen = o.s.requests();
+    assert_eq!(seen.len(), 2, "no slice fetched again");
+    assert_eq!(seen[1].header("if-none-match"), Some("\"v1\""));
+    assert_eq!(seen[1].header("range").map(str::to_string), aligned(20, 22));
+    assert_eq!(manifests(&dp, "freshened"), 1.0);
+    assert_eq!(manifests(&dp, "written"), 1.0, "the same manifest");
+    assert_eq!(slices(&dp, "origin"), 0.0);
+    assert_eq!(
+        dp.metric("edgecache_dataplane_requests_total{cache=\"revalidated\"}"),
+        1.0
+    );
+    // Fresh again for 600 s (its stored headers updated): hits, from the same slices.
+    advance(&dp, 300);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert_eq!(o.s.count(), 2);
+}
+
+#[test]
+fn a_stale_manifest_serves_its_slices_when_the_origin_fails_within_stale_if_error() {
+    let (o, _dir, dp, (a, b)) = with_slices_20_to_22();
+    o.version.store(0, Ordering::SeqCst);
+    advance(&dp, 601);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &body(1), a, b);
+    assert!(
+        r.cache_status().contains("stale-if-error"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(o.s.count(), 2, "one conditional request, answered 503");
+    assert_eq!(manifests(&dp, "freshened"), 0.0);
+    // Past stale-if-error: the origin's error.
+    advance(&dp, 3600);
+    let r = get_range(&dp, "/big", a, b);
+    assert_eq!(r.status, 503, "{}", r.cache_status());
+}
+
+#[test]
+fn a_stale_manifest_of_a_changed_object_is_replaced_and_its_slices_unused() {
+    let (o, _dir, dp, (a, b)) = with_slices_20_to_22();
+    let v2 = body(2);
+    o.version.store(2, Ordering::SeqCst);
+    o.content.store(2, Ordering::SeqCst);
+    advance(&dp, 601);
+    // The conditional request gets the new version's slices: a new manifest.
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &v2, a, b);
+    let seen = o.s.requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].header("if-none-match"), Some("\"v1\""));
+    assert_eq!(manifests(&dp, "written"), 2.0, "a new manifest");
+    assert_eq!(manifests(&dp, "freshened"), 0.0);
+    // Within the new manifest: hits of the new version, never an old slice.
+    for (a, b) in [(a, b), (21 * SLICE, 21 * SLICE + 99)] {
+        let r = get_range(&dp, "/big", a, b);
+        assert_part(&r, &v2, a, b);
+        assert!(r.is_hit(), "{}", r.cache_status());
+    }
+    // Outside it: fetched under the new validator.
+    let (a, b) = (10 * SLICE, 11 * SLICE);
+    assert_part(&get_range(&dp, "/big", a, b), &v2, a, b);
+    assert_eq!(o.s.requests()[2].header("if-range"), Some("\"v2\""));
+    // A whole GET: every byte of the new version.
+    let r = dp.get("/big");
+    assert!(!r.truncated);
+    assert!(r.body == v2, "the new version whole");
 }
 
 #[test]

@@ -530,6 +530,14 @@ pub struct StorageSpec {
     /// off the flash). Default: `all`.
     #[serde(default)]
     pub admission: AdmissionPolicy,
+    /// Objects larger than this (with a strong validator, no Vary, up to
+    /// `cache.maxObjectSize`) are cached as slices of this size: one stored object each,
+    /// fetched from the origin with aligned Range requests as clients ask for them. `"0"` turns
+    /// slicing off; otherwise 64KiB to 32MiB (a slice is one store record: a store smaller than
+    /// 512MiB has segments too small for large slices, and slices nothing then), and at most
+    /// `cache.maxObjectSize`. Default: `4MiB`.
+    #[serde(default = "default_slice_size")]
+    pub slice_size: ByteSize,
 }
 
 impl Default for StorageSpec {
@@ -542,8 +550,13 @@ impl Default for StorageSpec {
             reads_in_flight: default_reads_in_flight(),
             verify_every_read: false,
             admission: AdmissionPolicy::default(),
+            slice_size: default_slice_size(),
         }
     }
+}
+
+fn default_slice_size() -> ByteSize {
+    StorageConfig::default().slice_size
 }
 
 fn default_reads_in_flight() -> u32 {

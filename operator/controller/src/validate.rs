@@ -45,6 +45,12 @@ pub const TLS_KEY_KEY: &str = "tls.key";
 /// Stands in for the node name when the operator checks the config against the data plane's
 /// rules: the real one comes from each pod's `EDGECACHE_NODE_NAME`.
 const NODE_NAME_STAND_IN: &str = "node";
+/// Smallest `storage.sliceSize` other than 0 (off): smaller slices cost a record each for
+/// little more than their headers.
+const SLICE_SIZE_MIN: ByteSize = ByteSize::kib(64);
+/// Largest `storage.sliceSize`: a slice is one store record, and half a default (64 MiB)
+/// segment leaves room for its header.
+const SLICE_SIZE_MAX: ByteSize = ByteSize::mib(32);
 
 /// One problem in a spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,6 +214,19 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             format!(
                 "must be positive and at most storage.size {} (got {})",
                 spec.storage.size, spec.cache.max_object_size
+            ),
+        );
+    }
+    let slice = spec.storage.slice_size;
+    if slice.bytes() != 0
+        && (slice < SLICE_SIZE_MIN || slice > SLICE_SIZE_MAX || slice > spec.cache.max_object_size)
+    {
+        bad(
+            "storage.sliceSize",
+            format!(
+                "must be 0 (off) or {SLICE_SIZE_MIN} to {SLICE_SIZE_MAX}, and at most \
+                 cache.maxObjectSize {} (got {slice})",
+                spec.cache.max_object_size
             ),
         );
     }
@@ -390,8 +409,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             direct_io_threshold: spec.storage.direct_io_threshold,
             io_engine: spec.storage.io_engine,
             max_object_size: spec.cache.max_object_size,
-            // Not in the EdgeCache spec yet: the data plane's default.
-            slice_size: StorageConfig::default().slice_size,
+            slice_size: spec.storage.slice_size,
             reads_in_flight: spec.storage.reads_in_flight,
             verify_every_read: spec.storage.verify_every_read,
             max_variants_per_key: spec.cache.max_variants_per_key,
@@ -594,6 +612,13 @@ mod tests {
     use super::*;
     use crate::test_support::{TWO_SITES, minimal_edgecache, sites_edgecache};
 
+    /// The whole error text of an invalid spec.
+    fn message(yaml: &str) -> String {
+        validate(&minimal_edgecache(yaml), &Policy::default())
+            .unwrap_err()
+            .to_string()
+    }
+
     fn errors(yaml: &str) -> Vec<String> {
         match validate(&minimal_edgecache(yaml), &Policy::default()) {
             Err(Error::InvalidSpec(e)) => e.into_iter().map(|e| e.field).collect(),
@@ -748,13 +773,38 @@ mod tests {
     }
 
     #[test]
+    fn slice_size_is_off_or_64kib_to_32mib_and_at_most_max_object_size() {
+        for ok in ["\"0\"", "64KiB", "4MiB", "32MiB"] {
+            let yaml = format!("storage:\n  sliceSize: {ok}\n");
+            assert!(
+                validate(&minimal_edgecache(&yaml), &Policy::default()).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in ["1", "63KiB", "33MiB", "1GiB"] {
+            assert_eq!(
+                errors(&format!("storage:\n  sliceSize: {bad}\n")),
+                ["spec.storage.sliceSize"],
+                "{bad}"
+            );
+        }
+        // Slices larger than the largest object stored would never be cut.
+        assert_eq!(
+            errors("storage:\n  sliceSize: 16MiB\ncache:\n  maxObjectSize: 8MiB\n"),
+            ["spec.storage.sliceSize"]
+        );
+        let err = message("storage:\n  sliceSize: 1KiB\n");
+        assert!(
+            err.contains(
+                "spec.storage.sliceSize: must be 0 (off) or 64KiB to 32MiB, and at most cache.maxObjectSize 1GiB (got 1KiB)"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_message_names_field_and_value() {
-        let err = validate(
-            &minimal_edgecache("storage:\n  size: 1MiB\n"),
-            &Policy::default(),
-        )
-        .unwrap_err();
-        let text = err.to_string();
+        let text = message("storage:\n  size: 1MiB\n");
         assert!(
             text.contains("spec.storage.size: must be at least 64MiB (got 1MiB)"),
             "{text}"
@@ -798,13 +848,9 @@ mod tests {
             let yaml = format!("storage:\n  hostPath: {refused:?}\n");
             assert_eq!(errors(&yaml), ["spec.storage.hostPath"], "{refused}");
         }
-        let err = validate(
-            &minimal_edgecache("storage:\n  hostPath: /etc\n"),
-            &Policy::default(),
-        )
-        .unwrap_err();
+        let err = message("storage:\n  hostPath: /etc\n");
         assert!(
-            err.to_string().contains(
+            err.contains(
                 "spec.storage.hostPath: /etc is outside the host paths this operator allows, \
                  [/var/cache/edgecache, /mnt]"
             ),

@@ -284,6 +284,7 @@ async fn edgecaches_get_the_schema_defaults() {
     assert_eq!(stored["spec"]["network"]["port"], 8080);
     assert_eq!(stored["spec"]["origin"]["connectTimeout"], "2s");
     assert_eq!(stored["spec"]["steering"]["mode"], "off");
+    assert_eq!(stored["spec"]["storage"]["sliceSize"], "4MiB");
     // What the real server stores parses into the Rust type as the Rust defaults would.
     let parsed: EdgeCache = serde_json::from_value(stored).unwrap();
     let plain: EdgeCache = serde_json::from_value(json!({"apiVersion": "edgecache.dev/v1alpha1",
@@ -400,7 +401,7 @@ async fn edgecaches_breaking_the_openapi_schema_are_refused() {
     let err = refused(
         &api,
         json!({"origin": {"url": "ftp://o"},
-                       "storage": {"size": "lots", "readsInFlight": 0},
+                       "storage": {"size": "lots", "readsInFlight": 0, "sliceSize": "4 slices"},
                        "network": {"port": "http"},
                        "steering": {"mode": "adq"}}),
     )
@@ -413,6 +414,7 @@ async fn edgecaches_breaking_the_openapi_schema_are_refused() {
             pair("FieldValueNotSupported", "spec.steering.mode"),
             pair("FieldValueInvalid", "spec.storage.readsInFlight"),
             pair("FieldValueInvalid", "spec.storage.size"),
+            pair("FieldValueInvalid", "spec.storage.sliceSize"),
             // The CEL rules wait for an object of the right shape.
             pair("FieldValueInvalid", "<nil>"),
         ]

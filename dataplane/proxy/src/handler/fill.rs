@@ -126,18 +126,9 @@ async fn fetch_aligned(
             return Ok(origin_failure(ctx, &e, fwd));
         }
     };
-    let (mut rparts, rbody) = resp.into_parts();
-    if rparts.status == StatusCode::PARTIAL_CONTENT {
-        match crate::slices::Received::of(rparts.status, &rparts.headers) {
-            Some(got) if got.whole() => {
-                rparts.status = StatusCode::OK;
-                rparts.headers = crate::slices::whole_fields(&rparts.headers, got.total);
-            }
-            Some(_) if super::sliced::plan(ctx, &rparts).is_some() => {}
-            _ => return Err(guard),
-        }
-    }
-    let resp = Response::from_parts(rparts, rbody);
+    let Some(resp) = aligned_answer(ctx, resp) else {
+        return Err(guard);
+    };
     Ok(relay_origin_response(
         ctx,
         parts,
@@ -150,6 +141,25 @@ async fn fetch_aligned(
         None,
     )
     .await)
+}
+
+/// The origin's answer to a Range widened to whole slices, made fit to relay: a 206 of the
+/// whole (small) representation becomes its 200, a 206 of slices of a large one stays; `None`
+/// for a 206 of part of a representation that is not sliced (the caller asks for the
+/// client's own range instead). Any other answer is relayed as it is.
+pub(super) fn aligned_answer(ctx: &Ctx, resp: Response<Incoming>) -> Option<Response<Incoming>> {
+    let (mut rparts, rbody) = resp.into_parts();
+    if rparts.status == StatusCode::PARTIAL_CONTENT {
+        match crate::slices::Received::of(rparts.status, &rparts.headers) {
+            Some(got) if got.whole() => {
+                rparts.status = StatusCode::OK;
+                rparts.headers = crate::slices::whole_fields(&rparts.headers, got.total);
+            }
+            Some(_) if super::sliced::plan(ctx, &rparts).is_some() => {}
+            _ => return None,
+        }
+    }
+    Some(Response::from_parts(rparts, rbody))
 }
 
 /// Served from another request's fetch, as it arrives.

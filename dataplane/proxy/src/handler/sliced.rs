@@ -13,8 +13,11 @@
 //!   object changed: the manifest is dropped and the response ends short, never with bytes of
 //!   two versions; the next request fetches the new version.
 //! * A waiter on the key's fill whose leader sliced the response reads the slices too.
+//! * A stale manifest is revalidated ([`Answer::Revalidate`]): a 304 freshens its stored
+//!   fields and its slices keep serving; another answer is a miss (a new manifest).
 
 use super::*;
+use crate::metrics::{ManifestEvent, SliceSource};
 use crate::slices::{Manifest, Received, whole_fields};
 use edgecache_store::Store;
 use tokio::sync::mpsc;
@@ -179,6 +182,165 @@ pub(super) async fn relay(
     .await
 }
 
+/// Do what `answer` leaves to do for a request that found the manifest `r`.
+///
+/// [`Answer::Revalidate`]: a stale manifest is revalidated with a conditional request from
+/// its validator (RFC 9111 4.3.1), for the client's slices when it asked for one range. A 304
+/// that selects it freshens its stored fields (4.3.4) and the client is answered from the
+/// slices it names, none fetched again; any other answer is relayed as a miss (a new version
+/// makes a new manifest, with a new nonce: the old slices are never read again). Concurrent
+/// requests for the same stale manifest wait for one revalidation and look again.
+pub(super) async fn finish(
+    ctx: &Rc<Ctx>,
+    parts: request::Parts,
+    key: CacheKey,
+    peer: SocketAddr,
+    (r, manifest): (ObjectRef, Manifest),
+    answer: Answer,
+) -> Response<Body> {
+    match answer {
+        Answer::Slices(stored, status, now) => {
+            serve(
+                ctx,
+                &parts,
+                peer,
+                &key,
+                manifest,
+                &stored,
+                Some(r),
+                now,
+                status,
+            )
+            .await
+        }
+        Answer::Relay(resp, sent, fwd) => {
+            relay_origin_response(ctx, &parts, peer, key, resp, sent, None, fwd, None).await
+        }
+        Answer::Fill(fwd) => {
+            let miss = Miss::of(&parts, None);
+            fill(ctx, parts, key, peer, fwd, miss).await
+        }
+        Answer::Done(resp) => resp,
+        Answer::Revalidate(asked) => {
+            let _guard = match ctx.shared.coalescer.join(&revalidation_key(&key, &r)) {
+                Role::Leader(guard) => guard,
+                Role::Waiter(flight) => {
+                    flight.ended().await;
+                    return Box::pin(lookup(ctx, parts, key, peer)).await;
+                }
+            };
+            let answer = asked.origin(ctx, &parts, &key, peer, (&r, &manifest)).await;
+            Box::pin(finish(ctx, parts, key, peer, (r, manifest), answer)).await
+        }
+    }
+}
+
+/// A stale manifest's revalidation: its stored response, the conditional fields from its
+/// validator, whether an error answer may be met with it stale, and the Cache-Status `fwd`.
+pub(super) struct Asked {
+    pub stored: StoredResponse,
+    pub conditional: HeaderMap,
+    pub may_serve_stale_on_error: bool,
+    pub fwd: Fwd,
+}
+
+/// What a lookup or a revalidation of a manifest leaves to do.
+pub(super) enum Answer {
+    /// Answer from the manifest's slices, with these stored fields, status and time.
+    Slices(StoredResponse, CacheStatus, SystemTime),
+    /// Relay the origin's answer as a miss (a new version: a new manifest).
+    Relay(Response<Incoming>, Sent, Fwd),
+    /// Fetch the object as a miss.
+    Fill(Fwd),
+    /// This response.
+    Done(Response<Body>),
+    /// Revalidate the stale manifest, then do what that leaves to do.
+    Revalidate(Asked),
+}
+
+impl Asked {
+    /// Send the conditional request (for the client's slices when it asked for one range)
+    /// and decide on its answer.
+    async fn origin(
+        self,
+        ctx: &Ctx,
+        parts: &request::Parts,
+        key: &CacheKey,
+        peer: SocketAddr,
+        (r, manifest): (&ObjectRef, &Manifest),
+    ) -> Answer {
+        let sent = Sent::now(ctx, key);
+        let mut fetch_parts = parts.clone();
+        fetch_parts.method = Method::GET;
+        policy::request::strip_for_fill(&mut fetch_parts.headers);
+        let mut extra = self.conditional;
+        let size = slice_size(ctx);
+        if size > 0
+            && policy::partial::forwards_range(&parts.method, &parts.headers)
+            && let Some(range) = parts
+                .headers
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| crate::slices::aligned_request(v, size))
+        {
+            extra.insert(header::RANGE, range);
+        }
+        let result = send(ctx, &fetch_parts, peer, &extra).await;
+        // As for a whole object (`handler::revalidate`): no answer, or an error answer when
+        // the decision allowed serving stale on one.
+        let failed = match &result {
+            Ok((resp, _)) => {
+                self.may_serve_stale_on_error && serve::is_error_for_stale(resp.status())
+            }
+            Err(_) => true,
+        };
+        let now = ctx.shared.clock.now();
+        let policy = ctx.policy_for(parts);
+        if failed && serve::stale_if_error(&parts.headers, &self.stored, now, policy) {
+            let status = CacheStatus::hit(&ctx.policy.name)
+                .ttl(self.stored.freshness(now, policy).ttl())
+                .detail("stale-if-error");
+            ctx.shared.metrics.request(Outcome::HitDisk);
+            return Answer::Slices(self.stored, status, now);
+        }
+        let resp = match result {
+            Ok((resp, _)) => resp,
+            // A stored response that may not be served stale: 504 (RFC 9111 5.2.2.2).
+            Err(e) => {
+                let resp = origin_failure_as(ctx, &e, self.fwd, StatusCode::GATEWAY_TIMEOUT);
+                return Answer::Done(resp);
+            }
+        };
+        if resp.status() != StatusCode::NOT_MODIFIED {
+            return match super::fill::aligned_answer(ctx, resp) {
+                Some(resp) => Answer::Relay(resp, sent, self.fwd),
+                // A 206 that is not slices of a new version: ask for the client's own range.
+                None => Answer::Fill(self.fwd),
+            };
+        }
+        let response_time = ctx.shared.clock.now();
+        let (mut rparts, _) = resp.into_parts();
+        // An origin cannot make or change a manifest.
+        rparts.headers.remove(crate::slices::MARKER);
+        let Freshen::Updated(updated) =
+            validate::freshen(&self.stored, &rparts, sent.time, response_time)
+        else {
+            // A 304 that does not select the manifest: fetch the object again.
+            return Answer::Fill(self.fwd);
+        };
+        if Manifest::of(&updated.headers).as_ref() != Some(manifest) {
+            return Answer::Fill(self.fwd);
+        }
+        match ctx.store.update_meta(r, updated.encode()).await {
+            Ok(()) => ctx.shared.metrics.slice_manifest(ManifestEvent::Freshened),
+            Err(e) => debug!("cannot update a manifest's stored headers after 304: {e}"),
+        }
+        ctx.shared.metrics.request(Outcome::Revalidated);
+        let status = CacheStatus::forward(&ctx.policy.name, self.fwd).fwd_status(304);
+        Answer::Slices(updated, status, response_time)
+    }
+}
+
 /// Publish the manifest (an empty body; everything is in its stored fields).
 async fn write_manifest(
     ctx: &Ctx,
@@ -193,7 +355,9 @@ async fn write_manifest(
         Some(0),
     )?;
     w.publish_only_if_unchanged(mark);
-    w.finish().await
+    w.finish().await?;
+    ctx.shared.metrics.slice_manifest(ManifestEvent::Written);
+    Ok(())
 }
 
 /// Answer a request from the slices of `manifest` (`stored`: its stored response, the
@@ -298,7 +462,9 @@ impl Reader {
         let b = m.bounds(i);
         let want = range.start.max(b.start) - b.start..range.end.min(b.end) - b.start;
         let skey = m.slice_key(self.key.as_bytes(), i);
+        let metrics = &self.ctx.shared.metrics;
         if let Some(chunks) = self.stored_slice(i, &skey, &want).await {
+            metrics.slice(SliceSource::Store);
             return chunks;
         }
         let guard = match self.ctx.shared.coalescer.join(&skey) {
@@ -306,6 +472,7 @@ impl Reader {
             Role::Waiter(flight) => {
                 flight.ended().await;
                 if let Some(chunks) = self.stored_slice(i, &skey, &want).await {
+                    metrics.slice(SliceSource::Waited);
                     return chunks;
                 }
                 None
@@ -315,6 +482,7 @@ impl Reader {
         let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(4);
         match self.fetch(i).await {
             Ok((rbody, m)) => {
+                metrics.slice(SliceSource::Origin);
                 let (ctx, key) = (self.ctx.clone(), self.key.clone());
                 tokio::task::spawn_local(async move {
                     let fill = Fill {
@@ -389,6 +557,10 @@ impl Reader {
         if !m.accepts(i, &self.stored, rparts.status, &rparts.headers) {
             // Another version (or an answer that names none): these slices no longer combine.
             self.ctx.shared.metrics.write_abort("slice_mismatch");
+            self.ctx
+                .shared
+                .metrics
+                .slice_manifest(ManifestEvent::Dropped);
             match &self.manifest_ref {
                 Some(r) => {
                     self.ctx.shared.store.remove_object(r);

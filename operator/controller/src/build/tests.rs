@@ -650,6 +650,28 @@ fn sharding_knobs_reach_the_config() {
 }
 
 #[test]
+fn slice_size_reaches_the_config() {
+    // Absent: the data plane's default, 4MiB.
+    assert_eq!(
+        config(&desired("")).storage.slice_size,
+        edgecache_api::ByteSize::mib(4)
+    );
+    assert_eq!(
+        config(&desired("storage:\n  sliceSize: 16MiB\n"))
+            .storage
+            .slice_size,
+        edgecache_api::ByteSize::mib(16)
+    );
+    // "0": slicing off.
+    assert_eq!(
+        config(&desired("storage:\n  sliceSize: \"0\"\n"))
+            .storage
+            .slice_size,
+        edgecache_api::ByteSize::b(0)
+    );
+}
+
+#[test]
 fn sharding_off_has_no_peer_list() {
     let d = desired("sharding:\n  mode: off\n").with_peers(&[peer("node-a", "10.0.0.1:8080")]);
     let cfg = config(&d);
