@@ -4,9 +4,10 @@
 //! [`InterimIo`] so 1xx responses from the origin can be forwarded (src/interim.rs). HTTP/2
 //! (ALPN `h2` over TLS, or a client that opens a plain connection with the HTTP/2 preface) runs
 //! on hyper's HTTP/2 server, its streams spawned on the worker's own executor; an origin's 1xx
-//! goes out on the request's stream (hyper patched for it: third_party/hyper/PATCHES.md). An HTTP/2 request is given the
-//! origin form an HTTP/1.1 one has (`:authority` as Host, the path as target), so the cache
-//! key, the Host the origin sees and everything after are the same over both.
+//! goes out on the request's stream (hyper patched for it: third_party/hyper/PATCHES.md). An
+//! HTTP/2 request is given the origin form an HTTP/1.1 one has (`:authority` as Host, the path
+//! as target), so the cache key, the Host the origin sees and everything after are the same
+//! over both.
 //!
 //! Under either, the socket reports reads and blocked writes to the connection's clock, whose
 //! watchdog enforces the client timeouts (src/conn_timer.rs); on HTTP/2 a read is not the
@@ -96,13 +97,15 @@ pub async fn serve<S>(
             // Begun in the request's own task (an HTTP/2 stream's is not the connection's),
             // which tells its 1xx from those of a background revalidation (src/interim.rs).
             let expects = interim::client_awaits_continue(req.version(), req.headers());
-            let h2 = req
+            if req.version() == Version::HTTP_2 {
+                to_origin_form(&mut req);
+            }
+            // Only hyper's HTTP/2 server puts a sender in (third_party/hyper/PATCHES.md).
+            let interim = match req
                 .extensions_mut()
                 .remove::<hyper::ext::InformationalSender>()
-                .filter(|_| req.version() == Version::HTTP_2);
-            let interim = match h2 {
+            {
                 Some(sender) => {
-                    to_origin_form(&mut req);
                     InterimForwarder::for_stream(sender, ctx.shared.metrics.clone(), expects)
                 }
                 None => slot.begin(req.version(), expects),
