@@ -323,7 +323,7 @@ impl ObjectWriter {
                 && s.len() as u64 == self.len
                 && hl + align_up(self.len) as usize <= s.capacity()
         }) && self.store.found(&self.primary).is_empty();
-        let mut combined = if whole { self.stage.take() } else { None };
+        let combined = if whole { self.stage.take() } else { None };
         if !whole {
             self.flush_stage().await?;
             self.stage = None;
@@ -344,7 +344,7 @@ impl ObjectWriter {
             meta: self.meta.clone(),
             meta_cap: (self.header_len as usize - used_fixed) as u32,
         };
-        let buf = match combined.take() {
+        let buf = match combined {
             Some(mut buf) => {
                 let body = buf.len();
                 buf.full_mut().copy_within(..body, hl);
