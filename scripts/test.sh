@@ -35,6 +35,11 @@ if [ "$status" = 0 ]; then
 fi
 if [ "$status" != 0 ]; then
     grep -B2 -A40 -E '^failures:|panicked' /var/tmp/edgecache-test.log | head -200
+    # Last, so a shortened copy of this output still ends with them: each failure's panic message
+    # (its first lines, without the backtrace).
+    echo "panics:"
+    awk '/ panicked at /{n=6} n>0 && /^(stack backtrace|note: )/{n=0} n>0{print; n--}' \
+        /var/tmp/edgecache-test.log | cut -c1-400 | head -120
     exit "$status"
 fi
 log "helm lint and helm template over charts/edgecache/ci/*.yaml"

@@ -28,12 +28,38 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// A free loopback port.
+/// A free loopback port, never one this process was given before. The data plane binds its
+/// listeners with SO_REUSEPORT, so two data planes given one port (two tests picking at once, or
+/// a restart onto a port that another test took while it was down) would both bind it without
+/// an error and split each other's connections.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
+}
+
+/// `args` with the values of `--listen` and `--admin` set to `listen` and `admin`.
+fn with_ports(mut args: Vec<String>, listen: SocketAddr, admin: SocketAddr) -> Vec<String> {
+    for i in 1..args.len() {
+        match args[i - 1].as_str() {
+            "--listen" => args[i] = listen.to_string(),
+            "--admin" => args[i] = admin.to_string(),
+            _ => {}
+        }
+    }
+    args
+}
+
+fn fresh_loopback_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 pub fn origin() -> OriginHandle {
@@ -106,8 +132,7 @@ impl Dataplane {
     pub fn start_with(o: Opts<'_>, adjust: impl Fn(&mut Command)) -> Dataplane {
         let mut attempt = 1;
         loop {
-            let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-            let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+            let (listen, admin) = (fresh_loopback_addr(), fresh_loopback_addr());
             let mut args: Vec<String> = vec![
                 "serve".into(),
                 "--origin".into(),
@@ -168,29 +193,45 @@ impl Dataplane {
         Ok(dp)
     }
 
-    /// Start again with the same arguments (a restart on the same cache dir and ports).
-    pub fn restart(mut self) -> Dataplane {
+    /// Start again with the same arguments (a restart on the same cache dir and ports). A port
+    /// that something else bound while this one was down is replaced by a fresh one, as in
+    /// [`Dataplane::start_with`]: read `listen` and `admin` after a restart.
+    pub fn restart(self) -> Dataplane {
+        self.restart_after(|| {})
+    }
+
+    /// [`Dataplane::restart`], running `between` after the old process has exited.
+    pub fn restart_after(mut self, between: impl FnOnce()) -> Dataplane {
         self.stop();
-        let args = std::mem::take(&mut self.args);
-        let (listen, admin, dir) = (self.listen, self.admin, self.dir.clone());
+        between();
+        let mut args = std::mem::take(&mut self.args);
+        let (mut listen, mut admin, dir) = (self.listen, self.admin, self.dir.clone());
         // The new process logs to the same path: this one's drop must not remove it.
         let _ = std::fs::remove_file(&self.log);
         self.log = PathBuf::new();
-        Self::spawn(args, listen, admin, dir, |_| {})
-            .unwrap_or_else(|log| panic!("data plane exited before it was ready; log:\n{log}"))
+        let mut attempt = 1;
+        loop {
+            match Self::spawn(args.clone(), listen, admin, dir.clone(), |_| {}) {
+                Ok(dp) => return dp,
+                Err(log) if attempt < 5 && log.contains("Address already in use") => {
+                    attempt += 1;
+                    (listen, admin) = (fresh_loopback_addr(), fresh_loopback_addr());
+                    args = with_ports(args, listen, admin);
+                }
+                Err(log) => panic!("data plane exited before it was ready; log:\n{log}"),
+            }
+        }
     }
 
     /// Wait until `/readyz` answers 200; `Err(log)` if the process exits first.
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(r) = get(self.admin, "/readyz", &[])
-                && r.status == 200
-            {
-                return Ok(());
-            }
             if let Ok(Some(_)) = self.child.try_wait() {
                 return Err(self.log_text());
+            }
+            if ready(self.admin) {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 panic!("data plane not ready in 30s; log:\n{}", self.log_text());
@@ -344,6 +385,18 @@ pub fn request(
     s.write_all(req.as_bytes())?;
     s.write_all(body)?;
     read_response(&mut BufReader::new(s), method == "HEAD")
+}
+
+/// Whether `/readyz` on `admin` answers 200 within a second (a port that something else holds
+/// may accept and never answer).
+fn ready(admin: SocketAddr) -> bool {
+    let probe = || -> std::io::Result<u16> {
+        let mut s = TcpStream::connect(admin)?;
+        s.set_read_timeout(Some(Duration::from_secs(1)))?;
+        s.write_all(b"GET /readyz HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n")?;
+        Ok(read_response(&mut BufReader::new(s), false)?.status)
+    };
+    probe().is_ok_and(|status| status == 200)
 }
 
 /// Send raw bytes and return what came back (for malformed requests).
