@@ -117,6 +117,7 @@ fn main() {
         max_variants_per_key: 32,
         index_bytes: 0,
         admission: edgecache_store::Admission::All,
+        reinsertion: false,
     })
     .unwrap();
     let run = async {

@@ -232,6 +232,7 @@
 //!   doubling the shard. They are counted in `index_evictions`.
 //! - Block numbers are 32-bit: a store of more than 16 TiB is not supported.
 
+mod accessed;
 pub mod admission;
 mod body;
 mod checkpoint;
@@ -249,6 +250,7 @@ pub mod metrics;
 pub(crate) mod ram;
 pub mod record;
 pub(crate) mod recover;
+mod reinsert;
 mod rewrite;
 pub mod space;
 pub(crate) mod state;
@@ -278,7 +280,7 @@ use crate::io::file::{SegFile, open_segment};
 use crate::io::threads::{POOL_THREADS, ThreadPool};
 use dir::{LOCK_FILE, claim, load_or_init_superblock, remove_temp_files, seg_path};
 use index::Index;
-use marks::Marks;
+use marks::{Marks, Writing};
 use metrics::Counters;
 use ram::RamTier;
 use record::RecordHeader;
@@ -327,6 +329,9 @@ pub struct StoreConfig {
     pub index_bytes: u64,
     /// Which fills are written (see [`admission`]).
     pub admission: Admission,
+    /// Give objects read since they were written a second life: copy them ahead of their
+    /// segment's reclaim instead of evicting them (see `src/reinsert.rs`).
+    pub reinsertion: bool,
 }
 
 impl Default for StoreConfig {
@@ -348,6 +353,7 @@ impl Default for StoreConfig {
             max_variants_per_key: 32,
             index_bytes: 0,
             admission: Admission::default(),
+            reinsertion: false,
         }
     }
 }
@@ -463,6 +469,11 @@ pub struct Store {
     budgets: Mutex<Vec<Weak<crate::io::budget::Shared>>>,
     /// Invalidation marks of the keys ([`Store::invalidation_mark`]).
     marks: Marks,
+    /// Writers in flight by key slot, and which records were read since written; the
+    /// reinsertion pass's thread when `StoreConfig::reinsertion` is on (`src/reinsert.rs`).
+    writing: Writing,
+    accessed: accessed::Accessed,
+    reinserter: Option<Arc<reinsert::Wake>>,
     /// Woken whenever an in-place header rewrite ends (`src/rewrite.rs`).
     rewrites_done: tokio::sync::Notify,
     /// Bytes of unknown-length bodies buffered by writers, and their bound.
@@ -577,6 +588,7 @@ impl Store {
         let index = restored.unwrap_or_else(|| new_index(layout, cfg.index_bytes));
         let doorkeeper = (cfg.admission == Admission::SecondHit)
             .then(|| admission::Doorkeeper::new(layout.capacity()));
+        let cfg_reinsertion = cfg.reinsertion;
         let mut store = Store {
             doorkeeper,
             ram: RamTier::new(cfg.ram_tier_bytes),
@@ -605,6 +617,9 @@ impl Store {
             sync_block: Mutex::new(crate::io::AlignedBuf::new(4096)),
             budgets: Mutex::new(Vec::new()),
             marks: Marks::new(),
+            writing: Writing::new(),
+            accessed: accessed::Accessed::new(&layout, cfg_reinsertion),
+            reinserter: cfg_reinsertion.then(|| Arc::new(reinsert::Wake::default())),
             rewrites_done: tokio::sync::Notify::new(),
             unknown_length: Arc::new(Share::default()),
             _lock: lock,
@@ -634,7 +649,9 @@ impl Store {
             from_checkpoint = store.from_checkpoint,
             "store opened"
         );
-        Ok(Arc::new(store))
+        let store = Arc::new(store);
+        reinsert::start(&store)?;
+        Ok(store)
     }
 
     /// Index the records found by the recovery scan: of each primary and variant key the
@@ -906,6 +923,9 @@ impl Store {
             (n, pinned)
         };
         self.tombstone_pinned(&locs.1, durable);
+        if durable && let Some(r) = &self.reinserter {
+            r.wait_for_copies(primary);
+        }
         locs.0
     }
 
@@ -968,6 +988,9 @@ impl Store {
             recovered_objects: self.recovered,
             write_errors: c.write_errors.load(Ordering::Relaxed),
             publishes_invalidated: c.publishes_invalidated.load(Ordering::Relaxed),
+            reinserted: c.reinserted.load(Ordering::Relaxed),
+            reinserted_bytes: c.reinserted_bytes.load(Ordering::Relaxed),
+            reinserts_refused: c.reinserts_refused.load(Ordering::Relaxed),
             ram_tier_bytes: ram_bytes,
             ram_tier_objects: ram_objects,
             disk_reads: c.disk_reads.load(Ordering::Relaxed),
@@ -1077,6 +1100,14 @@ impl Store {
 
     pub(crate) fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    pub(crate) fn writing(&self) -> &Writing {
+        &self.writing
+    }
+
+    pub(crate) fn accessed(&self) -> &accessed::Accessed {
+        &self.accessed
     }
 
     /// A disk read slot, waiting for one (see [`StoreConfig::reads_in_flight`]). `None` only

@@ -54,6 +54,7 @@ impl Store {
         st.segs[v as usize].epoch = epoch;
         self.epochs[v as usize].store(epoch, Ordering::Release);
         self.sweep_next(&mut st);
+        self.accessed.clear_segment(v);
         st.active = None;
         // Durable before any record of the epoch is written: a segment header lost while
         // records of its epoch persist (a drive's cache flushes in any order) would bring the
@@ -76,6 +77,10 @@ impl Store {
         let s = &mut st.segs[v as usize];
         s.write_off = SEGMENT_HEADER + len;
         s.pins += 1;
+        // The next segment in line: its records still asked for get copied before it goes.
+        if let Some(r) = &self.reinserter {
+            r.wake();
+        }
         Ok(Reservation {
             seg: v,
             epoch,
@@ -109,7 +114,8 @@ impl Store {
     /// Publish a record whose header is on disk. Returns the location to tombstone: the
     /// replaced record (pinned), or this very record when a newer one (by reservation order)
     /// won meanwhile. With `mark`, a key invalidated since then is not published either (this
-    /// record is returned to tombstone): the response predates the invalidation. `checked`
+    /// record is returned to tombstone): the response predates the invalidation. With
+    /// `replacing` (a reinsertion's copy), only while the index still has that record. `checked`
     /// says which entries with the record's tags are the same object ([`Store::check_same`]).
     pub(crate) fn publish(
         &self,
@@ -117,6 +123,7 @@ impl Store {
         vtag: u8,
         loc: Loc,
         mark: Option<u64>,
+        replacing: Option<&Loc>,
         checked: &Checked,
     ) -> Option<Loc> {
         let mut st = self.lock();
@@ -125,6 +132,12 @@ impl Store {
         }
         if mark.is_some_and(|m| m != self.marks.get(primary)) {
             Counters::inc(&self.counters().publishes_invalidated);
+            return Some(loc);
+        }
+        if let Some(orig) = replacing
+            && !self.indexes(primary, vtag, orig)
+        {
+            Counters::inc(&self.counters().reinserts_refused);
             return Some(loc);
         }
         let age = self.age(self.rec_at(&loc, false));
@@ -224,6 +237,14 @@ impl Store {
         Ok(())
     }
 
+    /// [`Store::sync_segment`], a failure counted and logged.
+    pub(crate) fn sync_segment_counted(&self, seg: u32) {
+        if let Err(e) = self.sync_segment(seg) {
+            Counters::inc(&self.counters.write_errors);
+            tracing::warn!(error = %e, seg, "cannot sync a segment");
+        }
+    }
+
     /// fdatasync a segment file (journaled as a durability point for crash tests).
     fn sync_segment(&self, seg: u32) -> std::io::Result<()> {
         if let Some(f) = self.files.get(seg as usize) {
@@ -246,10 +267,7 @@ impl Store {
             segs.sort_unstable();
             segs.dedup();
             for seg in segs {
-                if let Err(e) = self.sync_segment(seg) {
-                    Counters::inc(&self.counters.write_errors);
-                    tracing::warn!(error = %e, seg, "cannot sync a purge's tombstones");
-                }
+                self.sync_segment_counted(seg);
             }
         }
         let mut st = self.lock();

@@ -21,14 +21,17 @@ pub enum WriteKind {
     SegmentHeader = 2,
     /// A record header rewritten in place with new meta (after a 304).
     MetaRewrite = 3,
+    /// A record copied, header and body, by reinsertion (`StoreConfig::reinsertion`).
+    Reinsert = 4,
 }
 
 impl WriteKind {
-    pub const ALL: [WriteKind; 4] = [
+    pub const ALL: [WriteKind; 5] = [
         Self::Record,
         Self::Tombstone,
         Self::SegmentHeader,
         Self::MetaRewrite,
+        Self::Reinsert,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -37,6 +40,7 @@ impl WriteKind {
             Self::Tombstone => "tombstone",
             Self::SegmentHeader => "segment_header",
             Self::MetaRewrite => "meta_rewrite",
+            Self::Reinsert => "reinsert",
         }
     }
 }
@@ -51,6 +55,9 @@ pub(crate) struct Counters {
     pub body_checks_skipped: AtomicU64,
     pub write_errors: AtomicU64,
     pub publishes_invalidated: AtomicU64,
+    pub reinserted: AtomicU64,
+    pub reinserted_bytes: AtomicU64,
+    pub reinserts_refused: AtomicU64,
     pub disk_reads: AtomicU64,
     pub disk_read_bytes: AtomicU64,
     pub lat_buckets: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
@@ -141,6 +148,12 @@ pub struct StoreStats {
     pub write_errors: u64,
     /// Fills not published because their key was invalidated while they ran.
     pub publishes_invalidated: u64,
+    /// Objects reinsertion copied ahead of their segment's reclaim, and their body bytes
+    /// (`StoreConfig::reinsertion`); copies not published because the object changed, was
+    /// purged or was being written meanwhile.
+    pub reinserted: u64,
+    pub reinserted_bytes: u64,
+    pub reinserts_refused: u64,
     pub ram_tier_bytes: u64,
     pub ram_tier_objects: u64,
     /// Disk read operations and their bytes.

@@ -227,6 +227,14 @@ impl Store {
         (self.epoch_of(seg) << 32) | (off / PAGE)
     }
 
+    /// Whether the index has the record at `loc` for `primary` and the variant tag `vtag`.
+    pub(crate) fn indexes(&self, primary: &[u8], vtag: u8, loc: &Loc) -> bool {
+        let want = self.rec_at(loc, false);
+        self.found(primary)
+            .iter()
+            .any(|f| f.vtag == vtag && f.rec.block == want.block && f.rec.epoch_lo == want.epoch_lo)
+    }
+
     /// The live index entries of a primary key, newest first.
     pub(crate) fn found(&self, primary: &[u8]) -> Vec<Found> {
         let h = self.key_hash(primary);

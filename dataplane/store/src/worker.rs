@@ -126,6 +126,7 @@ impl StoreWorker {
         let Some(mut generation) = store.rewrite_gen(&r.primary, loc) else {
             return Err(StoreError::MissingOrReplaced);
         };
+        store.accessed().touch(loc.seg, loc.off);
         if let Some(c) = store.ram().get(&r.primary, loc.id()) {
             let body_len = c.body.len() as u64;
             let object_ref = complete(r, c.variant, c.meta.clone(), c.header_len, body_len, c.seq);
@@ -319,6 +320,68 @@ impl StoreWorker {
         })
     }
 
+    /// The record whose header is at `off` of `seg` at `epoch`, read whole and checked (its
+    /// header, its epoch, its block checksums), when it is live and fits one read chunk; `None`
+    /// otherwise. For reinsertion (`src/reinsert.rs`).
+    pub(crate) async fn read_record_at(
+        &self,
+        seg: u32,
+        epoch: u64,
+        off: u64,
+    ) -> Result<Option<crate::reinsert::ReadRecord>, StoreError> {
+        let store = &self.store;
+        let file = FileId { seg, direct: true };
+        let mut want = (64 << 10).min(self.chunk);
+        loop {
+            let buf = self.budget.alloc(want as usize).await;
+            let buf = read_timed(&self.io, store, file, buf, want, off, None).await?;
+            if !store.epoch_is(seg, epoch) {
+                return Ok(None);
+            }
+            let Ok(h) = record::decode(buf.as_slice(), store.nonce()) else {
+                return Ok(None);
+            };
+            let hl = u64::from(h.header_len);
+            let len = record::record_len(hl, h.body_len);
+            if h.is_dead() || h.epoch != epoch || len > self.chunk {
+                return Ok(None);
+            }
+            if len > want {
+                want = len;
+                continue;
+            }
+            let body = &buf.as_slice()[hl as usize..(hl + h.body_len) as usize];
+            if !verify_blocks(&h.crcs, 0, body) {
+                return Ok(None);
+            }
+            let body = Bytes::copy_from_slice(body);
+            let loc = Loc {
+                seg,
+                epoch,
+                off,
+                header_len: h.header_len,
+                body_len: h.body_len,
+                seq: h.seq,
+            };
+            return Ok(Some(crate::reinsert::ReadRecord {
+                header: h,
+                body,
+                loc,
+            }));
+        }
+    }
+
+    /// A writer for a reinsertion's copy: no admission (the object is stored already).
+    pub(crate) fn begin_copy(
+        &self,
+        primary: Bytes,
+        variant: Bytes,
+        meta: Bytes,
+        body_len: u64,
+    ) -> Result<ObjectWriter, StoreError> {
+        self.writer(primary, variant, meta, Some(body_len))
+    }
+
     /// Start storing a response. `Err` means: do not store, just proxy; `NotAdmitted` when the
     /// admission policy keeps this fill off the disk (`StoreConfig::admission`).
     pub fn begin_write(
@@ -331,6 +394,16 @@ impl StoreWorker {
         if !self.store.admits(&primary, &variant) {
             return Err(StoreError::NotAdmitted);
         }
+        self.writer(primary, variant, meta, content_length)
+    }
+
+    fn writer(
+        &self,
+        primary: Bytes,
+        variant: Bytes,
+        meta: Bytes,
+        content_length: Option<u64>,
+    ) -> Result<ObjectWriter, StoreError> {
         ObjectWriter::begin(
             Arc::clone(&self.store),
             Rc::clone(&self.io),

@@ -54,6 +54,9 @@ pub struct ObjectWriter {
     mark: Option<u64>,
     /// Shared with readers that stream the body while it is written.
     growing: Option<Arc<Growing>>,
+    /// A reinsertion's copy (`src/reinsert.rs`): publish only in place of this record, while
+    /// the index still has it.
+    replacing: Option<Loc>,
 }
 
 impl std::fmt::Debug for ObjectWriter {
@@ -98,6 +101,7 @@ impl ObjectWriter {
                 max.min(UNKNOWN_LENGTH_CAP),
             ),
         };
+        store.writing().begin(&primary);
         let mut w = ObjectWriter {
             store,
             io,
@@ -118,6 +122,7 @@ impl ObjectWriter {
             failed: false,
             mark: None,
             growing: None,
+            replacing: None,
         };
         if let Some(cl) = content_length {
             w.reserve(cl)?;
@@ -235,7 +240,7 @@ impl ObjectWriter {
             tracing::debug!(error = %e, "store write failed");
             return self.fail(e.into());
         }
-        self.store.counters().disk_write(WriteKind::Record, padded);
+        self.store.counters().disk_write(self.kind(), padded);
         self.flushed += filled;
         buf.clear();
         self.stage = Some(buf);
@@ -278,6 +283,21 @@ impl ObjectWriter {
     /// and the publish are one step under the index lock.
     pub fn publish_only_if_unchanged(&mut self, mark: u64) {
         self.mark = Some(mark);
+    }
+
+    /// What this writer's record writes are counted as.
+    fn kind(&self) -> WriteKind {
+        if self.replacing.is_some() {
+            WriteKind::Reinsert
+        } else {
+            WriteKind::Record
+        }
+    }
+
+    /// Make this a reinsertion's copy of the record at `orig`: published only while the index
+    /// still has `orig` (in its place), counted as reinserted, not admitted.
+    pub(crate) fn copy_of(&mut self, orig: Loc) {
+        self.replacing = Some(orig);
     }
 
     pub async fn finish(mut self) -> Result<(), StoreError> {
@@ -371,9 +391,11 @@ impl ObjectWriter {
             return self.fail(e.into());
         }
         let c = self.store.counters();
-        c.disk_write(WriteKind::Record, written);
-        c.admitted_body_bytes
-            .fetch_add(self.len, std::sync::atomic::Ordering::Relaxed);
+        c.disk_write(self.kind(), written);
+        if self.replacing.is_none() {
+            c.admitted_body_bytes
+                .fetch_add(self.len, std::sync::atomic::Ordering::Relaxed);
+        }
         let loc = Loc {
             seg: res.seg,
             epoch: res.epoch,
@@ -391,12 +413,23 @@ impl ObjectWriter {
             .await;
         // Published: from here on, Drop must not tombstone our record.
         self.res = None;
-        let stale = self
-            .store
-            .publish(&self.primary, vtag, loc, self.mark, &checked);
+        let stale = self.store.publish(
+            &self.primary,
+            vtag,
+            loc.clone(),
+            self.mark,
+            self.replacing.as_ref(),
+            &checked,
+        );
         self.store.unpin(res.seg);
         if let Some(g) = self.growing.take() {
             g.end(true, &header.crcs);
+        }
+        if self.replacing.is_some() && stale.as_ref().is_none_or(|o| o.id() != loc.id()) {
+            let c = self.store.counters();
+            Counters::inc(&c.reinserted);
+            c.reinserted_bytes
+                .fetch_add(self.len, std::sync::atomic::Ordering::Relaxed);
         }
         if let Some(old) = stale {
             let mut block = self.budget.alloc(4096).await;
@@ -410,6 +443,11 @@ impl ObjectWriter {
                 Ok(()) => self.store.counters().disk_write(WriteKind::Tombstone, 4096),
                 Err(_) => Counters::inc(&self.store.counters().write_errors),
             }
+            if self.replacing.is_some() && old.id() == loc.id() {
+                // A copy refused (a purge may be waiting for it, `src/reinsert.rs`): its
+                // tombstone is durable before the purge returns.
+                self.store.sync_segment_counted(old.seg);
+            }
             self.store.unpin(old.seg);
         }
         Ok(())
@@ -418,6 +456,7 @@ impl ObjectWriter {
 
 impl Drop for ObjectWriter {
     fn drop(&mut self) {
+        self.store.writing().end(&self.primary);
         if let Some(g) = self.growing.take() {
             g.end(false, &[]);
         }

@@ -35,6 +35,7 @@ pub fn cfg(dir: &Path, size: u64, engine: EngineChoice) -> StoreConfig {
         max_variants_per_key: 32,
         index_bytes: 0,
         admission: edgecache_store::Admission::All,
+        reinsertion: false,
     }
 }
 
