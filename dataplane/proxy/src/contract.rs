@@ -60,7 +60,7 @@ pub fn store_config(s: &StorageConfig, ram_tier_bytes: u64, index_bytes: u64) ->
         max_variants_per_key: s.max_variants_per_key as usize,
         index_bytes,
         admission: admission(s.admission),
-        reinsertion: false,
+        reinsertion: s.reinsertion,
     }
 }
 

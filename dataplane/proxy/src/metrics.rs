@@ -606,7 +606,7 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 13] = [
+        let counters: [(&str, &str, u64); 16] = [
             (
                 "store_admitted_body_bytes",
                 "Body bytes of the records the store wrote whole (what admission let in)",
@@ -626,6 +626,21 @@ impl Collector for StoreCollector {
                 "store_evictions",
                 "Objects evicted from the disk store",
                 s.evictions,
+            ),
+            (
+                "store_reinserted",
+                "Objects read since written that storage.reinsertion copied ahead of their segment's eviction",
+                s.reinserted,
+            ),
+            (
+                "store_reinserted_body_bytes",
+                "Body bytes of the objects storage.reinsertion copied",
+                s.reinserted_bytes,
+            ),
+            (
+                "store_reinserts_refused",
+                "Copies not published: the object was replaced, purged or evicted meanwhile",
+                s.reinserts_refused,
             ),
             (
                 "store_variants_trimmed",

@@ -10,8 +10,12 @@
 //! ```text
 //! cargo run --release -p edgecache-store --example trace_replay -- \
 //!     --trace /var/tmp/edgecache-trace/zipf0.9-ohw0.3-n1500000-k500000-s1.txt \
-//!     --size 2GiB --admission second-hit --ram 0
+//!     --size 2GiB --admission second-hit --ram 0 --reinsertion on
 //! ```
+//!
+//! With `--reinsertion on` each request waits until the store's reinsertion pass has looked at
+//! the segment in line (it runs on its own thread; one request at a time writes faster than it
+//! would keep up with a disk's pace).
 
 #![allow(clippy::unwrap_used)] // a benchmark: a panic is the report
 
@@ -31,6 +35,7 @@ struct Args {
     ram: u64,
     engine: EngineChoice,
     limit: u64,
+    reinsertion: bool,
 }
 
 fn bytes(s: &str) -> u64 {
@@ -49,6 +54,7 @@ fn parse() -> Args {
         ram: 0,
         engine: EngineChoice::Uring,
         limit: u64::MAX,
+        reinsertion: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -58,6 +64,7 @@ fn parse() -> Args {
             "--size" => a.size = bytes(&v()),
             "--ram" => a.ram = bytes(&v()),
             "--limit" => a.limit = v().parse().unwrap(),
+            "--reinsertion" => a.reinsertion = v() == "on",
             "--admission" => {
                 a.admission = match v().as_str() {
                     "all" => Admission::All,
@@ -98,6 +105,7 @@ fn main() {
         ram_tier_bytes: a.ram,
         engine: a.engine,
         admission: a.admission,
+        reinsertion: a.reinsertion,
         ..StoreConfig::default()
     })
     .unwrap();
@@ -120,6 +128,11 @@ fn main() {
             let key = Bytes::from(format!("/k/{key}"));
             t.requests += 1;
             t.bytes += size;
+            // One request at a time is faster than a disk lets the reinsertion pass keep up
+            // with; wait for it, as if the writes had come at the disk's pace.
+            while !store.reinsertion_caught_up() {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
             if let Some(r) = store.lookup(&key).first()
                 && let Ok(obj) = w.open(r).await
             {
@@ -169,7 +182,7 @@ fn report(a: &Args, t: &Tally, s: &StoreStats, secs: f64) {
     let admitted_per_missed = s.admitted_body_bytes as f64 / missed as f64;
     let amplification = written as f64 / s.admitted_body_bytes.max(1) as f64;
     eprintln!(
-        "{} size={} ram={} admission={}: {} requests in {secs:.1} s; object hit ratio {ohr:.3}, \
+        "{} size={} ram={} admission={} reinsertion={} (reinserted {}): {} requests in {secs:.1} s; object hit ratio {ohr:.3}, \
          byte hit ratio {bhr:.3}; disk written per byte missed {per_missed:.3} (admitted body \
          per missed {admitted_per_missed:.3}, written per admitted {amplification:.3}); \
          rejected {}, failed writes {}; disk reads {} ({} bytes); evictions {}",
@@ -177,6 +190,8 @@ fn report(a: &Args, t: &Tally, s: &StoreStats, secs: f64) {
         a.size,
         a.ram,
         a.admission.as_str(),
+        a.reinsertion,
+        s.reinserted,
         t.requests,
         t.rejected,
         t.write_failed,
@@ -186,7 +201,7 @@ fn report(a: &Args, t: &Tally, s: &StoreStats, secs: f64) {
     );
     println!(
         "{{\"trace\":\"{}\",\"size\":{},\"ram_tier_bytes\":{},\"admission\":\"{}\",\
-         \"requests\":{},\"hits\":{},\"bytes\":{},\"hit_bytes\":{},\
+         \"reinsertion\":{},\"reinserted\":{},\"requests\":{},\"hits\":{},\"bytes\":{},\"hit_bytes\":{},\
          \"object_hit_ratio\":{ohr:.4},\"byte_hit_ratio\":{bhr:.4},\
          \"disk_written_per_byte_missed\":{per_missed:.4},\
          \"admitted_per_byte_missed\":{admitted_per_missed:.4},\
@@ -198,6 +213,8 @@ fn report(a: &Args, t: &Tally, s: &StoreStats, secs: f64) {
         a.size,
         a.ram,
         a.admission.as_str(),
+        a.reinsertion,
+        s.reinserted,
         t.requests,
         t.hits,
         t.bytes,

@@ -22,7 +22,8 @@ fn second_hit(engine: EngineChoice) {
         let s = store.stats();
         assert_eq!(s.admission_rejected, 1);
         assert_eq!(
-            s.disk_write_bytes, [0; WriteKind::ALL.len()],
+            s.disk_write_bytes,
+            [0; WriteKind::ALL.len()],
             "nothing written, not even a segment header"
         );
         assert!(store.lookup(b"/a").is_empty());

@@ -530,6 +530,11 @@ pub struct StorageSpec {
     /// off the flash). Default: `all`.
     #[serde(default)]
     pub admission: AdmissionPolicy,
+    /// Give objects read since they were written a second life when their segment's turn for
+    /// eviction comes: they are copied to the head of the log (up to half a segment each time)
+    /// instead of evicted with it. More disk writes for a higher hit ratio. Default: `false`.
+    #[serde(default = "default_reinsertion")]
+    pub reinsertion: bool,
     /// Objects larger than this (with a strong validator, no Vary, up to
     /// `cache.maxObjectSize`) are cached as slices of this size: one stored object each,
     /// fetched from the origin with aligned Range requests as clients ask for them. `"0"` turns
@@ -550,6 +555,7 @@ impl Default for StorageSpec {
             reads_in_flight: default_reads_in_flight(),
             verify_every_read: false,
             admission: AdmissionPolicy::default(),
+            reinsertion: default_reinsertion(),
             slice_size: default_slice_size(),
         }
     }
@@ -557,6 +563,10 @@ impl Default for StorageSpec {
 
 fn default_slice_size() -> ByteSize {
     StorageConfig::default().slice_size
+}
+
+fn default_reinsertion() -> bool {
+    StorageConfig::default().reinsertion
 }
 
 fn default_reads_in_flight() -> u32 {

@@ -414,6 +414,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             verify_every_read: spec.storage.verify_every_read,
             max_variants_per_key: spec.cache.max_variants_per_key,
             admission: spec.storage.admission,
+            reinsertion: spec.storage.reinsertion,
         },
         memory: MemoryConfig {
             limit: Some(spec.resources.memory),
@@ -769,6 +770,21 @@ mod tests {
                 "spec.network.hostNetwork",
                 "spec.updateStrategy.maxUnavailable",
             ]
+        );
+    }
+
+    #[test]
+    fn storage_reinsertion_reaches_the_data_plane_config() {
+        let on = validate(
+            &minimal_edgecache("storage:\n  reinsertion: true\n"),
+            &Policy::default(),
+        )
+        .unwrap();
+        assert!(on.dataplane.storage.reinsertion);
+        let default = validate(&minimal_edgecache(""), &Policy::default()).unwrap();
+        assert_eq!(
+            default.dataplane.storage.reinsertion,
+            StorageConfig::default().reinsertion
         );
     }
 
