@@ -85,7 +85,7 @@ impl Store {
                 && hl > want
                 && hl <= MAX_HEADER
             {
-                want = hl;
+                want = crate::io::align_up(hl);
                 continue;
             }
             return record::decode(bytes, self.nonce()).is_ok_and(|h| {

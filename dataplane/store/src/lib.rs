@@ -60,8 +60,10 @@
 //! sized by [`layout::Layout::plan`] (64 MiB segments, 8 to 256 of them, never more than the
 //! configured size in total). Changing the size (hence the layout) starts an empty cache.
 //! Each segment starts with a 4 KiB segment header (magic, store nonce, *epoch*, crc32c) and then
-//! holds records written as a log. A record is `[header][body]`, both 4096-aligned; see
-//! [`record`] for the format. Per-64 KiB-block crc32c checksums of the body sit in the header.
+//! holds records written as a log. A record is `[header][body]`: a large one with both
+//! 4096-aligned, a small one (at most one 256 KiB staging buffer) *packed*, its body right after
+//! its header and the two padded to 4096 together; see [`record`] for the format. Per-64
+//! KiB-block crc32c checksums of the body sit in the header.
 //!
 //! # Writes
 //! - [`StoreWorker::begin_write`] reserves the exact record length in the active segment when
@@ -78,8 +80,9 @@
 //!   staging buffer (256 KiB) goes out with its header in one write instead (one I/O per small
 //!   miss); a torn write of it leaves at worst a valid header before a torn body, which the
 //!   first read's checksums refuse (the object is a miss). A key the index holds something of
-//!   keeps the two writes, so a torn replacement never hides the older version. A crash before that leaves no
-//!   valid header; recovery stops there. A writer dropped without `finish` writes a tombstone
+//!   keeps two writes (for a packed record: the blocks after the header's, then the header's
+//!   block, whose checksum covers the body bytes in it), so a torn replacement never hides the
+//!   older version. A crash before that leaves no valid header; recovery stops there. A writer dropped without `finish` writes a tombstone
 //!   header (synchronously, one 4 KiB write) so the chain stays walkable.
 //! - A replaced record, a purged one and a corrupt one get a tombstone too, so they cannot come
 //!   back at the next start (at most one live header per key on disk).

@@ -194,8 +194,17 @@ impl Store {
     /// Fill `buf` with the 4 KiB tombstone of a record.
     pub(crate) fn encode_tombstone(&self, loc: &Loc, buf: &mut AlignedBuf) {
         buf.clear();
-        RecordHeader::dead(self.nonce, loc.epoch, loc.seq, loc.header_len, loc.body_len)
-            .encode(&mut buf.full_mut()[..4096]);
+        // In blocks of its own whatever the record's header was (a packed one's checksum would
+        // cover body bytes the tombstone does not write): the same record length.
+        let len = loc.record_len();
+        RecordHeader::dead(
+            self.nonce,
+            loc.epoch,
+            loc.seq,
+            4096,
+            len.saturating_sub(4096),
+        )
+        .encode(&mut buf.full_mut()[..4096]);
         buf.set_len(4096);
     }
 

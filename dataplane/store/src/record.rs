@@ -1,7 +1,13 @@
 //! On-disk formats: record header, segment header, superblock. Pure byte codecs.
 //!
-//! A record is `[header: header_len bytes][body, padded to 4096]`; `header_len` is a multiple of
-//! 4096, so the body starts aligned. The header (all integers little endian):
+//! A record is `[header: header_len bytes][body, padded to 4096]`. Either `header_len` is a
+//! multiple of 4096 and the body starts at a block of its own (large records, read in
+//! aligned chunks), or the record is *packed*: `header_len` is a multiple of 8, the body follows
+//! it in the same block and the record is padded to 4096 as a whole (small records, at most one
+//! staging buffer, always read whole; that saves the padding of the header's block, 2 to 4 KiB
+//! a record). A packed header's checksum covers the rest of its last block too (the body's
+//! first bytes and any padding), so a torn write of that block never leaves a valid header over
+//! a torn body start. The header (all integers little endian):
 //!
 //! | off | size | field |
 //! |----:|-----:|-------|
@@ -19,7 +25,7 @@
 //! | 60 | 4 | meta capacity (bytes reserved for meta; `update_meta` rewrites in place up to it) |
 //! | 64 | 4 | block count (one crc32c per 64 KiB body block) |
 //! | 68 | 4 | block size (65536) |
-//! | 72 | 4 | crc32c of bytes `[0, used)` with this field zeroed |
+//! | 72 | 4 | crc32c of bytes `[0, used)` with this field zeroed (packed: `[0, align_up(header_len))`) |
 //! | 76 | 4 | reserved (0) |
 //! | 80 | .. | primary key, variant key, block crcs (4 bytes each), meta (meta capacity bytes) |
 //!
@@ -58,14 +64,30 @@ pub fn block_count(body_len: u64) -> u64 {
     body_len.div_ceil(BLOCK)
 }
 
-/// Header length for the given sizes (a multiple of 4096).
+/// Header length for the given sizes (a multiple of 4096): the header of a record whose body
+/// starts at a block of its own.
 pub fn header_len_for(primary: usize, variant: usize, body_len: u64, meta: usize) -> u64 {
-    align_up((FIXED + primary + variant + meta + META_SLACK) as u64 + 4 * block_count(body_len))
+    align_up(packed_header_len(primary, variant, body_len, meta))
 }
 
-/// Record length on disk: header plus the body padded to 4096.
+/// Header length of a *packed* record (a multiple of 8): its body follows the header in the
+/// same block, and the record as a whole is padded to 4096. The store packs records it writes
+/// in one staging buffer (small objects), which saves the padding of the header's block; a
+/// packed header's length is what tells it apart (a multiple of 4096 reads the same either
+/// way: see [`record_len`]).
+pub fn packed_header_len(primary: usize, variant: usize, body_len: u64, meta: usize) -> u64 {
+    ((FIXED + primary + variant + meta + META_SLACK) as u64 + 4 * block_count(body_len))
+        .next_multiple_of(8)
+}
+
+/// Record length on disk: a 4096-aligned header plus the body padded to 4096, or a packed
+/// header and its body padded to 4096 together.
 pub fn record_len(header_len: u64, body_len: u64) -> u64 {
-    header_len + align_up(body_len)
+    if header_len.is_multiple_of(4096) {
+        header_len + align_up(body_len)
+    } else {
+        align_up(header_len + body_len)
+    }
 }
 
 /// A decoded record header.
@@ -105,6 +127,29 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(a)
+}
+
+/// The bytes a header's checksum covers: its own (`used`), and for a packed header the rest of
+/// its last block too (the body's first bytes, or padding), so a torn write of that block never
+/// leaves a valid header over a torn body start.
+fn checked_len(header_len: u64, used: usize) -> usize {
+    if header_len.is_multiple_of(4096) {
+        used
+    } else {
+        align_up(header_len) as usize
+    }
+}
+
+/// Seal a packed record's first block(s) `head` (the encoded header followed by the body's
+/// first bytes and padding, [`align_up`]`(header_len)` bytes): its checksum then covers them
+/// all. A no-op for a header in blocks of its own.
+pub fn seal(head: &mut [u8], header_len: u64) {
+    if header_len.is_multiple_of(4096) {
+        return;
+    }
+    let n = align_up(header_len) as usize;
+    let crc = crc_skipping(head, n);
+    head[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 fn crc_skipping(b: &[u8], used: usize) -> u32 {
@@ -197,20 +242,21 @@ pub fn peek(b: &[u8]) -> Result<(u64, usize), HeaderError> {
         + u64::from(u32_at(b, 52))
         + 4 * u64::from(u32_at(b, 64))
         + u64::from(u32_at(b, 60));
-    if header_len == 0 || header_len % 4096 != 0 || header_len > MAX_HEADER_LEN || used > header_len
-    {
+    if header_len == 0 || header_len % 8 != 0 || header_len > MAX_HEADER_LEN || used > header_len {
         return Err(HeaderError::Corrupt);
     }
     Ok((header_len, used as usize))
 }
 
-/// Decode and verify a header. `b` must hold at least the `used` bytes reported by [`peek`].
+/// Decode and verify a header. `b` must hold at least the `used` bytes reported by [`peek`]
+/// (for a packed header, its whole last block: [`align_up`]`(header_len)`).
 pub fn decode(b: &[u8], nonce: u64) -> Result<RecordHeader, HeaderError> {
     let (header_len, used) = peek(b)?;
-    if b.len() < used {
+    let checked = checked_len(header_len, used);
+    if b.len() < checked {
         return Err(HeaderError::Corrupt);
     }
-    if u32_at(b, CRC_AT) != crc_skipping(b, used) {
+    if u32_at(b, CRC_AT) != crc_skipping(b, checked) {
         return Err(HeaderError::Corrupt);
     }
     if u64_at(b, 16) != nonce {
@@ -319,6 +365,44 @@ pub fn body_crcs(body: &[u8]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packed_header_shares_its_block_with_the_body_and_its_checksum_covers_them() {
+        let body = b"hello, packed world".repeat(100);
+        let meta = Bytes::from_static(b"m");
+        let hl = packed_header_len(2, 0, body.len() as u64, meta.len());
+        assert!(hl.is_multiple_of(8) && !hl.is_multiple_of(4096), "{hl}");
+        assert_eq!(record_len(hl, body.len() as u64), 4096);
+        assert_eq!(
+            record_len(4096, 1900),
+            8192,
+            "a header in blocks of its own"
+        );
+        let h = RecordHeader {
+            flags: 0,
+            header_len: hl as u32,
+            nonce: 42,
+            epoch: 1,
+            seq: 1,
+            body_len: body.len() as u64,
+            primary: Bytes::from_static(b"/p"),
+            variant: Bytes::new(),
+            crcs: body_crcs(&body),
+            meta,
+            meta_cap: (hl as usize - FIXED - 2 - 4) as u32,
+        };
+        let mut block = vec![0u8; 4096];
+        h.encode(&mut block[..hl as usize]);
+        block[hl as usize..hl as usize + body.len()].copy_from_slice(&body);
+        seal(&mut block, hl);
+        assert_eq!(decode(&block, 42).unwrap(), h);
+        // A body byte of the header's block torn: the header is refused with it.
+        let mut torn = block.clone();
+        torn[hl as usize + 10] ^= 1;
+        assert_eq!(decode(&torn, 42), Err(HeaderError::Corrupt));
+        // Only the header's bytes at hand: not enough to check it.
+        assert_eq!(decode(&block[..hl as usize], 42), Err(HeaderError::Corrupt));
+    }
 
     fn sample() -> RecordHeader {
         let body = vec![7u8; 200_000];

@@ -141,7 +141,8 @@ fn probe(
     if off + header_len > seg_size {
         return Ok(Probe::Corrupt);
     }
-    let Some(whole) = w.get(f, off, used.max(4096))? else {
+    // A packed header's checksum covers its whole last block.
+    let Some(whole) = w.get(f, off, crate::io::align_up(used as u64).max(4096) as usize)? else {
         return Ok(Probe::End);
     };
     let h = match record::decode(whole, nonce) {

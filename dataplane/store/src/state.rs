@@ -474,13 +474,14 @@ mod tests {
         };
         crate::io::block_on_worker(EngineChoice::Threads, async {
             let w = StoreWorker::new(s.clone()).unwrap();
+            // Small records are packed: header and body in one 4 KiB block.
             put(&w, "/a", &vs[0], b"one").await;
-            assert_eq!(counts(&s), (1, 8192, 0, 0));
+            assert_eq!(counts(&s), (1, 4096, 0, 0));
             put(&w, "/a", &vs[0], b"two").await;
-            assert_eq!(counts(&s), (1, 8192, 0, 0), "a replacement");
+            assert_eq!(counts(&s), (1, 4096, 0, 0), "a replacement");
             put(&w, "/a", &vs[1], b"x").await;
             put(&w, "/a", &vs[2], b"y").await;
-            assert_eq!(counts(&s), (2, 2 * 8192, 1, 0), "over the cap");
+            assert_eq!(counts(&s), (2, 2 * 4096, 1, 0), "over the cap");
             assert_eq!(s.remove(b"/a"), 2);
             assert_eq!(counts(&s), (0, 0, 1, 0));
             // Fill every segment once and then some: the first is reclaimed.

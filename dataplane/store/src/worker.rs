@@ -12,7 +12,7 @@ use super::ram::{Copy as RamCopy, RAM_MAX_RECORD};
 use super::record::{self, BLOCK, RecordHeader};
 use super::rewrite::{Begin, REWRITE_RETRIES, RewriteGuard};
 use super::state::Loc;
-use super::writer::ObjectWriter;
+use super::writer::{ObjectWriter, STAGE};
 use super::{ObjectRef, Store, StoreError};
 use crate::io::threads::ThreadsEngine;
 use crate::io::uring::UringEngine;
@@ -143,7 +143,9 @@ impl StoreWorker {
         let exact = rec_len < u64::from(MAX_BLOCKS) * 4096;
         // At most one chunk: one read of the whole record. Larger: one chunk-sized read (one
         // size class for every buffer of a stream) of the header and the first body blocks.
-        let whole = exact && rec_len <= self.chunk;
+        // A record of at most one staging buffer (every packed one) is read whole whatever
+        // this worker's chunk: a packed body does not start at a block boundary.
+        let whole = exact && rec_len <= self.chunk.max(STAGE as u64);
         // Only whole reads can be copied into RAM. `admit` counts the lookup in the tier's
         // frequency sketch, so it runs once per disk hit of an eligible record.
         let to_ram =
@@ -167,7 +169,7 @@ impl StoreWorker {
                 && used as u64 > want
             {
                 // A header longer than the first read: read it whole.
-                want = hl;
+                want = crate::io::align_up(hl);
                 continue;
             }
             if let Ok(h) = record::decode(bytes, store.nonce()) {
@@ -449,8 +451,10 @@ impl StoreWorker {
             direct: true,
         };
         // The whole header: its length from the ref when complete, else from its first block.
+        // A packed header's last block holds the body's first bytes too: read and write whole
+        // blocks.
         let mut want = if r.complete {
-            u64::from(loc.header_len)
+            crate::io::align_up(u64::from(loc.header_len))
         } else {
             4096
         };
@@ -458,7 +462,7 @@ impl StoreWorker {
             let buf = self.budget.alloc(want as usize).await;
             let buf = read_timed(&self.io, store, file, buf, want, loc.off, None).await?;
             match record::peek(buf.as_slice()) {
-                Ok((hl, _)) if hl > want => want = hl,
+                Ok((hl, _)) if hl > want => want = crate::io::align_up(hl),
                 _ => break buf,
             }
         };
@@ -480,12 +484,14 @@ impl StoreWorker {
             });
         }
         let new = RecordHeader { meta, ..h };
+        let blocks = crate::io::align_up(hl) as usize;
+        let mut out = self.budget.alloc(blocks).await;
+        out.extend_from(&buf.as_slice()[..blocks]);
         #[cfg(test)]
         let old = buf.as_slice().to_vec();
         drop(buf);
-        let mut out = self.budget.alloc(hl as usize).await;
-        new.encode(out.full_mut());
-        out.set_len(hl as usize);
+        new.encode(&mut out.full_mut()[..hl as usize]);
+        record::seal(&mut out.full_mut()[..blocks], hl);
         #[cfg(test)]
         if let Some(tear) = &self.tear {
             tear.write_torn(self, file, loc.off, &old, &out).await?;
@@ -570,13 +576,23 @@ impl GrowingReader {
                 seg: loc.seg,
                 direct: true,
             };
-            let off = loc.off + u64::from(loc.header_len) + self.pos;
-            let read_len = crate::io::align_up(len);
-            let buf = read_timed(&self.io, &self.store, file, buf, read_len, off, None).await?;
+            // A packed record's body does not start at a block boundary: read from the block
+            // that holds `pos`.
+            let at = loc.off + u64::from(loc.header_len) + self.pos;
+            let lead = at % 4096;
+            let read_len = crate::io::align_up(lead + len);
+            let buf = if read_len > self.chunk {
+                drop(buf);
+                self.budget.alloc(read_len as usize).await
+            } else {
+                buf
+            };
+            let buf =
+                read_timed(&self.io, &self.store, file, buf, read_len, at - lead, None).await?;
             if !self.store.epoch_is(loc.seg, loc.epoch) {
                 return Err(Error::other(StoreError::MissingOrReplaced));
             }
-            let data = Bytes::from_owner(buf);
+            let data = Bytes::from_owner(buf).slice(lead as usize..);
             // `crcs` start at the block at `self.pos`.
             if !verify_blocks(&crcs, 0, &data[..len as usize]) {
                 return Err(Error::new(

@@ -22,7 +22,7 @@ use super::{Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
 use crate::io::{AlignedBuf, FileId, IoBudget, WorkerIo, align_up, write_all_at};
 
 /// Size of the staging buffer: one O_DIRECT write per 256 KiB of body.
-const STAGE: usize = 256 * 1024;
+pub(crate) const STAGE: usize = 256 * 1024;
 
 enum Mode {
     Known(u64),
@@ -130,13 +130,21 @@ impl ObjectWriter {
         Ok(w)
     }
 
+    /// The staging buffer's size: the body is written in pieces of it.
+    fn stage_capacity(&self) -> u64 {
+        (self.budget.capacity() / 8).clamp(BLOCK, STAGE as u64)
+    }
+
     fn reserve(&mut self, body_len: u64) -> Result<(), StoreError> {
-        let hl = record::header_len_for(
-            self.primary.len(),
-            self.variant.len(),
-            body_len,
-            self.meta.len(),
-        );
+        let (p, v, m) = (self.primary.len(), self.variant.len(), self.meta.len());
+        // A record that fits the staging buffer whole is packed: its body shares the header's
+        // last block (see `record::packed_header_len`); it is written from that one buffer.
+        let packed = record::packed_header_len(p, v, body_len, m);
+        let hl = if record::record_len(packed, body_len) <= self.stage_capacity() {
+            packed
+        } else {
+            record::header_len_for(p, v, body_len, m)
+        };
         if hl > record::MAX_HEADER_LEN {
             return Err(StoreError::NotStorable("record header too large"));
         }
@@ -205,7 +213,7 @@ impl ObjectWriter {
             let stage = match &mut self.stage {
                 Some(s) => s,
                 None => {
-                    let n = (self.budget.capacity() as usize / 8).clamp(BLOCK as usize, STAGE);
+                    let n = self.stage_capacity() as usize;
                     self.stage.insert(self.budget.alloc(n).await)
                 }
             };
@@ -331,18 +339,24 @@ impl ObjectWriter {
             return Err(StoreError::NoSpace);
         };
         // A body still whole in the staging buffer (nothing flushed), with room there for the
-        // header in front of it, goes out with its header in one write: one I/O per small
-        // object instead of two. Only for a key the index holds nothing of: that write torn by
-        // a power loss can leave a valid header before a torn body, which then wins the
-        // recovery scan and fails its checksums at the first read; a new key is lost then (a
-        // miss), where an older version would be lost too. Otherwise the body is flushed, and
-        // the staging buffer given back before waiting for the header's.
+        // header in front of it, is written from that buffer with its header: a packed record
+        // (`reserve`) always is. For a key the index holds nothing of, in one write: one I/O
+        // per small object instead of two. That write torn by a power loss can leave a valid
+        // header before a torn body, which then wins the recovery scan and fails its checksums
+        // at the first read; a new key is lost then (a miss), where an older version would be
+        // lost too. So a key the index holds something of gets its header last: the body (for
+        // a packed record, the blocks after the header's) first, then the header's blocks,
+        // and a torn replacement never hides the older version. A body not whole in the
+        // buffer is flushed, and the buffer given back before waiting for the header's write.
         let hl = self.header_len as usize;
-        let whole = self.stage.as_ref().is_some_and(|s| {
+        let packed = !self.header_len.is_multiple_of(4096);
+        let fits = self.stage.as_ref().is_some_and(|s| {
             self.flushed == 0
                 && s.len() as u64 == self.len
-                && hl + align_up(self.len) as usize <= s.capacity()
-        }) && self.store.found(&self.primary).is_empty();
+                && record::record_len(self.header_len, self.len) as usize <= s.capacity()
+        });
+        let new_key = self.store.found(&self.primary).is_empty();
+        let whole = fits && (packed || new_key);
         let combined = if whole { self.stage.take() } else { None };
         if !whole {
             self.flush_stage().await?;
@@ -364,7 +378,7 @@ impl ObjectWriter {
             meta: self.meta.clone(),
             meta_cap: (self.header_len as usize - used_fixed) as u32,
         };
-        let buf = match combined {
+        let mut buf = match combined {
             Some(mut buf) => {
                 let body = buf.len();
                 buf.full_mut().copy_within(..body, hl);
@@ -374,17 +388,33 @@ impl ObjectWriter {
                 buf
             }
             None => {
+                // Only a packed record with an empty body gets here unpadded.
                 let mut buf = self.budget.alloc(hl).await;
                 header.encode(buf.full_mut());
                 buf.set_len(hl);
+                buf.pad_to_alignment();
                 buf
             }
         };
-        let written = buf.len() as u64;
+        let head = align_up(self.header_len) as usize;
+        record::seal(&mut buf.full_mut()[..head], self.header_len);
         let file = FileId {
             seg: res.seg,
             direct: true,
         };
+        let mut written = 0;
+        if whole && !new_key && buf.len() > head {
+            let mut tail = self.budget.alloc(buf.len() - head).await;
+            tail.extend_from(&buf.as_slice()[head..]);
+            written += tail.len() as u64;
+            let (r, _) = write_all_at(&*self.io, file, tail, res.off + head as u64).await;
+            if let Err(e) = r {
+                Counters::inc(&self.store.counters().write_errors);
+                return self.fail(e.into());
+            }
+            buf.set_len(head);
+        }
+        written += buf.len() as u64;
         let (r, _) = write_all_at(&*self.io, file, buf, res.off).await;
         if let Err(e) = r {
             Counters::inc(&self.store.counters().write_errors);

@@ -1032,8 +1032,9 @@ fn a_torn_record_loses_only_itself_threads() {
 
 /// What a put writes: a new small object goes out as one write, its header in front of its
 /// body (one I/O a miss); a replacement of a key the store holds writes its body first and its
-/// header last (a torn write then cannot make a torn record win over the older version), and so
-/// does a body larger than one staging buffer.
+/// header's block last (a torn write then cannot make a torn record win over the older
+/// version: a packed header's checksum covers the body bytes in its block), and so does a body
+/// larger than one staging buffer.
 fn writes_per_put(engine: EngineChoice) {
     let (_dir, disk, store) = journaled(engine);
     run(engine, async {
@@ -1053,15 +1054,16 @@ fn writes_per_put(engine: EngineChoice) {
             last = writes.len();
             new
         };
-        // 4 KiB header + 5,000 bytes padded to 8 KiB: one write of the whole record.
+        // A packed record (its header and 5,000 bytes of body padded together to 8 KiB): one
+        // write of the whole record.
         assert_eq!(
             put_and_see("/new", 1, 5000).await,
-            [(WriteKind::Header, 12_288)]
+            [(WriteKind::Header, 8192)]
         );
         assert_eq!(
             put_and_see("/new", 2, 5000).await,
-            [(WriteKind::Body, 8192), (WriteKind::Header, 4096)],
-            "a replacement: body, then header"
+            [(WriteKind::Body, 4096), (WriteKind::Header, 4096)],
+            "a replacement: the blocks after the header's, then the header's"
         );
         let big = put_and_see("/big", 3, 600_000).await;
         assert_eq!(big.last().map(|x| x.0), Some(WriteKind::Header));
