@@ -226,7 +226,8 @@ fn slices(dp: &Dataplane, source: &str) -> f64 {
     ))
 }
 
-/// `slice_manifests_total{event}`: manifests written, freshened by a 304, dropped.
+/// `slice_manifests_total{event}`: manifests written, freshened by a 304, dropped, and
+/// requests that waited for another's revalidation of one (`coalesced`).
 fn manifests(dp: &Dataplane, event: &str) -> f64 {
     dp.metric(&manifests_metric(event))
 }
@@ -483,6 +484,53 @@ fn a_last_modified_object_is_sliced_and_revalidated_with_if_modified_since() {
         "each bound to the Last-Modified"
     );
     assert_eq!(manifests(&dp, "dropped"), 0.0);
+}
+
+#[test]
+fn concurrent_requests_for_a_stale_manifest_wait_for_one_revalidation() {
+    let o = scripted_origin(Script {
+        hold_304: true,
+        ..Script::default()
+    });
+    let (o, _dir, dp, (a, b)) = slices_20_to_22_of(o);
+    let full = body(1);
+    advance(&dp, 601);
+    let from_store = slices(&dp, "store");
+    let listen = dp.listen;
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                get(listen, "/big", &[("Range", &format!("bytes={a}-{b}"))]).unwrap()
+            })
+        })
+        .collect();
+    // One of them revalidates, its 304 held at the origin; the three others wait for it.
+    let waiting = manifests_metric("coalesced");
+    dp.wait_for_metrics("three requests waiting for the revalidation", 30, |m| {
+        metric_value(m, &waiting) == 3.0
+    });
+    assert_eq!(o.s.count(), 2, "one conditional request while they wait");
+    o.s.open_gate();
+    let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    for r in &answers {
+        assert_part(r, &full, a, b);
+    }
+    let after_304 = answers
+        .iter()
+        .filter(|r| r.cache_status().contains("fwd-status=304"));
+    assert_eq!(
+        after_304.count(),
+        1,
+        "one revalidated, three served after it"
+    );
+    assert_revalidated(&dp, &o, 2, ("if-none-match", "\"v1\""), aligned(20, 22));
+    assert_eq!(slices(&dp, "origin"), 0.0);
+    assert_eq!(
+        slices(&dp, "store"),
+        from_store + 4.0 * 3.0,
+        "3 slices each"
+    );
+    assert_eq!(revalidated(&dp), 1.0);
 }
 
 #[test]

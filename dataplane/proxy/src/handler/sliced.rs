@@ -225,6 +225,7 @@ pub(super) async fn finish(
             let _guard = match ctx.shared.coalescer.join(&revalidation_key(&key, &r)) {
                 Role::Leader(guard) => guard,
                 Role::Waiter(flight) => {
+                    ctx.shared.metrics.slice_manifest(ManifestEvent::Coalesced);
                     flight.ended().await;
                     return Box::pin(lookup(ctx, parts, key, peer)).await;
                 }
