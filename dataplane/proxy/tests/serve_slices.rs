@@ -2,6 +2,9 @@
 //! object (larger than a store segment) with 1 MiB slices, from a scripted origin that honours
 //! Range. Only the touched slices are fetched, hits read only the slices, a changed ETag never
 //! yields a mixed body, a SIGKILL mid-fill never a torn one, and a purge reaches every slice.
+//! A stale manifest (an ETag or a strong Last-Modified) is revalidated once, by a range or a
+//! whole GET, for concurrent requests too, or behind its slices within stale-while-revalidate;
+//! a 304 keeps its slices.
 
 #![allow(clippy::unwrap_used)]
 
@@ -248,6 +251,18 @@ fn all_slices_stored(dp: &Dataplane) {
     });
 }
 
+/// Wait (at most 30 s) until `ok`.
+fn wait_until(what: &str, ok: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// `r` was answered after a 304 from the origin.
 fn assert_after_304(r: &Resp) {
     let cs = r.cache_status();
@@ -255,10 +270,8 @@ fn assert_after_304(r: &Resp) {
 }
 
 /// The origin saw `count` requests, the last of them the one conditional request from the
-/// manifest's validator (`field: value`, with `range`), answered 304: the same manifest,
-/// freshened.
-fn assert_revalidated(
-    dp: &Dataplane,
+/// manifest's validator (`field: value`, with `range`).
+fn assert_conditional(
     o: &Origin,
     count: usize,
     (field, value): (&str, &str),
@@ -273,8 +286,31 @@ fn assert_revalidated(
     let last = &seen[count - 1];
     assert_eq!(last.header(field), Some(value));
     assert_eq!(last.header("range").map(str::to_string), range);
+}
+
+/// [`assert_conditional`], answered 304: the same manifest, freshened.
+fn assert_revalidated(
+    dp: &Dataplane,
+    o: &Origin,
+    count: usize,
+    validator: (&str, &str),
+    range: Option<String>,
+) {
+    assert_conditional(o, count, validator, range);
     assert_eq!(manifests(dp, "freshened"), 1.0);
     assert_eq!(manifests(dp, "written"), 1.0, "the same manifest");
+}
+
+/// `r` is a hit of a fresh stored response.
+fn assert_fresh_hit(r: &Resp) {
+    let cs = r.cache_status();
+    assert!(r.is_hit() && !cs.contains("stale"), "{cs}");
+}
+
+/// Wait (bounded) until `slice_manifests_total{event}` is `n`.
+fn wait_for_manifests(dp: &Dataplane, event: &str, n: f64) {
+    let name = manifests_metric(event);
+    dp.wait_for_metrics(&format!("{n} {event}"), 30, |m| metric_value(m, &name) == n);
 }
 
 fn ranges_seen(o: &Origin) -> Vec<Option<String>> {
@@ -505,10 +541,7 @@ fn concurrent_requests_for_a_stale_manifest_wait_for_one_revalidation() {
         })
         .collect();
     // One of them revalidates, its 304 held at the origin; the three others wait for it.
-    let waiting = manifests_metric("coalesced");
-    dp.wait_for_metrics("three requests waiting for the revalidation", 30, |m| {
-        metric_value(m, &waiting) == 3.0
-    });
+    wait_for_manifests(&dp, "coalesced", 3.0);
     assert_eq!(o.s.count(), 2, "one conditional request while they wait");
     o.s.open_gate();
     let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
@@ -531,6 +564,71 @@ fn concurrent_requests_for_a_stale_manifest_wait_for_one_revalidation() {
         "3 slices each"
     );
     assert_eq!(revalidated(&dp), 1.0);
+}
+
+#[test]
+fn a_stale_manifest_within_stale_while_revalidate_serves_its_slices_and_revalidates_once_behind() {
+    // Fresh for a minute after each 304 (so the last request finds it fresh whatever the
+    // test's pace), then stale-while-revalidate for ten.
+    let o = scripted_origin(Script {
+        hold_304: true,
+        cc: "max-age=60, stale-while-revalidate=600",
+        ..Script::default()
+    });
+    let (o, _dir, dp, (a, b)) = slices_20_to_22_of(o);
+    let full = body(1);
+    advance(&dp, 61);
+    let stale = || {
+        let r = get_range(&dp, "/big", a, b);
+        assert_part(&r, &full, a, b);
+        let cs = r.cache_status();
+        assert!(r.is_hit() && cs.contains("stale-while-revalidate"), "{cs}");
+    };
+    stale();
+    // The background conditional request reaches the origin, which holds its 304: these
+    // answers do not wait for it, and start no other.
+    wait_until("the background revalidation", || o.s.count() == 2);
+    stale();
+    stale();
+    o.s.open_gate();
+    // The background 304 freshens the manifest.
+    wait_for_manifests(&dp, "freshened", 1.0);
+    assert_revalidated(&dp, &o, 2, ("if-none-match", "\"v1\""), aligned(20, 22));
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert_fresh_hit(&r);
+    assert_eq!(o.s.count(), 2);
+    assert_eq!(slices(&dp, "origin"), 0.0);
+    assert_eq!(
+        revalidated(&dp),
+        0.0,
+        "the clients were answered from the store"
+    );
+}
+
+#[test]
+fn a_new_version_found_behind_stale_slices_makes_a_new_manifest_for_the_next_requests() {
+    let o = scripted_origin(Script {
+        cc: "max-age=60, stale-while-revalidate=600",
+        ..Script::default()
+    });
+    let (o, _dir, dp, (a, b)) = slices_20_to_22_of(o);
+    o.version.store(2, Ordering::SeqCst);
+    o.content.store(2, Ordering::SeqCst);
+    advance(&dp, 61);
+    // The old version's slices, at once; the background request finds the new version.
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &body(1), a, b);
+    assert!(r.cache_status().contains("stale-while-revalidate"));
+    // The new version's manifest.
+    wait_for_manifests(&dp, "written", 2.0);
+    assert_conditional(&o, 2, ("if-none-match", "\"v1\""), aligned(20, 22));
+    // Its slices, stored by the background request's own fill: hits of the new version.
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &body(2), a, b);
+    assert_fresh_hit(&r);
+    assert_eq!(o.s.count(), 2);
+    assert_eq!(manifests(&dp, "freshened"), 0.0);
 }
 
 #[test]
