@@ -58,9 +58,9 @@ struct Script {
     gate: bool,
     /// Every 304 held back until the test opens the gate.
     hold_304: bool,
-    /// The validator is a Last-Modified ([`modified`]) with a Date (the origin's clock), no
-    /// ETag; the 304 answers an If-Modified-Since of it.
-    last_modified: bool,
+    /// The validator: the ETag, or a Last-Modified with a Date (the origin's clock) and no
+    /// ETag, the 304 answering an If-Modified-Since of it.
+    validator: Validator,
     /// The Cache-Control of every answer.
     cc: &'static str,
 }
@@ -71,10 +71,20 @@ impl Default for Script {
             if_range: false,
             gate: false,
             hold_304: false,
-            last_modified: false,
+            validator: Validator::ETag,
             cc: "max-age=600, stale-if-error=3600",
         }
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Validator {
+    /// `"v<version>"`.
+    ETag,
+    /// [`modified`]: strong.
+    LastModified,
+    /// Half a minute before the Date: weak (RFC 9110 8.8.2.2), so no slicing.
+    RecentLastModified,
 }
 
 /// The Last-Modified of version `v`: a day apart, long before any Date the origin sends
@@ -113,19 +123,22 @@ fn scripted_origin(script: Script) -> Origin {
             }
             b.iter().find(|(k, _)| *k == c).unwrap().1.clone()
         };
-        let (tag, asked) = if script.last_modified {
-            (modified(v), req.header("if-modified-since"))
-        } else {
-            (format!("\"v{v}\""), req.header("if-none-match"))
-        };
         let now = std::time::SystemTime::now()
             + std::time::Duration::from_secs(a2.load(Ordering::SeqCst));
         let date = httpdate::fmt_http_date(now);
+        let (tag, asked) = match script.validator {
+            Validator::ETag => (format!("\"v{v}\""), req.header("if-none-match")),
+            Validator::LastModified => (modified(v), req.header("if-modified-since")),
+            Validator::RecentLastModified => (
+                httpdate::fmt_http_date(now - std::time::Duration::from_secs(30)),
+                req.header("if-modified-since"),
+            ),
+        };
         let mut fields = vec![("Cache-Control", script.cc)];
-        if script.last_modified {
-            fields.extend([("Last-Modified", tag.as_str()), ("Date", date.as_str())]);
-        } else {
+        if script.validator == Validator::ETag {
             fields.push(("ETag", tag.as_str()));
+        } else {
+            fields.extend([("Last-Modified", tag.as_str()), ("Date", date.as_str())]);
         }
         let stale_if_range = script.if_range && req.header("if-range").is_some_and(|t| t != tag);
         // The validator's precondition comes before Range (RFC 9110 13.2.2).
@@ -483,7 +496,7 @@ fn a_last_modified_object_is_sliced_and_revalidated_with_if_modified_since() {
     // No ETag: a Last-Modified long before the Date is a strong validator (RFC 9110
     // 8.8.2.2), so the object is sliced, its slices bound to it by If-Range.
     let o = scripted_origin(Script {
-        last_modified: true,
+        validator: Validator::LastModified,
         if_range: true,
         ..Script::default()
     });
@@ -520,6 +533,41 @@ fn a_last_modified_object_is_sliced_and_revalidated_with_if_modified_since() {
         "each bound to the Last-Modified"
     );
     assert_eq!(manifests(&dp, "dropped"), 0.0);
+}
+
+#[test]
+fn an_object_with_a_weak_last_modified_is_not_sliced_and_served_byte_exact() {
+    // Without a strong validator slices could not be bound to one version: no manifest.
+    let o = scripted_origin(Script {
+        validator: Validator::RecentLastModified,
+        ..Script::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let full = body(1);
+    // The range goes widened to whole slices; the 206 of slices of an object not sliced is
+    // dropped and the client's own range asked for, relayed and kept as partial content.
+    let (a, b) = (20 * SLICE + 3, 22 * SLICE + 9);
+    assert_part(&get_range(&dp, "/big", a, b), &full, a, b);
+    let own = Some(format!("bytes={a}-{b}"));
+    assert_eq!(ranges_seen(&o), [aligned(20, 22), own.clone()]);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert!(r.is_hit(), "from the partial content: {}", r.cache_status());
+    assert_eq!(o.s.count(), 2);
+    // A whole GET: relayed whole, not stored (larger than a store record).
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated);
+    assert!(r.body == full, "byte-exact");
+    assert!(
+        r.cache_status().contains("too_large"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(ranges_seen(&o), [aligned(20, 22), own, None]);
+    assert_eq!(manifests(&dp, "written"), 0.0, "not sliced");
+    assert_eq!(slices(&dp, "origin") + slices(&dp, "store"), 0.0);
 }
 
 #[test]
