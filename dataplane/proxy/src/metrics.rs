@@ -105,6 +105,9 @@ pub enum ManifestEvent {
     Freshened,
     /// A slice of another version came back: the manifest was dropped.
     Dropped,
+    /// A request for a stale manifest waited for another's revalidation of it (and then
+    /// looked again), instead of sending its own.
+    Coalesced,
 }
 
 impl ManifestEvent {
@@ -113,6 +116,7 @@ impl ManifestEvent {
             Self::Written => "written",
             Self::Freshened => "freshened",
             Self::Dropped => "dropped",
+            Self::Coalesced => "coalesced",
         }
     }
 }
@@ -476,7 +480,8 @@ impl Metrics {
             "slice_manifests",
             "Manifests of objects cached as slices (label event: written, a new version or a \
              refetch; freshened, a 304 refreshed a stale one and its slices stay; dropped, a \
-             slice of another version came back)",
+             slice of another version came back; coalesced, a request waited for another's \
+             revalidation of a stale one)",
             m.slice_manifests.clone(),
         );
         Arc::new(m)

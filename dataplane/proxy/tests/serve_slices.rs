@@ -2,6 +2,9 @@
 //! object (larger than a store segment) with 1 MiB slices, from a scripted origin that honours
 //! Range. Only the touched slices are fetched, hits read only the slices, a changed ETag never
 //! yields a mixed body, a SIGKILL mid-fill never a torn one, and a purge reaches every slice.
+//! A stale manifest (an ETag or a strong Last-Modified) is revalidated once, by a range or a
+//! whole GET, for concurrent requests too, or behind its slices within stale-while-revalidate;
+//! a 304 keeps its slices.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,7 +12,7 @@ mod common;
 mod rfc_support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use common::*;
 use rfc_support::*;
@@ -33,23 +36,77 @@ fn single_range(v: &str) -> Option<(usize, usize)> {
 
 /// An origin serving the body `content()` with ETag `"v<version()>"` (both 1 at first), for
 /// 600 s (and stale-if-error for an hour), with a 304 to an If-None-Match of the current
-/// ETag, a 503 to everything while the version is 0; a 206
-/// for a single range (If-Range ignored unless `if_range`: then a 200 when it names another
-/// version), a 204 to a POST, and with `gate` the second half of a whole 200 held back until
-/// the test opens the gate.
+/// ETag, a 503 to everything while the version is 0; a 206 for a single range, a 204 to a
+/// POST; what [`Script`] changes of that.
 struct Origin {
     s: Scripted,
     version: Arc<AtomicUsize>,
     content: Arc<AtomicUsize>,
+    /// Seconds the origin's clock (its Date) is ahead of real time ([`later`]).
+    ahead: Arc<AtomicU64>,
 }
 
 /// The bodies made so far, by content number (each is made once).
 type Bodies = Vec<(usize, Arc<Vec<u8>>)>;
 
+/// How a [`scripted_origin`] departs from the plain one.
+#[derive(Clone, Copy)]
+struct Script {
+    /// If-Range honoured: a 200 when it names another version (else ignored).
+    if_range: bool,
+    /// The second half of a whole 200 held back until the test opens the gate.
+    gate: bool,
+    /// Every 304 held back until the test opens the gate.
+    hold_304: bool,
+    /// The validator: the ETag, or a Last-Modified with a Date (the origin's clock) and no
+    /// ETag, the 304 answering an If-Modified-Since of it.
+    validator: Validator,
+    /// The Cache-Control of every answer.
+    cc: &'static str,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            if_range: false,
+            gate: false,
+            hold_304: false,
+            validator: Validator::ETag,
+            cc: "max-age=600, stale-if-error=3600",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Validator {
+    /// `"v<version>"`.
+    ETag,
+    /// [`modified`]: strong.
+    LastModified,
+    /// Half a minute before the Date: weak (RFC 9110 8.8.2.2), so no slicing.
+    RecentLastModified,
+}
+
+/// The Last-Modified of version `v`: a day apart, long before any Date the origin sends
+/// (a strong validator, RFC 9110 8.8.2.2).
+fn modified(v: usize) -> String {
+    let day = std::time::Duration::from_secs(86_400);
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + day * (20_000 + v as u32))
+}
+
 fn range_origin(if_range: bool, gate: bool) -> Origin {
+    scripted_origin(Script {
+        if_range,
+        gate,
+        ..Script::default()
+    })
+}
+
+fn scripted_origin(script: Script) -> Origin {
     let version = Arc::new(AtomicUsize::new(1));
     let content = Arc::new(AtomicUsize::new(1));
-    let (v2, c2) = (version.clone(), content.clone());
+    let ahead = Arc::new(AtomicU64::new(0));
+    let (v2, c2, a2) = (version.clone(), content.clone(), ahead.clone());
     let bodies: Arc<std::sync::Mutex<Bodies>> = Arc::default();
     let s = Scripted::start(move |req, _| {
         if req.method == "POST" {
@@ -66,42 +123,63 @@ fn range_origin(if_range: bool, gate: bool) -> Origin {
             }
             b.iter().find(|(k, _)| *k == c).unwrap().1.clone()
         };
-        let tag = format!("\"v{v}\"");
-        let cc = ("Cache-Control", "max-age=600, stale-if-error=3600");
-        let stale_if_range = if_range && req.header("if-range").is_some_and(|t| t != tag);
-        // If-None-Match comes before Range (RFC 9110 13.2.2).
-        if req.header("if-none-match") == Some(tag.as_str()) {
-            return resp("304 Not Modified", &[cc, ("ETag", &tag)], b"");
+        let now = std::time::SystemTime::now()
+            + std::time::Duration::from_secs(a2.load(Ordering::SeqCst));
+        let date = httpdate::fmt_http_date(now);
+        let (tag, asked) = match script.validator {
+            Validator::ETag => (format!("\"v{v}\""), req.header("if-none-match")),
+            Validator::LastModified => (modified(v), req.header("if-modified-since")),
+            Validator::RecentLastModified => (
+                httpdate::fmt_http_date(now - std::time::Duration::from_secs(30)),
+                req.header("if-modified-since"),
+            ),
+        };
+        let mut fields = vec![("Cache-Control", script.cc)];
+        if script.validator == Validator::ETag {
+            fields.push(("ETag", tag.as_str()));
+        } else {
+            fields.extend([("Last-Modified", tag.as_str()), ("Date", date.as_str())]);
+        }
+        let stale_if_range = script.if_range && req.header("if-range").is_some_and(|t| t != tag);
+        // The validator's precondition comes before Range (RFC 9110 13.2.2).
+        if asked == Some(tag.as_str()) {
+            let mut out = if script.hold_304 {
+                GATE.to_vec()
+            } else {
+                Vec::new()
+            };
+            out.extend(resp("304 Not Modified", &fields, b""));
+            return out;
         }
         match req.header("range").and_then(single_range) {
-            Some((a, b)) if !stale_if_range => resp(
-                "206 Partial Content",
-                &[
-                    cc,
-                    ("ETag", &tag),
-                    ("Content-Range", &format!("bytes {a}-{b}/{LEN}")),
-                ],
-                &full[a..=b],
-            ),
-            _ if gate => {
+            Some((a, b)) if !stale_if_range => {
+                let range = format!("bytes {a}-{b}/{LEN}");
+                fields.push(("Content-Range", &range));
+                resp("206 Partial Content", &fields, &full[a..=b])
+            }
+            _ if script.gate => {
                 let len = LEN.to_string();
-                let mut out = resp(
-                    "200 OK",
-                    &[cc, ("ETag", &tag), ("Content-Length", &len)],
-                    &full[..LEN / 2],
-                );
+                fields.push(("Content-Length", &len));
+                let mut out = resp("200 OK", &fields, &full[..LEN / 2]);
                 out.extend_from_slice(GATE);
                 out.extend_from_slice(&full[LEN / 2..]);
                 out
             }
-            _ => resp("200 OK", &[cc, ("ETag", &tag)], &full),
+            _ => resp("200 OK", &fields, &full),
         }
     });
     Origin {
         s,
         version,
         content,
+        ahead,
     }
+}
+
+/// Move the data plane's clock and the origin's `secs` ahead (they agree on the time).
+fn later(o: &Origin, dp: &Dataplane, secs: u64) {
+    o.ahead.fetch_add(secs, Ordering::SeqCst);
+    advance(dp, secs);
 }
 
 fn start(o: &Origin, dir: &std::path::Path) -> Dataplane {
@@ -118,13 +196,31 @@ fn start(o: &Origin, dir: &std::path::Path) -> Dataplane {
 /// A data plane in front of a plain [`range_origin`], and a first range of slices 20 to 22
 /// of version 1 fetched through it (`(a, b)`: the range).
 fn with_slices_20_to_22() -> (Origin, tempfile::TempDir, Dataplane, (usize, usize)) {
-    let o = range_origin(false, false);
+    slices_20_to_22_of(range_origin(false, false))
+}
+
+/// [`with_slices_20_to_22`] in front of `o`.
+fn slices_20_to_22_of(o: Origin) -> (Origin, tempfile::TempDir, Dataplane, (usize, usize)) {
     let dir = tempfile::tempdir().unwrap();
     let dp = start(&o, dir.path());
     let (a, b) = (20 * SLICE + 3, 22 * SLICE + 9);
     assert_part(&get_range(&dp, "/big", a, b), &body(1), a, b);
     assert_eq!(o.s.count(), 1);
     (o, dir, dp, (a, b))
+}
+
+/// A data plane in front of a plain [`range_origin`], and a whole GET of version 1 through
+/// it: one fetch, byte exact.
+fn with_a_whole_fill() -> (Origin, tempfile::TempDir, Dataplane) {
+    let o = range_origin(false, false);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated);
+    assert!(r.body == body(1), "byte-exact");
+    assert_eq!(ranges_seen(&o), [None], "one whole fetch");
+    (o, dir, dp)
 }
 
 fn get_range(dp: &Dataplane, path: &str, a: usize, b: usize) -> Resp {
@@ -146,11 +242,88 @@ fn slices(dp: &Dataplane, source: &str) -> f64 {
     ))
 }
 
-/// `slice_manifests_total{event}`: manifests written, freshened by a 304, dropped.
+/// `slice_manifests_total{event}`: manifests written, freshened by a 304, dropped, and
+/// requests that waited for another's revalidation of one (`coalesced`).
 fn manifests(dp: &Dataplane, event: &str) -> f64 {
-    dp.metric(&format!(
-        "edgecache_dataplane_slice_manifests_total{{event=\"{event}\"}}"
-    ))
+    dp.metric(&manifests_metric(event))
+}
+
+/// Requests answered after a 304 (`requests_total{cache="revalidated"}`).
+fn revalidated(dp: &Dataplane) -> f64 {
+    dp.metric("edgecache_dataplane_requests_total{cache=\"revalidated\"}")
+}
+
+fn manifests_metric(event: &str) -> String {
+    format!("edgecache_dataplane_slice_manifests_total{{event=\"{event}\"}}")
+}
+
+/// Wait (bounded) until the fill's task has stored the manifest and all 101 slices.
+fn all_slices_stored(dp: &Dataplane) {
+    dp.wait_for_metrics("the manifest and its 101 slices stored", 60, |m| {
+        metric_value(m, "edgecache_dataplane_store_objects") >= 102.0
+    });
+}
+
+/// Wait (at most 30 s) until `ok`.
+fn wait_until(what: &str, ok: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `r` was answered after a 304 from the origin.
+fn assert_after_304(r: &Resp) {
+    let cs = r.cache_status();
+    assert!(cs.contains("fwd-status=304"), "{cs}");
+}
+
+/// The origin saw `count` requests, the last of them the one conditional request from the
+/// manifest's validator (`field: value`, with `range`).
+fn assert_conditional(
+    o: &Origin,
+    count: usize,
+    (field, value): (&str, &str),
+    range: Option<String>,
+) {
+    let seen = o.s.requests();
+    assert_eq!(
+        seen.len(),
+        count,
+        "one conditional request, no slice fetched again"
+    );
+    let last = &seen[count - 1];
+    assert_eq!(last.header(field), Some(value));
+    assert_eq!(last.header("range").map(str::to_string), range);
+}
+
+/// [`assert_conditional`], answered 304: the same manifest, freshened.
+fn assert_revalidated(
+    dp: &Dataplane,
+    o: &Origin,
+    count: usize,
+    validator: (&str, &str),
+    range: Option<String>,
+) {
+    assert_conditional(o, count, validator, range);
+    assert_eq!(manifests(dp, "freshened"), 1.0);
+    assert_eq!(manifests(dp, "written"), 1.0, "the same manifest");
+}
+
+/// `r` is a hit of a fresh stored response.
+fn assert_fresh_hit(r: &Resp) {
+    let cs = r.cache_status();
+    assert!(r.is_hit() && !cs.contains("stale"), "{cs}");
+}
+
+/// Wait (bounded) until `slice_manifests_total{event}` is `n`.
+fn wait_for_manifests(dp: &Dataplane, event: &str, n: f64) {
+    let name = manifests_metric(event);
+    dp.wait_for_metrics(&format!("{n} {event}"), 30, |m| metric_value(m, &name) == n);
 }
 
 fn ranges_seen(o: &Origin) -> Vec<Option<String>> {
@@ -217,15 +390,8 @@ fn a_range_in_the_middle_fetches_only_its_slices_and_later_ranges_hit() {
 
 #[test]
 fn a_full_get_is_streamed_stored_as_slices_and_served_again_from_them() {
-    let o = range_origin(false, false);
-    let dir = tempfile::tempdir().unwrap();
-    let dp = start(&o, dir.path());
+    let (o, _dir, dp) = with_a_whole_fill();
     let full = body(1);
-    let r = dp.get("/big");
-    assert_eq!(r.status, 200);
-    assert!(!r.truncated);
-    assert!(r.body == full, "byte-exact");
-    assert_eq!(ranges_seen(&o), [None], "one whole fetch");
     // The fill stores on its own task: wait until the last slice is in.
     let mut again = dp.get("/big");
     for _ in 0..50 {
@@ -286,29 +452,231 @@ fn a_stale_manifest_is_revalidated_and_a_304_keeps_its_slices() {
     advance(&dp, 601);
     let r = get_range(&dp, "/big", a, b);
     assert_part(&r, &full, a, b);
-    assert!(
-        r.cache_status().contains("fwd-status=304"),
-        "{}",
-        r.cache_status()
-    );
     // One conditional request from the manifest's validator, for the client's slices.
-    let seen = o.s.requests();
-    assert_eq!(seen.len(), 2, "no slice fetched again");
-    assert_eq!(seen[1].header("if-none-match"), Some("\"v1\""));
-    assert_eq!(seen[1].header("range").map(str::to_string), aligned(20, 22));
-    assert_eq!(manifests(&dp, "freshened"), 1.0);
-    assert_eq!(manifests(&dp, "written"), 1.0, "the same manifest");
+    assert_after_304(&r);
+    assert_revalidated(&dp, &o, 2, ("if-none-match", "\"v1\""), aligned(20, 22));
     assert_eq!(slices(&dp, "origin"), 0.0);
-    assert_eq!(
-        dp.metric("edgecache_dataplane_requests_total{cache=\"revalidated\"}"),
-        1.0
-    );
+    assert_eq!(revalidated(&dp), 1.0);
     // Fresh again for 600 s (its stored headers updated): hits, from the same slices.
     advance(&dp, 300);
     let r = get_range(&dp, "/big", a, b);
     assert_part(&r, &full, a, b);
     assert!(r.is_hit(), "{}", r.cache_status());
     assert_eq!(o.s.count(), 2);
+}
+
+#[test]
+fn a_stale_manifest_revalidated_by_a_whole_get_serves_every_stored_slice_after_a_304() {
+    let (o, _dir, dp) = with_a_whole_fill();
+    let full = body(1);
+    all_slices_stored(&dp);
+    advance(&dp, 601);
+    let from_store = slices(&dp, "store");
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200, "{}", r.cache_status());
+    assert!(!r.truncated);
+    assert!(r.body == full, "byte-exact from the stored slices");
+    // A whole conditional GET: no Range.
+    assert_after_304(&r);
+    assert_revalidated(&dp, &o, 2, ("if-none-match", "\"v1\""), None);
+    assert_eq!(
+        slices(&dp, "store"),
+        from_store + 101.0,
+        "every slice stored"
+    );
+    assert_eq!(slices(&dp, "origin"), 0.0);
+    // Fresh again: a hit.
+    let r = dp.get("/big");
+    assert!(r.is_hit() && r.body == full, "{}", r.cache_status());
+    assert_eq!(o.s.count(), 2);
+}
+
+#[test]
+fn a_last_modified_object_is_sliced_and_revalidated_with_if_modified_since() {
+    // No ETag: a Last-Modified long before the Date is a strong validator (RFC 9110
+    // 8.8.2.2), so the object is sliced, its slices bound to it by If-Range.
+    let o = scripted_origin(Script {
+        validator: Validator::LastModified,
+        if_range: true,
+        ..Script::default()
+    });
+    let (o, _dir, dp, (a, b)) = slices_20_to_22_of(o);
+    let (full, lm) = (body(1), modified(1));
+    assert_eq!(manifests(&dp, "written"), 1.0, "sliced");
+    let (c, d) = (30 * SLICE + 1, 30 * SLICE + 99);
+    assert_part(&get_range(&dp, "/big", c, d), &full, c, d);
+    let seen = o.s.requests();
+    assert_eq!(seen[1].header("if-range"), Some(lm.as_str()));
+    assert_eq!(seen[1].header("range").map(str::to_string), aligned(30, 30));
+    assert_eq!(slices(&dp, "origin"), 1.0);
+    // Stale: one If-Modified-Since for the client's slices; the 304 keeps them.
+    later(&o, &dp, 601);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert_after_304(&r);
+    assert_revalidated(&dp, &o, 3, ("if-modified-since", &lm), aligned(20, 22));
+    assert_eq!(o.s.requests()[2].header("if-none-match"), None);
+    assert_eq!(slices(&dp, "origin"), 1.0, "no slice fetched again");
+    // A whole GET: the stored slices and the missing ones (under the Last-Modified), byte
+    // exact, one version.
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200);
+    assert!(r.is_hit(), "fresh after the 304: {}", r.cache_status());
+    assert!(!r.truncated);
+    assert!(r.body == full, "byte-exact");
+    let fetched = &o.s.requests()[3..];
+    assert_eq!(fetched.len(), 101 - 4, "only the missing slices");
+    assert!(
+        fetched
+            .iter()
+            .all(|q| q.header("if-range") == Some(lm.as_str())),
+        "each bound to the Last-Modified"
+    );
+    assert_eq!(manifests(&dp, "dropped"), 0.0);
+}
+
+#[test]
+fn an_object_with_a_weak_last_modified_is_not_sliced_and_served_byte_exact() {
+    // Without a strong validator slices could not be bound to one version: no manifest.
+    let o = scripted_origin(Script {
+        validator: Validator::RecentLastModified,
+        ..Script::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let full = body(1);
+    // The range goes widened to whole slices; the 206 of slices of an object not sliced is
+    // dropped and the client's own range asked for, relayed and kept as partial content.
+    let (a, b) = (20 * SLICE + 3, 22 * SLICE + 9);
+    assert_part(&get_range(&dp, "/big", a, b), &full, a, b);
+    let own = Some(format!("bytes={a}-{b}"));
+    assert_eq!(ranges_seen(&o), [aligned(20, 22), own.clone()]);
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert!(r.is_hit(), "from the partial content: {}", r.cache_status());
+    assert_eq!(o.s.count(), 2);
+    // A whole GET: relayed whole, not stored (larger than a store record).
+    let r = dp.get("/big");
+    assert_eq!(r.status, 200);
+    assert!(!r.truncated);
+    assert!(r.body == full, "byte-exact");
+    assert!(
+        r.cache_status().contains("too_large"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(ranges_seen(&o), [aligned(20, 22), own, None]);
+    assert_eq!(manifests(&dp, "written"), 0.0, "not sliced");
+    assert_eq!(slices(&dp, "origin") + slices(&dp, "store"), 0.0);
+}
+
+#[test]
+fn concurrent_requests_for_a_stale_manifest_wait_for_one_revalidation() {
+    let o = scripted_origin(Script {
+        hold_304: true,
+        ..Script::default()
+    });
+    let (o, _dir, dp, (a, b)) = slices_20_to_22_of(o);
+    let full = body(1);
+    advance(&dp, 601);
+    let from_store = slices(&dp, "store");
+    let listen = dp.listen;
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                get(listen, "/big", &[("Range", &format!("bytes={a}-{b}"))]).unwrap()
+            })
+        })
+        .collect();
+    // One of them revalidates, its 304 held at the origin; the three others wait for it.
+    wait_for_manifests(&dp, "coalesced", 3.0);
+    assert_eq!(o.s.count(), 2, "one conditional request while they wait");
+    o.s.open_gate();
+    let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    for r in &answers {
+        assert_part(r, &full, a, b);
+    }
+    let after_304 = answers
+        .iter()
+        .filter(|r| r.cache_status().contains("fwd-status=304"));
+    assert_eq!(
+        after_304.count(),
+        1,
+        "one revalidated, three served after it"
+    );
+    assert_revalidated(&dp, &o, 2, ("if-none-match", "\"v1\""), aligned(20, 22));
+    assert_eq!(slices(&dp, "origin"), 0.0);
+    assert_eq!(
+        slices(&dp, "store"),
+        from_store + 4.0 * 3.0,
+        "3 slices each"
+    );
+    assert_eq!(revalidated(&dp), 1.0);
+}
+
+#[test]
+fn a_stale_manifest_within_stale_while_revalidate_serves_its_slices_and_revalidates_once_behind() {
+    // Fresh for a minute after each 304 (so the last request finds it fresh whatever the
+    // test's pace), then stale-while-revalidate for ten.
+    let o = scripted_origin(Script {
+        hold_304: true,
+        cc: "max-age=60, stale-while-revalidate=600",
+        ..Script::default()
+    });
+    let (o, _dir, dp, (a, b)) = slices_20_to_22_of(o);
+    let full = body(1);
+    advance(&dp, 61);
+    let stale = || {
+        let r = get_range(&dp, "/big", a, b);
+        assert_part(&r, &full, a, b);
+        let cs = r.cache_status();
+        assert!(r.is_hit() && cs.contains("stale-while-revalidate"), "{cs}");
+    };
+    stale();
+    // The background conditional request reaches the origin, which holds its 304: these
+    // answers do not wait for it, and start no other.
+    wait_until("the background revalidation", || o.s.count() == 2);
+    stale();
+    stale();
+    o.s.open_gate();
+    // The background 304 freshens the manifest.
+    wait_for_manifests(&dp, "freshened", 1.0);
+    assert_revalidated(&dp, &o, 2, ("if-none-match", "\"v1\""), aligned(20, 22));
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &full, a, b);
+    assert_fresh_hit(&r);
+    assert_eq!(o.s.count(), 2);
+    assert_eq!(slices(&dp, "origin"), 0.0);
+    assert_eq!(
+        revalidated(&dp),
+        0.0,
+        "the clients were answered from the store"
+    );
+}
+
+#[test]
+fn a_new_version_found_behind_stale_slices_makes_a_new_manifest_for_the_next_requests() {
+    let o = scripted_origin(Script {
+        cc: "max-age=60, stale-while-revalidate=600",
+        ..Script::default()
+    });
+    let (o, _dir, dp, (a, b)) = slices_20_to_22_of(o);
+    o.version.store(2, Ordering::SeqCst);
+    o.content.store(2, Ordering::SeqCst);
+    advance(&dp, 61);
+    // The old version's slices, at once; the background request finds the new version.
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &body(1), a, b);
+    assert!(r.cache_status().contains("stale-while-revalidate"));
+    // The new version's manifest.
+    wait_for_manifests(&dp, "written", 2.0);
+    assert_conditional(&o, 2, ("if-none-match", "\"v1\""), aligned(20, 22));
+    // Its slices, stored by the background request's own fill: hits of the new version.
+    let r = get_range(&dp, "/big", a, b);
+    assert_part(&r, &body(2), a, b);
+    assert_fresh_hit(&r);
+    assert_eq!(o.s.count(), 2);
+    assert_eq!(manifests(&dp, "freshened"), 0.0);
 }
 
 #[test]

@@ -14,7 +14,8 @@
 //!   two versions; the next request fetches the new version.
 //! * A waiter on the key's fill whose leader sliced the response reads the slices too.
 //! * A stale manifest is revalidated ([`Answer::Revalidate`]): a 304 freshens its stored
-//!   fields and its slices keep serving; another answer is a miss (a new manifest).
+//!   fields and its slices keep serving; another answer is a miss (a new manifest). Within
+//!   stale-while-revalidate its slices answer at once and it is revalidated behind them, once.
 
 use super::*;
 use crate::metrics::{ManifestEvent, SliceSource};
@@ -190,6 +191,10 @@ pub(super) async fn relay(
 /// slices it names, none fetched again; any other answer is relayed as a miss (a new version
 /// makes a new manifest, with a new nonce: the old slices are never read again). Concurrent
 /// requests for the same stale manifest wait for one revalidation and look again.
+///
+/// [`Answer::Slices`] of a manifest stale within stale-while-revalidate (RFC 5861 3; what
+/// `lookup` decided, decided again from the same fields): served now, and revalidated once in
+/// the background ([`revalidate_behind`]), as a whole object is.
 pub(super) async fn finish(
     ctx: &Rc<Ctx>,
     parts: request::Parts,
@@ -199,7 +204,19 @@ pub(super) async fn finish(
     answer: Answer,
 ) -> Response<Body> {
     match answer {
-        Answer::Slices(stored, status, now) => {
+        Answer::Slices(stored, mut status, now) => {
+            if let ServeDecision::ServeStale { conditional, .. } =
+                serve::decide(&parts, &stored, now, ctx.policy_for(&parts))
+            {
+                let asked = Asked {
+                    stored: stored.clone(),
+                    conditional,
+                    may_serve_stale_on_error: false,
+                    fwd: Fwd::Stale,
+                };
+                revalidate_behind(ctx, &parts, &key, peer, (&r, &manifest), asked);
+                status = status.detail("stale-while-revalidate");
+            }
             serve(
                 ctx,
                 &parts,
@@ -225,6 +242,7 @@ pub(super) async fn finish(
             let _guard = match ctx.shared.coalescer.join(&revalidation_key(&key, &r)) {
                 Role::Leader(guard) => guard,
                 Role::Waiter(flight) => {
+                    ctx.shared.metrics.slice_manifest(ManifestEvent::Coalesced);
                     flight.ended().await;
                     return Box::pin(lookup(ctx, parts, key, peer)).await;
                 }
@@ -270,22 +288,7 @@ impl Asked {
         (r, manifest): (&ObjectRef, &Manifest),
     ) -> Answer {
         let sent = Sent::now(ctx, key);
-        let mut fetch_parts = parts.clone();
-        fetch_parts.method = Method::GET;
-        policy::request::strip_for_fill(&mut fetch_parts.headers);
-        let mut extra = self.conditional;
-        let size = slice_size(ctx);
-        if size > 0
-            && policy::partial::forwards_range(&parts.method, &parts.headers)
-            && let Some(range) = parts
-                .headers
-                .get(header::RANGE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| crate::slices::aligned_request(v, size))
-        {
-            extra.insert(header::RANGE, range);
-        }
-        let result = send(ctx, &fetch_parts, peer, &extra).await;
+        let result = self.send(ctx, parts, peer).await;
         // As for a whole object (`handler::revalidate`): no answer, or an error answer when
         // the decision allowed serving stale on one.
         let failed = match &result {
@@ -318,6 +321,52 @@ impl Asked {
                 None => Answer::Fill(self.fwd),
             };
         }
+        let Some(updated) = self.freshen(ctx, resp, sent, (r, manifest)).await else {
+            // A 304 that does not select the manifest: fetch the object again.
+            return Answer::Fill(self.fwd);
+        };
+        ctx.shared.metrics.request(Outcome::Revalidated);
+        let status = CacheStatus::forward(&ctx.policy.name, self.fwd).fwd_status(304);
+        let response_time = updated.response_time;
+        Answer::Slices(updated, status, response_time)
+    }
+
+    /// The conditional request to the origin, with the client's slices as its Range when it
+    /// asked for one range.
+    async fn send(
+        &self,
+        ctx: &Ctx,
+        parts: &request::Parts,
+        peer: SocketAddr,
+    ) -> Result<(Response<Incoming>, Duration), ProxyError> {
+        let mut fetch_parts = parts.clone();
+        fetch_parts.method = Method::GET;
+        policy::request::strip_for_fill(&mut fetch_parts.headers);
+        let mut extra = self.conditional.clone();
+        let size = slice_size(ctx);
+        if size > 0
+            && policy::partial::forwards_range(&parts.method, &parts.headers)
+            && let Some(range) = parts
+                .headers
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| crate::slices::aligned_request(v, size))
+        {
+            extra.insert(header::RANGE, range);
+        }
+        send(ctx, &fetch_parts, peer, &extra).await
+    }
+
+    /// Freshen the manifest with the origin's 304 (`resp`) to the request `sent` (RFC 9111
+    /// 4.3.4) and store its updated fields (counted `freshened`): the updated stored
+    /// response, or `None` when the 304 does not select this manifest.
+    async fn freshen(
+        &self,
+        ctx: &Ctx,
+        resp: Response<Incoming>,
+        sent: Sent,
+        (r, manifest): (&ObjectRef, &Manifest),
+    ) -> Option<StoredResponse> {
         let response_time = ctx.shared.clock.now();
         let (mut rparts, _) = resp.into_parts();
         // An origin cannot make or change a manifest.
@@ -325,20 +374,67 @@ impl Asked {
         let Freshen::Updated(updated) =
             validate::freshen(&self.stored, &rparts, sent.time, response_time)
         else {
-            // A 304 that does not select the manifest: fetch the object again.
-            return Answer::Fill(self.fwd);
+            return None;
         };
         if Manifest::of(&updated.headers).as_ref() != Some(manifest) {
-            return Answer::Fill(self.fwd);
+            return None;
         }
         match ctx.store.update_meta(r, updated.encode()).await {
             Ok(()) => ctx.shared.metrics.slice_manifest(ManifestEvent::Freshened),
             Err(e) => debug!("cannot update a manifest's stored headers after 304: {e}"),
         }
-        ctx.shared.metrics.request(Outcome::Revalidated);
-        let status = CacheStatus::forward(&ctx.policy.name, self.fwd).fwd_status(304);
-        Answer::Slices(updated, status, response_time)
+        Some(updated)
     }
+}
+
+/// stale-while-revalidate (RFC 5861 3): revalidate the manifest on a task of its own, one at
+/// a time (a request that finds its revalidation in flight starts none), as
+/// `handler::background_revalidate` does for a whole object: a 304 freshens it, another
+/// answer is stored as a miss's would be (a new version, a new manifest), and nobody waits
+/// for either; a failure leaves the manifest as it is. The client's request is not counted
+/// again, nor logged with the origin's answer.
+fn revalidate_behind(
+    ctx: &Rc<Ctx>,
+    parts: &request::Parts,
+    key: &CacheKey,
+    peer: SocketAddr,
+    (r, manifest): (&ObjectRef, &Manifest),
+    asked: Asked,
+) {
+    let Role::Leader(guard) = ctx.shared.coalescer.join(&revalidation_key(key, r)) else {
+        return;
+    };
+    let (ctx, mut parts, key) = (ctx.clone(), parts.clone(), key.clone());
+    let (r, manifest) = (r.clone(), manifest.clone());
+    // The proxy's own request: not the client's to log.
+    parts
+        .extensions
+        .remove::<crate::request_log::UpstreamNote>();
+    tokio::task::spawn_local(async move {
+        let sent = Sent::now(&ctx, &key);
+        match asked.send(&ctx, &parts, peer).await {
+            Ok((resp, _)) if resp.status() == StatusCode::NOT_MODIFIED => {
+                if asked
+                    .freshen(&ctx, resp, sent, (&r, &manifest))
+                    .await
+                    .is_none()
+                {
+                    debug!("a background 304 does not select the manifest");
+                }
+            }
+            Ok((resp, _)) => {
+                if let Some(resp) = super::fill::aligned_answer(&ctx, resp) {
+                    parts.method = Method::GET;
+                    policy::request::strip_for_fill(&mut parts.headers);
+                    // Stored as a miss's would be; nobody reads the response.
+                    let answer = Answer::Relay(resp, sent, Fwd::Stale);
+                    drop(Box::pin(finish(&ctx, parts, key, peer, (r, manifest), answer)).await);
+                }
+            }
+            Err(e) => debug!("background revalidation of a manifest failed: {e}"),
+        }
+        drop(guard);
+    });
 }
 
 /// Publish the manifest (an empty body; everything is in its stored fields).
