@@ -503,7 +503,7 @@ impl StoreWorker {
         }
         store
             .counters()
-            .disk_write(super::metrics::WriteKind::MetaRewrite, hl);
+            .disk_write(super::metrics::WriteKind::MetaRewrite, blocks as u64);
         Ok(())
     }
 }

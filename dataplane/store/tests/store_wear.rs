@@ -10,7 +10,7 @@ use bytes::Bytes;
 use edgecache_store::EngineChoice;
 use edgecache_store::StoreWorker;
 use edgecache_store::metrics::WriteKind;
-use edgecache_store::record::{header_len_for, record_len};
+use edgecache_store::record::{header_len_for, packed_header_len, record_len};
 use store_support::*;
 
 fn written(s: &edgecache_store::StoreStats, k: WriteKind) -> u64 {
@@ -29,7 +29,7 @@ fn counts_every_write(engine: EngineChoice) {
         let body = content("/a", 1, 10_000);
         put(&w, "/a", "", "m", &body, true, 3000).await.unwrap();
         let s = store.stats();
-        let rec = record_len(header_len_for(2, 0, 10_000, 1), 10_000);
+        let rec = record_len(packed_header_len(2, 0, 10_000, 1), 10_000);
         assert_eq!(written(&s, WriteKind::Record), rec, "{s:?}");
         assert_eq!(written(&s, WriteKind::SegmentHeader), 4096);
         assert_eq!(written(&s, WriteKind::Tombstone), 0);
