@@ -68,9 +68,14 @@ impl Accessed {
         offs
     }
 
-    /// Forget every bit of `seg` (reclaimed: its records are gone).
+    /// Forget every bit of `seg` (reclaimed: its records are gone). Under the reclaim's lock:
+    /// no list is built.
     pub fn clear_segment(&self, seg: u32) {
-        self.take_segment(seg);
+        let first = (u64::from(seg) * self.per_seg / 64) as usize;
+        let words = self.per_seg.div_ceil(64) as usize;
+        for w in self.words.iter().skip(first).take(words) {
+            w.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -89,6 +94,12 @@ mod tests {
         assert_eq!(a.take_segment(1), vec![0, 4096 * 70]);
         assert!(a.take_segment(1).is_empty(), "taken bits are cleared");
         assert_eq!(a.take_segment(2), vec![8192]);
+        a.touch(3, 4096);
+        a.clear_segment(3);
+        assert!(
+            a.take_segment(3).is_empty(),
+            "a reclaimed segment forgets its bits"
+        );
         let off = Accessed::new(&layout, false);
         off.touch(1, 0);
         assert!(off.take_segment(1).is_empty());

@@ -80,13 +80,18 @@ pub fn packed_header_len(primary: usize, variant: usize, body_len: u64, meta: us
         .next_multiple_of(8)
 }
 
+/// Whether a header of `header_len` bytes is a packed one (its body in its last block).
+pub fn is_packed(header_len: u64) -> bool {
+    !header_len.is_multiple_of(4096)
+}
+
 /// Record length on disk: a 4096-aligned header plus the body padded to 4096, or a packed
 /// header and its body padded to 4096 together.
 pub fn record_len(header_len: u64, body_len: u64) -> u64 {
-    if header_len.is_multiple_of(4096) {
-        header_len + align_up(body_len)
-    } else {
+    if is_packed(header_len) {
         align_up(header_len + body_len)
+    } else {
+        header_len + align_up(body_len)
     }
 }
 
@@ -133,10 +138,10 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// its last block too (the body's first bytes, or padding), so a torn write of that block never
 /// leaves a valid header over a torn body start.
 fn checked_len(header_len: u64, used: usize) -> usize {
-    if header_len.is_multiple_of(4096) {
-        used
-    } else {
+    if is_packed(header_len) {
         align_up(header_len) as usize
+    } else {
+        used
     }
 }
 
@@ -144,7 +149,7 @@ fn checked_len(header_len: u64, used: usize) -> usize {
 /// first bytes and padding, [`align_up`]`(header_len)` bytes): its checksum then covers them
 /// all. A no-op for a header in blocks of its own.
 pub fn seal(head: &mut [u8], header_len: u64) {
-    if header_len.is_multiple_of(4096) {
+    if !is_packed(header_len) {
         return;
     }
     let n = align_up(header_len) as usize;

@@ -238,7 +238,12 @@ impl StoreWorker {
         };
         let _copying = wake.copying(&h.primary);
         let mark = store.invalidation_mark(&h.primary);
-        let mut w = self.begin_copy(h.primary.clone(), h.variant, h.meta, body.len() as u64)?;
+        let mut w = self.writer(
+            h.primary.clone(),
+            h.variant,
+            h.meta,
+            Some(body.len() as u64),
+        )?;
         if store.writing().count(&h.primary) > 1 {
             // Another writer began before our reservation: its response may be newer.
             return Ok(None);

@@ -373,17 +373,6 @@ impl StoreWorker {
         }
     }
 
-    /// A writer for a reinsertion's copy: no admission (the object is stored already).
-    pub(crate) fn begin_copy(
-        &self,
-        primary: Bytes,
-        variant: Bytes,
-        meta: Bytes,
-        body_len: u64,
-    ) -> Result<ObjectWriter, StoreError> {
-        self.writer(primary, variant, meta, Some(body_len))
-    }
-
     /// Start storing a response. `Err` means: do not store, just proxy; `NotAdmitted` when the
     /// admission policy keeps this fill off the disk (`StoreConfig::admission`).
     pub fn begin_write(
@@ -399,7 +388,9 @@ impl StoreWorker {
         self.writer(primary, variant, meta, content_length)
     }
 
-    fn writer(
+    /// A writer without admission: for [`StoreWorker::begin_write`] once admitted, and for a
+    /// reinsertion's copy (the object is stored already).
+    pub(crate) fn writer(
         &self,
         primary: Bytes,
         variant: Bytes,
@@ -571,7 +562,6 @@ impl GrowingReader {
             };
             let loc = &self.growing.loc;
             let len = self.chunk.min(to - self.pos);
-            let buf = self.budget.alloc(self.chunk as usize).await;
             let file = FileId {
                 seg: loc.seg,
                 direct: true,
@@ -581,12 +571,7 @@ impl GrowingReader {
             let at = loc.off + u64::from(loc.header_len) + self.pos;
             let lead = at % 4096;
             let read_len = crate::io::align_up(lead + len);
-            let buf = if read_len > self.chunk {
-                drop(buf);
-                self.budget.alloc(read_len as usize).await
-            } else {
-                buf
-            };
+            let buf = self.budget.alloc(self.chunk.max(read_len) as usize).await;
             let buf =
                 read_timed(&self.io, &self.store, file, buf, read_len, at - lead, None).await?;
             if !self.store.epoch_is(loc.seg, loc.epoch) {

@@ -349,7 +349,7 @@ impl ObjectWriter {
         // and a torn replacement never hides the older version. A body not whole in the
         // buffer is flushed, and the buffer given back before waiting for the header's write.
         let hl = self.header_len as usize;
-        let packed = !self.header_len.is_multiple_of(4096);
+        let packed = record::is_packed(self.header_len);
         let fits = self.stage.as_ref().is_some_and(|s| {
             self.flushed == 0
                 && s.len() as u64 == self.len
