@@ -10,6 +10,10 @@
 //! since), and with no checkpoint (the scan of every segment). The directory is deleted at the
 //! end.
 //!
+//! The fill is a bulk fill: `--writers` tasks (32) write at once on the worker, as a busy data
+//! plane's misses do, so millions of objects take minutes. `--dir DIR` fills a store there and
+//! keeps it (sized as printed), for a data plane to be started on (`bench/store_scale.sh`).
+//!
 //! `--index-only` inserts `--count` entries into an `Index` directly (no disk): what the index
 //! costs at counts the test machine's disk cannot hold (10 million 4 KiB records are 80 GB).
 //!
@@ -20,10 +24,12 @@
 
 #![allow(clippy::unwrap_used)] // a benchmark: a panic is the report
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use edgecache_store::index::{self, Index, Rec};
+use edgecache_store::record;
 use edgecache_store::{EngineChoice, Store, StoreConfig, StoreWorker};
 use futures_util::StreamExt;
 
@@ -36,6 +42,10 @@ struct Args {
     index_only: bool,
     /// Objects written after the checkpoint before the kill.
     after: u64,
+    /// Writer tasks at once.
+    writers: u64,
+    /// Fill a store here and keep it (else a temporary directory, deleted at the end).
+    dir: Option<std::path::PathBuf>,
 }
 
 fn parse() -> Args {
@@ -44,6 +54,8 @@ fn parse() -> Args {
         body: 4096,
         index_only: false,
         after: 10_000,
+        writers: 32,
+        dir: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -52,6 +64,8 @@ fn parse() -> Args {
             "--body" => a.body = it.next().unwrap().parse().unwrap(),
             "--index-only" => a.index_only = true,
             "--after" => a.after = it.next().unwrap().parse().unwrap(),
+            "--writers" => a.writers = it.next().unwrap().parse::<u64>().unwrap().max(1),
+            "--dir" => a.dir = Some(it.next().unwrap().into()),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -125,38 +139,72 @@ fn index_only(a: &Args) {
     );
 }
 
+/// Bytes on disk of one record of this example's keys and meta: packed (header and body in
+/// one run of 4 KiB blocks) when it fits a staging buffer, else a header block and the body.
+fn record_bytes(body: usize) -> u64 {
+    let body = body as u64;
+    let packed = record::record_len(record::packed_header_len(60, 0, body, 39), body);
+    if packed <= 256 << 10 {
+        packed
+    } else {
+        record::record_len(record::header_len_for(60, 0, body, 39), body)
+    }
+}
+
+/// A fill of `keys` (`count` of them from `first`) by `writers` tasks at once on this worker.
+async fn fill(w: &Rc<StoreWorker>, first: u64, count: u64, writers: u64, body: Bytes, meta: Bytes) {
+    let tasks: Vec<_> = (0..writers)
+        .map(|t| {
+            let (w, body, meta) = (w.clone(), body.clone(), meta.clone());
+            tokio::task::spawn_local(async move {
+                for i in (first + t..first + count).step_by(writers as usize) {
+                    let mut wr = w
+                        .begin_write(
+                            Bytes::from(key(i).into_bytes()),
+                            Bytes::new(),
+                            meta.clone(),
+                            Some(body.len() as u64),
+                        )
+                        .unwrap();
+                    wr.write(body.clone()).await.unwrap();
+                    wr.finish().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
 fn store(a: &Args) {
-    let record = 4096 + (a.body as u64).div_ceil(4096) * 4096;
+    let record = record_bytes(a.body);
     // Room for every record and a spare segment or two.
-    let size = a.count * record + a.count * record / 50 + (256 << 20);
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let size = (a.count * record + a.count * record / 50 + (256 << 20)).next_multiple_of(1 << 20);
+    let dir = match &a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).unwrap();
+            tempfile::TempDir::with_prefix_in("index-scale-", d).unwrap()
+        }
+        None => tempfile::tempdir_in("/var/tmp").unwrap(),
+    };
     let rss0 = rss_kib();
     let cfg = || StoreConfig {
         dir: dir.path().to_path_buf(),
         size,
         engine: EngineChoice::Uring,
-        index_bytes: 1 << 32,
+        // The store's own bound (no memory plan): room for its disk in 4 KiB records.
+        index_bytes: 0,
         ..StoreConfig::default()
     };
     let store = Store::open(cfg()).unwrap();
     let rss_open = rss_kib();
     let run = async {
-        let w = StoreWorker::new(store.clone()).unwrap();
+        let w = Rc::new(StoreWorker::new(store.clone()).unwrap());
         let body = Bytes::from(vec![0x5a_u8; a.body]);
         let meta = Bytes::from_static(b"status: 200\r\ncontent-type: image/jpeg\r\n");
         let t = Instant::now();
-        for i in 0..a.count {
-            let mut wr = w
-                .begin_write(
-                    Bytes::from(key(i).into_bytes()),
-                    Bytes::new(),
-                    meta.clone(),
-                    Some(a.body as u64),
-                )
-                .unwrap();
-            wr.write(body.clone()).await.unwrap();
-            wr.finish().await.unwrap();
-        }
+        fill(&w, 0, a.count, a.writers, body, meta).await;
         let fill_s = t.elapsed().as_secs_f64();
         let rss_filled = rss_kib();
         let s = store.stats();
@@ -190,7 +238,7 @@ fn store(a: &Args) {
         let hit_reads = store.stats().disk_reads - reads;
         let opened = opened - lost;
         println!(
-            "store count={} body={} objects={} index_evictions={} fill={:.1} s \
+            "store count={} body={} objects={} index_evictions={} fill={:.1} s ({:.0} objects/s, {} writers) \
              rss_growth/object={:.1} B (open {} KiB, filled {} KiB) index_bytes/object={:.1} B \
              index_bytes={} bound={} hit_lookup={:.0} ns (candidates {candidates} of {n}) \
              miss_lookup={:.0} ns miss_disk_reads={miss_reads} of {n} false_candidates={false_candidates} \
@@ -200,6 +248,8 @@ fn store(a: &Args) {
             s.objects,
             s.index_evictions,
             fill_s,
+            a.count as f64 / fill_s,
+            a.writers,
             per_object((rss_filled - rss_open) * 1024, a.count),
             rss_open - rss0,
             rss_filled - rss0,
@@ -230,20 +280,10 @@ fn store(a: &Args) {
     let after = a.after;
     let writer = store.clone();
     tokio_uring::start(async move {
-        let w = StoreWorker::new(writer).unwrap();
+        let w = Rc::new(StoreWorker::new(writer).unwrap());
         let body = Bytes::from(vec![0x6b_u8; a.body]);
-        for i in 0..after {
-            let mut wr = w
-                .begin_write(
-                    Bytes::from(key(i).into_bytes()),
-                    Bytes::new(),
-                    Bytes::from_static(b"status: 200\r\n"),
-                    Some(a.body as u64),
-                )
-                .unwrap();
-            wr.write(body.clone()).await.unwrap();
-            wr.finish().await.unwrap();
-        }
+        let meta = Bytes::from_static(b"status: 200\r\n");
+        fill(&w, 0, after, a.writers, body, meta).await;
     });
     // A kill: no checkpoint since.
     drop(store);
@@ -269,6 +309,18 @@ fn store(a: &Args) {
         store.layout().segment_count,
         store.stats().recovered_objects,
     );
+    if a.dir.is_some() {
+        // Kept for a data plane to start on: with a checkpoint, as after a clean stop.
+        store.checkpoint().unwrap();
+        drop(store);
+        let kept = dir.keep();
+        println!(
+            "kept {} size={size} (--cache-size {}MiB)",
+            kept.display(),
+            size >> 20
+        );
+        return;
+    }
     drop(store);
     dir.close().unwrap();
 }

@@ -153,7 +153,7 @@
 //! The index is not in the budget above either: it takes 12 bytes a slot (about 15 per object;
 //! `examples/index_scale.rs`, bench/BENCHMARKS.md "Store index at scale") and never more than
 //! `StoreConfig::index_bytes`, the memory plan's index share (0: room for the disk's capacity
-//! in 8 KiB records), so it needs nothing from the RAM tier's share.
+//! in 4 KiB records, the smallest), so it needs nothing from the RAM tier's share.
 //!
 //! # CPU per hit: measurements
 //! `examples/store_bench.rs` (one worker on a `tokio_uring` runtime pinned to CPU 1, 64 tasks
@@ -328,7 +328,7 @@ pub struct StoreConfig {
     pub max_variants_per_key: usize,
     /// The most RAM the object index may take (the memory plan's share). At it the index
     /// evicts instead of growing (`StoreStats::index_evictions`). 0: room for the disk's
-    /// capacity in 8 KiB records.
+    /// capacity in 4 KiB records (the smallest: a packed small object).
     pub index_bytes: u64,
     /// Which fills are written (see [`admission`]).
     pub admission: Admission,
@@ -1126,7 +1126,7 @@ impl Store {
 }
 
 /// The object index for a layout: first sized for the disk's capacity in 64 KiB records,
-/// growing to `max_bytes` (0: room for the capacity in 8 KiB records; never below the first
+/// growing to `max_bytes` (0: room for the capacity in 4 KiB records; never below the first
 /// size, and a bound below it makes the first size smaller).
 /// The checkpoint of this store, if it is whole (see `checkpoint`), and which segments to scan
 /// over it: its replay set and every segment whose epoch changed since. Why not is logged.
@@ -1165,8 +1165,9 @@ fn restore(
 
 fn new_index(layout: Layout, max_bytes: u64) -> Index {
     let cap = layout.capacity();
+    // The smallest record is one 4 KiB block (a packed small object): room for a disk of them.
     let max = if max_bytes == 0 {
-        index::bytes_for(cap / (64 << 10)) * 8
+        index::bytes_for(cap / (64 << 10)) * 16
     } else {
         max_bytes
     };

@@ -331,13 +331,19 @@ impl Store {
     /// Count a restored index's live entries into the segments' accounting (a start from a
     /// checkpoint); sets the recovered count.
     pub(crate) fn restore_accounting(&mut self) {
+        // A shard's entries at a time (not the whole index's: a start must not need a second
+        // copy of it), gathered under that shard's lock, counted under the state's.
         let mut recs = Vec::new();
-        self.index.for_each(|r| recs.push(r));
-        let mut st = self.lock();
-        for r in recs.into_iter().filter(|&r| self.live(r)) {
-            let (seg, _) = self.place_of(r);
-            st.add(seg, Self::rec_bytes(r));
+        for shard in 0..index::SHARDS {
+            recs.clear();
+            self.index.for_each_in(shard, |r| recs.push(r));
+            let mut st = self.lock();
+            for &r in recs.iter().filter(|&&r| self.live(r)) {
+                let (seg, _) = self.place_of(r);
+                st.add(seg, Self::rec_bytes(r));
+            }
         }
+        let st = self.lock();
         let n = st.objects();
         drop(st);
         self.recovered = n;

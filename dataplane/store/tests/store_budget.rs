@@ -10,66 +10,23 @@
 
 mod store_support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::Layout;
 use std::pin::pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use edgecache_store::EngineChoice;
 use edgecache_store::StoreWorker;
 use futures_util::StreamExt;
+use store_support::counting::{self, Counting};
 use store_support::*;
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 fn aligned(l: &Layout) -> bool {
     l.align() == 4096
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the
-// counters are plain atomics.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if aligned(&l) {
-            let now = LIVE.fetch_add(l.size(), SeqCst) + l.size();
-            PEAK.fetch_max(now, SeqCst);
-        }
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if aligned(&l) {
-            let now = LIVE.fetch_add(l.size(), SeqCst) + l.size();
-            PEAK.fetch_max(now, SeqCst);
-        }
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if aligned(&l) {
-            LIVE.fetch_sub(l.size(), SeqCst);
-        }
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        if aligned(&l) {
-            let now = LIVE.fetch_add(new, SeqCst) + new;
-            PEAK.fetch_max(now, SeqCst);
-            LIVE.fetch_sub(l.size(), SeqCst);
-        }
-        // SAFETY: same contract as ours, forwarded.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: Counting = Counting(aligned);
 
 const OBJECTS: usize = 32;
 const STREAMS: usize = 256;
@@ -88,8 +45,8 @@ fn streams_within_budget(engine: EngineChoice) {
     run(engine, async {
         let w = Rc::new(StoreWorker::with_io_buffer_bytes(store.clone(), BUDGET).unwrap());
         assert_eq!(w.io_budget().capacity(), BUDGET);
-        let base = LIVE.load(SeqCst);
-        PEAK.store(base, SeqCst);
+        let base = counting::live();
+        counting::reset_peak();
 
         // Writers: all objects at once (1 MiB + 123 bytes each), staging from the budget.
         let bodies: Vec<Vec<u8>> = (0..OBJECTS)
@@ -102,7 +59,7 @@ fn streams_within_budget(engine: EngineChoice) {
         for r in futures_util::future::join_all(puts).await {
             r.unwrap();
         }
-        let write_peak = PEAK.load(SeqCst) - base;
+        let write_peak = counting::peak() - base;
         assert!(
             write_peak as u64 <= BUDGET,
             "{engine:?}: writers peaked at {write_peak} aligned bytes, budget {BUDGET}"
@@ -110,7 +67,7 @@ fn streams_within_budget(engine: EngineChoice) {
 
         // Readers: 256 streams of 1 MiB at once, each holding every chunk for a while (like
         // hyper waiting for the socket) before dropping it.
-        PEAK.store(LIVE.load(SeqCst), SeqCst);
+        counting::reset_peak();
         w.io_budget().reset_peak();
         let bodies = Rc::new(bodies);
         let reads = (0..STREAMS).map(|s| {
@@ -142,7 +99,7 @@ fn streams_within_budget(engine: EngineChoice) {
         )
         .await
         .expect("streams stalled: the budget must not deadlock");
-        let peak = PEAK.load(SeqCst) - base;
+        let peak = counting::peak() - base;
         let u = w.io_buffer_usage();
         assert!(
             peak as u64 <= BUDGET,

@@ -50,25 +50,28 @@ impl Index {
             if used > slots {
                 return Err(bad("index checkpoint: used slots"));
             }
-            let mut tags_raw = vec![0u8; slots * 2];
-            r.read_exact(&mut tags_raw)?;
-            let tags: Vec<u16> = tags_raw
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                .collect();
-            drop(tags_raw);
-            let mut recs_raw = vec![0u8; slots * 10];
-            r.read_exact(&mut recs_raw)?;
-            let recs: Vec<Packed> = recs_raw
-                .chunks_exact(10)
-                .map(|c| {
+            // Decoded a piece at a time into the index's own vectors: a restore takes the
+            // index's RAM and one small buffer, not a second copy of each shard. Sized up
+            // front but for a count no real shard has (a corrupt one ends at the file's end).
+            let room = slots.min(1 << 24);
+            let mut tags: Vec<u16> = Vec::with_capacity(room);
+            read_pieces(r, slots * 2, |piece| {
+                tags.extend(
+                    piece
+                        .chunks_exact(2)
+                        .map(|c| u16::from_le_bytes([c[0], c[1]])),
+                );
+            })?;
+            let mut recs: Vec<Packed> = Vec::with_capacity(room);
+            read_pieces(r, slots * 10, |piece| {
+                recs.extend(piece.chunks_exact(10).map(|c| {
                     let mut p = [0u8; 10];
                     p.copy_from_slice(c);
                     // Not verified in this run.
                     p[7] &= 0x7f;
                     Packed(p)
-                })
-                .collect();
+                }));
+            })?;
             if tags.iter().filter(|&&t| t != 0).count() != used {
                 return Err(bad("index checkpoint: used slots"));
             }
@@ -87,18 +90,38 @@ impl Index {
 
     /// Call `f` with every occupied slot's record (live or stale).
     pub fn for_each(&self, mut f: impl FnMut(Rec)) {
-        for m in self.shards.iter() {
-            let s = match m.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            for (t, p) in s.tags.iter().zip(&s.recs) {
-                if *t != 0 {
-                    f(p.rec());
-                }
+        for shard in 0..SHARDS {
+            self.for_each_in(shard, &mut f);
+        }
+    }
+
+    /// Call `f` with every occupied slot's record of one shard (live or stale), under its lock.
+    pub fn for_each_in(&self, shard: usize, mut f: impl FnMut(Rec)) {
+        let s = match self.shards[shard % SHARDS].lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        for (t, p) in s.tags.iter().zip(&s.recs) {
+            if *t != 0 {
+                f(p.rec());
             }
         }
     }
+}
+
+/// Read `len` bytes in pieces of at most 60 KiB (a multiple of the 2- and 10-byte items),
+/// handing each to `f`.
+fn read_pieces(r: &mut impl Read, len: usize, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+    const PIECE: usize = 60 * 1024;
+    let mut buf = vec![0u8; PIECE.min(len)];
+    let mut left = len;
+    while left > 0 {
+        let n = PIECE.min(left);
+        r.read_exact(&mut buf[..n])?;
+        f(&buf[..n]);
+        left -= n;
+    }
+    Ok(())
 }
 
 fn read_array<const N: usize>(r: &mut impl Read) -> io::Result<[u8; N]> {

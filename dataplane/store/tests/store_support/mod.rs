@@ -11,6 +11,7 @@ use edgecache_store::EngineChoice;
 use edgecache_store::{ObjectRef, Store, StoreConfig, StoreError, StoreWorker, StoredObject};
 use futures_util::StreamExt;
 
+pub mod counting;
 pub mod disk;
 
 pub const MIB: u64 = 1 << 20;
@@ -142,4 +143,24 @@ pub async fn get(w: &StoreWorker, key: &str) -> Option<(Bytes, Vec<u8>)> {
         return Some((meta, body));
     }
     None
+}
+
+/// Store `n` objects of 100 bytes (one 4 KiB packed record each) under `{prefix}{i}`, with
+/// `writers` tasks at once on this worker, as a busy worker's misses.
+pub async fn fill_small(w: &std::rc::Rc<StoreWorker>, prefix: &str, n: u64, writers: u64) {
+    let tasks: Vec<_> = (0..writers)
+        .map(|t| {
+            let (w, prefix) = (w.clone(), prefix.to_string());
+            tokio::task::spawn_local(async move {
+                for i in (t..n).step_by(writers as usize) {
+                    put(&w, &format!("{prefix}{i}"), "", "m", &[7u8; 100], true, 100)
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
 }
