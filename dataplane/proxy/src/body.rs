@@ -55,6 +55,58 @@ impl<G: Unpin> http_body::Body for Guarded<G> {
     }
 }
 
+/// `body` with its first frame already at hand (waiting for it here), so a response returned
+/// after this goes out with its head and first chunk in one write, not the head alone first
+/// and the chunk in a second write: for a small body, the whole response in one `writev`.
+pub async fn with_first_frame(mut body: Body) -> Body {
+    match body.frame().await {
+        None => empty(),
+        Some(first) => Box::pin(FirstFrame {
+            first: Some(first),
+            rest: body,
+        }),
+    }
+}
+
+struct FirstFrame {
+    first: Option<Result<Frame<Bytes>, io::Error>>,
+    rest: Body,
+}
+
+impl http_body::Body for FirstFrame {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = self.get_mut();
+        match this.first.take() {
+            Some(first) => std::task::Poll::Ready(Some(first)),
+            None => this.rest.as_mut().poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.rest.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let rest = self.rest.size_hint();
+        let held = match &self.first {
+            Some(Ok(f)) => f.data_ref().map_or(0, |d| d.len() as u64),
+            _ => 0,
+        };
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(rest.lower() + held);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + held);
+        }
+        hint
+    }
+}
+
 /// A body from a stream of chunks; an `Err` aborts the response (the client sees a truncated
 /// body, never a complete-looking one).
 pub fn stream<S>(s: S) -> Body
@@ -109,6 +161,19 @@ mod tests {
         slice(futures_util::stream::iter(chunks), range)
             .collect()
             .await
+    }
+
+    #[tokio::test]
+    async fn a_body_with_its_first_frame_at_hand_keeps_every_byte() {
+        let chunks = ["0123", "4567", "89"].map(|c| Ok(Bytes::from_static(c.as_bytes())));
+        let body = with_first_frame(stream(futures_util::stream::iter(chunks))).await;
+        let all = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&all[..], b"0123456789");
+        let empty_body = with_first_frame(empty()).await;
+        assert!(empty_body.is_end_stream());
+        let cut = [Ok(Bytes::from_static(b"01")), Err(io::Error::other("cut"))];
+        let body = with_first_frame(stream(futures_util::stream::iter(cut))).await;
+        assert!(body.collect().await.is_err(), "an error stays an error");
     }
 
     #[tokio::test]

@@ -413,3 +413,43 @@ fn sigterm_finishes_in_flight_responses_then_exits() {
         "no longer accepting"
     );
 }
+
+/// A small miss goes out as one write, head and body together: the data plane holds a stored
+/// body's last chunk until the object is published (so a client with the whole body finds it
+/// stored), and used to send the head alone first, then the body after the disk write: two
+/// sends per miss, each a wake-up of the client. A client waiting in `read` while the data
+/// plane fetches and stores now gets the whole response from its first read, and the object
+/// is stored by then.
+#[test]
+fn a_small_miss_goes_out_in_one_write() {
+    use std::io::{Read, Write};
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    for i in 0..20 {
+        let path = format!("/obj/4k/one-write-{i}");
+        let mut s = std::net::TcpStream::connect(dp.listen).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = s.read(&mut buf).unwrap();
+        let text = String::from_utf8_lossy(&buf[..n]);
+        let head_end = text.find("\r\n\r\n").expect("a whole head") + 4;
+        assert!(text.contains("stored"), "{text}");
+        assert_eq!(
+            n - head_end,
+            4096,
+            "request {i}: the first read brought {} of the 4096 body bytes",
+            n - head_end
+        );
+        check_body(4096, format!("one-write-{i}"), &buf[head_end..n]).unwrap();
+        let again = dp.get(&path);
+        assert!(
+            again.is_hit(),
+            "{path} is stored once it is sent: {}",
+            again.cache_status()
+        );
+    }
+    assert_eq!(o.requests(), 20);
+}

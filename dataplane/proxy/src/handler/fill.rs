@@ -454,8 +454,18 @@ pub(super) async fn relay_origin_response(
         // Only the range reaches the client; count what it gets.
         Some(Some(range)) => body::stream(body::slice(rx, range).inspect(count)),
     };
+    // A small body goes out with its head in one write (the last chunk of a stored one is
+    // held until it is published, so the head alone would go first): one send instead of two.
+    let body = match content_length {
+        Some(n) if n > 0 && n <= ONE_WRITE => body::with_first_frame(body).await,
+        _ => body,
+    };
     respond(code, headers, status, body)
 }
+
+/// Bodies up to this size are sent with their head (`body::with_first_frame`): what one origin
+/// read brings.
+const ONE_WRITE: u64 = crate::origin::ORIGIN_READ_BUF as u64;
 
 /// How a request is answered from a response fetched whole from the origin (a miss, or a
 /// revalidation the origin answered with a new response): with `respond::from_cache`'s
