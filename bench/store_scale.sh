@@ -44,7 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_dp DIR MIB: a data plane on DIR; prints the seconds to /readyz.
+# start_dp DIR MIB: a data plane on DIR (its pid in dp_pid); the seconds to /readyz in ready.
 start_dp() {
     local t0 now
     t0=$(date +%s.%N)
@@ -57,9 +57,9 @@ start_dp() {
         sleep 0.02
     done
     now=$(date +%s.%N)
-    echo "$now - $t0" | bc
+    ready=$(printf "%.2f" "$(echo "$now - $t0" | bc)")
 }
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$dp_pid/status"; }
+rss_kib() { awk -v f="${1:-VmRSS}:" '$1 == f {print $2}' "/proc/$dp_pid/status"; }
 metric() { curl -s "http://127.0.0.1:$admin/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 stop_dp() {
     kill "-$1" "$dp_pid"
@@ -83,25 +83,26 @@ for n in $counts; do
     # The same data plane on an empty 1 GiB store: the baseline for RSS (a store of the same
     # size would not fit beside this one).
     mkdir -p "$work/empty"
-    start_dp "$work/empty" 1024 >/dev/null
+    start_dp "$work/empty" 1024
     sleep 1
     rss0=$(rss_kib)
     stop_dp TERM
     rm -rf "$work/empty"
-    ready=$(start_dp "$kept" "$mib")
+    start_dp "$kept" "$mib"
     sleep 1
     objects=$(metric edgecache_dataplane_store_objects)
     index_bytes=$(metric edgecache_dataplane_store_index_bytes)
     rss=$(rss_kib)
-    say "dataplane open: ready in ${ready} s (from the fill's checkpoint), objects $objects, index $index_bytes B, RSS $rss KiB (on an empty 1 GiB store $rss0 KiB): $(echo "scale=1; ($rss - $rss0) * 1024 / $objects" | bc) B/object RSS, $(echo "scale=1; $index_bytes / $objects" | bc) B/object index"
+    hwm=$(rss_kib VmHWM)
+    say "dataplane open: ready in ${ready} s (from the fill's checkpoint), objects $objects, index $index_bytes B, RSS $rss KiB (peak $hwm KiB; on an empty 1 GiB store $rss0 KiB): $(echo "scale=1; ($rss - $rss0) * 1024 / $objects" | bc) B/object RSS, $(echo "scale=1; $index_bytes / $objects" | bc) B/object index"
     stop_dp TERM
-    ready=$(start_dp "$kept" "$mib")
+    start_dp "$kept" "$mib"
     say "dataplane after a clean stop (SIGTERM): ready in ${ready} s, objects $(metric edgecache_dataplane_store_objects)"
     # Objects written since the last checkpoint, then a kill.
     "$bin/edgecache-loadgen" pass --target 127.0.0.1:$listen --size 4k --count 20000 --conns 32 >/dev/null
     before=$(metric edgecache_dataplane_store_objects)
     stop_dp KILL
-    ready=$(start_dp "$kept" "$mib")
+    start_dp "$kept" "$mib"
     say "dataplane after SIGKILL (20,000 objects written since the start): ready in ${ready} s, objects $(metric edgecache_dataplane_store_objects) (before the kill $before)"
     stop_dp TERM
     rm -rf "$kept"
