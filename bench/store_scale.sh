@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
 done
 
 ensure_build_deps
+apt_install bc  # the timings and ratios below
 cargo build --release -q -p edgecache-store --example index_scale
 cargo build --release -q -p edgecache-dataplane -p edgecache-origin
 bin=$CARGO_TARGET_DIR/release
