@@ -4,7 +4,7 @@
 #     bodies, one 4 KiB packed record each), with the index's bytes per object, RSS growth per
 #     object, hit and miss lookup cost, and the store's own restart times;
 #   - then the data plane started on that store: time to /readyz from its checkpoint, its RSS
-#     per object against the same data plane on an empty store of the same size, time to
+#     (and peak RSS) per object against the same data plane on an empty 1 GiB store, time to
 #     /readyz after a clean stop (SIGTERM) and after SIGKILL with objects written since.
 #   bench/store_scale.sh [--counts "1000000 10000000 50000000"] [--work /var/tmp/ec-scale]
 # Results: bench/results/store-scale-<run id>.txt (the lines the tools print, and a summary).

@@ -88,13 +88,6 @@ impl Index {
         })
     }
 
-    /// Call `f` with every occupied slot's record (live or stale).
-    pub fn for_each(&self, mut f: impl FnMut(Rec)) {
-        for shard in 0..SHARDS {
-            self.for_each_in(shard, &mut f);
-        }
-    }
-
     /// Call `f` with every occupied slot's record of one shard (live or stale), under its lock.
     pub fn for_each_in(&self, shard: usize, mut f: impl FnMut(Rec)) {
         let s = match self.shards[shard % SHARDS].lock() {
