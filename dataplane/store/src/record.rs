@@ -45,9 +45,11 @@ pub const VERSION: u16 = 1;
 pub const BLOCK: u64 = 64 * 1024;
 /// Fixed part of a record header.
 pub const FIXED: usize = 80;
-/// Extra meta room reserved in every header, so a revalidated response with slightly different
-/// headers can be rewritten in place.
+/// Extra meta room reserved in a header, so a revalidated response with slightly different
+/// headers can be rewritten in place (a packed header: see [`packed_header_len`]).
 pub const META_SLACK: usize = 512;
+/// The least of that room a packed record keeps (the rest comes out of its padding).
+pub const MIN_PACKED_SLACK: usize = 64;
 pub const FLAG_DEAD: u16 = 1;
 const CRC_AT: usize = 72;
 
@@ -64,20 +66,37 @@ pub fn block_count(body_len: u64) -> u64 {
     body_len.div_ceil(BLOCK)
 }
 
-/// Header length for the given sizes (a multiple of 4096): the header of a record whose body
-/// starts at a block of its own.
-pub fn header_len_for(primary: usize, variant: usize, body_len: u64, meta: usize) -> u64 {
-    align_up(packed_header_len(primary, variant, body_len, meta))
+/// Header bytes a record needs without any meta slack.
+fn used_len(primary: usize, variant: usize, body_len: u64, meta: usize) -> u64 {
+    (FIXED + primary + variant + meta) as u64 + 4 * block_count(body_len)
 }
 
-/// Header length of a *packed* record (a multiple of 8): its body follows the header in the
-/// same block, and the record as a whole is padded to 4096. The store packs records it writes
-/// in one staging buffer (small objects), which saves the padding of the header's block; a
-/// packed header's length is what tells it apart (a multiple of 4096 reads the same either
-/// way: see [`record_len`]).
+/// Header length for the given sizes (a multiple of 4096): the header of a record whose body
+/// starts at a block of its own, with [`META_SLACK`] bytes of room for a bigger meta.
+pub fn header_len_for(primary: usize, variant: usize, body_len: u64, meta: usize) -> u64 {
+    align_up(used_len(primary, variant, body_len, meta) + META_SLACK as u64)
+}
+
+/// Header length of a *packed* record (a multiple of 8, never of 4096): its body follows the
+/// header in the same block, and the record as a whole is padded to 4096. The store packs
+/// records it writes in one staging buffer (small objects), which saves the padding of the
+/// header's block; a packed header's length is what tells it apart (a multiple of 4096 reads
+/// the same either way: see [`record_len`]). Its room for a bigger meta is
+/// [`MIN_PACKED_SLACK`] bytes plus what the padding of its last block leaves, up to
+/// [`META_SLACK`] in all: a small record is not a block longer for room it may never use.
 pub fn packed_header_len(primary: usize, variant: usize, body_len: u64, meta: usize) -> u64 {
-    ((FIXED + primary + variant + meta + META_SLACK) as u64 + 4 * block_count(body_len))
-        .next_multiple_of(8)
+    let least =
+        (used_len(primary, variant, body_len, meta) + MIN_PACKED_SLACK as u64).next_multiple_of(8);
+    let padding = align_up(least + body_len) - (least + body_len);
+    let more = padding.min((META_SLACK - MIN_PACKED_SLACK) as u64) & !7;
+    let hl = least + more;
+    if !hl.is_multiple_of(4096) {
+        hl
+    } else if more > 0 {
+        hl - 8
+    } else {
+        hl + 8
+    }
 }
 
 /// Whether a header of `header_len` bytes is a packed one (its body in its last block).

@@ -24,6 +24,28 @@ proptest! {
         let _ = record::Superblock::decode(&bytes);
     }
 
+    /// A packed record's room for a bigger meta (a 304's headers rewritten in place) comes out
+    /// of the padding its last block has anyway: at least `MIN_PACKED_SLACK` bytes, up to
+    /// `META_SLACK`, and never a block more than the minimum slack needs.
+    #[test]
+    fn packed_slack_takes_no_block_of_its_own(
+        primary in 0usize..300,
+        variant in 0usize..50,
+        meta in 0usize..2000,
+        body_len in 0u64..(200 << 10),
+    ) {
+        let hl = record::packed_header_len(primary, variant, body_len, meta);
+        prop_assert!(record::is_packed(hl), "{hl}");
+        prop_assert_eq!(hl % 8, 0);
+        let used = (FIXED + primary + variant + meta) as u64 + 4 * record::block_count(body_len);
+        let slack = hl - used;
+        prop_assert!(slack >= record::MIN_PACKED_SLACK as u64, "slack {slack}");
+        prop_assert!(slack < (record::META_SLACK + 16) as u64, "slack {slack}");
+        let least = (used + record::MIN_PACKED_SLACK as u64).next_multiple_of(8);
+        let blocks = |h: u64| (h + body_len).div_ceil(4096);
+        prop_assert!(blocks(hl) <= blocks(least) + u64::from(least % 4096 == 0), "{hl} {least}");
+    }
+
     #[test]
     fn header_round_trips(
         primary in proptest::collection::vec(any::<u8>(), 0..300),
