@@ -43,7 +43,7 @@ proptest! {
         prop_assert!(slack < (record::META_SLACK + 16) as u64, "slack {slack}");
         let least = (used + record::MIN_PACKED_SLACK as u64).next_multiple_of(8);
         let blocks = |h: u64| (h + body_len).div_ceil(4096);
-        prop_assert!(blocks(hl) <= blocks(least) + u64::from(least % 4096 == 0), "{hl} {least}");
+        prop_assert!(blocks(hl) <= blocks(least) + u64::from(least.is_multiple_of(4096)), "{hl} {least}");
     }
 
     #[test]
