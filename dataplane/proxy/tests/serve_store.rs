@@ -135,20 +135,25 @@ fn dir_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// Admit-all (`storage.admission: all`): every miss written, the oldest evicted (FIFO).
 #[test]
 fn eviction_keeps_the_disk_under_budget() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("dp.yaml");
+    std::fs::write(&cfg, "storage:\n  admission: all\n").unwrap();
+    let cache = dir.path().join("cache");
     let url = o.url();
-    let mut opts = Opts::new(&url, dir.path());
+    let mut opts = Opts::new(&url, &cache);
     opts.size = "64MiB";
+    opts.extra = vec!["--config".into(), cfg.display().to_string()];
     let dp = Dataplane::start(opts);
     // 200 MiB of 1 MiB objects through a 64 MiB store.
     for i in 0..200 {
         let r = dp.get(&format!("/obj/1m/e{i}"));
         assert_eq!(r.status, 200);
     }
-    let used = dir_bytes(dir.path());
+    let used = dir_bytes(&cache);
     assert!(
         used <= 64 << 20 | 1 << 20,
         "the store holds {used} bytes on disk for a 64 MiB budget"
@@ -163,6 +168,45 @@ fn eviction_keeps_the_disk_under_budget() {
     let r = dp.get("/obj/1m/e199");
     assert!(r.is_hit(), "{}", r.cache_status());
     check_body(1 << 20, "e199", &r.body).unwrap();
+}
+
+/// The defaults (`admission: second-hit`, `reinsertion: true`) through a 64 MiB store: 120 MiB
+/// of 100 KiB objects asked for twice each go through it; the disk stays under budget, an object
+/// read all along outlives every round of the log (copied ahead of its segment's eviction), and
+/// once the store is full a first miss is not written while a second is.
+#[test]
+fn the_default_store_keeps_what_is_read_and_stays_under_budget() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let url = o.url();
+    let mut opts = Opts::new(&url, dir.path());
+    opts.size = "64MiB";
+    let dp = Dataplane::start(opts);
+    assert_eq!(dp.get("/obj/100k/hot").status, 200);
+    for i in 0..1200 {
+        for _ in 0..2 {
+            let r = dp.get(&format!("/obj/100k/d{i}"));
+            assert_eq!(r.status, 200);
+            check_body(100 << 10, &format!("d{i}"), &r.body).unwrap();
+        }
+        if i % 16 == 0 {
+            let hot = dp.get("/obj/100k/hot");
+            assert!(hot.is_hit(), "round {i}: {}", hot.cache_status());
+            check_body(100 << 10, "hot", &hot.body).unwrap();
+        }
+    }
+    let used = dir_bytes(dir.path());
+    assert!(used <= 64 << 20 | 1 << 20, "{used} bytes on disk");
+    let m = |n: &str| dp.metric(&format!("edgecache_dataplane_{n}"));
+    assert!(m("store_evictions_total") > 0.0, "{}", dp.metrics());
+    assert!(m("store_reinserted_total") > 0.0, "{}", dp.metrics());
+    assert!(
+        m("store_admission_rejected_total") > 0.0,
+        "{}",
+        dp.metrics()
+    );
+    assert!(dp.get("/obj/100k/hot").is_hit());
+    assert!(dp.get("/obj/100k/d1199").is_hit());
 }
 
 #[test]

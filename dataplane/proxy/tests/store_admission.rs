@@ -39,20 +39,46 @@ fn disk_writes_are_exported_by_kind() {
     assert_eq!(v("store_admission_rejected_total"), 0.0);
 }
 
-/// `storage.admission: second-hit`: the first miss of a URL is served whole and not written, the
-/// second is written, the third is a hit; requests arriving together on a first miss share its
-/// fetch (one origin request) although nothing is stored.
+/// `storage.admission: second-hit`: while the store has room every miss is written; once it is
+/// full the first miss of a URL is served whole and not written, the second is written, the
+/// third is a hit; requests arriving together on a first miss share its fetch (one origin
+/// request) although nothing is stored.
 #[test]
 fn second_hit_admission_serves_a_first_miss_without_writing_it() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
-    let dp = Dataplane::start_with_yaml(
-        &o.url(),
-        dir.path(),
-        "storage:\n  admission: second-hit\n",
-        2,
-        &[],
-    );
+    let cfg = dir.path().join("dp.yaml");
+    std::fs::write(&cfg, "storage:\n  admission: second-hit\n").unwrap();
+    let cache = dir.path().join("cache");
+    let url = o.url();
+    let mut opts = Opts::new(&url, &cache);
+    opts.size = "64MiB";
+    opts.extra = vec!["--config".into(), cfg.display().to_string()];
+    let dp = Dataplane::start(opts);
+    let rejected = || dp.metric(&format!("{PFX}store_admission_rejected_total"));
+
+    // First misses are written while the store has room: fill it with 1 MiB objects until one
+    // is refused.
+    let mut filled = 0;
+    loop {
+        let r = dp.get(&format!("/obj/1048576/fill{filled}"));
+        assert_eq!(r.status, 200);
+        if r.cache_status().contains("not_admitted") {
+            break;
+        }
+        assert!(dp.get(&format!("/obj/1048576/fill{filled}")).is_hit());
+        filled += 1;
+        assert!(filled < 64, "a 64 MiB store took {filled} MiB");
+    }
+    assert!(filled >= 40, "written while there was room: {filled}");
+    assert_eq!(rejected(), 1.0);
+    let written = dp.metric(&format!(
+        "{PFX}store_disk_write_bytes_total{{kind=\"record\"}}"
+    ));
+    let objects = dp.metric(&format!("{PFX}store_objects"));
+    let fetched = o.requests();
+
+    // Full: a first miss is served and not written.
     let first = dp.get("/obj/20000/once");
     assert_eq!(first.status, 200);
     check_body(20000, "once", &first.body).unwrap();
@@ -63,20 +89,16 @@ fn second_hit_admission_serves_a_first_miss_without_writing_it() {
     );
     let text = dp.metrics();
     let v = |n: &str| metric_value(&text, &format!("{PFX}{n}"));
-    assert_eq!(v("store_admission_rejected_total"), 1.0, "{text}");
-    assert_eq!(v("store_disk_write_bytes_total{kind=\"record\"}"), 0.0);
-    assert_eq!(v("store_objects"), 0.0);
+    assert_eq!(v("store_admission_rejected_total"), 2.0, "{text}");
+    assert_eq!(v("store_disk_write_bytes_total{kind=\"record\"}"), written);
+    assert_eq!(v("store_objects"), objects);
     let second = dp.get("/obj/20000/once");
     assert!(!second.is_hit());
     check_body(20000, "once", &second.body).unwrap();
     let third = dp.get("/obj/20000/once");
     assert!(third.is_hit(), "{}", third.cache_status());
     check_body(20000, "once", &third.body).unwrap();
-    assert_eq!(o.requests(), 2);
-    assert_eq!(
-        dp.metric(&format!("{PFX}store_admitted_body_bytes_total")),
-        20000.0
-    );
+    assert_eq!(o.requests(), fetched + 2);
 
     // Four at once on a first miss: one origin fetch, all four served, nothing written.
     let path = "/obj/30000/together?delay_ms=400";
@@ -88,9 +110,6 @@ fn second_hit_admission_serves_a_first_miss_without_writing_it() {
             check_body(30000, "together", &r.body).unwrap();
         }
     });
-    assert_eq!(o.requests(), 3, "the first miss was shared");
-    assert_eq!(
-        dp.metric(&format!("{PFX}store_admission_rejected_total")),
-        2.0
-    );
+    assert_eq!(o.requests(), fetched + 3, "the first miss was shared");
+    assert_eq!(rejected(), 3.0);
 }

@@ -195,6 +195,9 @@ fn store(a: &Args) {
         engine: EngineChoice::Uring,
         // The store's own bound (no memory plan): room for its disk in 4 KiB records.
         index_bytes: 0,
+        // Every fill written, however full the store: the count is what is measured.
+        admission: edgecache_store::Admission::All,
+        reinsertion: false,
         ..StoreConfig::default()
     };
     let store = Store::open(cfg()).unwrap();

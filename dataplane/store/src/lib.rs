@@ -287,7 +287,7 @@ use marks::{Marks, Writing};
 use metrics::Counters;
 use ram::RamTier;
 use record::RecordHeader;
-use state::{Loc, Seg, State};
+use state::{Loc, State};
 
 /// Unknown-length bodies are buffered in RAM up to this size, then written; larger ones are not
 /// stored. 8 MiB bounds the memory one slow chunked response can pin per connection.
@@ -341,7 +341,8 @@ impl Default for StoreConfig {
     /// 10 GiB in `/var/cache/edgecache`, O_DIRECT reads from 4 KiB, `max_object_size` 64 GiB
     /// (the data plane's default; a record is bounded by its segment all the same, see
     /// [`Store::max_body_len`]), the RAM tier disabled, the I/O engine probed, 32 variants per
-    /// key, the index sized for the disk.
+    /// key, the index sized for the disk, second-hit admission and reinsertion (what the
+    /// replayed workload of `bench/BENCHMARKS.md` chose).
     fn default() -> StoreConfig {
         StoreConfig {
             dir: PathBuf::from("/var/cache/edgecache"),
@@ -356,7 +357,7 @@ impl Default for StoreConfig {
             max_variants_per_key: 32,
             index_bytes: 0,
             admission: Admission::default(),
-            reinsertion: false,
+            reinsertion: true,
         }
     }
 }
@@ -545,10 +546,7 @@ impl Store {
             )?;
         }
 
-        let mut st = State {
-            segs: (0..layout.segment_count).map(|_| Seg::default()).collect(),
-            ..State::default()
-        };
+        let mut st = State::new(layout.segment_count);
         let mut corrupt = 0;
         let mut max_seq = 0;
         let mut found = Vec::new();

@@ -77,9 +77,19 @@ pub(crate) struct State {
     pub variants_trimmed: u64,
     /// Objects the index dropped at its memory bound, all told.
     pub index_evictions: u64,
+    /// The segments' `bytes`, summed.
+    bytes: u64,
 }
 
 impl State {
+    /// The state of a store of `segments` empty segments.
+    pub fn new(segments: u32) -> State {
+        State {
+            segs: (0..segments).map(|_| Seg::default()).collect(),
+            ..State::default()
+        }
+    }
+
     /// Pin a segment if it still is at `epoch` (so it cannot be reclaimed while we write to it).
     pub fn pin(&mut self, seg: u32, epoch: u64) -> bool {
         match self.segs.get_mut(seg as usize) {
@@ -113,20 +123,24 @@ impl State {
     }
 
     pub fn bytes_used(&self) -> u64 {
-        self.segs.iter().map(|s| s.bytes).sum()
+        debug_assert_eq!(self.bytes, self.segs.iter().map(|s| s.bytes).sum::<u64>());
+        self.bytes
     }
 
     fn add(&mut self, seg: u32, bytes: u64) {
         if let Some(s) = self.segs.get_mut(seg as usize) {
             s.objects += 1;
             s.bytes += bytes;
+            self.bytes += bytes;
         }
     }
 
     fn sub(&mut self, seg: u32, bytes: u64) {
         if let Some(s) = self.segs.get_mut(seg as usize) {
+            let taken = s.bytes.min(bytes);
             s.objects = s.objects.saturating_sub(1);
-            s.bytes = s.bytes.saturating_sub(bytes);
+            s.bytes -= taken;
+            self.bytes -= taken;
         }
     }
 
@@ -136,7 +150,7 @@ impl State {
         let Some(s) = self.segs.get_mut(seg as usize) else {
             return 0;
         };
-        s.bytes = 0;
+        self.bytes -= std::mem::take(&mut s.bytes);
         std::mem::take(&mut s.objects)
     }
 }
@@ -411,6 +425,9 @@ mod tests {
             dir: dir.to_path_buf(),
             size: 64 << 20,
             engine: EngineChoice::Threads,
+            // The plain FIFO log: these tests count reclaims.
+            admission: crate::Admission::All,
+            reinsertion: false,
             ..StoreConfig::default()
         })
         .unwrap();
@@ -459,6 +476,8 @@ mod tests {
             size: 64 << 20,
             engine: EngineChoice::Threads,
             max_variants_per_key: 2,
+            admission: crate::Admission::All,
+            reinsertion: false,
             ..StoreConfig::default()
         })
         .unwrap();

@@ -1,6 +1,7 @@
-//! `StoreConfig::admission` (issue 15 item 4): with second-hit admission a key's first fill is
-//! refused before anything is reserved or written, its second is written, and a key already
-//! stored is always admitted; with `All` every fill is written.
+//! `StoreConfig::admission` (issue 15 item 4): with second-hit admission, once the store is full,
+//! a key's first fill is refused before anything is reserved or written, its second is written,
+//! and a key already stored is always admitted; while the store has room every fill is written;
+//! with `All` every fill is written.
 
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
@@ -14,16 +15,32 @@ fn second_hit(engine: EngineChoice) {
     let mut c = cfg(dir.path(), 64 * MIB, engine);
     c.admission = Admission::SecondHit;
     let store = Store::open(c).unwrap();
+    let layout = store.layout();
     run(engine, async {
         let w = StoreWorker::new(store.clone()).unwrap();
+        // While the store has room, first fills are written: up to its capacity less two
+        // segments, in 256 KiB objects.
+        let fill = vec![3u8; 256 << 10];
+        let mut n = 0;
+        while store.stats().bytes_used + 2 * layout.segment_size < layout.capacity() {
+            put(&w, &format!("/fill{n}"), "", "m", &fill, true, 4096)
+                .await
+                .unwrap();
+            n += 1;
+        }
+        assert!(n > 10, "{n}");
+        let before = store.stats();
+        assert_eq!(before.admission_rejected, 0);
+        assert_eq!(before.admitted_body_bytes, n * (256 << 10));
+
+        // Full: a first fill is refused, and nothing is written for it.
         let body = content("/a", 1, 5000);
         let first = put(&w, "/a", "", "m", &body, true, 4096).await;
         assert!(matches!(first, Err(StoreError::NotAdmitted)), "{first:?}");
         let s = store.stats();
         assert_eq!(s.admission_rejected, 1);
         assert_eq!(
-            s.disk_write_bytes,
-            [0; WriteKind::ALL.len()],
+            s.disk_write_bytes, before.disk_write_bytes,
             "nothing written, not even a segment header"
         );
         assert!(store.lookup(b"/a").is_empty());
@@ -35,8 +52,11 @@ fn second_hit(engine: EngineChoice) {
         put(&w, "/a", "gzip", "m", &body, true, 4096).await.unwrap();
         let s = store.stats();
         assert_eq!(s.admission_rejected, 1);
-        assert_eq!(s.admitted_body_bytes, 10_000);
-        assert!(s.disk_write_bytes[WriteKind::Record as usize] > 0);
+        assert_eq!(s.admitted_body_bytes, before.admitted_body_bytes + 10_000);
+        assert!(
+            s.disk_write_bytes[WriteKind::Record as usize]
+                > before.disk_write_bytes[WriteKind::Record as usize]
+        );
         // Unknown length: refused at begin as well.
         let unknown = put(&w, "/b", "", "m", &body, false, 4096).await;
         assert!(matches!(unknown, Err(StoreError::NotAdmitted)));

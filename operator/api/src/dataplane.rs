@@ -226,12 +226,13 @@ impl IoEngineKind {
 #[serde(rename_all = "kebab-case")]
 pub enum AdmissionPolicy {
     /// Every storable miss.
-    #[default]
     All,
-    /// A miss whose URL was missed recently (a bounded Bloom filter of the misses of about two
-    /// cache lifetimes): a URL's first miss is served, and shared with concurrent requests,
-    /// but not written, so one-hit wonders stay off the flash; one more miss for every URL that
-    /// does come back.
+    /// While the store has room (it holds less than its capacity less two segments), every
+    /// storable miss; once it is full, a miss whose URL was missed recently (a bounded Bloom
+    /// filter of the misses of about two cache lifetimes): a URL's first miss is then served,
+    /// and shared with concurrent requests, but not written, so one-hit wonders stay off the
+    /// flash; one more miss for every URL that does come back.
+    #[default]
     SecondHit,
 }
 
@@ -280,12 +281,13 @@ pub struct StorageConfig {
     /// Variants (responses selected by Vary) kept per URL, 1 to 1024; one more drops the
     /// oldest. Default: 32.
     pub max_variants_per_key: u32,
-    /// Which misses are written to the disk: `all`, or `second-hit` (a URL's first miss is
-    /// served but not written; see `AdmissionPolicy`). Default: `all`.
+    /// Which misses are written to the disk: `all`, or `second-hit` (once the store is full, a
+    /// URL's first miss is served but not written; see `AdmissionPolicy`). Default:
+    /// `second-hit`.
     pub admission: AdmissionPolicy,
     /// Give objects read since they were written a second life when their segment's turn for
     /// eviction comes: they are copied to the head of the log (up to half a segment each time)
-    /// instead of evicted with it. More disk writes for a higher hit ratio. Default: `false`.
+    /// instead of evicted with it. More disk writes for a higher hit ratio. Default: `true`.
     pub reinsertion: bool,
 }
 
@@ -308,8 +310,8 @@ impl Default for StorageConfig {
             reads_in_flight: READS_IN_FLIGHT_DEFAULT,
             verify_every_read: false,
             max_variants_per_key: 32,
-            admission: AdmissionPolicy::All,
-            reinsertion: false,
+            admission: AdmissionPolicy::SecondHit,
+            reinsertion: true,
         }
     }
 }

@@ -525,14 +525,15 @@ pub struct StorageSpec {
     /// epochs are checked on every read either way.
     #[serde(default)]
     pub verify_every_read: bool,
-    /// Which misses are written to the disk: `all`, or `second-hit` (a URL's first miss is
-    /// served, and shared with concurrent requests, but not written, so one-hit wonders stay
-    /// off the flash). Default: `all`.
+    /// Which misses are written to the disk: `all`, or `second-hit` (while the store has room
+    /// every miss; once it is full a URL's first miss is served, and shared with concurrent
+    /// requests, but not written, so one-hit wonders stay off the flash). Default:
+    /// `second-hit`.
     #[serde(default)]
     pub admission: AdmissionPolicy,
     /// Give objects read since they were written a second life when their segment's turn for
     /// eviction comes: they are copied to the head of the log (up to half a segment each time)
-    /// instead of evicted with it. More disk writes for a higher hit ratio. Default: `false`.
+    /// instead of evicted with it. More disk writes for a higher hit ratio. Default: `true`.
     #[serde(default = "default_reinsertion")]
     pub reinsertion: bool,
     /// Objects larger than this (with a strong validator, no Vary, up to
