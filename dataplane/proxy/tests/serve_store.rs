@@ -140,14 +140,9 @@ fn dir_bytes(dir: &Path) -> u64 {
 fn eviction_keeps_the_disk_under_budget() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("dp.yaml");
-    std::fs::write(&cfg, "storage:\n  admission: all\n").unwrap();
+    let yaml = "storage:\n  admission: all\n";
+    let dp = Dataplane::start_sized_with_yaml(&o.url(), dir.path(), "64MiB", yaml, 2, &[]);
     let cache = dir.path().join("cache");
-    let url = o.url();
-    let mut opts = Opts::new(&url, &cache);
-    opts.size = "64MiB";
-    opts.extra = vec!["--config".into(), cfg.display().to_string()];
-    let dp = Dataplane::start(opts);
     // 200 MiB of 1 MiB objects through a 64 MiB store.
     for i in 0..200 {
         let r = dp.get(&format!("/obj/1m/e{i}"));
@@ -187,7 +182,7 @@ fn the_default_store_keeps_what_is_read_and_stays_under_budget() {
         for _ in 0..2 {
             let r = dp.get(&format!("/obj/100k/d{i}"));
             assert_eq!(r.status, 200);
-            check_body(100 << 10, &format!("d{i}"), &r.body).unwrap();
+            check_body(100 << 10, format!("d{i}"), &r.body).unwrap();
         }
         if i % 16 == 0 {
             let hot = dp.get("/obj/100k/hot");

@@ -47,14 +47,8 @@ fn disk_writes_are_exported_by_kind() {
 fn second_hit_admission_serves_a_first_miss_without_writing_it() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("dp.yaml");
-    std::fs::write(&cfg, "storage:\n  admission: second-hit\n").unwrap();
-    let cache = dir.path().join("cache");
-    let url = o.url();
-    let mut opts = Opts::new(&url, &cache);
-    opts.size = "64MiB";
-    opts.extra = vec!["--config".into(), cfg.display().to_string()];
-    let dp = Dataplane::start(opts);
+    let yaml = "storage:\n  admission: second-hit\n";
+    let dp = Dataplane::start_sized_with_yaml(&o.url(), dir.path(), "64MiB", yaml, 2, &[]);
     let rejected = || dp.metric(&format!("{PFX}store_admission_rejected_total"));
 
     // First misses are written while the store has room: fill it with 1 MiB objects until one

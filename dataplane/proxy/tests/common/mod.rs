@@ -112,10 +112,23 @@ impl Dataplane {
         workers: u32,
         extra: &[String],
     ) -> Dataplane {
+        Self::start_sized_with_yaml(origin_url, dir, "256MiB", yaml, workers, extra)
+    }
+
+    /// [`Dataplane::start_with_yaml`] with a store of `size` (`--cache-size`).
+    pub fn start_sized_with_yaml(
+        origin_url: &str,
+        dir: &Path,
+        size: &str,
+        yaml: &str,
+        workers: u32,
+        extra: &[String],
+    ) -> Dataplane {
         let cfg = dir.join("dp.yaml");
         std::fs::write(&cfg, yaml).expect("write the config");
         let cache = dir.join("cache");
         let mut opts = Opts::new(origin_url, &cache);
+        opts.size = size;
         opts.workers = workers;
         opts.extra = vec!["--config".into(), cfg.display().to_string()];
         opts.extra.extend(extra.iter().cloned());
