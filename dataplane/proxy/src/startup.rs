@@ -115,7 +115,15 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         plan.ram_tier_source == edgecache_host::RamTierSource::Planned,
         // `auto`: not known before the store opens; the index keeps its whole reserve.
         cfg.storage.size.size().map_or(u64::MAX, |s| s.bytes()),
+        side_tables(&cfg.storage),
     );
+    if split.side_tables > 0 {
+        info!(
+            side_tables = split.side_tables,
+            ram_tier = split.ram_tier,
+            "the RAM tier gives up what the store's admission filter and reinsertion bits take"
+        );
+    }
     if split.given_back > 0 {
         info!(
             index_bound = split.index_bytes,
@@ -381,6 +389,27 @@ const CHECKPOINT_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 /// Checkpoint the store's index while it runs, whenever it says one is due, on a thread of its
 /// own (writing the index blocks; the workers go on meanwhile), so a start after a kill reads
 /// only the segments written since.
+/// What the store's side tables will take (`edgecache_store::side_table_bytes`) for the layout
+/// `storage` gets; for `size: auto` the filesystem is measured as the store will measure it (0
+/// when it cannot be: the store's open then says why).
+fn side_tables(storage: &edgecache_api::dataplane::StorageConfig) -> u64 {
+    let cfg = crate::contract::store_config(storage, 0, 0);
+    let capacity = if cfg.size_auto {
+        let dir = std::path::Path::new(&storage.dir);
+        let layout = std::fs::create_dir_all(dir)
+            .map_err(edgecache_store::StoreError::from)
+            .and_then(|()| edgecache_store::space::measure(dir))
+            .and_then(|space| space.layout(&cfg));
+        match layout {
+            Ok(l) => l.capacity(),
+            Err(_) => return 0,
+        }
+    } else {
+        edgecache_store::Layout::plan(cfg.size).capacity()
+    };
+    edgecache_store::side_table_bytes(capacity, cfg.admission, cfg.reinsertion)
+}
+
 fn spawn_checkpointer(store: Arc<Store>) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("checkpoint".into())

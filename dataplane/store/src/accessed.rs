@@ -18,6 +18,11 @@ pub(crate) struct Accessed {
     per_seg: u64,
 }
 
+/// Bytes of the bits for a store of `capacity` bytes.
+pub fn bytes_for(capacity: u64) -> u64 {
+    (capacity / PAGE).div_ceil(64) * 8
+}
+
 impl Accessed {
     /// Bits for every block of `layout` (none when `on` is false: every call is a no-op).
     pub fn new(layout: &Layout, on: bool) -> Accessed {
@@ -33,6 +38,11 @@ impl Accessed {
                 .collect(),
             per_seg,
         }
+    }
+
+    /// RAM bytes of the bits.
+    pub fn bytes(&self) -> u64 {
+        self.words.len() as u64 * 8
     }
 
     fn bit(&self, seg: u32, off: u64) -> Option<(&AtomicU64, u64)> {

@@ -60,6 +60,15 @@ const FIRST_MEAN_RECORD: u64 = 16 << 10;
 /// Nor is it ever below this.
 const MIN_WINDOW: u64 = 1024;
 
+/// Bytes of the doorkeeper's filter for a store of `capacity` bytes (see the module doc).
+pub fn filter_bytes(capacity: u64) -> u64 {
+    let bits = 2u64
+        .saturating_mul(capacity / 4096)
+        .saturating_mul(BITS_PER_KEY)
+        .clamp(1 << 16, MAX_FILTER_BYTES * 8);
+    bits.div_ceil(64) * 8
+}
+
 /// The doorkeeper: a Bloom filter of recently missed keys, cleared every window.
 #[derive(Debug)]
 pub(crate) struct Doorkeeper {
@@ -80,9 +89,8 @@ struct Filter {
 impl Doorkeeper {
     /// A doorkeeper for a store of `capacity` bytes.
     pub fn new(capacity: u64) -> Doorkeeper {
-        let bits = (2 * (capacity / 4096) * BITS_PER_KEY).clamp(1 << 16, MAX_FILTER_BYTES * 8);
         let mut f = Filter {
-            words: vec![0; bits.div_ceil(64) as usize],
+            words: vec![0; (filter_bytes(capacity) / 8) as usize],
             added: 0,
             window: 0,
             clears: 0,
@@ -139,6 +147,11 @@ impl Doorkeeper {
             }
         }
         false
+    }
+
+    /// RAM bytes of the filter.
+    pub fn bytes(&self) -> u64 {
+        filter_bytes(self.capacity)
     }
 
     /// Bytes of the filter, and the window now.

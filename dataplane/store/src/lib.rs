@@ -362,6 +362,22 @@ impl Default for StoreConfig {
     }
 }
 
+/// RAM a store of `capacity` bytes keeps outside its index and RAM tier, fixed at open: the
+/// second-hit doorkeeper's filter (up to 16 MiB) and, with reinsertion, one bit per 4 KiB of
+/// disk. The data plane's memory plan takes it from the RAM tier.
+pub fn side_table_bytes(capacity: u64, admission: Admission, reinsertion: bool) -> u64 {
+    let filter = match admission {
+        Admission::SecondHit => admission::filter_bytes(capacity),
+        Admission::All => 0,
+    };
+    filter
+        + if reinsertion {
+            accessed::bytes_for(capacity)
+        } else {
+            0
+        }
+}
+
 /// A stored object. [`Store::lookup`] returns *candidates*: what the index knows (where the
 /// record is, its length, a 7-bit tag of its variant key), with `variant` and `meta` empty and
 /// the body length unknown ([`ObjectRef::is_complete`] false); a candidate may even be another
@@ -1045,6 +1061,12 @@ impl Store {
     /// 64 shard headers).
     pub fn index_bytes(&self) -> u64 {
         self.index.bytes()
+    }
+
+    /// RAM bytes of the admission filter and the reinsertion bits (fixed at open), as
+    /// [`side_table_bytes`] plans them.
+    pub fn side_table_bytes(&self) -> u64 {
+        self.doorkeeper.as_ref().map_or(0, |d| d.bytes()) + self.accessed.bytes()
     }
 
     /// The most RAM the object index may grow to ([`StoreConfig::index_bytes`]).

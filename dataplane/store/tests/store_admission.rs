@@ -85,3 +85,42 @@ fn admission_all_writes_every_fill() {
         assert_eq!(store.stats().admission_rejected, 0);
     });
 }
+
+/// What a store keeps in RAM for admission and reinsertion is what the memory plan is told
+/// (`edgecache_store::side_table_bytes`), and nothing with the plain FIFO log.
+#[test]
+fn side_tables_are_what_the_plan_is_told() {
+    for (size, admission, reinsertion) in [
+        (64 * MIB, Admission::SecondHit, true),
+        (512 * MIB, Admission::SecondHit, false),
+        (512 * MIB, Admission::All, true),
+        (256 * MIB, Admission::All, false),
+    ] {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let mut c = cfg(dir.path(), size, EngineChoice::Threads);
+        c.admission = admission;
+        c.reinsertion = reinsertion;
+        let store = Store::open(c).unwrap();
+        let planned =
+            edgecache_store::side_table_bytes(store.layout().capacity(), admission, reinsertion);
+        assert_eq!(
+            store.side_table_bytes(),
+            planned,
+            "{size} {admission:?} {reinsertion}"
+        );
+        if admission == Admission::All && !reinsertion {
+            assert_eq!(planned, 0);
+        } else {
+            assert!(planned > 0);
+        }
+    }
+    // A 2 GiB store: a 1.25 MiB filter and 64 KiB of bits; the filter stops at 16 MiB.
+    assert_eq!(
+        edgecache_store::side_table_bytes(2 << 30, Admission::SecondHit, true),
+        1_310_720 + 65_536
+    );
+    assert_eq!(
+        edgecache_store::side_table_bytes(1 << 40, Admission::SecondHit, false),
+        16 << 20
+    );
+}
