@@ -386,9 +386,6 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
 /// How often the running store is asked whether a checkpoint is due.
 const CHECKPOINT_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Checkpoint the store's index while it runs, whenever it says one is due, on a thread of its
-/// own (writing the index blocks; the workers go on meanwhile), so a start after a kill reads
-/// only the segments written since.
 /// What the store's side tables will take (`edgecache_store::side_table_bytes`) for the layout
 /// `storage` gets; for `size: auto` the filesystem is measured as the store will measure it (0
 /// when it cannot be: the store's open then says why).
@@ -410,6 +407,9 @@ fn side_tables(storage: &edgecache_api::dataplane::StorageConfig) -> u64 {
     edgecache_store::side_table_bytes(capacity, cfg.admission, cfg.reinsertion)
 }
 
+/// Checkpoint the store's index while it runs, whenever it says one is due, on a thread of its
+/// own (writing the index blocks; the workers go on meanwhile), so a start after a kill reads
+/// only the segments written since.
 fn spawn_checkpointer(store: Arc<Store>) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("checkpoint".into())
