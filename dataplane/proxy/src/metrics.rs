@@ -611,7 +611,7 @@ pub struct StoreCollector(pub Arc<Store>);
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.0.stats();
-        let counters: [(&str, &str, u64); 16] = [
+        let counters: [(&str, &str, u64); 18] = [
             (
                 "store_admitted_body_bytes",
                 "Body bytes of the records the store wrote whole (what admission let in)",
@@ -671,6 +671,16 @@ impl Collector for StoreCollector {
                 "store_write_errors",
                 "Disk write errors (e.g. ENOSPC, EIO)",
                 s.write_errors,
+            ),
+            (
+                "store_record_writes",
+                "Records written whole at the end of their fill",
+                s.record_writes,
+            ),
+            (
+                "store_record_write_ops",
+                "Disk writes those records went out in (records finished together, back to back, share one)",
+                s.record_write_ops,
             ),
             ("disk_reads", "Reads from the disk store", s.disk_reads),
             (

@@ -204,6 +204,40 @@ fn the_default_store_keeps_what_is_read_and_stays_under_budget() {
     assert!(dp.get("/obj/100k/d1199").is_hit());
 }
 
+/// Small objects filled at once: each is written whole (`store_record_writes_total`), in no
+/// more disk writes than records (`store_record_write_ops_total`: records finished together,
+/// back to back, share one), and each is then a byte-exact hit.
+#[test]
+fn small_objects_filled_at_once_are_each_stored_whole() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let url = o.url();
+    let dp = Dataplane::start(Opts::new(&url, dir.path()));
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            let dp = &dp;
+            s.spawn(move || {
+                for i in 0..4 {
+                    let r = dp.get(&format!("/obj/4k/w{t}-{i}"));
+                    assert_eq!(r.status, 200);
+                }
+            });
+        }
+    });
+    let m = |n: &str| dp.metric(&format!("edgecache_dataplane_{n}"));
+    assert_eq!(m("store_record_writes_total"), 64.0, "{}", dp.metrics());
+    let ops = m("store_record_write_ops_total");
+    assert!((1.0..=64.0).contains(&ops), "{ops} writes for 64 records");
+    for t in 0..16 {
+        for i in 0..4 {
+            let id = format!("w{t}-{i}");
+            let r = dp.get(&format!("/obj/4k/{id}"));
+            assert!(r.is_hit(), "{id}: {}", r.cache_status());
+            check_body(4096, id, &r.body).unwrap();
+        }
+    }
+}
+
 #[test]
 fn a_flipped_byte_on_disk_is_detected_and_never_served() {
     let o = origin();

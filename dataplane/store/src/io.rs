@@ -180,6 +180,51 @@ impl IoEngine for WorkerIo {
     }
 }
 
+impl WorkerIo {
+    /// Whether [`write_vectored_at`](Self::write_vectored_at) is one operation (io_uring).
+    pub fn writes_vectored(&self) -> bool {
+        matches!(self, WorkerIo::Uring(_))
+    }
+
+    /// Write `bufs` back to back from `off`: one `writev` on io_uring; on the thread pool and
+    /// the crash-test engines, one write per buffer in order, stopping at the first failure.
+    /// Returns the bytes written (fewer than all of them when a write came up short).
+    pub async fn write_vectored_at(
+        &self,
+        file: FileId,
+        bufs: Vec<AlignedBuf>,
+        off: u64,
+    ) -> (io::Result<usize>, Vec<AlignedBuf>) {
+        if let WorkerIo::Uring(e) = self {
+            return e.writev_at(file, bufs, off).await;
+        }
+        let mut done = 0;
+        let mut out = Vec::with_capacity(bufs.len());
+        let mut failed = None;
+        let mut stopped = false;
+        for buf in bufs {
+            if stopped {
+                out.push(buf);
+                continue;
+            }
+            let want = buf.len();
+            let (r, buf) = self.write_at(file, buf, off + done as u64).await;
+            match r {
+                Ok(n) => {
+                    done += n;
+                    stopped = n != want;
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    stopped = true;
+                }
+            }
+            out.push(buf);
+        }
+        (failed.map_or(Ok(done), Err), out)
+    }
+}
+
 /// Write all of `buf` at `off`; a short write is an error.
 pub async fn write_all_at<E: IoEngine>(
     engine: &E,

@@ -239,6 +239,7 @@ mod accessed;
 pub mod admission;
 mod body;
 mod checkpoint;
+mod combine;
 mod dir;
 pub mod error;
 mod frequency;
@@ -1004,6 +1005,8 @@ impl Store {
             body_checks_skipped: c.body_checks_skipped.load(Ordering::Relaxed),
             recovered_objects: self.recovered,
             write_errors: c.write_errors.load(Ordering::Relaxed),
+            record_writes: c.record_writes.load(Ordering::Relaxed),
+            record_write_ops: c.record_write_ops.load(Ordering::Relaxed),
             publishes_invalidated: c.publishes_invalidated.load(Ordering::Relaxed),
             reinserted: c.reinserted.load(Ordering::Relaxed),
             reinserted_bytes: c.reinserted_bytes.load(Ordering::Relaxed),

@@ -54,6 +54,8 @@ pub(crate) struct Counters {
     pub corrupt_dropped: AtomicU64,
     pub body_checks_skipped: AtomicU64,
     pub write_errors: AtomicU64,
+    pub record_writes: AtomicU64,
+    pub record_write_ops: AtomicU64,
     pub publishes_invalidated: AtomicU64,
     pub reinserted: AtomicU64,
     pub reinserted_bytes: AtomicU64,
@@ -146,6 +148,10 @@ pub struct StoreStats {
     pub recovered_objects: u64,
     /// Failed disk writes (ENOSPC, EIO, ...).
     pub write_errors: u64,
+    /// Records written whole at their fill's end, and the disk writes they went out in:
+    /// records finished together, back to back, share one (`src/combine.rs`).
+    pub record_writes: u64,
+    pub record_write_ops: u64,
     /// Fills not published because their key was invalidated while they ran.
     pub publishes_invalidated: u64,
     /// Objects reinsertion copied ahead of their segment's reclaim, and their body bytes

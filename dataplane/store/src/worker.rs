@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::body::{DiskBody, Inner, Source, StoredObject, chunk_for, read_timed, verify_blocks};
+use super::combine::Combiner;
 use super::growing::{Growing, Readable};
 use super::index::MAX_BLOCKS;
 use super::ram::{Copy as RamCopy, RAM_MAX_RECORD};
@@ -27,6 +28,7 @@ use crate::io::{EngineKind, FileId, IoBudget, IoBufferUsage, WorkerIo, write_all
 pub struct StoreWorker {
     store: Arc<Store>,
     io: Rc<WorkerIo>,
+    combiner: Rc<Combiner>,
     budget: IoBudget,
     chunk: u64,
     /// Test hook: this worker's rewrites leave a torn header on disk for a while.
@@ -82,9 +84,11 @@ impl StoreWorker {
         };
         let budget = IoBudget::new(bytes);
         store.register_budget(&budget);
+        let io = Rc::new(io);
         Ok(StoreWorker {
+            combiner: Combiner::new(Arc::clone(&store), Rc::clone(&io)),
             store,
-            io: Rc::new(io),
+            io,
             chunk: chunk_for(&budget),
             budget,
             #[cfg(test)]
@@ -399,7 +403,7 @@ impl StoreWorker {
     ) -> Result<ObjectWriter, StoreError> {
         ObjectWriter::begin(
             Arc::clone(&self.store),
-            Rc::clone(&self.io),
+            Rc::clone(&self.combiner),
             self.budget.clone(),
             primary,
             variant,

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use edgecache_host::Charge;
 
+use super::combine::Combiner;
 use super::growing::Growing;
 use super::metrics::{Counters, WriteKind};
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
@@ -35,6 +36,8 @@ enum Mode {
 pub struct ObjectWriter {
     store: Arc<Store>,
     io: Rc<WorkerIo>,
+    /// The worker's queue for the record's own writes (`src/combine.rs`).
+    combiner: Rc<Combiner>,
     budget: IoBudget,
     primary: Bytes,
     variant: Bytes,
@@ -71,7 +74,7 @@ impl std::fmt::Debug for ObjectWriter {
 impl ObjectWriter {
     pub(crate) fn begin(
         store: Arc<Store>,
-        io: Rc<WorkerIo>,
+        combiner: Rc<Combiner>,
         budget: IoBudget,
         primary: Bytes,
         variant: Bytes,
@@ -104,7 +107,8 @@ impl ObjectWriter {
         store.writing().begin(&primary);
         let mut w = ObjectWriter {
             store,
-            io,
+            io: Rc::clone(combiner.io()),
+            combiner,
             budget,
             primary,
             variant,
@@ -407,7 +411,10 @@ impl ObjectWriter {
             let mut tail = self.budget.alloc(buf.len() - head).await;
             tail.extend_from(&buf.as_slice()[head..]);
             written += tail.len() as u64;
-            let (r, _) = write_all_at(&*self.io, file, tail, res.off + head as u64).await;
+            let r = self
+                .combiner
+                .write_all_at(file, tail, res.off + head as u64)
+                .await;
             if let Err(e) = r {
                 Counters::inc(&self.store.counters().write_errors);
                 return self.fail(e.into());
@@ -415,7 +422,7 @@ impl ObjectWriter {
             buf.set_len(head);
         }
         written += buf.len() as u64;
-        let (r, _) = write_all_at(&*self.io, file, buf, res.off).await;
+        let r = self.combiner.write_all_at(file, buf, res.off).await;
         if let Err(e) = r {
             Counters::inc(&self.store.counters().write_errors);
             return self.fail(e.into());

@@ -90,6 +90,21 @@ fn borrow(f: &std::fs::File) -> tokio_uring::fs::File {
     tokio_uring::fs::File::from_std(std)
 }
 
+impl UringEngine {
+    /// One `writev` of the filled bytes of `bufs`, back to back from `off`.
+    pub(crate) async fn writev_at(
+        &self,
+        file: FileId,
+        bufs: Vec<AlignedBuf>,
+        off: u64,
+    ) -> (io::Result<usize>, Vec<AlignedBuf>) {
+        match self.file(file) {
+            Ok(f) => f.writev_at(bufs, off).await,
+            Err(e) => (Err(e), bufs),
+        }
+    }
+}
+
 impl IoEngine for UringEngine {
     async fn read_at(
         &self,
