@@ -66,7 +66,7 @@ impl Combiner {
     }
 
     /// The worker's engine.
-    pub(crate) fn io(&self) -> &Rc<WorkerIo> {
+    pub(crate) fn io(&self) -> &WorkerIo {
         &self.io
     }
 
@@ -108,32 +108,28 @@ impl Combiner {
     async fn write_run(&self, run: Vec<Queued>) {
         let c = self.store.counters();
         c.record_writes.fetch_add(run.len() as u64, Relaxed);
-        // One `writev` on io_uring; the other engines write a run buffer by buffer.
-        let ops = if self.io.writes_vectored() {
-            1
-        } else {
-            run.len()
-        };
-        c.record_write_ops.fetch_add(ops as u64, Relaxed);
         let (file, off) = (run[0].file, run[0].off);
-        if run.len() == 1 {
-            let Some(q) = run.into_iter().next() else {
-                return;
+        let (mut bufs, dones): (Vec<_>, Vec<_>) = run.into_iter().map(|q| (q.buf, q.done)).unzip();
+        if bufs.len() > 1 {
+            let want: usize = bufs.iter().map(AlignedBuf::len).sum();
+            // One `writev` on io_uring; the other engines write a run buffer by buffer.
+            let ops = if self.io.writes_vectored() {
+                1
+            } else {
+                bufs.len()
             };
-            let (r, _) = write_all_at(&*self.io, file, q.buf, off).await;
-            let _ = q.done.send(r);
-            return;
-        }
-        let want: usize = run.iter().map(|q| q.buf.len()).sum();
-        let (bufs, dones): (Vec<_>, Vec<_>) = run.into_iter().map(|q| (q.buf, q.done)).unzip();
-        let (r, bufs) = self.io.write_vectored_at(file, bufs, off).await;
-        if matches!(r, Ok(n) if n == want) {
-            for d in dones {
-                let _ = d.send(Ok(()));
+            c.record_write_ops.fetch_add(ops as u64, Relaxed);
+            let (r, back) = self.io.write_vectored_at(file, bufs, off).await;
+            if matches!(r, Ok(n) if n == want) {
+                for d in dones {
+                    let _ = d.send(Ok(()));
+                }
+                return;
             }
-            return;
+            bufs = back;
         }
-        // Failed or short: each record on its own, for its own result.
+        // One record, or a run whose write failed or came up short: each record on its own,
+        // for its own result.
         let mut at = off;
         for (buf, done) in bufs.into_iter().zip(dones) {
             let len = buf.len() as u64;

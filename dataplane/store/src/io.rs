@@ -200,28 +200,25 @@ impl WorkerIo {
         }
         let mut done = 0;
         let mut out = Vec::with_capacity(bufs.len());
-        let mut failed = None;
-        let mut stopped = false;
-        for buf in bufs {
-            if stopped {
-                out.push(buf);
-                continue;
-            }
+        let mut rest = bufs.into_iter();
+        for buf in rest.by_ref() {
             let want = buf.len();
             let (r, buf) = self.write_at(file, buf, off + done as u64).await;
+            out.push(buf);
             match r {
+                Ok(n) if n == want => done += n,
                 Ok(n) => {
                     done += n;
-                    stopped = n != want;
+                    break;
                 }
                 Err(e) => {
-                    failed = Some(e);
-                    stopped = true;
+                    out.extend(rest);
+                    return (Err(e), out);
                 }
             }
-            out.push(buf);
         }
-        (failed.map_or(Ok(done), Err), out)
+        out.extend(rest);
+        (Ok(done), out)
     }
 }
 

@@ -35,8 +35,7 @@ enum Mode {
 /// nothing is published (a tombstone keeps the reserved space skippable for recovery).
 pub struct ObjectWriter {
     store: Arc<Store>,
-    io: Rc<WorkerIo>,
-    /// The worker's queue for the record's own writes (`src/combine.rs`).
+    /// The worker's engine, with its queue for the record's own writes (`src/combine.rs`).
     combiner: Rc<Combiner>,
     budget: IoBudget,
     primary: Bytes,
@@ -107,7 +106,6 @@ impl ObjectWriter {
         store.writing().begin(&primary);
         let mut w = ObjectWriter {
             store,
-            io: Rc::clone(combiner.io()),
             combiner,
             budget,
             primary,
@@ -132,6 +130,10 @@ impl ObjectWriter {
             w.reserve(cl)?;
         }
         Ok(w)
+    }
+
+    fn io(&self) -> &WorkerIo {
+        self.combiner.io()
     }
 
     /// The staging buffer's size: the body is written in pieces of it.
@@ -246,7 +248,7 @@ impl ObjectWriter {
             direct: true,
         };
         let off = res.off + self.header_len + self.flushed;
-        let (r, mut buf) = write_all_at(&*self.io, file, buf, off).await;
+        let (r, mut buf) = write_all_at(self.io(), file, buf, off).await;
         if let Err(e) = r {
             Counters::inc(&self.store.counters().write_errors);
             tracing::debug!(error = %e, "store write failed");
@@ -446,7 +448,7 @@ impl ObjectWriter {
         let vtag = self.store.variant_tag(&self.variant);
         let checked = self
             .store
-            .check_same(&self.io, &self.budget, &self.primary, &self.variant, vtag)
+            .check_same(self.io(), &self.budget, &self.primary, &self.variant, vtag)
             .await;
         // Published: from here on, Drop must not tombstone our record.
         self.res = None;
@@ -475,7 +477,7 @@ impl ObjectWriter {
                 seg: old.seg,
                 direct: true,
             };
-            let (r, _) = write_all_at(&*self.io, file, block, old.off).await;
+            let (r, _) = write_all_at(self.io(), file, block, old.off).await;
             match r {
                 Ok(()) => self.store.counters().disk_write(WriteKind::Tombstone, 4096),
                 Err(_) => Counters::inc(&self.store.counters().write_errors),
