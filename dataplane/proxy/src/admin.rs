@@ -51,7 +51,14 @@ pub struct Admin {
     pub node: String,
     /// The sites: a purged URL gets its site's query rules, as the request that stored it did.
     pub sites: Arc<crate::sites::Sites>,
+    /// Fills answered while their store write lands: what reads or changes the store waits for
+    /// those answered before it (src/landing.rs).
+    pub landing: Arc<crate::landing::Landing>,
 }
+
+/// How long a metrics scrape or a purge waits at most for the store writes of fills already
+/// answered (a disk whose writes hang does not hang the admin endpoint).
+const SETTLE_WITHIN: Duration = Duration::from_secs(1);
 
 /// Open admin connections at most; more are refused at accept.
 const MAX_ADMIN_CONNECTIONS: usize = 64;
@@ -79,7 +86,17 @@ impl Admin {
         }
     }
 
-    fn handle(&self, req: &Request<Incoming>, peer: SocketAddr) -> Resp {
+    /// Whether a call reads or changes what is stored: it first waits for the fills answered
+    /// before it to land.
+    fn settles(&self, req: &Request<Incoming>) -> bool {
+        matches!(
+            (req.method().as_str(), req.uri().path()),
+            ("GET" | "HEAD", "/metrics") | ("PURGE", _) | ("POST", "/purge")
+        )
+    }
+
+    /// The answer to a call its caller may not make, if it may not.
+    fn refusal(&self, req: &Request<Incoming>, peer: SocketAddr) -> Option<Resp> {
         let need = self.need(req);
         // The token file is read only for calls that need it, not for every probe and scrape.
         let expected = match need {
@@ -95,8 +112,13 @@ impl Admin {
                 verdict = verdict.as_str(),
                 "admin call refused"
             );
-            return refused(verdict);
+            return Some(refused(verdict));
         }
+        None
+    }
+
+    /// The answer to an allowed call.
+    fn answer(&self, req: &Request<Incoming>) -> Resp {
         match (req.method().as_str(), req.uri().path()) {
             ("GET", "/healthz") => text(StatusCode::OK, "ok\n"),
             ("GET", "/readyz") => {
@@ -280,8 +302,16 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>, mut shutdown: watch
                 tokio::spawn(async move {
                     let timeout = admin.header_timeout;
                     let svc = service_fn(move |req| {
-                        let resp = admin.handle(&req, peer);
-                        async move { Ok::<_, Infallible>(resp) }
+                        let admin = admin.clone();
+                        async move {
+                            if let Some(refused) = admin.refusal(&req, peer) {
+                                return Ok::<_, Infallible>(refused);
+                            }
+                            if admin.settles(&req) {
+                                admin.landing.settled(SETTLE_WITHIN).await;
+                            }
+                            Ok(admin.answer(&req))
+                        }
                     });
                     let _ = http1::Builder::new()
                         .timer(TokioTimer::new())

@@ -14,8 +14,13 @@
 //! as its chunks arrive (refused, the rest is not kept), and the leader's client that falls
 //! behind reads from the tail only once the bytes for the rest are taken ([`Flight::keep_for`]),
 //! so a tail it reads is never cut short by the bound. A chunk is handed out once the next one has
-//! arrived, and the last one once the fetch is complete (stored): a client that has the whole
-//! body finds it stored.
+//! arrived, and the last one once the fetch is complete.
+//!
+//! A fill being stored answers its client and its waiters before its store write lands (the
+//! disk is not on their path), and keeps its flight in the table until the write has landed: a
+//! request that comes to a complete flight waits for that ([`Flight::landed`]) and then looks
+//! the store up. So a client that has the whole body finds it stored (unless its write failed),
+//! and never causes a second origin fetch for it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -79,6 +84,8 @@ struct State {
     /// More than [`TAIL_LIMIT`] arrived: chunks past it are not kept.
     overflowed: bool,
     end: Option<End>,
+    /// The leader left the table: what it stored (if anything) is published.
+    retired: bool,
 }
 
 /// One origin fetch in progress.
@@ -100,6 +107,7 @@ impl Flight {
                 reserved: None,
                 overflowed: false,
                 end: None,
+                retired: false,
             }),
             changed: Notify::new(),
         }
@@ -210,6 +218,28 @@ impl Flight {
         }
     }
 
+    /// Whether the whole body has arrived.
+    pub fn complete(&self) -> bool {
+        self.lock().end == Some(End::Complete)
+    }
+
+    /// Wait until the fetch has ended and its leader has left the table: its store write has
+    /// landed (published, or failed) by then.
+    pub async fn landed(&self) -> End {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let s = self.lock();
+                if let (Some(end), true) = (s.end, s.retired) {
+                    return end;
+                }
+            }
+            notified.await;
+        }
+    }
+
     /// Wait until the fetch has ended.
     pub async fn ended(&self) -> End {
         loop {
@@ -266,6 +296,13 @@ impl Coalescer {
             key: key.to_vec(),
             flight,
         })
+    }
+
+    /// The fetch for `key` whose body is complete and whose store write is landing, if any
+    /// (see the module's notes).
+    pub fn landing(&self, key: &[u8]) -> Option<Arc<Flight>> {
+        let map = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(key).filter(|f| f.complete()).cloned()
     }
 
     /// Requests for `key` go to the origin on their own until `until` (hit-for-pass).
@@ -333,6 +370,9 @@ impl LeaderGuard {
         {
             map.remove(&self.key);
         }
+        drop(map);
+        self.flight.lock().retired = true;
+        self.flight.changed.notify_waiters();
     }
 }
 
@@ -400,6 +440,30 @@ mod tests {
         drop(guard);
         assert_eq!(waiter.join().unwrap(), b"hello world");
         assert_eq!(c.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_complete_flight_has_landed_once_its_leader_leaves() {
+        let c = Arc::new(Coalescer::default());
+        let Role::Leader(guard) = c.join(b"k") else {
+            panic!()
+        };
+        let f = guard.flight.clone();
+        f.set_head(head(true));
+        f.finish(End::Complete);
+        assert!(f.complete());
+        let early = tokio::time::timeout(std::time::Duration::from_millis(20), f.landed());
+        assert!(
+            early.await.is_err(),
+            "complete, but its write has not landed"
+        );
+        assert!(
+            matches!(c.join(b"k"), Role::Waiter(_)),
+            "joined until it has landed"
+        );
+        guard.retire();
+        assert_eq!(f.landed().await, End::Complete);
+        assert!(matches!(c.join(b"k"), Role::Leader(_)));
     }
 
     #[tokio::test]

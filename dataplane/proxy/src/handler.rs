@@ -246,7 +246,10 @@ async fn lookup(
 ) -> Response<Body> {
     let now = ctx.shared.clock.now();
     let mut opened = None;
-    let selected = purged(ctx, &key, select(ctx, &key, &parts, peer).await);
+    let found = select(ctx, &key, &parts, peer).await;
+    let found = landed(ctx, &key, &parts, peer, found).await;
+    let nothing_stored = matches!(found, Selected::None);
+    let selected = purged(ctx, &key, found);
     // A manifest: the object is cached as slices (handler/sliced.rs). Fresh (or stale within
     // stale-while-revalidate) it answers from them; stale, it is revalidated (a 304 keeps its
     // slices, a new version makes a new manifest); otherwise it is fetched again (with an
@@ -300,7 +303,8 @@ async fn lookup(
         Selected::None => (None, serve::miss(&parts)),
     };
     let status = decision.cache_status(&ctx.policy.name);
-    let miss = Miss::of(&parts, selected.as_ref().map(|(r, s)| (r, &**s)));
+    let mut miss = Miss::of(&parts, selected.as_ref().map(|(r, s)| (r, &**s)));
+    miss.nothing_stored = nothing_stored;
     // Held partial content that cannot answer: `fwd=partial` (RFC 9211 2.2).
     let unanswered = if miss.held.is_some() {
         Fwd::Partial
@@ -396,6 +400,32 @@ async fn lookup(
             fill(ctx, parts, key, peer, reason.fwd(), miss).await
         }
         (_, None) => fill(ctx, parts, key, peer, Fwd::UriMiss, miss).await,
+    }
+}
+
+/// A lookup that found nothing while a fill of the key is landing (its client answered, its
+/// store write not yet published: handler/fill.rs) waits for it and looks again.
+async fn landed(
+    ctx: &Ctx,
+    key: &CacheKey,
+    parts: &request::Parts,
+    peer: SocketAddr,
+    found: Selected,
+) -> Selected {
+    if !matches!(found, Selected::None) {
+        return found;
+    }
+    match ctx.shared.coalescer.landing(key.as_bytes()) {
+        Some(flight) => {
+            flight.landed().await;
+            select(ctx, key, parts, peer).await
+        }
+        // A fill that landed since the lookup: a miss finds it when it leads a fetch
+        // (`fill`), `only-if-cached` has no fetch to lead and looks once more.
+        None if matches!(serve::miss(parts), ServeDecision::GatewayTimeout) => {
+            select(ctx, key, parts, peer).await
+        }
+        None => found,
     }
 }
 

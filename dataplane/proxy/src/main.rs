@@ -20,6 +20,7 @@ mod handler;
 mod index_budget;
 mod interim;
 mod key;
+mod landing;
 mod line_queue;
 mod metrics;
 mod origin;

@@ -6,7 +6,8 @@
 //!
 //! Shutdown: when the shutdown signal turns true each worker drops its listener (no new
 //! connections), asks every open connection to finish its in-flight response and close, and
-//! waits for them up to the grace period.
+//! waits for them, and for the store writes of fills already answered (src/landing.rs), up to
+//! the grace period.
 //!
 //! Death: a worker that panics or whose loop fails drops its runtime, its connections and its
 //! listener (the thread is the listener's only owner), then reports a [`WorkerExit`]; the
@@ -39,6 +40,8 @@ pub struct Shared {
     pub store: Arc<Store>,
     pub metrics: Arc<Metrics>,
     pub coalescer: Arc<Coalescer>,
+    /// Fills answered while their store write lands (src/landing.rs).
+    pub landing: Arc<crate::landing::Landing>,
     pub clock: Arc<Clock>,
     pub shutdown: watch::Receiver<bool>,
     /// Open connections per client address, all workers together.
@@ -333,11 +336,21 @@ async fn run_worker(
     drop(listener);
     drop(tls_listener);
     let grace = shared.cfg.shutdown_grace.get();
+    let deadline = tokio::time::Instant::now() + grace;
     if tokio::time::timeout(grace, open.drained()).await.is_err() {
         warn!(
             worker = index,
             open = open.count.get(),
             "shutdown grace period over; closing open connections"
+        );
+    }
+    // Fills already answered finish their store writes (src/landing.rs): a clean stop keeps
+    // every object a client was served as stored.
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    if !shared.landing.settled(left).await {
+        warn!(
+            worker = index,
+            "shutdown grace period over; answered fills not all stored"
         );
     }
     info!(worker = index, "worker stopped");

@@ -306,11 +306,13 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         &cfg.cache.name,
         metrics.clone(),
     ));
+    let landing = Arc::new(crate::landing::Landing::default());
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
         store: store.clone(),
         metrics: metrics.clone(),
         coalescer: Arc::new(Coalescer::new(metrics.memory.coalescing_tails.clone())),
+        landing: landing.clone(),
         clock: clock.clone(),
         shutdown: shutdown_rx.clone(),
         per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),
@@ -344,6 +346,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         purges,
         node: cfg.sharding.node_name.clone().unwrap_or_default(),
         sites: sites.clone(),
+        landing,
     });
     info!(
         listen = %cfg.listen,

@@ -175,3 +175,130 @@ fn a_client_behind_a_chunked_fill_past_the_tail_limit_still_gets_all_of_it() {
     check_body(12 << 20, "chunky", &r.body).unwrap();
     assert!(dp.metric("edgecache_dataplane_fill_clients_switched_total") >= 1.0);
 }
+
+/// An ext4 file system on a loop device, mounted on a new directory (unmounted on drop).
+struct LoopDisk {
+    dir: tempfile::TempDir,
+    image: std::path::PathBuf,
+}
+
+impl LoopDisk {
+    fn mount(size: &str) -> LoopDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().with_extension("img");
+        let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
+            let ok = std::process::Command::new(cmd)
+                .args(args)
+                .status()
+                .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+                .success();
+            assert!(ok, "{cmd} {args:?} failed");
+        };
+        run("truncate", &["-s".as_ref(), size.as_ref(), image.as_ref()]);
+        run("mkfs.ext4", &["-q".as_ref(), "-F".as_ref(), image.as_ref()]);
+        run(
+            "mount",
+            &[
+                "-o".as_ref(),
+                "loop".as_ref(),
+                image.as_ref(),
+                dir.path().as_ref(),
+            ],
+        );
+        LoopDisk { dir, image }
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// The file system at `dir` frozen (`fsfreeze`): every write to it blocks until it is thawed,
+/// on drop.
+struct Frozen(std::path::PathBuf);
+
+impl Frozen {
+    fn freeze(dir: &std::path::Path) -> Frozen {
+        let ok = std::process::Command::new("fsfreeze")
+            .arg("-f")
+            .arg(dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "fsfreeze -f {}", dir.display());
+        Frozen(dir.to_path_buf())
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("fsfreeze")
+            .arg("-u")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A miss is answered from what the origin sent, not after its store write lands: with the
+/// disk's writes stuck (a frozen file system), the client still gets the whole object. A
+/// request for it while the write is pending waits for that write and is a hit: never a second
+/// origin fetch, never an unstored copy.
+#[test]
+fn a_miss_is_answered_while_its_store_write_is_stuck() {
+    if needs_root(
+        "a_miss_is_answered_while_its_store_write_is_stuck",
+        "mounting a loop file system and freezing it (a disk whose writes hang)",
+    ) {
+        return;
+    }
+    let o = origin();
+    let disk = LoopDisk::mount("256M");
+    let cache = disk.dir.path().join("cache");
+    let url = o.url();
+    let mut opts = Opts::new(&url, &cache);
+    opts.size = "64MiB";
+    let dp = Dataplane::start(opts);
+    let before = get_within(&dp, "/obj/4096/before", Duration::from_secs(10)).unwrap();
+    assert!(!before.is_hit(), "{}", before.cache_status());
+    let frozen = Frozen::freeze(disk.dir.path());
+    for (size, name) in [(4096u64, "stuck-4k"), (100 << 10, "stuck-100k")] {
+        let path = format!("/obj/{size}/{name}");
+        let r = get_within(&dp, &path, Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{path}: no answer while the disk's writes hang: {e}"));
+        assert_eq!(r.status, 200);
+        assert!(!r.truncated);
+        check_body(size, name, &r.body).unwrap();
+    }
+    // What was stored before is served while the writes hang (reads do not).
+    let r = get_within(&dp, "/obj/4096/before", Duration::from_secs(10)).unwrap();
+    assert!(r.is_hit(), "{}", r.cache_status());
+    // Requests while the write is pending wait for it, then are hits.
+    let waiting: Vec<_> = ["/obj/4096/stuck-4k", "/obj/102400/stuck-100k"]
+        .into_iter()
+        .map(|p| {
+            let addr = dp.listen;
+            std::thread::spawn(move || get(addr, p, &[]).unwrap())
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(frozen);
+    for (w, (size, name)) in waiting
+        .into_iter()
+        .zip([(4096u64, "stuck-4k"), (100 << 10, "stuck-100k")])
+    {
+        let r = w.join().unwrap();
+        assert!(r.is_hit(), "{name}: {}", r.cache_status());
+        check_body(size, name, &r.body).unwrap();
+    }
+    assert_eq!(o.requests_for("/obj/4096/stuck-4k"), 1, "one origin fetch");
+    assert_eq!(
+        o.requests_for("/obj/102400/stuck-100k"),
+        1,
+        "one origin fetch"
+    );
+}

@@ -107,6 +107,9 @@ fn a_restart_keeps_the_hits() {
     // Killed: the last checkpoint still holds, and the start scans only what was written
     // since it; everything is found, the one stored since too.
     dp.get("/obj/3k/after");
+    // A fill's store write lands just after its client is answered; a metrics scrape waits
+    // for it (src/landing.rs), so the object is on disk before the kill.
+    assert_eq!(dp.metric("edgecache_dataplane_store_objects"), 21.0);
     let mut dp = dp;
     dp.kill9();
     let dp = dp.restart();

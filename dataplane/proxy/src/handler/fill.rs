@@ -11,6 +11,8 @@ pub(super) struct Miss {
     range: bool,
     /// The selected stored response when it is partial content, to combine a new 206 with.
     pub held: Option<(ObjectRef, StoredResponse)>,
+    /// The lookup found nothing stored for the key (not even a variant or a purged copy).
+    pub nothing_stored: bool,
 }
 
 impl Miss {
@@ -24,6 +26,7 @@ impl Miss {
             range: !complete_stored
                 && policy::partial::forwards_range(&parts.method, &parts.headers),
             held,
+            nothing_stored: false,
         }
     }
 }
@@ -46,10 +49,24 @@ pub(super) async fn fill(
         return fetch(ctx, parts, key, peer, None, Fwd::Bypass).await;
     }
     match ctx.shared.coalescer.join(key.as_bytes()) {
+        // A fill of the key landed between the lookup and here (its flight left the table
+        // after its publish): look again rather than fetch it twice.
+        Role::Leader(guard)
+            if miss.nothing_stored && !ctx.shared.store.lookup(key.as_bytes()).is_empty() =>
+        {
+            drop(guard);
+            Box::pin(super::lookup(ctx, parts, key, peer)).await
+        }
         Role::Leader(guard) if miss.range => {
             fetch_range(ctx, parts, key, peer, miss.held, guard, fwd).await
         }
         Role::Leader(guard) => fetch(ctx, parts, key, peer, Some(guard), fwd).await,
+        // Complete and still in the table: its store write is landing (only a fill being
+        // stored answers before it leaves the table). Read what it stores, as a hit does.
+        Role::Waiter(flight) if flight.complete() => {
+            flight.landed().await;
+            Box::pin(super::lookup(ctx, parts, key, peer)).await
+        }
         Role::Waiter(flight) => follow(ctx, parts, key, peer, flight, fwd).await,
     }
 }
@@ -200,7 +217,7 @@ async fn follow(
     if !head.tail && head.growing.is_none() {
         // Too large to replay from memory, and not stored as it arrives (unknown length):
         // wait for the stored copy.
-        if flight.ended().await == End::Complete
+        if flight.landed().await == End::Complete
             && let Selected::One(r, stored, obj) = select(ctx, &key, &parts, peer).await
         {
             let now = ctx.shared.clock.now();
@@ -455,7 +472,8 @@ pub(super) async fn relay_origin_response(
         Some(Some(range)) => body::stream(body::slice(rx, range).inspect(count)),
     };
     // A small body goes out with its head in one write (the last chunk of a stored one is
-    // held until it is published, so the head alone would go first): one send instead of two.
+    // held until the whole body has arrived, so the head alone would go first): one send
+    // instead of two.
     let body = match content_length {
         Some(n) if n > 0 && n <= ONE_WRITE => body::with_first_frame(body).await,
         _ => body,
@@ -725,7 +743,9 @@ impl Pump {
             self.copy_held(from, range.clone()).await;
         }
         // While storing, the latest chunk is held back until the next one arrives, and the last
-        // one until the object is published: a client that has the whole body finds it stored.
+        // one until the whole body has arrived (the object is published by then, or the
+        // requests for it wait in its flight until it is): a client that has the whole body
+        // finds it stored.
         let mut held: Option<Bytes> = None;
         let end = loop {
             let chunk = match origin_chunk(&mut self.body, self.idle, &metrics).await {
@@ -778,6 +798,23 @@ impl Pump {
                 {
                     self.copy_held(from, range.clone()).await;
                 }
+                // With a flight in the table, the client and the waiters get the end of the body
+                // before the store write lands: requests that come meanwhile join the flight,
+                // wait for the write (`follow`) and are hits. Without one, or when the client
+                // has no room for it now (the write does not wait for the client), the last
+                // chunk waits for the write.
+                let landing = (self.writer.is_some() && self.guard.is_some())
+                    .then(|| self.ctx.shared.landing.begin());
+                if landing.is_some() {
+                    if let Some(g) = &self.guard {
+                        g.flight.finish(End::Complete);
+                    }
+                    let room =
+                        |c: &mut Bytes| self.to_client.as_ref().is_none_or(|f| f.has_room(c.len()));
+                    if let Some(c) = held.take_if(room) {
+                        self.send_to_client(c).await;
+                    }
+                }
                 if let Some(w) = self.writer.take()
                     && let Err(e) = w.finish().await
                 {
@@ -788,6 +825,7 @@ impl Pump {
                     g.retire();
                     g.flight.finish(End::Complete);
                 }
+                drop(landing);
                 if let Some(c) = held.take() {
                     self.send_to_client(c).await;
                 }
