@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# CPU per 4 KiB miss of the data plane, measured directly: the data plane alone on CPU 1 (one
+# CPU per miss (4 KiB unless --size says) of the data plane, measured directly: the data plane alone on CPU 1 (one
 # worker), the bench origin and the load generator on CPU 0, one pass of COUNT new ids through
 # it (every body checked), its CPU time from /proc (user and system). Several binaries are run
 # in turn, PAIRS times, so an A/B sees the same machine drift.
 #
-#   bench/miss_cpu.sh [--pairs N] [--count N] [--config FILE] BINARY [BINARY ...]
+#   bench/miss_cpu.sh [--pairs N] [--count N] [--size 4k|100k|..] [--config FILE] BINARY [BINARY ...]
 #
 # Each line: the binary, misses/s, CPU µs per miss (all, user), and the store's record writes
 # and the disk writes they went out in (store_record_writes_total, store_record_write_ops_total).
@@ -13,11 +13,12 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}/release
-PAIRS=3 COUNT=100000 CONFIG=
+PAIRS=3 COUNT=100000 CONFIG= SIZE=4k
 while [ $# -gt 0 ]; do
     case $1 in
     --pairs) PAIRS=$2; shift 2 ;;
     --count) COUNT=$2; shift 2 ;;
+    --size) SIZE=$2; shift 2 ;;
     --config) CONFIG=$2; shift 2 ;;
     *) break ;;
     esac
@@ -55,7 +56,7 @@ for round in $(seq "$PAIRS"); do
         dp=$!
         wait_port 18080 && wait_port 18090
         read -r u0 s0 < <(cpu $dp)
-        out=$(taskset -c 0 "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size 4k \
+        out=$(taskset -c 0 "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size "$SIZE" \
             --count "$COUNT" --start $((start += COUNT)) --conns 32)
         read -r u1 s1 < <(cpu $dp)
         writes=$(metric edgecache_dataplane_store_record_writes_total || true)
