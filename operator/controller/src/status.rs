@@ -323,6 +323,17 @@ mod tests {
         d
     }
 
+    /// The status of `ec` with its DaemonSet `d` applied, `secs` after the test's epoch.
+    fn applied(ec: &EdgeCache, d: &DaemonSet, secs: i64) -> EdgeCacheStatus {
+        let outcome = Outcome::Applied {
+            daemon_set: d,
+            config_hash: "h",
+            nodes: &[],
+            peers: None,
+        };
+        compute(ec, outcome, &t(secs))
+    }
+
     fn cond<'a>(st: &'a EdgeCacheStatus, type_: &str) -> &'a Condition {
         st.condition(type_).unwrap()
     }
@@ -369,16 +380,7 @@ mod tests {
     fn rollout_in_progress_and_unobserved_template() {
         let ec = minimal_edgecache("");
         let d = ds(2, 2, 4, 2, 3);
-        let st = compute(
-            &ec,
-            Outcome::Applied {
-                daemon_set: &d,
-                config_hash: "h",
-                nodes: &[],
-                peers: None,
-            },
-            &t(0),
-        );
+        let st = applied(&ec, &d, 0);
         assert_eq!(cond(&st, "Ready").reason, "NodesNotReady");
         assert_eq!(cond(&st, "Progressing").status, "True");
         assert_eq!(
@@ -386,16 +388,7 @@ mod tests {
             "2/4 nodes ready, 3/4 updated"
         );
         let d = ds(3, 2, 4, 4, 4);
-        let st = compute(
-            &ec,
-            Outcome::Applied {
-                daemon_set: &d,
-                config_hash: "h",
-                nodes: &[],
-                peers: None,
-            },
-            &t(0),
-        );
+        let st = applied(&ec, &d, 0);
         assert_eq!(cond(&st, "Progressing").reason, "RollingOut");
         assert_eq!(cond(&st, "Ready").status, "False");
     }
@@ -404,16 +397,7 @@ mod tests {
     fn no_matching_nodes_is_degraded() {
         let ec = minimal_edgecache("steering:\n  mode: queue\nnetwork:\n  hostNetwork: true\n");
         let d = ds(1, 1, 0, 0, 0);
-        let st = compute(
-            &ec,
-            Outcome::Applied {
-                daemon_set: &d,
-                config_hash: "h",
-                nodes: &[],
-                peers: None,
-            },
-            &t(0),
-        );
+        let st = applied(&ec, &d, 0);
         let deg = cond(&st, "Degraded");
         assert_eq!(
             (deg.status.as_str(), deg.reason.as_str()),
@@ -431,16 +415,7 @@ mod tests {
     fn invalid_spec_keeps_counts_and_names_the_field() {
         let mut ec = minimal_edgecache("");
         let d = ds(1, 1, 2, 2, 2);
-        ec.status = Some(compute(
-            &ec,
-            Outcome::Applied {
-                daemon_set: &d,
-                config_hash: "h",
-                nodes: &[],
-                peers: None,
-            },
-            &t(0),
-        ));
+        ec.status = Some(applied(&ec, &d, 0));
         ec.metadata.generation = Some(2);
         let st = compute(
             &ec,
@@ -466,29 +441,11 @@ mod tests {
     fn last_transition_time_is_kept_when_the_status_does_not_change() {
         let mut ec = minimal_edgecache("");
         let d = ds(1, 1, 2, 1, 2);
-        let first = compute(
-            &ec,
-            Outcome::Applied {
-                daemon_set: &d,
-                config_hash: "h",
-                nodes: &[],
-                peers: None,
-            },
-            &t(0),
-        );
+        let first = applied(&ec, &d, 0);
         ec.status = Some(first.clone());
         // Same status, new message: the transition time stays.
         let d = ds(1, 1, 3, 1, 3);
-        let second = compute(
-            &ec,
-            Outcome::Applied {
-                daemon_set: &d,
-                config_hash: "h",
-                nodes: &[],
-                peers: None,
-            },
-            &t(60),
-        );
+        let second = applied(&ec, &d, 60);
         assert_eq!(cond(&second, "Ready").last_transition_time, t(0));
         assert_eq!(
             cond(&second, "Ready").message,
@@ -497,33 +454,12 @@ mod tests {
         // Ready flips: it moves.
         ec.status = Some(second);
         let d = ds(1, 1, 3, 3, 3);
-        let third = compute(
-            &ec,
-            Outcome::Applied {
-                daemon_set: &d,
-                config_hash: "h",
-                nodes: &[],
-                peers: None,
-            },
-            &t(120),
-        );
+        let third = applied(&ec, &d, 120);
         assert_eq!(cond(&third, "Ready").last_transition_time, t(120));
         assert_eq!(cond(&third, "Degraded").last_transition_time, t(0));
         // Computing again from the result changes nothing.
         ec.status = Some(third.clone());
-        assert_eq!(
-            compute(
-                &ec,
-                Outcome::Applied {
-                    daemon_set: &d,
-                    config_hash: "h",
-                    nodes: &[],
-                    peers: None,
-                },
-                &t(180)
-            ),
-            third
-        );
+        assert_eq!(applied(&ec, &d, 180), third);
     }
 
     #[test]
