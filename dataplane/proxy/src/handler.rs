@@ -403,8 +403,10 @@ async fn lookup(
     }
 }
 
-/// A lookup that found nothing while a fill of the key is landing (its client answered, its
-/// store write not yet published: handler/fill.rs) waits for it and looks again.
+/// An `only-if-cached` lookup that found nothing, while a fill of the key may be landing (its
+/// client answered, its store write not yet published: handler/fill.rs), waits for it and looks
+/// again. Other misses meet that fill when they join its flight (`fill`), which this request,
+/// answered from the store alone, never does.
 async fn landed(
     ctx: &Ctx,
     key: &CacheKey,
@@ -412,21 +414,16 @@ async fn landed(
     peer: SocketAddr,
     found: Selected,
 ) -> Selected {
-    if !matches!(found, Selected::None) {
+    if !matches!(found, Selected::None)
+        || !matches!(serve::miss(parts), ServeDecision::GatewayTimeout)
+    {
         return found;
     }
-    match ctx.shared.coalescer.landing(key.as_bytes()) {
-        Some(flight) => {
-            flight.landed().await;
-            select(ctx, key, parts, peer).await
-        }
-        // A fill that landed since the lookup: a miss finds it when it leads a fetch
-        // (`fill`), `only-if-cached` has no fetch to lead and looks once more.
-        None if matches!(serve::miss(parts), ServeDecision::GatewayTimeout) => {
-            select(ctx, key, parts, peer).await
-        }
-        None => found,
+    if let Some(flight) = ctx.shared.coalescer.landing(key.as_bytes()) {
+        flight.landed().await;
     }
+    // Looked up again in any case: a fill may have landed since the first lookup.
+    select(ctx, key, parts, peer).await
 }
 
 /// The coalescing key of a revalidation of one stored variant (foreground or background).

@@ -244,6 +244,9 @@ impl Drop for Frozen {
     }
 }
 
+/// The objects filled while the disk's writes hang: (size, name), at `/obj/{size}/{name}`.
+const STUCK: [(u64, &str); 2] = [(4096, "stuck-4k"), (100 << 10, "stuck-100k")];
+
 /// A miss is answered from what the origin sent, not after its store write lands: with the
 /// disk's writes stuck (a frozen file system), the client still gets the whole object. A
 /// request for it while the write is pending waits for that write and is a hit: never a second
@@ -256,6 +259,7 @@ fn a_miss_is_answered_while_its_store_write_is_stuck() {
     ) {
         return;
     }
+    let path = |(size, name): (u64, &str)| format!("/obj/{size}/{name}");
     let o = origin();
     let disk = LoopDisk::mount("256M");
     let cache = disk.dir.path().join("cache");
@@ -266,8 +270,8 @@ fn a_miss_is_answered_while_its_store_write_is_stuck() {
     let before = get_within(&dp, "/obj/4096/before", Duration::from_secs(10)).unwrap();
     assert!(!before.is_hit(), "{}", before.cache_status());
     let frozen = Frozen::freeze(disk.dir.path());
-    for (size, name) in [(4096u64, "stuck-4k"), (100 << 10, "stuck-100k")] {
-        let path = format!("/obj/{size}/{name}");
+    for (size, name) in STUCK {
+        let path = path((size, name));
         let r = get_within(&dp, &path, Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("{path}: no answer while the disk's writes hang: {e}"));
         assert_eq!(r.status, 200);
@@ -278,27 +282,23 @@ fn a_miss_is_answered_while_its_store_write_is_stuck() {
     let r = get_within(&dp, "/obj/4096/before", Duration::from_secs(10)).unwrap();
     assert!(r.is_hit(), "{}", r.cache_status());
     // Requests while the write is pending wait for it, then are hits.
-    let waiting: Vec<_> = ["/obj/4096/stuck-4k", "/obj/102400/stuck-100k"]
+    let waiting: Vec<_> = STUCK
         .into_iter()
-        .map(|p| {
-            let addr = dp.listen;
-            std::thread::spawn(move || get(addr, p, &[]).unwrap())
+        .map(|object| {
+            let (addr, p) = (dp.listen, path(object));
+            std::thread::spawn(move || get(addr, &p, &[]).unwrap())
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     drop(frozen);
-    for (w, (size, name)) in waiting
-        .into_iter()
-        .zip([(4096u64, "stuck-4k"), (100 << 10, "stuck-100k")])
-    {
+    for (w, (size, name)) in waiting.into_iter().zip(STUCK) {
         let r = w.join().unwrap();
         assert!(r.is_hit(), "{name}: {}", r.cache_status());
         check_body(size, name, &r.body).unwrap();
+        assert_eq!(
+            o.requests_for(&path((size, name))),
+            1,
+            "{name}: one origin fetch"
+        );
     }
-    assert_eq!(o.requests_for("/obj/4096/stuck-4k"), 1, "one origin fetch");
-    assert_eq!(
-        o.requests_for("/obj/102400/stuck-100k"),
-        1,
-        "one origin fetch"
-    );
 }

@@ -800,15 +800,17 @@ impl Pump {
                 }
                 // With a flight in the table, the client and the waiters get the end of the body
                 // before the store write lands: requests that come meanwhile join the flight,
-                // wait for the write (`follow`) and are hits. Without one, or when the client
+                // wait for the write (`fill`) and are hits. Without one, or when the client
                 // has no room for it now (the write does not wait for the client), the last
                 // chunk waits for the write.
-                let landing = (self.writer.is_some() && self.guard.is_some())
-                    .then(|| self.ctx.shared.landing.begin());
-                if landing.is_some() {
-                    if let Some(g) = &self.guard {
+                let landing = match (&self.writer, &self.guard) {
+                    (Some(_), Some(g)) => {
                         g.flight.finish(End::Complete);
+                        Some(self.ctx.shared.landing.begin())
                     }
+                    _ => None,
+                };
+                if landing.is_some() {
                     let room =
                         |c: &mut Bytes| self.to_client.as_ref().is_none_or(|f| f.has_room(c.len()));
                     if let Some(c) = held.take_if(room) {
