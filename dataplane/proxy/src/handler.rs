@@ -246,9 +246,10 @@ async fn lookup(
 ) -> Response<Body> {
     let now = ctx.shared.clock.now();
     let mut opened = None;
-    let found = select(ctx, &key, &parts, peer).await;
+    let refs = ctx.shared.store.lookup(key.as_bytes());
+    let seen = Seen::of(&refs);
+    let found = select_in(ctx, refs, &parts, peer).await;
     let found = landed(ctx, &key, &parts, peer, found).await;
-    let nothing_stored = matches!(found, Selected::None);
     let selected = purged(ctx, &key, found);
     // A manifest: the object is cached as slices (handler/sliced.rs). Fresh (or stale within
     // stale-while-revalidate) it answers from them; stale, it is revalidated (a 304 keeps its
@@ -304,7 +305,7 @@ async fn lookup(
     };
     let status = decision.cache_status(&ctx.policy.name);
     let mut miss = Miss::of(&parts, selected.as_ref().map(|(r, s)| (r, &**s)));
-    miss.nothing_stored = nothing_stored;
+    miss.seen = Some(seen);
     // Held partial content that cannot answer: `fwd=partial` (RFC 9211 2.2).
     let unanswered = if miss.held.is_some() {
         Fwd::Partial
@@ -426,6 +427,28 @@ async fn landed(
     select(ctx, key, parts, peer).await
 }
 
+/// What the index held for a key at a lookup: how many records, and a sum over their places on
+/// disk. A fill of the key that lands between a lookup and its fetch changes it: the fetch's
+/// leader then looks again (`fill`) instead of fetching what was just stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Seen {
+    records: usize,
+    places: u64,
+}
+
+impl Seen {
+    pub(super) fn of(refs: &[ObjectRef]) -> Seen {
+        let places = refs.iter().fold(0u64, |sum, r| {
+            let at = r.location();
+            sum.wrapping_add((u64::from(at.segment) << 48) ^ at.offset)
+        });
+        Seen {
+            records: refs.len(),
+            places,
+        }
+    }
+}
+
 /// The coalescing key of a revalidation of one stored variant (foreground or background).
 fn revalidation_key(key: &CacheKey, r: &ObjectRef) -> Vec<u8> {
     let mut k = b"revalidate ".to_vec();
@@ -512,9 +535,18 @@ pub(super) struct Opened {
 /// open's first read is the body's first chunk, and waiting for the slot after it would read
 /// that chunk again.
 async fn select(ctx: &Ctx, key: &CacheKey, parts: &request::Parts, peer: SocketAddr) -> Selected {
+    select_in(ctx, ctx.shared.store.lookup(key.as_bytes()), parts, peer).await
+}
+
+/// [`select`] among `refs`, what the index holds for the key.
+async fn select_in(
+    ctx: &Ctx,
+    refs: Vec<ObjectRef>,
+    parts: &request::Parts,
+    peer: SocketAddr,
+) -> Selected {
     let store = &ctx.shared.store;
     let req_headers = &parts.headers;
-    let refs = store.lookup(key.as_bytes());
     if refs.is_empty() {
         return Selected::None;
     }

@@ -11,8 +11,8 @@ pub(super) struct Miss {
     range: bool,
     /// The selected stored response when it is partial content, to combine a new 206 with.
     pub held: Option<(ObjectRef, StoredResponse)>,
-    /// The lookup found nothing stored for the key (not even a variant or a purged copy).
-    pub nothing_stored: bool,
+    /// What the index held for the key at the lookup, when the lookup says.
+    pub seen: Option<super::Seen>,
 }
 
 impl Miss {
@@ -26,7 +26,7 @@ impl Miss {
             range: !complete_stored
                 && policy::partial::forwards_range(&parts.method, &parts.headers),
             held,
-            nothing_stored: false,
+            seen: None,
         }
     }
 }
@@ -52,7 +52,9 @@ pub(super) async fn fill(
         // A fill of the key landed between the lookup and here (its flight left the table
         // after its publish): look again rather than fetch it twice.
         Role::Leader(guard)
-            if miss.nothing_stored && !ctx.shared.store.lookup(key.as_bytes()).is_empty() =>
+            if miss.seen.is_some_and(|s| {
+                s != super::Seen::of(&ctx.shared.store.lookup(key.as_bytes()))
+            }) =>
         {
             drop(guard);
             Box::pin(super::lookup(ctx, parts, key, peer)).await
