@@ -141,6 +141,17 @@ impl ObjectWriter {
         (self.budget.capacity() / 8).clamp(BLOCK, STAGE as u64)
     }
 
+    /// The staging buffer to take: the whole record when it fits the staging size (so a small
+    /// object charges the I/O budget its own few blocks, not a 256 KiB buffer), else the
+    /// staging size. Called once the header's length is known (a reservation was made).
+    fn stage_size(&self) -> u64 {
+        let body = match self.mode {
+            Mode::Known(cl) => cl,
+            Mode::Buffered(..) => self.len,
+        };
+        record::record_len(self.header_len, body).min(self.stage_capacity())
+    }
+
     fn reserve(&mut self, body_len: u64) -> Result<(), StoreError> {
         let (p, v, m) = (self.primary.len(), self.variant.len(), self.meta.len());
         // A record that fits the staging buffer whole is packed: its body shares the header's
@@ -219,7 +230,7 @@ impl ObjectWriter {
             let stage = match &mut self.stage {
                 Some(s) => s,
                 None => {
-                    let n = self.stage_capacity() as usize;
+                    let n = self.stage_size() as usize;
                     self.stage.insert(self.budget.alloc(n).await)
                 }
             };

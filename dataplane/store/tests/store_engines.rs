@@ -49,6 +49,7 @@ engine_suite!(
     meta_rewrites_racing_reads_never_drop_the_object,
     unknown_length_bodies_stay_within_their_bound,
     small_records_finished_together_share_a_write,
+    small_objects_stage_in_buffers_of_their_own_size,
 );
 
 fn tmp() -> tempfile::TempDir {
@@ -1341,6 +1342,37 @@ fn small_records_finished_together_share_a_write(engine: EngineChoice) {
         for (i, k) in keys.iter().enumerate() {
             let (_, got) = get(&w, k).await.expect("kept across a restart");
             assert!(got == body(k, i), "{k} whole after a restart");
+        }
+    });
+}
+
+/// A small object is staged for its write in a buffer of its record's size, not a whole
+/// staging buffer (256 KiB): 32 fills of 4 KiB at once charge the worker's I/O budget (the
+/// `io_buffer_bytes` metric) a few blocks each, so fills do not wait for buffer memory.
+fn small_objects_stage_in_buffers_of_their_own_size(engine: EngineChoice) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::with_io_buffer_bytes(store.clone(), 32 * MIB).unwrap();
+        let keys: Vec<String> = (0..32).map(|i| format!("/stage/{i}")).collect();
+        let bodies: Vec<Vec<u8>> = keys.iter().map(|k| content(k, 5, 4096)).collect();
+        let puts = keys
+            .iter()
+            .zip(&bodies)
+            .enumerate()
+            .map(|(i, (k, b))| put(&w, k, "", "m", b, i % 2 == 0, 4096));
+        for r in futures_util::future::join_all(puts).await {
+            r.unwrap();
+        }
+        let peak = w.io_budget().usage().peak;
+        assert!(
+            peak <= 32 * 16 * 1024,
+            "32 fills of 4 KiB peaked at {peak} bytes of I/O buffers"
+        );
+        assert_eq!(w.io_budget().usage().waits, 0);
+        for (k, b) in keys.iter().zip(&bodies) {
+            let (_, got) = get(&w, k).await.unwrap();
+            assert!(&got == b, "{k} whole");
         }
     });
 }
