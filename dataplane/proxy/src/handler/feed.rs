@@ -13,16 +13,19 @@
 //! an empty queue (so the total may pass the bound by one chunk per fill, and fills are bounded
 //! by the connection cap).
 
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use edgecache_host::{Share, fits};
 use edgecache_store::Growing;
+use futures_util::stream::LocalBoxStream;
 use futures_util::{Stream, StreamExt};
-use tokio::sync::{Notify, mpsc};
 
 use crate::coalesce::{Flight, Missing};
 
@@ -44,89 +47,135 @@ enum Item {
     Rest(Rest),
 }
 
-/// The bytes queued in one feed, counted in the fill client queues' share; what is still queued
-/// when both ends are gone is given back.
-struct Queued {
-    bytes: Cell<usize>,
+/// One feed's queue, shared by its two ends on the worker's thread. The fill and its client
+/// run on the same worker, so a plain queue and two wakers do (no channel, no locks).
+struct Queue {
+    items: VecDeque<Item>,
+    /// Data bytes queued, counted in the fill client queues' share; what is still queued when
+    /// both ends are gone is given back.
+    bytes: usize,
     share: Arc<Share>,
+    /// The client's body stream, waiting for an item.
+    reader: Option<Waker>,
+    /// The fill, waiting for room (or for the client to go).
+    writer: Option<Waker>,
+    fill_gone: bool,
+    client_gone: bool,
 }
 
-impl Queued {
-    fn add(&self, n: usize) {
-        self.bytes.set(self.bytes.get() + n);
-        self.share.take(n as u64);
-    }
-
-    fn sub(&self, n: usize) {
-        let n = n.min(self.bytes.get());
-        self.bytes.set(self.bytes.get() - n);
-        self.share.give_back(n as u64);
+/// Wake a waker taken out of the queue, after its borrow ended.
+fn wake(w: Option<Waker>) {
+    if let Some(w) = w {
+        w.wake();
     }
 }
 
-impl Drop for Queued {
+impl Drop for Queue {
     fn drop(&mut self) {
-        self.share.give_back(self.bytes.get() as u64);
+        self.share.give_back(self.bytes as u64);
     }
 }
 
 /// The fill's end of a feed.
 pub(super) struct FeedTx {
-    tx: mpsc::UnboundedSender<Item>,
-    queued: Rc<Queued>,
-    drained: Rc<Notify>,
+    queue: Rc<RefCell<Queue>>,
 }
 
-/// A feed: the fill's end, and the client's body stream, which reads a [`Rest`] with this
-/// worker's store when the fill switches it.
+/// The client's end: its body stream, which reads a [`Rest`] with this worker's store when the
+/// fill switches it.
+struct FeedRx {
+    queue: Rc<RefCell<Queue>>,
+    ctx: Rc<super::Ctx>,
+    /// The [`Rest`] being read, before the queue goes on.
+    rest: Option<LocalBoxStream<'static, io::Result<Bytes>>>,
+}
+
+/// A feed: the fill's end, and the client's body stream.
 pub(super) fn feed(
     ctx: Rc<super::Ctx>,
 ) -> (FeedTx, impl Stream<Item = io::Result<Bytes>> + 'static) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let queued = Rc::new(Queued {
-        bytes: Cell::new(0),
+    let queue = Rc::new(RefCell::new(Queue {
+        items: VecDeque::new(),
+        bytes: 0,
         share: ctx.shared.metrics.memory.fill_client_queues.clone(),
-    });
-    let drained = Rc::new(Notify::new());
-    let fill_end = FeedTx {
-        tx,
-        queued: queued.clone(),
-        drained: drained.clone(),
+        reader: None,
+        writer: None,
+        fill_gone: false,
+        client_gone: false,
+    }));
+    let rx = FeedRx {
+        queue: queue.clone(),
+        ctx,
+        rest: None,
     };
-    let queue = futures_util::stream::unfold(rx, move |mut rx| {
-        let (queued, drained) = (queued.clone(), drained.clone());
-        async move {
-            let item = rx.recv().await?;
-            if let Item::Data(c) = &item {
-                queued.sub(c.len());
-                drained.notify_one();
+    (FeedTx { queue }, rx)
+}
+
+impl FeedRx {
+    fn open(&self, rest: Rest) -> LocalBoxStream<'static, io::Result<Bytes>> {
+        match rest {
+            // Past what the flight kept, the fill feeds this client again (below).
+            Rest::Flight { flight, index } => flight_chunks(flight, index, NotKept::Resume),
+            Rest::Store { growing, offset } => {
+                let end = growing.body_len();
+                self.ctx
+                    .store
+                    .read_growing(growing, Some(offset..end))
+                    .boxed_local()
             }
-            Some((item, rx))
         }
-    });
-    let body = queue
-        .map(
-            move |item| -> futures_util::stream::LocalBoxStream<'static, _> {
-                match item {
-                    Item::Data(c) => futures_util::stream::once(async move { Ok(c) }).boxed_local(),
-                    Item::Fail(e) => {
-                        futures_util::stream::once(async move { Err(e) }).boxed_local()
-                    }
-                    // Past what the flight kept, the fill feeds this client again (below).
-                    Item::Rest(Rest::Flight { flight, index }) => {
-                        flight_chunks(flight, index, NotKept::Resume)
-                    }
-                    Item::Rest(Rest::Store { growing, offset }) => {
-                        let end = growing.body_len();
-                        ctx.store
-                            .read_growing(growing, Some(offset..end))
-                            .boxed_local()
+    }
+}
+
+impl Stream for FeedRx {
+    type Item = io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if let Some(rest) = self.rest.as_mut() {
+                match rest.as_mut().poll_next(cx) {
+                    Poll::Ready(None) => self.rest = None,
+                    other => return other,
+                }
+            }
+            let item = {
+                let mut q = self.queue.borrow_mut();
+                match q.items.pop_front() {
+                    Some(item) => item,
+                    None if q.fill_gone => return Poll::Ready(None),
+                    None => {
+                        q.reader = Some(cx.waker().clone());
+                        return Poll::Pending;
                     }
                 }
-            },
-        )
-        .flatten();
-    (fill_end, body)
+            };
+            match item {
+                Item::Data(c) => {
+                    let mut q = self.queue.borrow_mut();
+                    let n = c.len().min(q.bytes);
+                    q.bytes -= n;
+                    q.share.give_back(n as u64);
+                    let w = q.writer.take();
+                    drop(q);
+                    wake(w);
+                    return Poll::Ready(Some(Ok(c)));
+                }
+                Item::Fail(e) => return Poll::Ready(Some(Err(e))),
+                Item::Rest(rest) => self.rest = Some(self.open(rest)),
+            }
+        }
+    }
+}
+
+impl Drop for FeedRx {
+    fn drop(&mut self) {
+        let w = {
+            let mut q = self.queue.borrow_mut();
+            q.client_gone = true;
+            q.writer.take()
+        };
+        wake(w);
+    }
 }
 
 /// What a reader of a flight does at a chunk the flight did not keep.
@@ -161,36 +210,66 @@ impl FeedTx {
     /// Whether `len` more bytes fit the queue and the share of all queues (a chunk always fits
     /// an empty queue).
     pub fn has_room(&self, len: usize) -> bool {
-        let q = self.queued.bytes.get();
-        let share = &self.queued.share;
-        q == 0 || (q + len <= FEED_BYTES && fits(share.held(), len as u64, share.bound()))
+        let q = self.queue.borrow();
+        q.bytes == 0
+            || (q.bytes + len <= FEED_BYTES && fits(q.share.held(), len as u64, q.share.bound()))
+    }
+
+    /// Queue an item; false when the client went away.
+    fn send(&self, item: Item) -> bool {
+        let mut q = self.queue.borrow_mut();
+        if q.client_gone {
+            return false;
+        }
+        if let Item::Data(c) = &item {
+            q.bytes += c.len();
+            q.share.take(c.len() as u64);
+        }
+        q.items.push_back(item);
+        let w = q.reader.take();
+        drop(q);
+        wake(w);
+        true
     }
 
     /// Queue a chunk whether or not it fits; false when the client went away.
     pub fn push(&self, chunk: Bytes) -> bool {
-        self.queued.add(chunk.len());
-        self.tx.send(Item::Data(chunk)).is_ok()
+        self.send(Item::Data(chunk))
     }
 
     /// Queue a chunk once it fits; false when the client went away.
     pub async fn push_when_room(&self, chunk: Bytes) -> bool {
-        while !self.has_room(chunk.len()) {
-            tokio::select! {
-                _ = self.drained.notified() => {}
-                _ = self.tx.closed() => return false,
+        let len = chunk.len();
+        std::future::poll_fn(|cx| {
+            if self.queue.borrow().client_gone || self.has_room(len) {
+                return Poll::Ready(());
             }
-        }
+            self.queue.borrow_mut().writer = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
         self.push(chunk)
     }
 
     /// The client reads the rest from `rest`, after what is queued. What is pushed after
     /// this reaches it once `rest` ends (see [`NotKept::Resume`]).
     pub fn switch(&self, rest: Rest) {
-        let _ = self.tx.send(Item::Rest(rest));
+        self.send(Item::Rest(rest));
     }
 
     /// The body ends with an error after what is queued (the client sees a truncated body).
     pub fn fail(self, e: io::Error) {
-        let _ = self.tx.send(Item::Fail(e));
+        self.send(Item::Fail(e));
+    }
+}
+
+impl Drop for FeedTx {
+    fn drop(&mut self) {
+        let w = {
+            let mut q = self.queue.borrow_mut();
+            q.fill_gone = true;
+            q.reader.take()
+        };
+        wake(w);
     }
 }

@@ -325,8 +325,14 @@ pub(super) async fn relay_origin_response(
     let rbody = rbody.boxed_unsync();
     let content_length = policy::partial::content_length(&rparts.headers);
     // The response as stored; the stored GET answers HEAD too, so judge it as a GET.
-    let mut as_get = parts.clone();
-    as_get.method = Method::GET;
+    let as_get = match parts.method {
+        Method::GET => std::borrow::Cow::Borrowed(parts),
+        _ => {
+            let mut p = parts.clone();
+            p.method = Method::GET;
+            std::borrow::Cow::Owned(p)
+        }
+    };
     let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
     let verdict = policy::storable::storable_as_received(
         &as_get,
@@ -865,7 +871,13 @@ where
     B::Error: std::fmt::Display,
 {
     loop {
-        match tokio::time::timeout(idle, body.frame()).await {
+        // A frame already there (a small body arrives with its head) is taken without
+        // arming the idle timer.
+        let next = match futures_util::FutureExt::now_or_never(body.frame()) {
+            Some(frame) => Ok(frame),
+            None => tokio::time::timeout(idle, body.frame()).await,
+        };
+        match next {
             Err(_) => {
                 metrics.origin_error("body_timeout");
                 return Err("the origin went silent mid-body (idle timeout)".to_string());

@@ -45,9 +45,13 @@ impl Repair {
         stored: &StoredResponse,
         body_len: u64,
     ) -> Self {
-        let mut fetch = parts.clone();
+        // Not the client's extensions (its connection's probes, its 1xx forwarder): a hit
+        // clones this for every response, and few are ever repaired.
+        let (mut fetch, ()) = Request::new(()).into_parts();
         fetch.method = Method::GET;
-        fetch.extensions = http::Extensions::new();
+        fetch.uri = parts.uri.clone();
+        fetch.version = parts.version;
+        fetch.headers = parts.headers.clone();
         policy::request::strip_for_fill(&mut fetch.headers);
         fetch.headers.remove(header::IF_MATCH);
         fetch.headers.remove(header::IF_UNMODIFIED_SINCE);
