@@ -97,8 +97,8 @@ pub fn template(helm: &Path, namespace: &str, values: &[PathBuf], sets: &[&str])
 /// Every document of a YAML stream as JSON (empty documents skipped).
 pub fn documents(stream: &str) -> anyhow::Result<Vec<serde_json::Value>> {
     let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(stream) {
-        let v = serde_yaml::Value::deserialize(doc)?;
+    for doc in yaml_serde::Deserializer::from_str(stream) {
+        let v = yaml_serde::Value::deserialize(doc)?;
         if v.is_null() {
             continue;
         }

@@ -286,7 +286,7 @@ fn repo_crds() -> Vec<CustomResourceDefinition> {
     CRD_FILES
         .iter()
         .map(|f| {
-            serde_yaml::from_str(
+            yaml_serde::from_str(
                 &std::fs::read_to_string(repo_root().join("crds").join(f)).unwrap(),
             )
             .unwrap()
@@ -379,7 +379,7 @@ fn values_schema_is_strict() {
     walk("values", &schema);
     // Every top-level key of values.yaml is described by the schema, and commented.
     let values_text = std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap();
-    let values: serde_yaml::Mapping = serde_yaml::from_str(&values_text).unwrap();
+    let values: yaml_serde::Mapping = yaml_serde::from_str(&values_text).unwrap();
     let lines: Vec<&str> = values_text.lines().collect();
     for k in values.keys() {
         let k = k.as_str().unwrap();
@@ -731,11 +731,11 @@ fn the_repo_sample_renders_through_the_chart() {
     let text =
         std::fs::read_to_string(repo_root().join("operator/controller/examples/edgecache.yaml"))
             .unwrap();
-    let sample: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    let values = serde_yaml::to_string(&serde_yaml::Value::Mapping(
-        serde_yaml::Mapping::from_iter([(
+    let sample: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+    let values = yaml_serde::to_string(&yaml_serde::Value::Mapping(
+        yaml_serde::Mapping::from_iter([(
             "sample".into(),
-            serde_yaml::Value::Mapping(serde_yaml::Mapping::from_iter([
+            yaml_serde::Value::Mapping(yaml_serde::Mapping::from_iter([
                 ("enabled".into(), true.into()),
                 ("name".into(), "web".into()),
                 ("spec".into(), sample["spec"].clone()),
@@ -750,7 +750,7 @@ fn the_repo_sample_renders_through_the_chart() {
     let r = render(&helm, &[file], &[]);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(r.edgecaches.len(), 1);
-    let want: EdgeCache = serde_yaml::from_str(&text).unwrap();
+    let want: EdgeCache = yaml_serde::from_str(&text).unwrap();
     assert_eq!(r.edgecaches[0].spec, want.spec);
 }
 

@@ -914,7 +914,7 @@ pub fn check_origin_url(url: &str) -> Result<(), String> {
 
 /// Serialize a config to the YAML the data plane reads.
 pub fn to_yaml(cfg: &DataplaneConfig) -> String {
-    serde_yaml::to_string(cfg).unwrap_or_else(|e| format!("# cannot serialize config: {e}\n"))
+    yaml_serde::to_string(cfg).unwrap_or_else(|e| format!("# cannot serialize config: {e}\n"))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ fn ec(spec_yaml: &str) -> EdgeCache {
             .map(|l| format!("  {l}\n"))
             .collect::<String>()
     );
-    serde_yaml::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"))
+    yaml_serde::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"))
 }
 
 const MINIMAL: &str = "origin:\n  url: http://origin.default.svc:8080\n";

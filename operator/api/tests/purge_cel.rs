@@ -14,7 +14,7 @@ fn ecp(spec_yaml: &str) -> EdgeCachePurge {
             .map(|l| format!("  {l}\n"))
             .collect::<String>()
     );
-    serde_yaml::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"))
+    yaml_serde::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"))
 }
 
 fn rejects(obj: &EdgeCachePurge, needle: &str) {
@@ -99,7 +99,7 @@ fn the_sample_passes() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../controller/examples/edgecachepurge.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let sample: EdgeCachePurge = serde_yaml::from_str(&text).unwrap();
+    let sample: EdgeCachePurge = yaml_serde::from_str(&text).unwrap();
     assert_eq!(sample.spec.edge_cache, "web");
     assert_eq!(sample.spec.tags, ["product-42"]);
     validate_cel(&sample).unwrap();

@@ -11,7 +11,7 @@ use crate::validate::{self, FieldError, Policy, validate};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("the manifest is not an EdgeCache: {0}")]
-    Parse(#[from] serde_yaml::Error),
+    Parse(#[from] yaml_serde::Error),
     /// Every problem of every EdgeCache in the manifest, each once, one per line.
     #[error("{}", problems_text(.0))]
     Problems(Vec<(String, Vec<FieldError>)>),
@@ -47,8 +47,8 @@ pub fn render(manifest: &str, policy: &Policy) -> Result<String, Error> {
     use serde::Deserialize as _;
     let mut out = String::new();
     let mut problems = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(manifest).enumerate() {
-        let value = serde_yaml::Value::deserialize(doc)?;
+    for (i, doc) in yaml_serde::Deserializer::from_str(manifest).enumerate() {
+        let value = yaml_serde::Value::deserialize(doc)?;
         if value.is_null() {
             continue;
         }
@@ -68,7 +68,7 @@ pub fn render(manifest: &str, policy: &Policy) -> Result<String, Error> {
 
 type Rendered = Result<String, (String, Vec<FieldError>)>;
 
-fn render_one(value: serde_yaml::Value, policy: &Policy) -> Result<Rendered, Error> {
+fn render_one(value: yaml_serde::Value, policy: &Policy) -> Result<Rendered, Error> {
     let api_version = value
         .get("apiVersion")
         .and_then(|v| v.as_str())

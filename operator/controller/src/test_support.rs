@@ -2,7 +2,7 @@
 //! Panics on malformed fixtures; never used outside tests.
 
 use edgecache_api::v1alpha1::EdgeCache;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 /// The spec every fixture starts from.
 pub const BASE: &str = "apiVersion: edgecache.dev/v1alpha1
@@ -19,16 +19,16 @@ spec:
 
 /// `BASE` with `spec_yaml` deep-merged into its spec (maps merge, everything else replaces).
 pub fn minimal_edgecache(spec_yaml: &str) -> EdgeCache {
-    let mut doc: Value = serde_yaml::from_str(BASE).unwrap_or_else(|e| panic!("BASE: {e}"));
+    let mut doc: Value = yaml_serde::from_str(BASE).unwrap_or_else(|e| panic!("BASE: {e}"));
     let patch: Value = if spec_yaml.trim().is_empty() {
         Value::Mapping(Default::default())
     } else {
-        serde_yaml::from_str(spec_yaml).unwrap_or_else(|e| panic!("fixture: {e}\n{spec_yaml}"))
+        yaml_serde::from_str(spec_yaml).unwrap_or_else(|e| panic!("fixture: {e}\n{spec_yaml}"))
     };
     if let Some(spec) = doc.get_mut("spec") {
         merge(spec, patch);
     }
-    serde_yaml::from_value(doc).unwrap_or_else(|e| panic!("fixture does not parse: {e}"))
+    yaml_serde::from_value(doc).unwrap_or_else(|e| panic!("fixture does not parse: {e}"))
 }
 
 /// `minimal_edgecache(spec_yaml)` without `origin.url`: an EdgeCache of `spec.sites` alone.
@@ -65,7 +65,7 @@ pub fn terminating(mut pod: k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api
 
 /// Parse a whole manifest (e.g. `examples/edgecache.yaml`).
 pub fn edgecache_from_manifest(yaml: &str) -> EdgeCache {
-    serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("manifest does not parse: {e}"))
+    yaml_serde::from_str(yaml).unwrap_or_else(|e| panic!("manifest does not parse: {e}"))
 }
 
 fn merge(into: &mut Value, from: Value) {

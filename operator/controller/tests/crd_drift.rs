@@ -61,7 +61,7 @@ fn the_default_crd_subcommand_output_is_the_edgecache_crd() {
 /// conditions as a list-map keyed by `type`. Returns the version's `openAPIV3Schema`
 /// properties.
 fn check_contract(text: &str, plural: &str, short: &str, columns: &[(&str, &str)]) -> Value {
-    let crd: CustomResourceDefinition = serde_yaml::from_str(text).unwrap();
+    let crd: CustomResourceDefinition = yaml_serde::from_str(text).unwrap();
     let name = format!("{plural}.edgecache.dev");
     assert_eq!(crd.metadata.name.as_deref(), Some(name.as_str()));
     assert_eq!(crd.spec.scope, "Namespaced");

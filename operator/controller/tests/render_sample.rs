@@ -10,10 +10,10 @@ use serde::Deserialize;
 
 const SAMPLE: &str = include_str!("../examples/edgecache.yaml");
 
-fn docs() -> Vec<serde_yaml::Value> {
+fn docs() -> Vec<yaml_serde::Value> {
     let text = render(SAMPLE, &Policy::default()).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+    yaml_serde::Deserializer::from_str(&text)
+        .map(|d| yaml_serde::Value::deserialize(d).unwrap())
         .collect()
 }
 
@@ -31,15 +31,15 @@ fn sample_renders_five_objects_in_apply_order() {
             "DaemonSet"
         ]
     );
-    let _: ServiceAccount = serde_yaml::from_value(docs[0].clone()).unwrap();
-    let cm: ConfigMap = serde_yaml::from_value(docs[1].clone()).unwrap();
+    let _: ServiceAccount = yaml_serde::from_value(docs[0].clone()).unwrap();
+    let cm: ConfigMap = yaml_serde::from_value(docs[1].clone()).unwrap();
     // Sharding is on by default: the peer list (empty offline: there are no pods) comes before
     // the pods that mount it.
-    let peers: ConfigMap = serde_yaml::from_value(docs[2].clone()).unwrap();
+    let peers: ConfigMap = yaml_serde::from_value(docs[2].clone()).unwrap();
     assert_eq!(peers.metadata.name.as_deref(), Some("web-peers"));
     assert!(peers.data.unwrap().contains_key("peers"));
-    let _: Service = serde_yaml::from_value(docs[3].clone()).unwrap();
-    let ds: DaemonSet = serde_yaml::from_value(docs[4].clone()).unwrap();
+    let _: Service = yaml_serde::from_value(docs[3].clone()).unwrap();
+    let ds: DaemonSet = yaml_serde::from_value(docs[4].clone()).unwrap();
 
     // The config is one the data plane accepts, with the sample's values.
     let cfg =
@@ -94,7 +94,7 @@ fn render_refuses_other_kinds_and_invalid_specs() {
 
 #[test]
 fn the_sample_passes_the_crd_rules() {
-    let ec: edgecache_api::v1alpha1::EdgeCache = serde_yaml::from_str(SAMPLE).unwrap();
+    let ec: edgecache_api::v1alpha1::EdgeCache = yaml_serde::from_str(SAMPLE).unwrap();
     kube::core::cel::validate_cel(&ec).unwrap();
 }
 
@@ -163,8 +163,8 @@ fn chart_min_minor() -> u32 {
         env!("CARGO_MANIFEST_DIR"),
         "/../../charts/edgecache/Chart.yaml"
     );
-    let chart: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let chart: yaml_serde::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let constraint = chart["kubeVersion"]
         .as_str()
         .expect("Chart.yaml has a kubeVersion");
@@ -194,7 +194,7 @@ fn features_used(pod: &k8s_openapi::api::core::v1::PodSpec) -> Vec<(&'static str
 
 #[test]
 fn the_chart_admits_no_kubernetes_older_than_the_pods_need() {
-    let ds: DaemonSet = serde_yaml::from_value(docs()[4].clone()).unwrap();
+    let ds: DaemonSet = yaml_serde::from_value(docs()[4].clone()).unwrap();
     let pod = ds.spec.template.spec.unwrap();
     let min = chart_min_minor();
     for (feature, needs) in features_used(&pod) {
@@ -206,9 +206,9 @@ fn the_chart_admits_no_kubernetes_older_than_the_pods_need() {
 }
 
 /// The rendered documents of `text`, by kind (the first of each).
-fn kinds(text: &str) -> impl Fn(&str) -> serde_yaml::Value {
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(text)
-        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+fn kinds(text: &str) -> impl Fn(&str) -> yaml_serde::Value {
+    let docs: Vec<yaml_serde::Value> = yaml_serde::Deserializer::from_str(text)
+        .map(|d| yaml_serde::Value::deserialize(d).unwrap())
         .collect();
     move |kind: &str| {
         docs.iter()
@@ -219,8 +219,8 @@ fn kinds(text: &str) -> impl Fn(&str) -> serde_yaml::Value {
 }
 
 /// The config a pod reads from the rendered ConfigMap.
-fn pod_config(of: &impl Fn(&str) -> serde_yaml::Value) -> edgecache_api::DataplaneConfig {
-    let cm: ConfigMap = serde_yaml::from_value(of("ConfigMap")).unwrap();
+fn pod_config(of: &impl Fn(&str) -> yaml_serde::Value) -> edgecache_api::DataplaneConfig {
+    let cm: ConfigMap = yaml_serde::from_value(of("ConfigMap")).unwrap();
     edgecache_operator::validate::parse_as_pod(&cm.data.unwrap()["config.yaml"], "node-a").unwrap()
 }
 
@@ -228,7 +228,7 @@ const TLS_SAMPLE: &str = include_str!("../examples/edgecache-tls.yaml");
 
 #[test]
 fn the_tls_sample_renders_its_listener_secrets_and_ports() {
-    let ec: edgecache_api::v1alpha1::EdgeCache = serde_yaml::from_str(TLS_SAMPLE).unwrap();
+    let ec: edgecache_api::v1alpha1::EdgeCache = yaml_serde::from_str(TLS_SAMPLE).unwrap();
     kube::core::cel::validate_cel(&ec).unwrap();
     let text = render(TLS_SAMPLE, &Policy::default()).unwrap();
     for secret in ["web-tls", "static-web-tls"] {
@@ -254,7 +254,7 @@ fn the_tls_sample_renders_its_listener_secrets_and_ports() {
     assert_eq!(cfg.access_log.sample, 0.1);
     assert_eq!(cfg.http2.max_concurrent_streams, 128);
 
-    let svc: Service = serde_yaml::from_value(of("Service")).unwrap();
+    let svc: Service = yaml_serde::from_value(of("Service")).unwrap();
     let ports: Vec<_> = svc
         .spec
         .unwrap()
@@ -267,7 +267,7 @@ fn the_tls_sample_renders_its_listener_secrets_and_ports() {
         ports,
         [("http".to_string(), 8080), ("https".to_string(), 8443)]
     );
-    let ds: DaemonSet = serde_yaml::from_value(of("DaemonSet")).unwrap();
+    let ds: DaemonSet = yaml_serde::from_value(of("DaemonSet")).unwrap();
     let pod = ds.spec.template.spec.unwrap();
     let mounts = pod.containers[0].volume_mounts.clone().unwrap();
     let tls: Vec<_> = mounts
@@ -292,7 +292,7 @@ const SITES_SAMPLE: &str = include_str!("../examples/edgecache-sites.yaml");
 
 #[test]
 fn the_sites_sample_renders_its_sites_and_mounts_the_origin_ca_secret() {
-    let ec: edgecache_api::v1alpha1::EdgeCache = serde_yaml::from_str(SITES_SAMPLE).unwrap();
+    let ec: edgecache_api::v1alpha1::EdgeCache = yaml_serde::from_str(SITES_SAMPLE).unwrap();
     kube::core::cel::validate_cel(&ec).unwrap();
     let text = render(SITES_SAMPLE, &Policy::default()).unwrap();
     for note in [
@@ -317,7 +317,7 @@ fn the_sites_sample_renders_its_sites_and_mounts_the_origin_ca_secret() {
     assert!(img.origin_http2);
     assert_eq!(cfg.tls.certificates.len(), 1);
 
-    let ds: DaemonSet = serde_yaml::from_value(of("DaemonSet")).unwrap();
+    let ds: DaemonSet = yaml_serde::from_value(of("DaemonSet")).unwrap();
     let pod = ds.spec.template.spec.unwrap();
     let secrets: Vec<(String, String)> = (pod.volumes.iter().flatten())
         .filter_map(|v| Some((v.name.clone(), v.secret.as_ref()?.secret_name.clone()?)))

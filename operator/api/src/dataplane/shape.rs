@@ -7,7 +7,7 @@
 //! in document order, with its path once and serde's words turned into the reader's.
 
 use serde_path_to_error::Segment;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::{ConfigError, ConfigErrors, DataplaneConfig, err};
 
@@ -18,7 +18,7 @@ const DOCUMENT: &str = "(document)";
 /// error when the document as a whole cannot be read.
 pub(super) fn read(yaml: &str) -> Result<(DataplaneConfig, Vec<ConfigError>), ConfigErrors> {
     let whole = |reason: String| ConfigErrors(vec![err(DOCUMENT, None, reason)]);
-    let mut tree = match serde_yaml::from_str(yaml) {
+    let mut tree = match yaml_serde::from_str(yaml) {
         // An empty document: every field takes its default.
         Ok(Value::Null) => Value::Mapping(Default::default()),
         Ok(tree) => tree,
@@ -129,7 +129,7 @@ fn as_text(node: &Value) -> Option<String> {
     }
 }
 
-/// How serde_yaml ends its message for a value of the wrong type where text is wanted...
+/// How yaml_serde ends its message for a value of the wrong type where text is wanted...
 const EXPECTED_TEXT: &str = "expected a string";
 /// ... and where the name of an enum variant is.
 const EXPECTED_NAME: &str = "expected a Value::Tagged enum";

@@ -12,7 +12,7 @@ fn purge(spec_yaml: &str) -> EdgeCachePurge {
             .map(|l| format!("  {l}\n"))
             .collect::<String>()
     );
-    serde_yaml::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"))
+    yaml_serde::from_str(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"))
 }
 
 fn t(secs: i64) -> Time {
