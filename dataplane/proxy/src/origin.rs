@@ -431,8 +431,26 @@ pub fn empty() -> OriginBody {
         .boxed()
 }
 
+/// Whether `name` is hop-by-hop whatever the Connection header says (RFC 9110 7.6.1).
+fn hop_by_hop(name: &HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::PROXY_AUTHENTICATE
+        || name == header::PROXY_AUTHORIZATION
+        || name == header::TE
+        || name == header::TRAILER
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
 /// Hop-by-hop fields (RFC 9110 7.6.1), and every field the Connection header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages have none: one pass over the names instead of a removal (a hash and a
+    // probe) per hop-by-hop name. A field the Connection header names is stripped only with it.
+    if !headers.keys().any(hop_by_hop) {
+        return;
+    }
     let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -479,6 +497,33 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert_eq!(h["x-kept"], "yes");
+    }
+
+    #[test]
+    fn each_hop_by_hop_field_is_removed_on_its_own() {
+        for name in [
+            "connection",
+            "keep-alive",
+            "proxy-authenticate",
+            "proxy-authorization",
+            "proxy-connection",
+            "te",
+            "trailer",
+            "transfer-encoding",
+            "upgrade",
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static("x"));
+            h.insert("x-kept", HeaderValue::from_static("yes"));
+            strip_hop_by_hop(&mut h);
+            assert!(!h.contains_key(name), "{name} removed");
+            assert_eq!(h.len(), 1, "{name}: the rest kept");
+        }
+        // A field named by Connection is end-to-end without it.
+        let mut h = HeaderMap::new();
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
     }
 
     fn origin(host: HostHeader) -> Origin {
