@@ -984,8 +984,9 @@ def main():
                          "(harness/srcaddr.c; 1 = all from 127.0.0.1)")
     ap.add_argument("--zipf-s", type=float, default=1.0)
     ap.add_argument("--mem-limit", type=int, default=256 << 20, help="cgroup memory limit, bytes")
-    ap.add_argument("--cache-cpu", type=int, default=1)
-    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--cache-cpu", default="1",
+                    help="CPUs of the caches, as taskset -c takes them (1, or 0,1 to share both)")
+    ap.add_argument("--client-cpu", default="0", help="CPUs of the load generators (taskset -c)")
     ap.add_argument("--work", default="/var/tmp/ec-bench", help="cache storage and logs (on the disk)")
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", str(REPO / "target")))
     ap.add_argument("--warm-conns", type=int, default=32)
