@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use edgecache_api::dataplane::{HostHeader, OriginConfig};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
@@ -32,7 +33,7 @@ pub type OriginBody = BoxBody<Bytes, hyper::Error>;
 /// A pooled client for one worker.
 pub struct Origin {
     client: Client<HttpsConnector<HttpConnector>, OriginBody>,
-    scheme: String,
+    scheme: Scheme,
     pool: Arc<Pool>,
     retries: u32,
     host_header: HostHeader,
@@ -40,6 +41,24 @@ pub struct Origin {
     via: HeaderValue,
     /// This client talks to the other nodes (sharding), not to the origin.
     peers: bool,
+    /// Each pool member's authority, parsed once, and as a Host value (by member index).
+    targets: Vec<Option<Target>>,
+}
+
+/// Where a request goes: the authority of its URI, and the same as a Host field value.
+#[derive(Clone)]
+struct Target {
+    authority: Authority,
+    host: HeaderValue,
+}
+
+impl Target {
+    fn parse(authority: &str) -> Option<Target> {
+        Some(Target {
+            authority: Authority::try_from(authority).ok()?,
+            host: HeaderValue::from_str(authority).ok()?,
+        })
+    }
 }
 
 /// The read buffer of an origin connection, which bounds the size of a body chunk.
@@ -140,18 +159,27 @@ impl Origin {
             builder.http2_only(true);
         }
         let client = builder.build(connector);
-        let scheme = if transport.https { "https" } else { "http" }.to_string();
+        let scheme = if transport.https {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        };
         let via = HeaderValue::from_str(&format!("1.1 {cache_name}"))
             .map_err(|_| ProxyError::config("cache.name is not a valid token"))?;
         Ok(Self {
             client,
             scheme,
-            pool,
             retries,
             host_header,
             first_byte_timeout: cfg.first_byte_timeout.get(),
             via,
             peers: false,
+            targets: pool
+                .members()
+                .iter()
+                .map(|m| Target::parse(&m.authority))
+                .collect(),
+            pool,
         })
     }
 
@@ -172,9 +200,12 @@ impl Origin {
         extra: &HeaderMap,
     ) -> Result<http::request::Builder, ProxyError> {
         let i = self.pool.pick(&[]).unwrap_or(0);
-        let authority = self.pool.members()[i].authority.clone();
+        let target = match self.targets.get(i) {
+            Some(Some(t)) => t.clone(),
+            _ => return Err(ProxyError::config("an origin address is not a host")),
+        };
         Ok(self
-            .prepare_at(&authority, parts, client_ip, extra)?
+            .prepare_to(target, parts, client_ip, extra)?
             .extension(Picked(i)))
     }
 
@@ -186,21 +217,31 @@ impl Origin {
         client_ip: Option<IpAddr>,
         extra: &HeaderMap,
     ) -> Result<http::request::Builder, ProxyError> {
-        let pq = parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/");
+        let target = Target::parse(authority)
+            .ok_or_else(|| ProxyError::config("an origin address is not a host"))?;
+        self.prepare_to(target, parts, client_ip, extra)
+    }
+
+    fn prepare_to(
+        &self,
+        target: Target,
+        parts: &http::request::Parts,
+        client_ip: Option<IpAddr>,
+        extra: &HeaderMap,
+    ) -> Result<http::request::Builder, ProxyError> {
+        let pq = match parts.uri.path_and_query() {
+            Some(pq) => pq.clone(),
+            None => PathAndQuery::from_static("/"),
+        };
         let uri = Uri::builder()
-            .scheme(self.scheme.as_str())
-            .authority(authority)
+            .scheme(self.scheme.clone())
+            .authority(target.authority)
             .path_and_query(pq)
             .build()
             .map_err(|_| ProxyError::bad_request("request target cannot be forwarded"))?;
         let mut headers = parts.headers.clone();
         strip_hop_by_hop(&mut headers);
-        let origin_host = HeaderValue::from_str(authority)
-            .map_err(|_| ProxyError::config("an origin address is not a host"))?;
+        let origin_host = target.host;
         let host = match &self.host_header {
             HostHeader::Preserve => parts
                 .headers
@@ -341,10 +382,7 @@ impl Origin {
                 false,
             )),
             Ok(Err(e)) => {
-                let retriable = e.is_connect()
-                    || std::error::Error::source(&e)
-                        .and_then(|s| s.downcast_ref::<hyper::Error>())
-                        .is_some_and(|h| h.is_incomplete_message());
+                let retriable = retriable(&e);
                 Err((ProxyError::from_client(&e), retriable))
             }
             Ok(Ok(resp)) => {
@@ -355,6 +393,30 @@ impl Origin {
             }
         }
     }
+}
+
+/// Whether a request that failed this way may go to another origin (it is sent again only if
+/// it has no content): the connection could not be made, or it closed or was reset before a
+/// response head came (an origin that went away under a kept-alive connection).
+fn retriable(e: &hyper_util::client::legacy::Error) -> bool {
+    use std::error::Error;
+    if e.is_connect() {
+        return true;
+    }
+    let Some(h) = e.source().and_then(|s| s.downcast_ref::<hyper::Error>()) else {
+        return false;
+    };
+    h.is_incomplete_message()
+        || h.source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::BrokenPipe
+                )
+            })
 }
 
 /// How a site's client reaches its origins.

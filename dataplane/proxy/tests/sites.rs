@@ -110,6 +110,67 @@ fn a_pool_spreads_requests_and_routes_around_an_origin_that_is_down() {
     assert!((3.0..=4.0).contains(&retries), "{retries} retries:\n{m}");
 }
 
+/// An origin that answers the first request of each connection (kept alive) and resets the
+/// connection at the next one, as an origin that goes away under a pooled connection does.
+fn resetting_origin() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut read_head = || {
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        if line == "\r\n" {
+                            return true;
+                        }
+                        line.clear();
+                    }
+                    false
+                };
+                if !read_head() {
+                    return;
+                }
+                let body = "x".repeat(10);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncache-control: max-age=60\r\n\r\n",
+                    body.len()
+                );
+                let mut w = &conn;
+                w.write_all(head.as_bytes()).unwrap();
+                w.write_all(body.as_bytes()).unwrap();
+                if read_head() {
+                    // SO_LINGER 0: the close sends a reset, not a FIN.
+                    socket2::SockRef::from(&conn)
+                        .set_linger(Some(Duration::ZERO))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn a_get_reset_on_a_pooled_connection_is_sent_to_another_origin() {
+    let good = origin();
+    let flaky = resetting_origin();
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = Opts::new("", dir.path());
+    opts.workers = 1;
+    opts.extra = vec!["--site".into(), format!("a.test={flaky},{}", good.url())];
+    let dp = Dataplane::start(opts);
+    // Round robin: the flaky origin gets every other request, each on its pooled connection
+    // after the first; every one is reset and retried on the other origin.
+    for i in 0..8 {
+        let r = host(&dp, "a.test", &format!("/obj/10/reset-{i}"));
+        assert_eq!(r.status, 200, "request {i}: {}", r.cache_status());
+    }
+}
+
 #[test]
 fn active_health_checks_keep_a_dead_origin_out_and_a_site_keeps_its_own_policy() {
     let a = origin();
