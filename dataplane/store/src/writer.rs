@@ -51,6 +51,10 @@ pub struct ObjectWriter {
     header_len: u64,
     flushed: u64,
     stage: Option<AlignedBuf>,
+    /// The stage starts with the header's bytes (written at `finish`), the body after them:
+    /// a record that fits the stage whole is staged in place, so `finish` encodes its header
+    /// in front of the body instead of moving the body to make room.
+    head_room: bool,
     failed: bool,
     /// Publish only if the key's invalidation mark still has this value.
     mark: Option<u64>,
@@ -121,6 +125,7 @@ impl ObjectWriter {
             header_len: 0,
             flushed: 0,
             stage: None,
+            head_room: false,
             failed: false,
             mark: None,
             growing: None,
@@ -145,11 +150,16 @@ impl ObjectWriter {
     /// object charges the I/O budget its own few blocks, not a 256 KiB buffer), else the
     /// staging size. Called once the header's length is known (a reservation was made).
     fn stage_size(&self) -> u64 {
+        self.record_len().min(self.stage_capacity())
+    }
+
+    /// The record's length on disk (header, body and padding), once reserved.
+    fn record_len(&self) -> u64 {
         let body = match self.mode {
             Mode::Known(cl) => cl,
             Mode::Buffered(..) => self.len,
         };
-        record::record_len(self.header_len, body).min(self.stage_capacity())
+        record::record_len(self.header_len, body)
     }
 
     fn reserve(&mut self, body_len: u64) -> Result<(), StoreError> {
@@ -231,12 +241,23 @@ impl ObjectWriter {
                 Some(s) => s,
                 None => {
                     let n = self.stage_size() as usize;
-                    self.stage.insert(self.budget.alloc(n).await)
+                    let mut buf = self.budget.alloc(n).await;
+                    // The whole record fits: its header's bytes go first (see `head_room`).
+                    if self.flushed == 0 && self.stage_size() == self.record_len() {
+                        buf.set_len(self.header_len as usize);
+                        self.head_room = true;
+                    }
+                    self.stage.insert(buf)
                 }
             };
             let n = stage.extend_from(data);
+            if n == 0 {
+                // Only a body longer than its record could get here (`write` stops those).
+                return self.fail(StoreError::NotStorable("body past its record"));
+            }
             data = &data[n..];
-            if stage.len() == stage.capacity() {
+            // A record staged whole is written at `finish`, even when it fills the stage.
+            if stage.len() == stage.capacity() && !self.head_room {
                 self.flush_stage().await?;
             }
         }
@@ -247,6 +268,12 @@ impl ObjectWriter {
         let (Some(mut buf), Some(res)) = (self.stage.take(), self.res) else {
             return Ok(());
         };
+        if std::mem::take(&mut self.head_room) {
+            // Written apart from its header after all (`finish`): the body to the front.
+            let (hl, end) = (self.header_len as usize, buf.len());
+            buf.full_mut().copy_within(hl..end, 0);
+            buf.set_len(end - hl);
+        }
         if buf.is_empty() {
             self.stage = Some(buf);
             return Ok(());
@@ -367,9 +394,10 @@ impl ObjectWriter {
         // buffer is flushed, and the buffer given back before waiting for the header's write.
         let hl = self.header_len as usize;
         let packed = record::is_packed(self.header_len);
+        let room = if self.head_room { self.header_len } else { 0 };
         let fits = self.stage.as_ref().is_some_and(|s| {
             self.flushed == 0
-                && s.len() as u64 == self.len
+                && s.len() as u64 == room + self.len
                 && record::record_len(self.header_len, self.len) as usize <= s.capacity()
         });
         let new_key = self.store.found(&self.primary).is_empty();
@@ -397,10 +425,12 @@ impl ObjectWriter {
         };
         let mut buf = match combined {
             Some(mut buf) => {
-                let body = buf.len();
-                buf.full_mut().copy_within(..body, hl);
+                if !std::mem::take(&mut self.head_room) {
+                    let body = buf.len();
+                    buf.full_mut().copy_within(..body, hl);
+                    buf.set_len(hl + body);
+                }
                 header.encode(&mut buf.full_mut()[..hl]);
-                buf.set_len(hl + body);
                 buf.pad_to_alignment();
                 buf
             }
