@@ -159,8 +159,8 @@ pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
     let (year, month, day, time) = match s.split_once(',') {
         Some((weekday, rest)) => {
             weekday_index(weekday.trim_matches([' ', '\t']))?;
-            let parts: Vec<&str> = rest.split_ascii_whitespace().collect();
-            match parts[..] {
+            let (parts, n) = words::<5>(rest)?;
+            match parts[..n] {
                 // IMF-fixdate: `06 Nov 1994 08:49:37 GMT`.
                 [day, month, year, time, gmt] if gmt.eq_ignore_ascii_case("GMT") => {
                     (four_digits(year)?, month, day, time)
@@ -183,8 +183,8 @@ pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
             }
         }
         // asctime-date: `Sun Nov  6 08:49:37 1994`.
-        None => match s.split_ascii_whitespace().collect::<Vec<_>>()[..] {
-            [weekday, month, day, time, year] => {
+        None => match words::<5>(s)? {
+            ([weekday, month, day, time, year], 5) => {
                 weekday_index(weekday)?;
                 (four_digits(year)?, month, day, time)
             }
@@ -206,6 +206,18 @@ pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
         Ok(after) => UNIX_EPOCH.checked_add(Duration::from_secs(after)),
         Err(_) => UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs())),
     }
+}
+
+/// The whitespace-separated words of `s` and their count; `None` past `N` of them (no date
+/// has more, and a date is parsed at every hit: no allocation).
+fn words<const N: usize>(s: &str) -> Option<([&str; N], usize)> {
+    let mut out = [""; N];
+    let mut n = 0;
+    for w in s.split_ascii_whitespace() {
+        *out.get_mut(n)? = w;
+        n += 1;
+    }
+    Some((out, n))
 }
 
 /// 1 to 7 for a short (`Sun`) or long (`Sunday`) day name, in any letter case.
@@ -466,6 +478,9 @@ mod tests {
             ("Sunday, 06-Nov-94-1 08:49:37 GMT", None),
             ("Sunday, 06-Nov-9 08:49:37 GMT", None),
             ("Sun Nov  6 08:49:37 94", None),
+            ("Sun Nov  6 08:49:37", None),
+            ("Sun Nov  6 08:49:37 1994 GMT", None),
+            ("Sun, 06 Nov", None),
             ("Sun Nov  6 08:49:37 1994 GMT", None),
             ("Sun, +6 Nov 1994 08:49:37 GMT", None),
             ("Sun, 06 Nov 1994 08:49:37 GMT\u{e9}", None),
