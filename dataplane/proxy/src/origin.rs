@@ -493,24 +493,24 @@ pub fn empty() -> OriginBody {
         .boxed()
 }
 
-/// Whether `name` is hop-by-hop whatever the Connection header says (RFC 9110 7.6.1).
-fn hop_by_hop(name: &HeaderName) -> bool {
-    name == header::CONNECTION
-        || name == header::PROXY_AUTHENTICATE
-        || name == header::PROXY_AUTHORIZATION
-        || name == header::TE
-        || name == header::TRAILER
-        || name == header::TRANSFER_ENCODING
-        || name == header::UPGRADE
-        || name.as_str() == "keep-alive"
-        || name.as_str() == "proxy-connection"
-}
+/// The fields that are hop-by-hop whatever the Connection header says (RFC 9110 7.6.1).
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
 
 /// Hop-by-hop fields (RFC 9110 7.6.1), and every field the Connection header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages have none: one pass over the names instead of a removal (a hash and a
     // probe) per hop-by-hop name. A field the Connection header names is stripped only with it.
-    if !headers.keys().any(hop_by_hop) {
+    if !headers.keys().any(|n| HOP_BY_HOP.contains(n)) {
         return;
     }
     let listed: Vec<HeaderName> = headers
@@ -523,17 +523,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in listed {
         headers.remove(name);
     }
-    for name in [
-        header::CONNECTION,
-        HeaderName::from_static("keep-alive"),
-        header::PROXY_AUTHENTICATE,
-        header::PROXY_AUTHORIZATION,
-        HeaderName::from_static("proxy-connection"),
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
+    for name in HOP_BY_HOP {
         headers.remove(name);
     }
 }
