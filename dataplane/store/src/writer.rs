@@ -243,7 +243,7 @@ impl ObjectWriter {
                     let n = self.stage_size() as usize;
                     let mut buf = self.budget.alloc(n).await;
                     // The whole record fits: its header's bytes go first (see `head_room`).
-                    if self.flushed == 0 && self.stage_size() == self.record_len() {
+                    if self.flushed == 0 && n as u64 == self.record_len() {
                         buf.set_len(self.header_len as usize);
                         self.head_room = true;
                     }
