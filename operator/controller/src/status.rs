@@ -154,7 +154,14 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                     "NoMatchingNodes",
                     "no node to roll out to".into(),
                 );
-            } else if ready == desired && updated == desired && available == desired {
+            } else if ready == desired
+                && updated == desired
+                && available == desired
+                && stuck.is_empty()
+            {
+                // The DaemonSet's counts and the pods are read apart: counts that already say
+                // ready while a pod still says it cannot start are not Ready (nor Ready and
+                // Degraded at once); the next reconcile sees them agree.
                 set(condition::READY, true, "AllNodesReady", counts);
                 set(
                     condition::PROGRESSING,
@@ -374,6 +381,47 @@ mod tests {
         assert_eq!(cond(&st, "Degraded").status, "False");
         let types: Vec<_> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
+    }
+
+    #[test]
+    fn counts_that_say_ready_beside_a_pod_that_cannot_start_are_not_ready() {
+        let ec = minimal_edgecache("");
+        let d = ds(1, 1, 2, 2, 2);
+        let stuck = NodeStatus {
+            node: "nvme-1".into(),
+            pod: "web-nvme-1".into(),
+            ready: false,
+            reason: Some("ImagePullBackOff".into()),
+            message: Some("Back-off pulling image".into()),
+            ..NodeStatus::default()
+        };
+        let fine = NodeStatus {
+            node: "ssd-1".into(),
+            pod: "web-ssd-1".into(),
+            ready: true,
+            ..NodeStatus::default()
+        };
+        let st = compute(
+            &ec,
+            Outcome::Applied {
+                daemon_set: &d,
+                config_hash: "abc",
+                nodes: &[stuck, fine],
+                peers: None,
+            },
+            &t(0),
+        );
+        let ready = cond(&st, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "NodesNotReady")
+        );
+        assert!(
+            ready
+                .message
+                .contains("not ready: nvme-1 (ImagePullBackOff")
+        );
+        assert_eq!(cond(&st, "Degraded").status, "True");
     }
 
     #[test]
