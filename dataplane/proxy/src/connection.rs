@@ -113,7 +113,9 @@ pub async fn serve<S>(
             req.extensions_mut().insert(interim.clone());
             let resp = match redirect {
                 Some(port) => Ok(https_redirect(&req, port)),
-                None => handler::handle(ctx, req, peer).await,
+                // The handler's future is about 15 KiB, and hyper moves the service's future
+                // into its connection once per request: boxed, that move is a pointer.
+                None => boxed_in_place(|| handler::handle(ctx, req, peer)).await,
             };
             // No 1xx after this; those queued go out before the final response's head.
             interim.end().await;
@@ -388,4 +390,11 @@ pub async fn sniff(stream: &TcpStream, idle: Duration, head: Duration) -> Option
             return None;
         }
     }
+}
+
+/// `make()`'s value in a box allocated before it is made, so it is made in the box:
+/// `Box::pin(make())` makes it on the stack first and then copies every byte of it, as many as
+/// the move it was to save.
+fn boxed_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
