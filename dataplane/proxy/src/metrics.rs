@@ -674,12 +674,12 @@ impl Collector for StoreCollector {
             ),
             (
                 "store_record_writes",
-                "Records written whole at the end of their fill",
+                "Record writes queued by fills: whole records, the headers of larger ones and their bodies' 256 KiB pieces",
                 s.record_writes,
             ),
             (
                 "store_record_write_ops",
-                "Disk writes those records went out in (records finished together, back to back, share one)",
+                "Disk writes those went out in (back to back ones queued together share one)",
                 s.record_write_ops,
             ),
             ("disk_reads", "Reads from the disk store", s.disk_reads),

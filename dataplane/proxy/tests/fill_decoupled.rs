@@ -245,7 +245,12 @@ impl Drop for Frozen {
 }
 
 /// The objects filled while the disk's writes hang: (size, name), at `/obj/{size}/{name}`.
-const STUCK: [(u64, &str); 2] = [(4096, "stuck-4k"), (100 << 10, "stuck-100k")];
+/// Written whole at the end (4 KiB, 100 KiB), and in stage-sized pieces as it arrives (1 MiB).
+const STUCK: [(u64, &str); 3] = [
+    (4096, "stuck-4k"),
+    (100 << 10, "stuck-100k"),
+    (1 << 20, "stuck-1m"),
+];
 
 /// A miss is answered from what the origin sent, not after its store write lands: with the
 /// disk's writes stuck (a frozen file system), the client still gets the whole object. A

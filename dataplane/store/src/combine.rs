@@ -17,6 +17,10 @@
 //! A writer dropped while its record is queued (its task cancelled) takes the record out of
 //! the batch: its reservation is tombstoned, and the record never lands after the tombstone.
 //!
+//! A large object's body goes through the same queue, a staging buffer at a time, without its
+//! writer waiting ([`Combiner::start_write`]); the writer collects the results before it
+//! queues the header.
+//!
 //! The flush is a task of the worker's `LocalSet` (every worker runtime has one:
 //! `tokio_uring::start`, [`crate::io::block_on_worker`]); it yields once before taking the
 //! queue, so the writers woken in the same round queue first.
@@ -45,6 +49,12 @@ struct Queued {
     off: u64,
     buf: AlignedBuf,
     done: oneshot::Sender<io::Result<()>>,
+}
+
+/// The result of a write queued by [`Combiner::start_write`], as its receiver got it (`None`:
+/// the queue went away with its worker).
+pub(crate) fn written(result: Option<io::Result<()>>) -> io::Result<()> {
+    result.unwrap_or_else(|| Err(io::Error::other("record write abandoned (worker stopping)")))
 }
 
 /// One worker's queue of record writes (see the module doc).
@@ -78,6 +88,18 @@ impl Combiner {
         buf: AlignedBuf,
         off: u64,
     ) -> io::Result<()> {
+        written(self.start_write(file, buf, off).await.ok())
+    }
+
+    /// Queue the write of all of `buf` at `off` of `file` and return at once: the receiver
+    /// gets its result ([`written`]). Dropping the receiver before the write is taken from the
+    /// queue takes it out.
+    pub(crate) fn start_write(
+        self: &Rc<Self>,
+        file: FileId,
+        buf: AlignedBuf,
+        off: u64,
+    ) -> oneshot::Receiver<io::Result<()>> {
         let (done, result) = oneshot::channel();
         self.queue.borrow_mut().push(Queued {
             file,
@@ -90,8 +112,6 @@ impl Combiner {
             tokio::task::spawn_local(async move { me.flush().await });
         }
         result
-            .await
-            .unwrap_or_else(|_| Err(io::Error::other("record write abandoned (worker stopping)")))
     }
 
     async fn flush(self: Rc<Self>) {

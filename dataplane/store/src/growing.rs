@@ -80,6 +80,21 @@ impl Growing {
         self.changed.notify_waiters();
     }
 
+    /// [`advance`](Self::advance) with the checksums of the complete blocks from block
+    /// `first` on (a writer whose pieces land in order hands over only its own).
+    pub(crate) fn advance_from(&self, flushed: u64, first: usize, crcs: &[u32]) {
+        let mut p = self.lock();
+        let have = p.crcs.len();
+        // Pieces land in order: one past a gap would make bytes readable without checksums.
+        let Some(new) = crcs.get(have.checked_sub(first).unwrap_or(usize::MAX)..) else {
+            return;
+        };
+        p.crcs.extend_from_slice(new);
+        p.flushed = p.flushed.max(flushed);
+        drop(p);
+        self.changed.notify_waiters();
+    }
+
     /// The write ended: complete (every byte on disk, `crcs` all the body's checksums) or not.
     pub(crate) fn end(&self, complete: bool, crcs: &[u32]) {
         if complete {

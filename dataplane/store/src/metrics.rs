@@ -148,8 +148,9 @@ pub struct StoreStats {
     pub recovered_objects: u64,
     /// Failed disk writes (ENOSPC, EIO, ...).
     pub write_errors: u64,
-    /// Records written whole at their fill's end, and the disk writes they went out in:
-    /// records finished together, back to back, share one (`src/combine.rs`).
+    /// Record writes queued by fills (whole records, the headers of larger ones, and their
+    /// bodies' pieces), and the disk writes they went out in: back to back ones queued
+    /// together share one (`src/combine.rs`).
     pub record_writes: u64,
     pub record_write_ops: u64,
     /// Fills not published because their key was invalidated while they ran.

@@ -3,18 +3,25 @@
 //! Known length: the record is reserved at `begin`, body chunks are staged in a 256 KiB aligned
 //! buffer (from the worker's [`IoBudget`], smaller for budgets under 2 MiB) and written with
 //! O_DIRECT each time it fills, the header goes last at `finish`; a body that never filled the
-//! buffer goes out with its header in one write there.
+//! buffer goes out with its header in one write there. A full stage is written by a task of
+//! its own, after the one before it (in order, so readers of the growing body advance as each
+//! lands), and the writer does not wait: the next chunks go to a new buffer (the budget bounds
+//! how many are in flight), so a large object arrives at the origin's pace, not the disk's.
+//! `finish` waits for the last of them before the header's write, and a failed one fails the
+//! writer; a writer dropped aborts those not yet written.
 //! Unknown length: chunks are kept in RAM up to [`UNKNOWN_LENGTH_CAP`](super::UNKNOWN_LENGTH_CAP)
 //! (and within the bound of [`Store::unknown_length_bodies`], counted as they arrive) and
 //! written at `finish`. Checksums are computed as chunks arrive.
 
+use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use edgecache_host::Charge;
+use tokio::task::{AbortHandle, JoinHandle};
 
-use super::combine::Combiner;
+use super::combine::{Combiner, written};
 use super::growing::Growing;
 use super::metrics::{Counters, WriteKind};
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
@@ -49,7 +56,12 @@ pub struct ObjectWriter {
     block_fill: u64,
     res: Option<Reservation>,
     header_len: u64,
-    flushed: u64,
+    /// Body bytes handed to stage writes, from the start.
+    issued: u64,
+    /// The task writing the latest full stage (it waits for the one before it).
+    last_stage: Option<JoinHandle<io::Result<()>>>,
+    /// The stage writes that may not have ended, to abort if the writer is dropped.
+    stage_tasks: Vec<AbortHandle>,
     stage: Option<AlignedBuf>,
     /// The stage starts with the header's bytes (written at `finish`), the body after them:
     /// a record that fits the stage whole is staged in place, so `finish` encodes its header
@@ -123,7 +135,9 @@ impl ObjectWriter {
             block_fill: 0,
             res: None,
             header_len: 0,
-            flushed: 0,
+            issued: 0,
+            last_stage: None,
+            stage_tasks: Vec::new(),
             stage: None,
             head_room: false,
             failed: false,
@@ -243,7 +257,7 @@ impl ObjectWriter {
                     let n = self.stage_size() as usize;
                     let mut buf = self.budget.alloc(n).await;
                     // The whole record fits: its header's bytes go first (see `head_room`).
-                    if self.flushed == 0 && n as u64 == self.record_len() {
+                    if self.issued == 0 && n as u64 == self.record_len() {
                         buf.set_len(self.header_len as usize);
                         self.head_room = true;
                     }
@@ -264,6 +278,8 @@ impl ObjectWriter {
         Ok(())
     }
 
+    /// Hand the stage to a task that writes it after the stage before (see the module doc);
+    /// the next chunks go to a new stage.
     async fn flush_stage(&mut self) -> Result<(), StoreError> {
         let (Some(mut buf), Some(res)) = (self.stage.take(), self.res) else {
             return Ok(());
@@ -278,33 +294,58 @@ impl ObjectWriter {
             self.stage = Some(buf);
             return Ok(());
         }
-        let filled = buf.len() as u64;
-        buf.pad_to_alignment();
-        let padded = buf.len() as u64;
         let file = FileId {
             seg: res.seg,
             direct: true,
         };
-        let off = res.off + self.header_len + self.flushed;
-        let (r, mut buf) = write_all_at(self.io(), file, buf, off).await;
-        if let Err(e) = r {
-            Counters::inc(&self.store.counters().write_errors);
-            tracing::debug!(error = %e, "store write failed");
-            return self.fail(e.into());
-        }
-        self.store.counters().disk_write(self.kind(), padded);
-        self.flushed += filled;
-        buf.clear();
-        self.stage = Some(buf);
-        if let Some(g) = &self.growing {
-            // The body's last block becomes readable only at the publish (see `growing`).
-            let blocks = ((self.flushed / BLOCK) as usize).min(self.crcs.len());
-            g.advance(
-                self.flushed.min(self.len.saturating_sub(1)),
-                &self.crcs[..blocks],
-            );
-        }
+        let off = res.off + self.header_len + self.issued;
+        let first_block = (self.issued / BLOCK) as usize;
+        self.issued += buf.len() as u64;
+        buf.pad_to_alignment();
+        let padded = buf.len() as u64;
+        // The body's last block becomes readable only at the publish (see `growing`).
+        let readable = self.issued.min(self.len.saturating_sub(1));
+        let to_block = ((self.issued / BLOCK) as usize).min(self.crcs.len());
+        let crcs = self.crcs[first_block.min(to_block)..to_block].to_vec();
+        let before = self.last_stage.take();
+        let combiner = Rc::clone(&self.combiner);
+        let (store, kind, growing) = (self.store.clone(), self.kind(), self.growing.clone());
+        let task = tokio::task::spawn_local(async move {
+            if let Some(before) = before {
+                before
+                    .await
+                    .unwrap_or_else(|_| Err(io::Error::other("an earlier write was aborted")))?;
+            }
+            if let Err(e) = written(combiner.start_write(file, buf, off).await.ok()) {
+                Counters::inc(&store.counters().write_errors);
+                tracing::debug!(error = %e, "store write failed");
+                return Err(e);
+            }
+            store.counters().disk_write(kind, padded);
+            if let Some(g) = growing {
+                g.advance_from(readable, first_block, &crcs);
+            }
+            Ok(())
+        });
+        self.stage_tasks.retain(|t| !t.is_finished());
+        self.stage_tasks.push(task.abort_handle());
+        self.last_stage = Some(task);
         Ok(())
+    }
+
+    /// Wait for every stage write (the body is on disk before its header is written).
+    async fn stages_written(&mut self) -> Result<(), StoreError> {
+        let Some(last) = self.last_stage.take() else {
+            return Ok(());
+        };
+        let result = last
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("a write was aborted")));
+        self.stage_tasks.clear();
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e.into()),
+        }
     }
 
     /// The body as it is written, for readers on any worker
@@ -396,7 +437,7 @@ impl ObjectWriter {
         let packed = record::is_packed(self.header_len);
         let room = if self.head_room { self.header_len } else { 0 };
         let fits = self.stage.as_ref().is_some_and(|s| {
-            self.flushed == 0
+            self.issued == 0
                 && s.len() as u64 == room + self.len
                 && record::record_len(self.header_len, self.len) as usize <= s.capacity()
         });
@@ -406,6 +447,7 @@ impl ObjectWriter {
         if !whole {
             self.flush_stage().await?;
             self.stage = None;
+            self.stages_written().await?;
         }
         let seq = self.store.next_seq();
         let crcs = std::mem::take(&mut self.crcs);
@@ -536,6 +578,10 @@ impl ObjectWriter {
 
 impl Drop for ObjectWriter {
     fn drop(&mut self) {
+        // Stage writes not yet taken from the worker's queue are not made (src/combine.rs).
+        for t in &self.stage_tasks {
+            t.abort();
+        }
         self.store.writing().end(&self.primary);
         if let Some(g) = self.growing.take() {
             g.end(false, &[]);
