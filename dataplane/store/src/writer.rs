@@ -5,20 +5,24 @@
 //! O_DIRECT each time it fills, the header goes last at `finish`; a body that never filled the
 //! buffer goes out with its header in one write there. A full stage is written by a task of
 //! its own, after the one before it (in order, so readers of the growing body advance as each
-//! lands), and the writer does not wait: the next chunks go to a new buffer (the budget bounds
-//! how many are in flight), so a large object arrives at the origin's pace, not the disk's.
+//! lands), and the writer does not wait while fewer than [`PIECES_IN_FLIGHT`] are: the next
+//! chunks go to a new buffer, so an object of up to a megabyte arrives at the origin's pace, not
+//! the disk's, and a larger one at the disk's with that much written ahead (a fill holds at most
+//! that many buffers of the worker's I/O budget, which its hits share).
 //! `finish` waits for the last of them before the header's write, and a failed one fails the
 //! writer; a writer dropped aborts those not yet written.
 //! Unknown length: chunks are kept in RAM up to [`UNKNOWN_LENGTH_CAP`](super::UNKNOWN_LENGTH_CAP)
 //! (and within the bound of [`Store::unknown_length_bodies`], counted as they arrive) and
 //! written at `finish`. Checksums are computed as chunks arrive.
 
+use std::cell::Cell;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use edgecache_host::Charge;
+use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::combine::{Combiner, written};
@@ -31,6 +35,26 @@ use crate::io::{AlignedBuf, FileId, IoBudget, WorkerIo, align_up, write_all_at};
 
 /// Size of the staging buffer: one O_DIRECT write per 256 KiB of body.
 pub(crate) const STAGE: usize = 256 * 1024;
+
+/// A writer's pieces whose writes may be in flight at once (see the module doc).
+pub(crate) const PIECES_IN_FLIGHT: usize = 4;
+
+/// A writer's pieces in flight, and a wake-up as each ends.
+#[derive(Default)]
+struct Pieces {
+    in_flight: Cell<usize>,
+    ended: Notify,
+}
+
+/// One piece in flight, until dropped (its task ended or was aborted).
+struct Piece(Rc<Pieces>);
+
+impl Drop for Piece {
+    fn drop(&mut self) {
+        self.0.in_flight.set(self.0.in_flight.get() - 1);
+        self.0.ended.notify_one();
+    }
+}
 
 enum Mode {
     Known(u64),
@@ -62,6 +86,7 @@ pub struct ObjectWriter {
     last_stage: Option<JoinHandle<io::Result<()>>>,
     /// The stage writes that may not have ended, to abort if the writer is dropped.
     stage_tasks: Vec<AbortHandle>,
+    pieces: Rc<Pieces>,
     stage: Option<AlignedBuf>,
     /// The stage starts with the header's bytes (written at `finish`), the body after them:
     /// a record that fits the stage whole is staged in place, so `finish` encodes its header
@@ -138,6 +163,7 @@ impl ObjectWriter {
             issued: 0,
             last_stage: None,
             stage_tasks: Vec::new(),
+            pieces: Rc::default(),
             stage: None,
             head_room: false,
             failed: false,
@@ -307,10 +333,16 @@ impl ObjectWriter {
         let readable = self.issued.min(self.len.saturating_sub(1));
         let to_block = ((self.issued / BLOCK) as usize).min(self.crcs.len());
         let crcs = self.crcs[first_block.min(to_block)..to_block].to_vec();
+        while self.pieces.in_flight.get() >= PIECES_IN_FLIGHT {
+            self.pieces.ended.notified().await;
+        }
+        self.pieces.in_flight.set(self.pieces.in_flight.get() + 1);
+        let piece = Piece(Rc::clone(&self.pieces));
         let before = self.last_stage.take();
         let combiner = Rc::clone(&self.combiner);
         let (store, kind, growing) = (self.store.clone(), self.kind(), self.growing.clone());
         let task = tokio::task::spawn_local(async move {
+            let _piece = piece;
             if let Some(before) = before {
                 before
                     .await

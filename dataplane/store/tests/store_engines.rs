@@ -50,6 +50,7 @@ engine_suite!(
     unknown_length_bodies_stay_within_their_bound,
     small_records_finished_together_share_a_write,
     small_objects_stage_in_buffers_of_their_own_size,
+    a_large_fill_holds_a_bounded_number_of_pieces,
 );
 
 fn tmp() -> tempfile::TempDir {
@@ -1381,5 +1382,38 @@ fn small_objects_stage_in_buffers_of_their_own_size(engine: EngineChoice) {
             let (_, got) = get(&w, k).await.unwrap();
             assert!(&got == b, "{k} whole");
         }
+    });
+}
+
+/// A large body's pieces are written without the writer waiting, but no more than four at once:
+/// a fill fed faster than its pieces are written holds at most five staging buffers (four in
+/// flight, one filling) of the worker's I/O budget, which its hits share.
+fn a_large_fill_holds_a_bounded_number_of_pieces(engine: EngineChoice) {
+    let dir = tmp();
+    let store = open(dir.path(), 128 * MIB, engine);
+    run(engine, async {
+        let w = StoreWorker::with_io_buffer_bytes(store.clone(), 32 * MIB).unwrap();
+        let len = 8 * MIB as usize;
+        let body = content("/large", 6, len);
+        let mut wr = w
+            .begin_write(
+                Bytes::from_static(b"/large"),
+                Bytes::new(),
+                Bytes::from_static(b"m"),
+                Some(len as u64),
+            )
+            .unwrap();
+        // Fed in one go: nothing else runs until a write call waits.
+        for c in body.chunks(64 * 1024) {
+            wr.write(Bytes::copy_from_slice(c)).await.unwrap();
+        }
+        wr.finish().await.unwrap();
+        let peak = w.io_budget().usage().peak;
+        assert!(
+            peak <= 5 * 256 * 1024 + 64 * 1024,
+            "an 8 MiB fill peaked at {peak} bytes of I/O buffers"
+        );
+        let (_, got) = get(&w, "/large").await.unwrap();
+        assert!(got == body, "whole");
     });
 }
