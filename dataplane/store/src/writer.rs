@@ -56,6 +56,52 @@ impl Drop for Piece {
     }
 }
 
+/// One piece's write, and what its landing tells the store and the body's readers.
+struct PieceWrite {
+    combiner: Rc<Combiner>,
+    store: Arc<Store>,
+    kind: WriteKind,
+    file: FileId,
+    off: u64,
+    buf: AlignedBuf,
+    /// Its length on disk (padded to a block).
+    padded: u64,
+    growing: Option<Arc<Growing>>,
+    /// Body bytes readable once it landed, and the checksums of its blocks from `first_block`.
+    readable: u64,
+    first_block: usize,
+    crcs: Vec<u32>,
+}
+
+impl PieceWrite {
+    /// Wait for the piece `before` it, then write it; `_piece` counts it in flight until then.
+    async fn run(
+        self,
+        before: Option<JoinHandle<io::Result<()>>>,
+        _piece: Piece,
+    ) -> io::Result<()> {
+        if let Some(before) = before {
+            before
+                .await
+                .unwrap_or_else(|_| Err(io::Error::other("an earlier write was aborted")))?;
+        }
+        let result = self
+            .combiner
+            .start_write(self.file, self.buf, self.off)
+            .await;
+        if let Err(e) = written(result.ok()) {
+            Counters::inc(&self.store.counters().write_errors);
+            tracing::debug!(error = %e, "store write failed");
+            return Err(e);
+        }
+        self.store.counters().disk_write(self.kind, self.padded);
+        if let Some(g) = self.growing {
+            g.advance_from(self.readable, self.first_block, &self.crcs);
+        }
+        Ok(())
+    }
+}
+
 enum Mode {
     Known(u64),
     /// The chunks so far, and their bytes taken from the store's unknown-length share.
@@ -338,27 +384,20 @@ impl ObjectWriter {
         }
         self.pieces.in_flight.set(self.pieces.in_flight.get() + 1);
         let piece = Piece(Rc::clone(&self.pieces));
-        let before = self.last_stage.take();
-        let combiner = Rc::clone(&self.combiner);
-        let (store, kind, growing) = (self.store.clone(), self.kind(), self.growing.clone());
-        let task = tokio::task::spawn_local(async move {
-            let _piece = piece;
-            if let Some(before) = before {
-                before
-                    .await
-                    .unwrap_or_else(|_| Err(io::Error::other("an earlier write was aborted")))?;
-            }
-            if let Err(e) = written(combiner.start_write(file, buf, off).await.ok()) {
-                Counters::inc(&store.counters().write_errors);
-                tracing::debug!(error = %e, "store write failed");
-                return Err(e);
-            }
-            store.counters().disk_write(kind, padded);
-            if let Some(g) = growing {
-                g.advance_from(readable, first_block, &crcs);
-            }
-            Ok(())
-        });
+        let write = PieceWrite {
+            combiner: Rc::clone(&self.combiner),
+            store: self.store.clone(),
+            kind: self.kind(),
+            file,
+            off,
+            buf,
+            padded,
+            growing: self.growing.clone(),
+            readable,
+            first_block,
+            crcs,
+        };
+        let task = tokio::task::spawn_local(write.run(self.last_stage.take(), piece));
         self.stage_tasks.retain(|t| !t.is_finished());
         self.stage_tasks.push(task.abort_handle());
         self.last_stage = Some(task);
