@@ -1395,19 +1395,10 @@ fn a_large_fill_holds_a_bounded_number_of_pieces(engine: EngineChoice) {
         let w = StoreWorker::with_io_buffer_bytes(store.clone(), 32 * MIB).unwrap();
         let len = 8 * MIB as usize;
         let body = content("/large", 6, len);
-        let mut wr = w
-            .begin_write(
-                Bytes::from_static(b"/large"),
-                Bytes::new(),
-                Bytes::from_static(b"m"),
-                Some(len as u64),
-            )
-            .unwrap();
         // Fed in one go: nothing else runs until a write call waits.
-        for c in body.chunks(64 * 1024) {
-            wr.write(Bytes::copy_from_slice(c)).await.unwrap();
-        }
-        wr.finish().await.unwrap();
+        put(&w, "/large", "", "m", &body, true, 64 * 1024)
+            .await
+            .unwrap();
         let peak = w.io_budget().usage().peak;
         assert!(
             peak <= 5 * 256 * 1024 + 64 * 1024,
