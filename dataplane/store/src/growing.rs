@@ -70,14 +70,7 @@ impl Growing {
     /// The writer has `flushed` body bytes on disk; `crcs` are the checksums of every complete
     /// block so far (a prefix grows; only the new ones are copied).
     pub(crate) fn advance(&self, flushed: u64, crcs: &[u32]) {
-        let mut p = self.lock();
-        let have = p.crcs.len();
-        if crcs.len() > have {
-            p.crcs.extend_from_slice(&crcs[have..]);
-        }
-        p.flushed = p.flushed.max(flushed);
-        drop(p);
-        self.changed.notify_waiters();
+        self.advance_from(flushed, 0, crcs);
     }
 
     /// [`advance`](Self::advance) with the checksums of the complete blocks from block
