@@ -1,5 +1,6 @@
 //! The primary cache key (RFC 9111 2): the target URI, normalized as RFC 9110 4.2.3 allows:
-//! scheme and host lowercased, the scheme's default port removed, an empty path made `/`,
+//! scheme lowercased, the authority as [`crate::authority`] normalises it (host lowercased
+//! without a trailing dot, the scheme's default port removed), an empty path made `/`,
 //! percent-encoded octets of unreserved characters decoded and other percent-encodings
 //! uppercased. The query is part of the key, as received.
 //!
@@ -8,8 +9,9 @@
 
 use std::fmt;
 
-use http::header::HOST;
 use http::{Uri, request};
+
+use crate::authority::{Authority, AuthorityError};
 
 /// A primary cache key: `scheme://host[:port]/path[?query]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,10 +20,8 @@ pub struct CacheKey(String);
 /// Why a request has no cache key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyError {
-    /// Neither an absolute-form target nor a Host field.
-    NoHost,
-    /// The host is not a valid authority.
-    BadHost,
+    /// No authority it may be keyed under ([`crate::authority`]).
+    Authority(AuthorityError),
     /// The target is `*` or an authority-form (CONNECT).
     NotOriginForm,
 }
@@ -30,10 +30,15 @@ impl KeyError {
     /// For logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
-            KeyError::NoHost => "no-host",
-            KeyError::BadHost => "bad-host",
+            KeyError::Authority(e) => e.as_str(),
             KeyError::NotOriginForm => "not-origin-form",
         }
+    }
+}
+
+impl From<AuthorityError> for KeyError {
+    fn from(e: AuthorityError) -> Self {
+        KeyError::Authority(e)
     }
 }
 
@@ -47,51 +52,34 @@ impl std::error::Error for KeyError {}
 
 impl CacheKey {
     /// The key of a request. `default_scheme` (`"http"` or `"https"`) applies to origin-form
-    /// targets, where the scheme is the connection's. The host comes from an absolute-form target,
-    /// else from Host (RFC 9112 3.2.2: an absolute-form target's authority wins).
+    /// targets, where the scheme is the connection's. The authority is the request's one
+    /// ([`Authority::of_request`]: an absolute-form target's, else Host's).
     pub fn from_parts(req: &request::Parts, default_scheme: &str) -> Result<Self, KeyError> {
         let uri = &req.uri;
-        // RFC 9112 3.2: more than one Host field is a 400 (two parsers could each pick another).
-        if req.headers.get_all(HOST).iter().nth(1).is_some() {
-            return Err(KeyError::BadHost);
-        }
-        let scheme = uri.scheme_str().unwrap_or(default_scheme);
-        let authority = match uri.authority() {
-            Some(a) => a.as_str().to_string(),
-            None => req
-                .headers
-                .get(HOST)
-                .ok_or(KeyError::NoHost)?
-                .to_str()
-                .map_err(|_| KeyError::BadHost)?
-                .to_string(),
-        };
         let path = uri.path();
         if path == "*" || (uri.authority().is_some() && uri.scheme().is_none()) {
             return Err(KeyError::NotOriginForm);
         }
-        Self::build(scheme, &authority, path, uri.query())
+        let scheme = uri.scheme_str().unwrap_or(default_scheme);
+        let authority = Authority::of_request(req, scheme)?;
+        Ok(Self::new(scheme, &authority, path, uri.query()))
     }
 
     /// The key of an absolute URI (for invalidation of Location and Content-Location).
     pub fn from_uri(uri: &Uri) -> Result<Self, KeyError> {
         let scheme = uri.scheme_str().ok_or(KeyError::NotOriginForm)?;
-        let authority = uri.authority().ok_or(KeyError::NoHost)?;
-        Self::build(scheme, authority.as_str(), uri.path(), uri.query())
+        let authority = uri.authority().ok_or(AuthorityError::Missing)?;
+        let authority = Authority::parse(authority.as_str(), scheme)?;
+        Ok(Self::new(scheme, &authority, uri.path(), uri.query()))
     }
 
-    fn build(
-        scheme: &str,
-        authority: &str,
-        path: &str,
-        query: Option<&str>,
-    ) -> Result<Self, KeyError> {
-        let scheme = scheme.to_ascii_lowercase();
-        let host = normalize_authority(&scheme, authority)?;
+    /// The key of `path` and `query` under an authority already normalised for `scheme`.
+    pub fn new(scheme: &str, authority: &Authority, path: &str, query: Option<&str>) -> Self {
+        let host = authority.as_str();
         let mut key = String::with_capacity(scheme.len() + host.len() + path.len() + 8);
-        key.push_str(&scheme);
+        key.extend(scheme.chars().map(|c| c.to_ascii_lowercase()));
         key.push_str("://");
-        key.push_str(&host);
+        key.push_str(host);
         if path.is_empty() {
             key.push('/');
         } else {
@@ -101,7 +89,7 @@ impl CacheKey {
             key.push('?');
             normalize_percent(q, &mut key);
         }
-        Ok(CacheKey(key))
+        CacheKey(key)
     }
 
     /// The key as bytes, for the store.
@@ -128,80 +116,6 @@ impl fmt::Display for CacheKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-fn default_port(scheme: &str) -> Option<&'static str> {
-    match scheme {
-        "http" => Some("80"),
-        "https" => Some("443"),
-        _ => None,
-    }
-}
-
-fn normalize_authority(scheme: &str, authority: &str) -> Result<String, KeyError> {
-    // userinfo is not part of the identity of a resource for caching purposes.
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if authority.is_empty() {
-        return Err(KeyError::NoHost);
-    }
-    let (host, port) = if authority.starts_with('[') {
-        match authority.find(']') {
-            Some(end) => {
-                let rest = &authority[end + 1..];
-                match rest.strip_prefix(':') {
-                    Some(p) => (&authority[..=end], Some(p)),
-                    None if rest.is_empty() => (authority, None),
-                    None => return Err(KeyError::BadHost),
-                }
-            }
-            None => return Err(KeyError::BadHost),
-        }
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    if !valid_host(host) {
-        return Err(KeyError::BadHost);
-    }
-    let mut out = host.to_ascii_lowercase();
-    match port {
-        // RFC 9110 4.2.3: an empty port or the default port is the same as no port.
-        None | Some("") => {}
-        Some(p) if !p.bytes().all(|b| b.is_ascii_digit()) => return Err(KeyError::BadHost),
-        Some(p) => {
-            let p = p.trim_start_matches('0');
-            let p = if p.is_empty() { "0" } else { p };
-            if Some(p) != default_port(scheme) {
-                out.push(':');
-                out.push_str(p);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// RFC 3986 3.2.2: `IP-literal` (brackets around an IPv6 address or IPvFuture: checked to
-/// their allowed characters) or `reg-name` of unreserved characters and sub-delims. A
-/// percent-encoded host (which no DNS name needs, and which `http::Uri` refuses) is refused
-/// too, so a key is always a URI.
-fn valid_host(host: &str) -> bool {
-    let b = host.as_bytes();
-    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return !inner.is_empty()
-            && inner.bytes().all(|c| {
-                c.is_ascii_hexdigit() || b":.vV".contains(&c) || is_unreserved(c) || is_sub_delim(c)
-            });
-    }
-    if b.is_empty() {
-        return false;
-    }
-    b.iter().all(|&c| is_unreserved(c) || is_sub_delim(c))
-}
-
-fn is_sub_delim(b: u8) -> bool {
-    b"!$&'()*+,;=".contains(&b)
 }
 
 fn is_unreserved(b: u8) -> bool {

@@ -12,6 +12,7 @@
 //! |---|---|
 //! | config | [`PolicyConfig`] (its `Default` conforms to RFC 9111; the binary maps its config file onto it) |
 //! | classify | [`request::classify`]`(&parts, &cfg) -> RequestClass` |
+//! | authority | [`Authority::of_request`]`(&parts, scheme) -> Result<Authority, AuthorityError>`: the one parser of the request's host |
 //! | key | [`CacheKey::from_parts`]`(&parts, "http") -> Result<CacheKey, KeyError>` |
 //! | select a variant | [`vary::select`]`(&parts, &candidates) -> Option<&StoredResponse>` |
 //! | nothing stored | [`serve::miss`]`(&parts)` / [`serve::vary_miss`]`(&parts) -> ServeDecision` |
@@ -112,6 +113,7 @@
 //!   200 rather than multipart/byteranges (RFC 9110 14.2 allows it).
 //! * A 304 without validators freshens the response it revalidated (see [`validate::selects`]).
 
+pub mod authority;
 pub mod cache_control;
 pub mod conditional;
 pub mod config;
@@ -132,6 +134,7 @@ pub mod syntax;
 pub mod validate;
 pub mod vary;
 
+pub use authority::{Authority, AuthorityError};
 pub use config::{CookiePolicy, PolicyConfig};
 pub use key::CacheKey;
 pub use stored::StoredResponse;

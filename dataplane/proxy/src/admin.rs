@@ -179,7 +179,10 @@ impl Admin {
     fn purge(&self, req: &Request<Incoming>) -> Resp {
         let (mut parts, ()) = clone_head(req).into_parts();
         // A Host no site answers has nothing stored: its key finds nothing.
-        self.sites.route_head(&mut parts);
+        if let Err(crate::sites::Unrouted::Authority(e)) = self.sites.route_head(&mut parts, "http")
+        {
+            return text(StatusCode::BAD_REQUEST, format!("bad PURGE: {e}\n"));
+        }
         match key::primary(&parts) {
             Some(k) => {
                 let n = self.store.purge(&k);
@@ -212,7 +215,10 @@ impl Admin {
             Err(why) => return text(StatusCode::BAD_REQUEST, format!("bad purge: {why}\n")),
         };
         for u in &mut r.urls {
-            *u = self.sites.url_key(u);
+            match self.sites.url_key(u) {
+                Ok(key) => *u = key,
+                Err(why) => return text(StatusCode::BAD_REQUEST, format!("bad purge: {why}\n")),
+            }
         }
         let store = &self.store;
         let applied = self

@@ -321,15 +321,12 @@ fn redirect_port(ctx: &Ctx, is_tls: bool) -> Option<u16> {
 
 /// 308 to the same target over HTTPS (RFC 9110 15.4.9: the method and body are kept).
 fn https_redirect(req: &Request<Incoming>, port: u16) -> Response<body::Body> {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(crate::sites::strip_port)
-        .or_else(|| req.uri().host());
-    let Some(host) = host.filter(|h| !h.is_empty()) else {
-        return plain(StatusCode::BAD_REQUEST, "a Host field is needed\n");
+    // The same authority the handler would route by (src/sites.rs), without its port.
+    let authority = edgecache_policy::Authority::of_head(req.uri(), req.headers(), "http");
+    let Ok(authority) = authority else {
+        return plain(StatusCode::BAD_REQUEST, "a valid Host field is needed\n");
     };
+    let host = authority.host();
     let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let location = if port == 443 {
         format!("https://{host}{target}")

@@ -74,6 +74,7 @@ use crate::metrics::Outcome;
 use crate::origin::{self, Origin};
 use crate::paced;
 use crate::server::Shared;
+use crate::sites::Unrouted;
 use crate::stream_slots::{self, StreamSlots};
 
 mod feed;
@@ -110,7 +111,7 @@ impl Ctx {
         parts
             .extensions
             .get::<crate::sites::SiteId>()
-            .map_or(0, |s| s.0)
+            .map_or(0, |s| s.index)
             .min(self.origins.len().saturating_sub(1))
     }
 
@@ -169,30 +170,40 @@ pub async fn handle(
     peer: SocketAddr,
 ) -> Result<Response<Body>, Infallible> {
     let (mut parts, body) = req.into_parts();
+    // The request's one authority, normalised, before anything else reads the head.
+    let tls = parts
+        .extensions
+        .get::<crate::conn_info::ConnInfo>()
+        .is_some_and(|c| c.tls_version.is_some());
+    let routed = ctx
+        .shared
+        .sites
+        .route_head(&mut parts, if tls { "https" } else { "http" });
     // Observed and logged when its body ends or is dropped (src/request_log.rs).
     let exchange = ctx.requests.begin(&mut parts, peer);
     let hop = peer::take_hop(&ctx, &mut parts);
-    let mut resp = route(&ctx, parts, body, peer).await;
+    let mut resp = match routed {
+        Ok(_) => route(&ctx, parts, body, peer).await,
+        Err(Unrouted::NoSite) => misdirected(&ctx),
+        Err(Unrouted::Authority(e)) => bad_request(&ctx, &format!("bad request: {e}\n")),
+    };
     if hop {
         peer::mark_generated(&mut resp);
     }
     Ok(exchange.respond(resp))
 }
 
+/// A routed request (src/sites.rs [`crate::sites::Sites::route_head`]).
 async fn route(
     ctx: &Rc<Ctx>,
-    mut parts: request::Parts,
+    parts: request::Parts,
     body: Incoming,
     peer: SocketAddr,
 ) -> Response<Body> {
-    if ctx.shared.sites.route_head(&mut parts).is_none() {
-        return misdirected(ctx);
-    }
     let key = match CacheKey::from_parts(&parts, "http") {
         Ok(k) => k,
         Err(e) => return bad_request(ctx, &format!("bad request: {e}\n")),
     };
-    crate::key::one_authority(&mut parts);
     match policy::request::classify(&parts, ctx.policy_for(&parts)) {
         policy::request::RequestClass::Cacheable if has_body(&parts) => {
             // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1) and is a classic request

@@ -1,7 +1,9 @@
 //! What operators look at, request by request: the access log (one line per request to
 //! stdout, JSON or the combined format, a sampled share of requests) and the request histograms
 //! of /metrics (`request_duration_seconds` and `request_first_byte_seconds`, by cache outcome,
-//! status class and site), for every request.
+//! status class and site), for every request. The `site` label is the name of the site the
+//! request was routed to (src/sites.rs), or [`UNROUTED`]: a bounded set, whatever hosts the
+//! clients send.
 //!
 //! A request is an [`Exchange`] from the handler's first look at its head
 //! ([`WorkerLog::begin`]) to the end of its body. [`Exchange::respond`] notes the response
@@ -18,7 +20,6 @@
 
 mod format;
 mod outcome;
-mod sites;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -55,7 +56,6 @@ pub struct RequestLog {
     /// `None` when the access log is off (or stdout could not be duplicated).
     queue: Option<crate::line_queue::Queue>,
     metrics: Arc<Metrics>,
-    sites: sites::Sites,
     /// This cache's name as its Cache-Status member starts.
     member_name: String,
     seed: u64,
@@ -128,7 +128,6 @@ impl RequestLog {
             sampling: Sampling::of(cfg.sample),
             queue,
             metrics,
-            sites: sites::Sites::new(sites::MAX_SITES),
             member_name: edgecache_policy::status::CacheStatus::none(cache_name).to_string(),
             seed,
         }
@@ -144,6 +143,9 @@ impl RequestLog {
     }
 }
 
+/// The `site` label of a request no site took (a bad or unknown host, an unreadable head).
+pub const UNROUTED: &str = "unknown";
+
 /// Seeds of the workers' draws, one apart each.
 static WORKERS: AtomicU64 = AtomicU64::new(0);
 
@@ -157,8 +159,6 @@ pub struct WorkerLog {
     shared: Arc<RequestLog>,
     /// The state of this worker's draws (splitmix64).
     draw: Cell<u64>,
-    /// The named sites this worker has seen (at most [`sites::MAX_SITES`]).
-    sites: RefCell<HashMap<Box<str>, &'static str>>,
     /// By outcome, status class and site (its label's address: each name is kept once).
     handles: RefCell<HashMap<(CacheOutcome, &'static str, usize), Handles>>,
     /// `http2_streams_total{result="completed"}` and `{result="cancelled"}`, once used.
@@ -172,28 +172,9 @@ impl WorkerLog {
         Rc::new(Self {
             shared,
             draw,
-            sites: RefCell::default(),
             handles: RefCell::default(),
             h2_streams: RefCell::default(),
         })
-    }
-
-    /// The `site` label of `host` (src/request_log/sites.rs).
-    fn site(&self, host: &str) -> &'static str {
-        if host.is_empty() {
-            return "none";
-        }
-        let Some(name) = sites::normalize(host) else {
-            return "other";
-        };
-        if let Some(l) = self.sites.borrow().get(&*name) {
-            return l;
-        }
-        let label = self.shared.sites.label_of(name);
-        if label != "other" {
-            self.sites.borrow_mut().insert(label.into(), label);
-        }
-        label
     }
 
     /// An HTTP/2 stream ended, whole or not.
@@ -248,8 +229,16 @@ impl WorkerLog {
     /// A request whose head the handler has just read. When it is logged, an [`UpstreamNote`]
     /// goes into its extensions for the origin client to fill in.
     pub fn begin(self: &Rc<Self>, parts: &mut request::Parts, client: SocketAddr) -> Exchange {
-        let host = request_host(parts);
-        let site = self.site(host);
+        // What src/sites.rs routed: the normalised authority and the site (none for a request
+        // refused before it had either).
+        let host = parts
+            .extensions
+            .get::<edgecache_policy::Authority>()
+            .map_or("", |a| a.as_str());
+        let site = parts
+            .extensions
+            .get::<crate::sites::SiteId>()
+            .map_or(UNROUTED, |s| s.label);
         let line = self.sampled().then(|| {
             let conn = parts.extensions.get::<ConnInfo>().copied();
             let text = |name| {
@@ -287,7 +276,7 @@ impl WorkerLog {
 
     /// A request hyper answered itself, `status`, because it could not read its head (400 for
     /// a malformed one, 414 or 431 for one too long): logged with `-` for what it did not read,
-    /// and observed with cache outcome `none` and the site `none`.
+    /// and observed with cache outcome `none` and the site [`UNROUTED`].
     pub fn refused(self: &Rc<Self>, client: SocketAddr, conn: ConnInfo, status: u16) {
         let line = self.sampled().then(|| {
             Box::new(RequestLine {
@@ -304,7 +293,7 @@ impl WorkerLog {
                 cache_status: None,
             })
         });
-        let mut rec = Record::new(self.clone(), "none", line, true, false);
+        let mut rec = Record::new(self.clone(), UNROUTED, line, true, false);
         rec.status = status;
         rec.ttfb = Some(Duration::ZERO);
         rec.ended = Some(rec.start);
@@ -315,18 +304,6 @@ impl WorkerLog {
 }
 
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// The site of a request: its target's authority (without userinfo), else its Host field.
-fn request_host(parts: &request::Parts) -> &str {
-    if let Some(a) = parts.uri.authority() {
-        return a.as_str().rsplit_once('@').map_or(a.as_str(), |(_, h)| h);
-    }
-    parts
-        .headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-}
 
 /// Where a logged request's fetches went, filled in by the origin client (src/origin.rs) from
 /// the connection it used. It rides in the request's extensions, and is copied onto the

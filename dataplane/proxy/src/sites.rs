@@ -16,10 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_api::dataplane::{self, DataplaneConfig, HostHeader, SiteConfig};
-use edgecache_policy::PolicyConfig;
+use edgecache_policy::{Authority, AuthorityError, PolicyConfig};
+use http::HeaderValue;
 use tracing::{info, warn};
 
-pub use hosts::{HostTable, strip_port};
+pub use hosts::HostTable;
 pub use pool::{Balance, HealthRules, Pool};
 pub use query::QueryRules;
 
@@ -28,6 +29,9 @@ pub use query::QueryRules;
 pub struct Site {
     /// For logs and metrics: its first hostname, or `default`.
     pub name: String,
+    /// The same, as the request histograms' `site` label (one copy for the process's life:
+    /// the sites are made once, at the start).
+    pub label: &'static str,
     /// The origins' scheme (`http` or `https`), and how they are reached.
     pub scheme: String,
     pub transport: crate::origin::Transport,
@@ -43,7 +47,12 @@ pub struct Site {
 
 /// The site a request was routed to, in its extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SiteId(pub usize);
+pub struct SiteId {
+    /// Its place in [`Sites::list`].
+    pub index: usize,
+    /// Its name, as metric labels carry it.
+    pub label: &'static str,
+}
 
 /// Every site, and which Host goes where.
 #[derive(Debug)]
@@ -92,60 +101,82 @@ impl Sites {
         Ok(Self { list, table })
     }
 
-    /// The site of a request's Host, if any answers it.
-    pub fn route(&self, host: Option<&str>) -> Option<usize> {
+    /// The site of a normalised host ([`Authority::host`]), if any answers it.
+    pub fn route(&self, host: &str) -> Option<usize> {
         self.table.route(host)
     }
 
-    /// Route a request head to its site, by the target's authority (absolute form), else
-    /// Host: the site goes into the head's extensions ([`SiteId`]) and its query rules are
-    /// applied to the target, so the cache key, the origin request and PURGE agree. `None`
-    /// when the head names a host that no site answers (421). A head without any host goes
-    /// to the first site; its key refuses it.
-    pub fn route_head(&self, parts: &mut http::request::Parts) -> Option<usize> {
-        let host = match parts.uri.authority() {
-            Some(a) => Some(a.as_str()),
-            None => parts
-                .headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok()),
-        };
-        let site = match self.route(host) {
-            Some(site) => site,
-            None if host.is_some() => return None,
-            None => 0,
-        };
-        parts.extensions.insert(SiteId(site));
+    /// The one place a request's authority is read (src/authority.rs has the parser): the head
+    /// is made canonical (its target in origin form, its one Host field the normalised
+    /// authority, the [`Authority`] and the [`SiteId`] in its extensions) and its site's query
+    /// rules are applied to its target. Everything downstream (the cache key, the origin's
+    /// Host, purges, the access log, metric labels) reads what this leaves, never the raw
+    /// fields. `scheme` is the listener's (`http` or `https`): its default port is no port.
+    pub fn route_head(
+        &self,
+        parts: &mut http::request::Parts,
+        scheme: &str,
+    ) -> Result<usize, Unrouted> {
+        let authority = Authority::of_request(parts, scheme).map_err(Unrouted::Authority)?;
+        if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+            parts.headers.insert(http::header::HOST, host);
+        }
+        let site = self.route(authority.host());
+        parts.extensions.insert(authority);
+        let site = site.ok_or(Unrouted::NoSite)?;
+        parts.extensions.insert(SiteId {
+            index: site,
+            label: self.list[site].label,
+        });
         let rules = &self.list[site].query;
-        if !rules.is_empty()
-            && let Some(pq) = parts.uri.path_and_query()
-            && pq.query().is_some()
-        {
-            let target = rules.apply_to_target(pq.as_str());
-            let mut uri = parts.uri.clone().into_parts();
-            uri.path_and_query = target.parse().ok();
-            if let Ok(u) = http::Uri::from_parts(uri) {
+        let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let with_query = !rules.is_empty() && pq.contains('?');
+        // An absolute-form target has given its authority: origin form from here on. (`*` and
+        // a CONNECT's authority-form are left as they came: they are never keyed.)
+        if parts.uri.scheme().is_some() || with_query {
+            let target = if with_query {
+                rules.apply_to_target(pq)
+            } else {
+                pq.to_string()
+            };
+            if let Ok(u) = target.parse() {
                 parts.uri = u;
             }
         }
-        Some(site)
+        Ok(site)
     }
 
     /// The cache key of an absolute URL (`http://host/path?query`, as purge rules name
-    /// objects) with its site's query rules applied; the URL itself when no site answers it
-    /// or it is not one.
-    pub fn url_key(&self, url: &str) -> String {
-        let Ok(req) = http::Request::get(url).body(()) else {
-            return url.to_string();
-        };
-        let (mut parts, ()) = req.into_parts();
-        if parts.uri.authority().is_none() || self.route_head(&mut parts).is_none() {
-            return url.to_string();
+    /// objects): its authority normalised and its site's query rules applied, as a request
+    /// for it is keyed. A URL no site answers keys as such (nothing is stored under it); one
+    /// that is no absolute URL with a valid authority is an error.
+    pub fn url_key(&self, url: &str) -> Result<String, String> {
+        let uri: http::Uri = url.parse().map_err(|_| format!("{url:?} is not a URL"))?;
+        let scheme = uri
+            .scheme_str()
+            .ok_or_else(|| format!("{url:?} is not an absolute URL"))?
+            .to_ascii_lowercase();
+        let (mut parts, ()) = http::Request::get(uri)
+            .body(())
+            .map_err(|e| format!("{url:?}: {e}"))?
+            .into_parts();
+        match self.route_head(&mut parts, &scheme) {
+            Ok(_) | Err(Unrouted::NoSite) => {}
+            Err(Unrouted::Authority(e)) => return Err(format!("{url:?}: {e}")),
         }
         crate::key::primary(&parts)
             .and_then(|k| String::from_utf8(k).ok())
-            .unwrap_or_else(|| url.to_string())
+            .ok_or_else(|| format!("{url:?} has no cache key"))
     }
+}
+
+/// Why a request head has no site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrouted {
+    /// Its authority is missing or malformed: a 400.
+    Authority(AuthorityError),
+    /// No site answers its host: a 421.
+    NoSite,
 }
 
 fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, String> {
@@ -190,6 +221,7 @@ fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, Str
         http2: s.origin_http2,
     };
     Ok(Site {
+        label: Box::leak(name.clone().into_boxed_str()),
         name,
         scheme,
         transport,

@@ -12,10 +12,11 @@ pub struct HostTable {
 }
 
 impl HostTable {
-    /// Add `site`'s hostnames (an earlier site keeps a name two name).
+    /// Add `site`'s hostnames (an earlier site keeps a name two sites give), in the form
+    /// requests' hosts are normalised to: lower case, without a trailing dot.
     pub fn add(&mut self, site: usize, hosts: &[String], default: bool) {
         for h in hosts {
-            let h = h.to_ascii_lowercase();
+            let h = h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase();
             match h.strip_prefix("*.") {
                 Some(parent) => self.wildcard.entry(parent.to_string()).or_insert(site),
                 None => self.exact.entry(h).or_insert(site),
@@ -34,28 +35,18 @@ impl HostTable {
         }
     }
 
-    /// The site for a Host field's value (its port and a trailing dot ignored, any case).
-    pub fn route(&self, host: Option<&str>) -> Option<usize> {
+    /// The site for a normalised host (`edgecache_policy::Authority::host`: lower-case, no
+    /// port, no trailing dot).
+    pub fn route(&self, host: &str) -> Option<usize> {
         if self.exact.is_empty() && self.wildcard.is_empty() {
             // The one-site shorthand: nothing to look up on the hot path.
             return self.default;
         }
-        let found = host.and_then(|h| {
-            let name = strip_port(h).trim_end_matches('.').to_ascii_lowercase();
-            self.exact.get(&name).copied().or_else(|| {
-                let (_, parent) = name.split_once('.')?;
-                self.wildcard.get(parent).copied()
-            })
+        let found = self.exact.get(host).copied().or_else(|| {
+            let (_, parent) = host.split_once('.')?;
+            self.wildcard.get(parent).copied()
         });
         found.or(self.default)
-    }
-}
-
-/// A Host field's host without its port (`[::1]:80` keeps its brackets).
-pub fn strip_port(host: &str) -> &str {
-    match host.rfind(':') {
-        Some(i) if !host[i..].contains(']') => &host[..i],
-        _ => host,
     }
 }
 
@@ -73,24 +64,22 @@ mod tests {
     #[test]
     fn exact_then_wildcard_then_default() {
         let t = table(false);
-        assert_eq!(t.route(Some("www.a.test")), Some(0));
-        assert_eq!(t.route(Some("A.TEST:8080")), Some(0));
-        assert_eq!(t.route(Some("a.test.")), Some(0));
-        assert_eq!(t.route(Some("img.b.test")), Some(1));
-        assert_eq!(t.route(Some("x.img.b.test")), None, "one label only");
-        assert_eq!(t.route(Some("b.test")), None);
-        assert_eq!(t.route(Some("c.test")), None);
-        assert_eq!(t.route(None), None);
+        assert_eq!(t.route("www.a.test"), Some(0));
+        assert_eq!(t.route("a.test"), Some(0));
+        assert_eq!(t.route("img.b.test"), Some(1));
+        assert_eq!(t.route("x.img.b.test"), None, "one label only");
+        assert_eq!(t.route("b.test"), None);
+        assert_eq!(t.route("c.test"), None);
         let t = table(true);
-        assert_eq!(t.route(Some("c.test")), Some(1));
-        assert_eq!(t.route(None), Some(1));
-        assert_eq!(HostTable::catch_all(0).route(Some("anything")), Some(0));
+        assert_eq!(t.route("c.test"), Some(1));
+        assert_eq!(HostTable::catch_all(0).route("anything"), Some(0));
     }
 
     #[test]
-    fn a_port_is_stripped_but_not_an_ipv6_address() {
-        assert_eq!(strip_port("a.test:8080"), "a.test");
-        assert_eq!(strip_port("[::1]:80"), "[::1]");
-        assert_eq!(strip_port("[::1]"), "[::1]");
+    fn configured_names_are_matched_in_lower_case() {
+        let mut t = HostTable::default();
+        t.add(0, &["WWW.A.Test.".into(), "*.B.TEST".into()], false);
+        assert_eq!(t.route("www.a.test"), Some(0));
+        assert_eq!(t.route("img.b.test"), Some(0));
     }
 }

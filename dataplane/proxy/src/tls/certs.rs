@@ -73,8 +73,9 @@ impl CertSet {
     /// The certificate for a client that asked for `sni`: one that carries the exact name,
     /// else one whose wildcard covers it (one label), else the default.
     pub fn choose(&self, sni: Option<&str>) -> &Arc<CertifiedKey> {
-        self.names
-            .route(sni)
+        // The name read as a request's host is (one parser: edgecache_policy::authority).
+        let name = sni.and_then(|s| edgecache_policy::Authority::parse(s, "https").ok());
+        name.and_then(|n| self.names.route(n.host()))
             .and_then(|i| self.keys.get(i))
             .unwrap_or(&self.keys[0])
     }
