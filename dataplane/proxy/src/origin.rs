@@ -120,33 +120,7 @@ impl Origin {
         retries: u32,
         host_header: HostHeader,
     ) -> Result<Self, ProxyError> {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(cfg.connect_timeout.get()));
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let tls = transport.client_config()?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls);
-        let https = if transport.https {
-            https.https_only()
-        } else {
-            https.https_or_http()
-        };
-        let https = match &transport.server_name {
-            Some(name) => {
-                let name = rustls_pki_types::ServerName::try_from(name.clone()).map_err(|_| {
-                    ProxyError::config("originTls.serverName is not a DNS name or address")
-                })?;
-                https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
-            }
-            None => https,
-        };
-        // HTTP/2 is asked for, not negotiated: ALPN offers h2 alone, so the pool knows every
-        // connection multiplexes and opens one per origin instead of one per request in flight.
-        let connector = if transport.http2 {
-            https.enable_http2().wrap_connector(http)
-        } else {
-            https.enable_http1().wrap_connector(http)
-        };
+        let connector = transport.connector(cfg.connect_timeout.get())?;
         let mut builder = Client::builder(TokioExecutor::new());
         builder
             // A body chunk from the origin is at most this, and pins no more: hyper's default
@@ -432,6 +406,41 @@ pub struct Transport {
 }
 
 impl Transport {
+    /// The connector of a site's requests and of its active health checks alike: TLS as
+    /// `originTls` says when the origins are HTTPS, HTTP/2 when asked for.
+    pub fn connector(
+        &self,
+        connect_timeout: Duration,
+    ) -> Result<HttpsConnector<HttpConnector>, ProxyError> {
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(connect_timeout));
+        http.set_nodelay(true);
+        http.enforce_http(false);
+        let tls = self.client_config()?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls);
+        let https = if self.https {
+            https.https_only()
+        } else {
+            https.https_or_http()
+        };
+        let https = match &self.server_name {
+            Some(name) => {
+                let name = rustls_pki_types::ServerName::try_from(name.clone()).map_err(|_| {
+                    ProxyError::config("originTls.serverName is not a DNS name or address")
+                })?;
+                https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+            }
+            None => https,
+        };
+        // HTTP/2 is asked for, not negotiated: ALPN offers h2 alone, so the pool knows every
+        // connection multiplexes and opens one per origin instead of one per request in flight.
+        Ok(if self.http2 {
+            https.enable_http2().wrap_connector(http)
+        } else {
+            https.enable_http1().wrap_connector(http)
+        })
+    }
+
     fn client_config(&self) -> Result<rustls::ClientConfig, ProxyError> {
         let mut roots = rustls::RootCertStore::empty();
         match &self.ca_pem {

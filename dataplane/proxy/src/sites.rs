@@ -246,14 +246,28 @@ pub async fn run_health_checks(
     sites: Arc<Sites>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.set_nodelay(true);
-    let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<bytes::Bytes>> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .pool_max_idle_per_host(1)
-            .build(http);
     let mut tasks = tokio::task::JoinSet::new();
     for site in sites.list.iter().filter(|s| s.health.is_some()) {
+        // The site's own transport (TLS, its CA and server name, HTTP/2), as its requests use:
+        // a check over plain HTTP to an HTTPS origin would fail for a live origin.
+        let Some((_, _, within)) = site.health else {
+            continue;
+        };
+        let connector = match site.transport.connector(within) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(site = %site.name, "no health checks: {e}");
+                continue;
+            }
+        };
+        let mut builder =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
+        builder.pool_max_idle_per_host(1);
+        if site.transport.http2 {
+            builder.http2_only(true);
+        }
+        let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<bytes::Bytes>> =
+            builder.build(connector);
         for i in 0..site.pool.members().len() {
             let (site, client) = (site.clone(), client.clone());
             tasks.spawn(async move {

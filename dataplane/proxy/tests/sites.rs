@@ -400,3 +400,58 @@ fn a_site_default_ttl_applies_to_it_alone_and_purges_follow_its_query_rules() {
     assert!(body.contains(r#""objects":1"#), "{body}");
     assert!(!host(&dp, "a.test", "/obj/4k/q?a=1&b=2").is_hit());
 }
+
+/// Active health checks reach an HTTPS origin the way its requests do (its CA, its server
+/// name): a live one stays in the pool, one that goes down is taken out, and it is put back
+/// when it returns. (They were sent over plain HTTP, so a live HTTPS origin was always out.)
+#[test]
+fn active_health_checks_reach_an_https_origin_that_goes_down_and_comes_back() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = tls_support::Ca::new();
+    let (cert, key) = ca.issue(dir.path(), "origin", &["origin.test"]);
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let tls = format!("127.0.0.1:{}", free_port());
+    let (url, front_cache) = (o.url(), dir.path().join("front"));
+    let mut opts = Opts::new(&url, &front_cache);
+    opts.extra = [
+        "--tls-listen",
+        &tls,
+        "--tls-cert",
+        &cert.display().to_string(),
+        "--tls-key",
+        &key.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let front = Dataplane::start(opts);
+    let health = "/obj/10/health?cc=no-store";
+    let yaml = format!(
+        "sites:\n\
+         - hosts: [a.test]\n  origins: [\"https://{tls}\"]\n  retries: 0\n  \
+         originTls: {{caFile: {}, serverName: origin.test}}\n  \
+         healthCheck: {{path: \"{health}\", interval: 200ms, timeout: 1s, unhealthyAfter: 1, healthyAfter: 1}}\n",
+        ca_file.display()
+    );
+    let edge = start_with_config(dir.path(), &yaml);
+    let up = format!("edgecache_dataplane_origin_up{{site=\"a.test\",origin=\"{tls}\"}}");
+    // Checked, over TLS, and in the pool.
+    edge.wait_for_metrics("three checks through the HTTPS origin", 10, |_| {
+        o.requests_for(health) >= 3
+    });
+    assert_eq!(edge.metric(&up), 1.0, "{}", edge.log_text());
+    assert_eq!(host(&edge, "a.test", "/obj/4k/h1").status, 200);
+    // Down: out of the pool; back: in again.
+    let front = front.restart_after(|| {
+        edge.wait_for_metrics("the stopped origin out of the pool", 10, |m| {
+            metric_value(m, &up) == 0.0
+        });
+    });
+    edge.wait_for_metrics("the returned origin back in the pool", 10, |m| {
+        metric_value(m, &up) == 1.0
+    });
+    assert_eq!(host(&edge, "a.test", "/obj/4k/h2").status, 200);
+    drop(front);
+}
