@@ -437,6 +437,44 @@ impl Continuation {
         };
         exact && length_ok && etag_ok && modified_ok
     }
+
+    /// Does a whole 200 carry the bytes asked for, of the stored representation? Many origins
+    /// (dynamic ones, simple servers) ignore Range and answer the whole body. It carries them
+    /// when it names the same representation by a strong entity tag, the same as the stored
+    /// one (a strong tag promises the same bytes, RFC 9110 8.8.3), its Content-Length (when
+    /// present) is the stored complete length, it has no Content-Range, and its Last-Modified
+    /// (when both have one) is the same date. Its body is then read from byte [`Self::first`]
+    /// for [`Self::len`] bytes. Without a strong tag to compare, a 200 may be another
+    /// representation of the same length: it does not carry them.
+    pub fn whole_carries(
+        &self,
+        stored: &HeaderMap,
+        status: StatusCode,
+        headers: &HeaderMap,
+    ) -> bool {
+        if status != StatusCode::OK || headers.contains_key(CONTENT_RANGE) {
+            return false;
+        }
+        let same_tag = match (strong_etag(headers), strong_etag(stored)) {
+            (Some(new), Some(old)) => new == old,
+            _ => false,
+        };
+        let length_ok = match headers.get(CONTENT_LENGTH) {
+            None => true,
+            Some(v) => {
+                v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
+                    == Some(self.complete_length)
+            }
+        };
+        let modified_ok = match (
+            syntax::date_field(headers, LAST_MODIFIED),
+            syntax::date_field(stored, LAST_MODIFIED),
+        ) {
+            (Some(new), Some(old)) => new == old,
+            _ => true,
+        };
+        same_tag && length_ok && modified_ok
+    }
 }
 
 #[cfg(test)]
@@ -578,5 +616,40 @@ mod tests {
             StatusCode::PARTIAL_CONTENT,
             &fields(&[range, ("etag", "\"a1\"")])
         ));
+    }
+
+    #[test]
+    fn a_whole_200_of_the_same_strong_representation_carries_the_bytes() {
+        let stored = fields(&[("etag", "\"a1\""), ("last-modified", LM)]);
+        let c = Continuation::of(StatusCode::OK, &stored, 1000, 256, 1000).unwrap();
+        let ok = [("etag", "\"a1\""), ("content-length", "1000")];
+        let carries = |status, pairs: &[(&'static str, &str)]| {
+            c.whole_carries(&stored, status, &fields(pairs))
+        };
+        assert!(carries(StatusCode::OK, &ok));
+        assert!(carries(StatusCode::OK, &[("etag", "\"a1\"")]), "chunked");
+        assert!(!carries(StatusCode::PARTIAL_CONTENT, &ok));
+        assert!(
+            !carries(StatusCode::OK, &[("content-length", "1000")]),
+            "no tag"
+        );
+        for (name, value) in [
+            ("etag", "\"a2\""),
+            ("etag", "W/\"a1\""),
+            ("content-length", "999"),
+            ("content-range", "bytes 0-999/1000"),
+            ("last-modified", "Fri, 02 Jan 2026 00:00:00 GMT"),
+        ] {
+            let mut h = fields(&ok);
+            h.insert(name, HeaderValue::from_static(value));
+            assert!(
+                !c.whole_carries(&stored, StatusCode::OK, &h),
+                "{name}: {value}"
+            );
+        }
+        // Stored without a strong tag (bound by its date): a 200 cannot be shown to be it.
+        let by_date = fields(&[("last-modified", LM)]);
+        let c = Continuation::of(StatusCode::OK, &by_date, 1000, 256, 1000).unwrap();
+        assert!(!c.whole_carries(&by_date, StatusCode::OK, &fields(&[("last-modified", LM)])));
     }
 }

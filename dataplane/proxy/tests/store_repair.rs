@@ -4,8 +4,9 @@
 //! representation's bytes the response ends short, as before, and never mixes two
 //! representations.
 //!
-//! The origin here honours Range and If-Range (strong comparison, RFC 9110 13.1.5); the bench
-//! origin ignores Range (tests/serve_store.rs covers that case: the hit is cut short).
+//! The origin here honours Range and If-Range (strong comparison, RFC 9110 13.1.5), or ignores
+//! Range as many origins do: a whole 200 of the same strong entity tag carries the missing
+//! bytes too.
 
 #![allow(clippy::unwrap_used)]
 
@@ -79,11 +80,25 @@ struct Case {
     good: Bytes,
 }
 
+/// An origin serving `current` that ignores Range: always the whole 200.
+fn whole_origin(current: Arc<Mutex<Rep>>) -> Scripted {
+    Scripted::start(move |_, _| {
+        let rep = current.lock().unwrap();
+        let cc = ("Cache-Control", "public, max-age=3600");
+        resp("200 OK", &[cc, ("ETag", &rep.etag)], &rep.body)
+    })
+}
+
 /// Store the object the origin serves as (`etag`, `id`), stop, flip a byte of a later block on
 /// disk and start again (so the body is read and checked from disk).
 fn stored_then_corrupted(etag: &str, id: &str) -> Case {
+    stored_then_corrupted_at(range_origin, etag, id)
+}
+
+/// [`stored_then_corrupted`] with the origin `serve` makes.
+fn stored_then_corrupted_at(serve: fn(Arc<Mutex<Rep>>) -> Scripted, etag: &str, id: &str) -> Case {
     let current = Arc::new(Mutex::new(rep(etag, id)));
-    let o = range_origin(current.clone());
+    let o = serve(current.clone());
     let dir = tempfile::tempdir().unwrap();
     let mut dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
     let r = dp.get(PATH);
@@ -264,4 +279,39 @@ fn a_miss_cut_on_its_way_is_finished_from_the_origin_with_if_range() {
     let again = dp.get(PATH);
     assert!(!again.is_hit(), "{}", again.cache_status());
     assert!(again.body[..] == expected[..]);
+}
+
+/// Many origins ignore Range and answer the whole 200 with the same strong entity tag: the
+/// missing bytes are in it, from the failed offset on.
+#[test]
+fn a_corrupt_hit_is_finished_from_an_origin_that_ignores_range() {
+    let c = stored_then_corrupted_at(whole_origin, "\"v1\"", "whole");
+    let r = c.dp.get(PATH);
+    assert_eq!(r.status, 200);
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert!(!r.truncated, "the hit ended after {} bytes", r.body.len());
+    assert!(r.body[..] == c.good[..], "the whole object, byte exact");
+    assert_eq!(repairs(&c.dp, "ok"), 1.0, "{}", c.dp.metrics());
+    let reqs = c.o.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert_eq!(reqs[1].header("if-range"), Some("\"v1\""));
+}
+
+#[test]
+fn a_corrupt_range_hit_is_finished_from_an_origin_that_ignores_range() {
+    let c = stored_then_corrupted_at(whole_origin, "\"v1\"", "whole-range");
+    let (a, b) = (1_000_000, 2_700_000);
+    let r =
+        c.dp.request("GET", PATH, &[("Range", &format!("bytes={a}-{b}"))]);
+    assert_eq!(r.status, 206, "{}", r.cache_status());
+    assert!(!r.truncated, "the hit ended after {} bytes", r.body.len());
+    assert!(r.body[..] == c.good[a..=b], "the range, byte exact");
+    assert_eq!(repairs(&c.dp, "ok"), 1.0, "{}", c.dp.metrics());
+}
+
+#[test]
+fn a_whole_200_of_another_representation_still_cuts_the_hit_short() {
+    let c = stored_then_corrupted_at(whole_origin, "\"v1\"", "whole-changed");
+    *c.current.lock().unwrap() = rep("\"v2\"", "whole-v2");
+    cut_short(&c);
 }

@@ -2,8 +2,9 @@
 //! fails its checksum, a read error, an eviction racing with the read): the head and the bytes
 //! before are with the client, so the rest is asked of the origin with a Range bound to the
 //! stored representation by If-Range (`policy::partial::Continuation`), and streamed as the
-//! rest of the same response. Anything but a 206 of exactly those bytes of that
-//! representation (a 200 because the representation changed, an error, a cut body) ends the
+//! rest of the same response. A 206 of exactly those bytes continues it; so does a whole 200
+//! of the same strong entity tag and length (an origin that ignores Range), read from the
+//! offset on. Anything else (a 200 of another representation, an error, a cut body) ends the
 //! response short, as without a repair: the client never gets bytes of two representations.
 //!
 //! A miss's body cut on its way (the origin's or the owner's connection failing mid-body, or
@@ -72,24 +73,36 @@ impl Repair {
         self
     }
 
-    /// Ask the origin for stored body bytes `from..to`: its body and the number of bytes to
-    /// take from it, or why not.
-    async fn ask(&self, from: u64, to: u64) -> Result<(Incoming, u64), String> {
+    /// Ask the origin for stored body bytes `from..to`: its body and what to take of it, or
+    /// why not.
+    async fn ask(&self, from: u64, to: u64) -> Result<(Incoming, Taking), String> {
         let c = Continuation::of(self.status, &self.stored, self.body_len, from, to)
             .ok_or("the stored response has no validator that may bind an If-Range")?;
         let fields = c.request_fields().ok_or("no Range field for the rest")?;
         let (resp, _) = send(&self.ctx, &self.parts, self.peer, &fields)
             .await
             .map_err(|e| format!("the origin failed: {e}"))?;
-        if !c.accepts(&self.stored, resp.status(), resp.headers()) {
+        let taking = if c.accepts(&self.stored, resp.status(), resp.headers()) {
+            Taking {
+                skip: 0,
+                left: c.len(),
+                whole: false,
+            }
+        } else if c.whole_carries(&self.stored, resp.status(), resp.headers()) {
+            Taking {
+                skip: c.first,
+                left: c.len(),
+                whole: true,
+            }
+        } else {
             return Err(format!(
                 "the origin answered {} without bytes {}-{} of the stored representation",
                 resp.status(),
                 c.first,
                 c.last
             ));
-        }
-        Ok((resp.into_body(), c.len()))
+        };
+        Ok((resp.into_body(), taking))
     }
 
     fn done(&self, ok: bool, why: &str) {
@@ -110,11 +123,22 @@ impl Repair {
 
 type Chunks = Pin<Box<dyn Stream<Item = io::Result<Bytes>>>>;
 
+/// What is still to be taken of the origin's answer.
+#[derive(Debug, Clone, Copy)]
+struct Taking {
+    /// Bytes before the ones asked for (a whole 200's, before the offset).
+    skip: u64,
+    /// Bytes still to come to the client.
+    left: u64,
+    /// A whole 200, whose bytes after the ones asked for are let go (a 206 has none).
+    whole: bool,
+}
+
 enum Step {
     /// Stored chunks; the next one starts at this body offset.
     Store(Chunks, u64),
-    /// The origin's 206; this many bytes still to come.
-    Origin(Incoming, u64),
+    /// The origin's answer.
+    Origin(Incoming, Taking),
 }
 
 /// The body of a hit: `chunks`, the stored body bytes `range` (end exclusive), finished from the
@@ -130,7 +154,7 @@ pub(super) fn body(
         let repair = repair.clone();
         let end = range.end;
         async move {
-            let (body, left) = match state? {
+            let (body, taking) = match state? {
                 Step::Store(mut chunks, pos) => match chunks.next().await {
                     None => return None,
                     Some(Ok(c)) => {
@@ -150,17 +174,17 @@ pub(super) fn body(
                         }
                     }
                 },
-                Step::Origin(body, left) => (body, left),
+                Step::Origin(body, taking) => (body, taking),
             };
-            from_origin(body, left, &repair).await
+            from_origin(body, taking, &repair).await
         }
     })
 }
 
-/// The next chunk of the origin's 206, of which `left` bytes are still to come.
+/// The next chunk the client gets of the origin's answer.
 async fn from_origin(
     mut body: Incoming,
-    left: u64,
+    mut t: Taking,
     repair: &Repair,
 ) -> Option<(io::Result<Bytes>, Option<Step>)> {
     let fail = |why: String| {
@@ -169,23 +193,35 @@ async fn from_origin(
     };
     let idle = repair.ctx.origin_idle();
     loop {
-        let chunk =
+        let mut chunk =
             match super::fill::origin_chunk(&mut body, idle, &repair.ctx.shared.metrics).await {
                 Err(why) => return fail(why),
-                Ok(None) => return fail(format!("the origin's 206 ended {left} bytes short")),
+                Ok(None) => {
+                    return fail(format!("the origin's answer ended {} bytes short", t.left));
+                }
                 Ok(Some(chunk)) => chunk,
             };
+        // A whole 200's bytes before the offset: read and let go.
+        let before = t.skip.min(chunk.len() as u64);
+        chunk = chunk.slice(before as usize..);
+        t.skip -= before;
         if chunk.is_empty() {
             continue;
         }
         let n = chunk.len() as u64;
-        if n > left {
+        if n > t.left && !t.whole {
             return fail("the origin's 206 is longer than its Content-Range".into());
         }
-        if n == left {
-            repair.done(true, "If-Range 206");
-            return Some((Ok(chunk), None));
+        if n >= t.left {
+            let how = if t.whole {
+                "a whole 200 of the same representation"
+            } else {
+                "If-Range 206"
+            };
+            repair.done(true, how);
+            return Some((Ok(chunk.slice(..t.left as usize)), None));
         }
-        return Some((Ok(chunk), Some(Step::Origin(body, left - n))));
+        t.left -= n;
+        return Some((Ok(chunk), Some(Step::Origin(body, t))));
     }
 }
