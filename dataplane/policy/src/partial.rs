@@ -648,7 +648,10 @@ mod tests {
             );
         }
         // Stored without a strong tag (bound by its date): a 200 cannot be shown to be it.
-        let by_date = fields(&[("last-modified", LM)]);
+        let by_date = fields(&[
+            ("last-modified", LM),
+            ("date", "Fri, 02 Jan 2026 00:00:00 GMT"),
+        ]);
         let c = Continuation::of(StatusCode::OK, &by_date, 1000, 256, 1000).unwrap();
         assert!(!c.whole_carries(&by_date, StatusCode::OK, &fields(&[("last-modified", LM)])));
     }
