@@ -15,8 +15,9 @@
 //! closed after the idle timeout, and its streams are bounded by the HTTP/2 limits instead.
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::debug;
@@ -357,12 +358,23 @@ const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// What a plain connection opens with, looked at without reading it: the HTTP/2 preface, or
 /// anything else (HTTP/1.1); `None` when the client sent nothing within `idle`, or a prefix of
 /// the preface not completed within `head` of its first byte, or left.
+///
+/// A prefix waits for more bytes by the socket's readiness (an edge per arrival), never by
+/// polling: a client that sends half a preface and stops costs nothing until its deadline.
 pub async fn sniff(stream: &TcpStream, idle: Duration, head: Duration) -> Option<Protocol> {
     let mut deadline = tokio::time::Instant::now() + idle;
-    let mut started = false;
+    let mut seen = 0;
     let mut buf = [0u8; 24];
     loop {
-        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+        // Ready when more than `seen` bytes are queued (or the client left: 0).
+        let more = stream.async_io(Interest::READABLE, || {
+            let n = peek(stream.as_raw_fd(), &mut buf)?;
+            if n != 0 && n <= seen {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        let n = match tokio::time::timeout_at(deadline, more).await {
             Ok(Ok(n)) => n,
             Ok(Err(_)) | Err(_) => return None,
         };
@@ -376,17 +388,27 @@ pub async fn sniff(stream: &TcpStream, idle: Duration, head: Duration) -> Option
             return Some(Protocol::Http2);
         }
         // A prefix of the preface: wait for the rest, as long as a request head may take.
-        if !started {
-            started = true;
+        if seen == 0 {
             deadline = deadline.min(tokio::time::Instant::now() + head);
         }
-        if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(5)))
-            .await
-            .is_err()
-        {
-            return None;
-        }
+        seen = n;
     }
+}
+
+/// The bytes queued on socket `fd`, copied into `buf` and left queued, without waiting.
+fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: recv(2) writes at most `buf.len()` bytes into `buf`, which is valid and ours for
+    // the call; `fd` is the caller's open socket.
+    #[allow(unsafe_code)]
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
 /// `make()`'s value in a box allocated before it is made, so it is made in the box:
