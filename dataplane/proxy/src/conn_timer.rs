@@ -34,7 +34,7 @@ pub struct Timeouts {
 }
 
 /// How often a blocked connection past `write_under_pressure` looks at the pressure again.
-const PRESSURE_RECHECK: Duration = Duration::from_millis(250);
+pub const PRESSURE_RECHECK: Duration = Duration::from_millis(250);
 
 /// Where a connection is between requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,14 +191,24 @@ impl Drop for RequestGuard {
 
 /// Resolve when a limit expires (the connection is then to be dropped); `pressure` says
 /// whether requests on the worker wait for I/O buffer memory. A body that waits for room in
-/// the socket (`paced`, src/paced.rs) is a blocked write too.
+/// the socket (`paced`, src/paced.rs) is a blocked write too. An HTTP/2 connection's `streams`
+/// (src/h2_stall.rs) that its client takes nothing of are reset at the write timeout, and the
+/// connection closed when none made progress.
 pub async fn watch(
     clock: Rc<ConnClock>,
     t: Timeouts,
     pressure: impl Fn() -> bool,
     paced: SendRoom,
+    streams: Option<Rc<crate::h2_stall::Streams>>,
 ) -> Expiry {
     loop {
+        let stalls = match &streams {
+            Some(s) => match s.check(Instant::now(), &t, &pressure) {
+                Ok(next) => next,
+                Err(_) => return Expiry::Write,
+            },
+            None => None,
+        };
         let (phase, blocked) = clock.state();
         let blocked = match (blocked, paced.waiting_since().map(Instant::from_std)) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -207,13 +217,27 @@ pub async fn watch(
         match check(phase, blocked, &pressure, &t, Instant::now()) {
             Err(e) => return e,
             Ok(next) => {
+                let next = stalls.map_or(next, |s| next.min(s));
+                if let Some(s) = &streams {
+                    s.sleeping_until(next);
+                }
                 tokio::select! {
                     _ = tokio::time::sleep_until(next) => {}
                     _ = clock.changed.notified() => {}
                     _ = paced.wait_began() => {}
+                    _ = stream_added(&streams) => {}
                 }
             }
         }
+    }
+}
+
+/// Resolves when an HTTP/2 connection has a body the watchdog should look at sooner; never for
+/// HTTP/1.1.
+async fn stream_added(streams: &Option<Rc<crate::h2_stall::Streams>>) {
+    match streams {
+        Some(s) => s.changed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -71,6 +71,12 @@ pub async fn serve<S>(
         Protocol::Http2 => ConnClock::multiplexed(),
     };
     let slot = InterimSlot::new(ctx.shared.metrics.clone());
+    // HTTP/2 response bodies its client takes nothing of (src/h2_stall.rs).
+    let streams = match protocol {
+        Protocol::Http1 => None,
+        Protocol::Http2 => Some(crate::h2_stall::Streams::new(&timeouts)),
+    };
+    let svc_streams = streams.clone();
     // Stored bodies are paced by the socket's send queue (src/paced.rs).
     let (room, room_guard) = SendRoom::new(fd);
     let redirect = redirect_port(&ctx, tls.is_some());
@@ -89,6 +95,7 @@ pub async fn serve<S>(
         let ctx = svc_ctx.clone();
         let busy = svc_clock.begin_request();
         let slot = svc_slot.clone();
+        let streams = svc_streams.clone();
         req.extensions_mut().insert(svc_room.clone());
         req.extensions_mut().insert(conn_info);
         if let Some(info) = &tls {
@@ -121,7 +128,15 @@ pub async fn serve<S>(
             // No 1xx after this; those queued go out before the final response's head.
             interim.end().await;
             // The connection is busy until the body is written (or dropped).
-            resp.map(|r| r.map(|b| body::guarded(b, busy)))
+            resp.map(|r| {
+                r.map(|b| {
+                    let b = match &streams {
+                        Some(s) => s.watch(b),
+                        None => b,
+                    };
+                    body::guarded(b, busy)
+                })
+            })
         }
     });
     let io = TimedIo::new(TokioIo::new(stream), clock.clone());
@@ -129,8 +144,12 @@ pub async fn serve<S>(
     let watchdog = conn_timer::watch(
         clock,
         timeouts,
-        move || pressure_ctx.store.io_budget().has_waiters(),
+        // Requests wait for what stalled clients hold: I/O buffers, or disk stream slots.
+        move || {
+            pressure_ctx.store.io_budget().has_waiters() || pressure_ctx.stream_slots.has_waiters()
+        },
         room,
+        streams,
     );
     match protocol {
         Protocol::Http1 => {

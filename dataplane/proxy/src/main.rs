@@ -16,6 +16,7 @@ mod conn_timer;
 mod connection;
 mod contract;
 mod error;
+mod h2_stall;
 mod handler;
 mod index_budget;
 mod interim;

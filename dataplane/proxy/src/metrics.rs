@@ -716,7 +716,7 @@ impl Collector for StoreCollector {
             let c = ConstCounter::new(s.disk_write_bytes[kind as usize]);
             c.encode(family.encode_family(&[("kind", kind.as_str())])?)?;
         }
-        let gauges: [(&str, &str, u64); 10] = [
+        let gauges: [(&str, &str, u64); 11] = [
             ("store_objects", "Objects in the disk store", s.objects),
             (
                 "store_index_bytes",
@@ -748,6 +748,11 @@ impl Collector for StoreCollector {
                 "io_buffer_bytes",
                 "I/O buffer bytes allocated now (all workers)",
                 s.io_buffer_bytes,
+            ),
+            (
+                "io_buffer_pooled_bytes",
+                "Of io_buffer_bytes, those pooled for reuse (in use: the difference)",
+                s.io_buffer_pooled,
             ),
             (
                 "io_buffer_peak_bytes",

@@ -18,6 +18,8 @@ use crate::client_caps::canonical;
 pub struct StreamSlots {
     max: usize,
     per_ip: std::cell::RefCell<HashMap<IpAddr, Arc<Semaphore>>>,
+    /// Streams waiting for a slot now: pressure, as waiting for I/O buffers is.
+    waiting: std::rc::Rc<std::cell::Cell<usize>>,
 }
 
 /// One large disk stream of an address; dropping it frees the slot.
@@ -31,6 +33,7 @@ impl StreamSlots {
         Self {
             max: max.max(1),
             per_ip: Default::default(),
+            waiting: Default::default(),
         }
     }
 
@@ -50,8 +53,18 @@ impl StreamSlots {
     /// the slot's semaphore were closed, which this table never does.
     pub async fn acquire(&self, ip: IpAddr) -> Option<Slot> {
         let sem = self.semaphore(ip);
+        if let Ok(permit) = sem.clone().try_acquire_owned() {
+            return Some(Slot { _permit: permit });
+        }
+        let _waiting = Waiting::new(&self.waiting);
         let permit = sem.acquire_owned().await.ok()?;
         Some(Slot { _permit: permit })
+    }
+
+    /// Whether a stream waits for a slot now (a stalled reader's slot is wanted: the
+    /// connection timers then drop it sooner, src/conn_timer.rs).
+    pub fn has_waiters(&self) -> bool {
+        self.waiting.get() > 0
     }
 
     /// A slot of `ip` if one is free now (never waits).
@@ -65,6 +78,22 @@ impl StreamSlots {
     #[cfg(test)]
     fn addresses(&self) -> usize {
         self.per_ip.borrow().len()
+    }
+}
+
+/// Counts one waiter until dropped (also when its wait is cancelled).
+struct Waiting(std::rc::Rc<std::cell::Cell<usize>>);
+
+impl Waiting {
+    fn new(n: &std::rc::Rc<std::cell::Cell<usize>>) -> Self {
+        n.set(n.get() + 1);
+        Self(n.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
     }
 }
 
@@ -85,8 +114,19 @@ mod tests {
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let s1 = slots.acquire(a).await;
         let _s2 = slots.acquire(a).await;
-        let third = tokio::time::timeout(std::time::Duration::from_millis(20), slots.acquire(a));
-        assert!(third.await.is_err(), "a third stream of one address waits");
+        assert!(!slots.has_waiters());
+        {
+            let third =
+                tokio::time::timeout(std::time::Duration::from_millis(20), slots.acquire(a));
+            tokio::pin!(third);
+            let pending = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(third.as_mut().poll(cx).is_pending())
+            });
+            assert!(pending.await);
+            assert!(slots.has_waiters(), "a third stream of one address waits");
+            assert!(third.await.is_err());
+        }
+        assert!(!slots.has_waiters(), "a wait given up is no longer counted");
         let _other = slots.acquire(b).await;
         drop(s1);
         let _s3 = slots.acquire(a).await;

@@ -61,9 +61,18 @@ struct Raw {
 
 impl Raw {
     fn open(addr: SocketAddr) -> Raw {
+        Self::open_with(addr, &[])
+    }
+
+    /// A connection whose SETTINGS frame carries `settings` (identifier, value).
+    fn open_with(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(PREFACE).unwrap();
-        s.write_all(&frame(SETTINGS, 0, 0, &[])).unwrap();
+        let payload: Vec<u8> = settings
+            .iter()
+            .flat_map(|(id, v)| id.to_be_bytes().into_iter().chain(v.to_be_bytes()))
+            .collect();
+        s.write_all(&frame(SETTINGS, 0, 0, &payload)).unwrap();
         let goaway = Arc::new(AtomicBool::new(false));
         let closed = Arc::new(AtomicBool::new(false));
         let mut r = s.try_clone().unwrap();
@@ -385,4 +394,67 @@ fn partial_prefaces_cost_no_cpu_while_they_wait() {
     s.read_exact(&mut head).unwrap();
     assert_eq!(head[3], SETTINGS, "the server's SETTINGS: {head:?}");
     drop(held);
+}
+
+/// SETTINGS_INITIAL_WINDOW_SIZE.
+const INITIAL_WINDOW_SIZE: u16 = 4;
+
+/// A client that opens every stream's window at 0 and never widens it takes no byte, so no
+/// socket write ever blocks: while others wait for the I/O buffers its streams hold, they are
+/// reset after `writeTimeoutUnderPressure` (after `writeTimeout` otherwise), the connection that
+/// made no progress on any stream is closed, and the buffers go back. Another client's 8 MiB
+/// hits stay whole meanwhile.
+#[test]
+fn streams_whose_window_never_opens_are_reset_and_give_back_their_buffers() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start_with_yaml(
+        &o.url(),
+        dir.path(),
+        "clients:\n  writeTimeout: 3s\n  writeTimeoutUnderPressure: 1s\n",
+        2,
+        &[],
+    );
+    let r = dp.get("/obj/8m/zw");
+    assert_eq!(r.body.len(), 8 << 20);
+    // Buffers in use: allocated, less those pooled for reuse.
+    let in_use = |m: &str| {
+        metric_value(m, "edgecache_dataplane_io_buffer_bytes")
+            - metric_value(m, "edgecache_dataplane_io_buffer_pooled_bytes")
+    };
+    let idle = in_use(&dp.metrics());
+    let stalled: Vec<Raw> = (0..2)
+        .map(|_| {
+            let mut raw = Raw::open_with(dp.listen, &[(INITIAL_WINDOW_SIZE, 0)]);
+            for i in 0..32u32 {
+                let block = request_block("GET", "/obj/8m/zw");
+                assert!(raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, 2 * i + 1, &block)));
+            }
+            raw
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A fresh client's hit is whole while they hold what they hold.
+    let r = dp.get("/obj/8m/zw");
+
+    assert!(
+        !r.truncated && r.body.len() == 8 << 20,
+        "{} bytes",
+        r.body.len()
+    );
+    for raw in &stalled {
+        assert!(
+            raw.wait_ended(Duration::from_secs(10)),
+            "a connection that took no byte of 32 streams is still open"
+        );
+    }
+    dp.wait_for_metrics("the stalled streams' buffers back", 10, |m| {
+        in_use(m) <= idle
+    });
+    let r = dp.get("/obj/8m/zw");
+    assert!(
+        !r.truncated && r.body.len() == 8 << 20,
+        "{} bytes",
+        r.body.len()
+    );
 }

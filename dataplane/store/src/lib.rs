@@ -1025,6 +1025,7 @@ impl Store {
             segment_count: self.layout.segment_count,
             io_buffer_capacity: io.capacity,
             io_buffer_bytes: io.charged,
+            io_buffer_pooled: io.pooled,
             io_buffer_peak: io.peak,
             io_buffer_waits: io.waits,
         }

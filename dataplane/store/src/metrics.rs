@@ -181,10 +181,11 @@ pub struct StoreStats {
     pub segment_size: u64,
     pub segment_count: u32,
     /// I/O buffer budgets of the live workers, summed: the bound, the bytes allocated now (in
-    /// use or pooled for reuse), the sum of the workers' peaks, and how many buffer requests
-    /// had to wait for the budget.
+    /// use or pooled for reuse), of which pooled, the sum of the workers' peaks, and how many
+    /// buffer requests had to wait for the budget.
     pub io_buffer_capacity: u64,
     pub io_buffer_bytes: u64,
+    pub io_buffer_pooled: u64,
     pub io_buffer_peak: u64,
     pub io_buffer_waits: u64,
 }
