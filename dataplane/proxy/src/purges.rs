@@ -948,4 +948,30 @@ mod tests {
         assert_eq!(found("ba"), [1, 5]);
         assert_eq!(found(""), [1]);
     }
+
+    #[test]
+    fn concurrent_purges_lose_no_rule_and_the_file_keeps_them_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = std::sync::Arc::new(open(dir.path()).unwrap());
+        let now = UNIX_EPOCH + Duration::from_secs(1000);
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10 {
+                        let q = format!("id=t{t}-{i}&tag=t{t}-{i}");
+                        p.apply(&parse_query(&q).unwrap(), now, (1, 5), |_| 0)
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(p.len(), 80);
+        let again = open(dir.path()).unwrap();
+        assert_eq!(again.len(), 80);
+        assert!((0..8).all(|t| (0..10).all(|i| again.has(&format!("t{t}-{i}")))));
+    }
 }
