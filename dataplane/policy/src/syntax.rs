@@ -140,62 +140,57 @@ pub fn field_names(list: &str) -> Vec<HeaderName> {
     names
 }
 
-/// `HTTP-date` (RFC 9110 5.6.7) in any of the three formats a recipient MUST accept:
+/// `HTTP-date` (RFC 9110 5.6.7) in exactly the three formats a recipient MUST accept:
 /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), rfc850-date (`Sunday, 06-Nov-94 08:49:37 GMT`)
-/// and asctime-date (`Sun Nov  6 08:49:37 1994`). `None` for anything else. Every date the policy
-/// reads (Date, Expires, Last-Modified, If-Modified-Since, If-Range) goes through here.
+/// and asctime-date (`Sun Nov  6 08:49:37 1994`). `None` for anything else, near misses too
+/// (two spaces between parts, dashes in an IMF-fixdate, a four-digit rfc850 year, the other
+/// format's day name): RFC 9111 5.3 makes an Expires that cannot be parsed a time in the past.
+/// Every date the policy reads (Date, Expires, Last-Modified, If-Modified-Since, If-Range) goes
+/// through here.
 ///
-/// Day and month names and `GMT` are matched without regard to case, runs of whitespace count as
-/// one space, and the day of the week is checked to be a day name but not against the date. An
-/// rfc850-date's two-digit year is placed by [`http_date_at`] against the system clock: this is
-/// the one place the policy reads a clock, and its answer only changes once a year.
+/// Day and month names and `GMT` are matched without regard to case; whitespace around the
+/// whole value (not part of a field value, RFC 9110 5.5) is ignored; the day of the week is
+/// checked to be a day name but not against the date. An rfc850-date's two-digit year is placed
+/// by [`http_date_at`] against the system clock: this is the one place the policy reads a clock,
+/// and its answer only changes once a year.
 pub fn http_date(s: &str) -> Option<SystemTime> {
     http_date_at(s, SystemTime::now())
 }
 
 /// [`http_date`] with the clock passed in: a two-digit year that would put the date more than 50
-/// years after `now`'s year is in the previous century (RFC 9110 5.6.7).
+/// years after `now`'s year is in the previous century (RFC 9110 5.6.7). A stored Date is parsed
+/// at every hit: this allocates nothing.
 pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
-    let (year, month, day, time) = match s.split_once(',') {
-        Some((weekday, rest)) => {
-            weekday_index(weekday.trim_matches([' ', '\t']))?;
-            let (parts, n) = words::<5>(rest)?;
-            match parts[..n] {
-                // IMF-fixdate: `06 Nov 1994 08:49:37 GMT`.
-                [day, month, year, time, gmt] if gmt.eq_ignore_ascii_case("GMT") => {
-                    (four_digits(year)?, month, day, time)
-                }
-                // rfc850-date: `06-Nov-94 08:49:37 GMT`.
-                [date, time, gmt] if gmt.eq_ignore_ascii_case("GMT") => {
-                    let mut fields = date.split('-');
-                    let (Some(day), Some(month), Some(year), None) =
-                        (fields.next(), fields.next(), fields.next(), fields.next())
-                    else {
-                        return None;
-                    };
-                    let year = match year.len() {
-                        2 => century_of(digits(year)?, now),
-                        _ => four_digits(year)?,
-                    };
-                    (year, month, day, time)
-                }
-                _ => return None,
-            }
+    let s = s.trim_matches([' ', '\t']);
+    let (year, month, day, time) = match s.split_once(", ") {
+        // IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
+        Some((weekday, rest)) if weekday.len() == 3 => {
+            short_day_name(weekday)?;
+            let [day, month, year, time, gmt] = fields(rest, b' ', [2, 3, 4, 8, 3])?;
+            gmt.eq_ignore_ascii_case("GMT").then_some(())?;
+            (four_digits(year)?, month, day, time)
         }
-        // asctime-date: `Sun Nov  6 08:49:37 1994`.
-        None => match words::<5>(s)? {
-            ([weekday, month, day, time, year], 5) => {
-                weekday_index(weekday)?;
-                (four_digits(year)?, month, day, time)
-            }
-            _ => return None,
-        },
+        // rfc850-date: `Sunday, 06-Nov-94 08:49:37 GMT`.
+        Some((weekday, rest)) => {
+            long_day_name(weekday)?;
+            let [date, time, gmt] = fields(rest, b' ', [9, 8, 3])?;
+            gmt.eq_ignore_ascii_case("GMT").then_some(())?;
+            let [day, month, yy] = fields(date, b'-', [2, 3, 2])?;
+            (century_of(digits(yy)?, now), month, day, time)
+        }
+        // asctime-date: `Sun Nov  6 08:49:37 1994` (a one-digit day after two spaces).
+        None => {
+            let (head, day, tail) = (s.get(..8)?, s.get(8..10)?, s.get(10..)?);
+            let [weekday, month] = fields(head.get(..7)?, b' ', [3, 3])?;
+            short_day_name(weekday)?;
+            (head.as_bytes().get(7) == Some(&b' ')).then_some(())?;
+            let day = day.strip_prefix(' ').unwrap_or(day);
+            let [_, time, year] = fields(tail, b' ', [0, 8, 4])?;
+            (four_digits(year)?, month, day, time)
+        }
     };
     let month = month_index(month)?;
-    let day = (1..=2)
-        .contains(&day.len())
-        .then(|| digits(day))
-        .flatten()?;
+    let day = digits(day)?;
     if day == 0 || day > days_in_month(year, month) {
         return None;
     }
@@ -208,31 +203,40 @@ pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
     }
 }
 
-/// The whitespace-separated words of `s` and their count; `None` past `N` of them (no date
-/// has more, and a date is parsed at every hit: no allocation).
-fn words<const N: usize>(s: &str) -> Option<([&str; N], usize)> {
+/// `s` cut at each `sep` into exactly `N` parts of the given lengths in bytes; `None` otherwise
+/// (a date is parsed at every hit: no allocation).
+fn fields<const N: usize>(s: &str, sep: u8, lens: [usize; N]) -> Option<[&str; N]> {
     let mut out = [""; N];
-    let mut n = 0;
-    for w in s.split_ascii_whitespace() {
-        *out.get_mut(n)? = w;
-        n += 1;
+    let mut at = 0;
+    for (i, len) in lens.into_iter().enumerate() {
+        if i > 0 {
+            (s.as_bytes().get(at) == Some(&sep)).then_some(())?;
+            at += 1;
+        }
+        *out.get_mut(i)? = s.get(at..at + len)?;
+        at += len;
     }
-    Some((out, n))
+    (at == s.len()).then_some(out)
 }
 
-/// 1 to 7 for a short (`Sun`) or long (`Sunday`) day name, in any letter case.
-fn weekday_index(name: &str) -> Option<usize> {
-    const DAYS: [&str; 7] = [
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-    ];
-    DAYS.iter()
-        .position(|d| name.eq_ignore_ascii_case(d) || name.eq_ignore_ascii_case(&d[..3]))
+const DAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// 0 to 6 for a short day name (`Sun`), in any letter case.
+fn short_day_name(name: &str) -> Option<usize> {
+    DAYS.iter().position(|d| name.eq_ignore_ascii_case(&d[..3]))
+}
+
+/// 0 to 6 for a long day name (`Sunday`), in any letter case.
+fn long_day_name(name: &str) -> Option<usize> {
+    DAYS.iter().position(|d| name.eq_ignore_ascii_case(d))
 }
 
 /// 1 to 12 for a month name (`Nov`), in any letter case.
@@ -445,8 +449,8 @@ mod tests {
             ("SUN, 06 NOV 1994 08:49:37 GMT", sunday),
             ("sunday, 06-nov-94 08:49:37 Gmt", sunday),
             ("SUN NOV  6 08:49:37 1994", sunday),
-            ("Sun, 6 Nov 1994 08:49:37 GMT", sunday),
-            ("Sun, 06-Nov-1994 08:49:37 GMT", sunday),
+            ("Sun, 6 Nov 1994 08:49:37 GMT", None),
+            ("Sun, 06-Nov-1994 08:49:37 GMT", None),
             // The day name is not checked against the date.
             ("Mon, 06 Nov 1994 08:49:37 GMT", sunday),
             ("Thu, 01 Jan 1970 00:00:00 GMT", t(0)),
@@ -484,6 +488,35 @@ mod tests {
             ("Sun Nov  6 08:49:37 1994 GMT", None),
             ("Sun, +6 Nov 1994 08:49:37 GMT", None),
             ("Sun, 06 Nov 1994 08:49:37 GMT\u{e9}", None),
+            // Near misses of each format: one space too many or too few, a tab for a space,
+            // the other format's day name or date separator, a day of the wrong width.
+            ("Sun,  06 Nov 1994 08:49:37 GMT", None),
+            ("Sun, 06  Nov 1994 08:49:37 GMT", None),
+            ("Sun, 06 Nov  1994 08:49:37 GMT", None),
+            ("Sun, 06 Nov 1994  08:49:37 GMT", None),
+            ("Sun, 06 Nov 1994 08:49:37  GMT", None),
+            ("Sun,06 Nov 1994 08:49:37 GMT", None),
+            ("Sun , 06 Nov 1994 08:49:37 GMT", None),
+            ("Sun, 06 Nov 1994\t08:49:37 GMT", None),
+            ("Sun, 06 Nov 1994 08:49:37 GMT,", None),
+            ("Sunday, 06 Nov 1994 08:49:37 GMT", None),
+            ("Sun, 06-Nov-94 08:49:37 GMT", None),
+            ("Sunday,  06-Nov-94 08:49:37 GMT", None),
+            ("Sunday, 06-Nov-94  08:49:37 GMT", None),
+            ("Sunday, 6-Nov-94 08:49:37 GMT", None),
+            ("Sunday, 06 Nov 94 08:49:37 GMT", None),
+            ("Sunday, 06-Nov-1994 08:49:37 GMT", None),
+            ("Sun Nov 6 08:49:37 1994", None),
+            ("Sun  Nov  6 08:49:37 1994", None),
+            ("Sun Nov   6 08:49:37 1994", None),
+            ("Sun Nov  6  08:49:37 1994", None),
+            ("Sun Nov  6 08:49:37  1994", None),
+            ("Sun Nov 6  08:49:37 1994", None),
+            ("Sun Nov 06 08:49:37 GMT 1994", None),
+            ("Sunday Nov  6 08:49:37 1994", None),
+            ("Sun, Nov  6 08:49:37 1994", None),
+            ("Sun\u{e9}Nov  6 08:49:37 1994", None),
+            ("\u{e9}\u{e9}\u{e9}\u{e9}, 06 Nov 1994 08:49:37 GMT", None),
         ];
         for (input, want) in cases {
             assert_eq!(http_date(input), *want, "{input:?}");

@@ -508,3 +508,43 @@ fn policy_fresh_while_lifetime_exceeds_age_rfc9111_4_2() {
     ]);
     assert!(!big_age.freshness(at(0), &cfg).is_fresh(), "5.1 large Age");
 }
+
+#[test]
+fn policy_freshness_expires_near_misses_are_already_stale_rfc9111_5_3() {
+    // T0 is Tue, 14 Nov 2023 22:13:20 GMT. Each value is a near miss of one of the three
+    // HTTP-date formats (RFC 9110 5.6.7), meaning T0 + 100 s to a lenient parser: one a
+    // recipient cannot parse is a time in the past (RFC 9111 5.3), so the response is stale.
+    let cases: &[&str] = &[
+        // IMF-fixdate with a space too many, or too few, between parts.
+        "Tue,  14 Nov 2023 22:15:00 GMT",
+        "Tue, 14  Nov 2023 22:15:00 GMT",
+        "Tue, 14 Nov  2023 22:15:00 GMT",
+        "Tue, 14 Nov 2023  22:15:00 GMT",
+        "Tue, 14 Nov 2023 22:15:00  GMT",
+        "Tue,14 Nov 2023 22:15:00 GMT",
+        "Tue , 14 Nov 2023 22:15:00 GMT",
+        "Tue, 14 Nov 2023\t22:15:00 GMT",
+        // Dashes inside IMF-fixdate, a four-digit year in rfc850-date.
+        "Tue, 14-Nov-2023 22:15:00 GMT",
+        "Tuesday, 14-Nov-2023 22:15:00 GMT",
+        // The other format's day name.
+        "Tuesday, 14 Nov 2023 22:15:00 GMT",
+        "Tue, 14-Nov-23 22:15:00 GMT",
+        // asctime with one space before a one-digit day, or extra spaces.
+        "Tue Nov 4 22:15:00 2023",
+        "Tue  Nov 14 22:15:00 2023",
+        "Tue Nov 14 22:15:00  2023",
+    ];
+    let cfg = PolicyConfig::default();
+    let d0 = date(0);
+    for expires in cases {
+        let s = stored(&[("expires", expires), ("date", &d0)]);
+        let f = s.freshness(at(0), &cfg);
+        assert_eq!(
+            (f.lifetime.secs, f.lifetime.source),
+            (0, LifetimeSource::Expires),
+            "Expires {expires:?}"
+        );
+        assert!(!f.is_fresh(), "Expires {expires:?}");
+    }
+}

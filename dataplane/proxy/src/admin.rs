@@ -4,16 +4,19 @@
 //! tag or everything, soft or hard (src/purges.rs).
 //!
 //! Mutating calls need the bearer token of `adminAccess.tokenFile` (src/admin/access.rs). The
-//! listener has the client listener's header timeout, a cap on open connections, and backs
-//! off when accept fails (EMFILE) instead of spinning.
+//! listener has the client listener's header timeout, caps on open connections per address and
+//! in all where a new connection takes the place of an idle one (src/admin/conns.rs: idle
+//! connections cannot lock the probes out), one log line per interval for what the caps do, and
+//! backs off when accept fails (EMFILE) instead of spinning.
 
 mod access;
+mod conns;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgecache_store::Store;
@@ -26,13 +29,15 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::warn;
+use tracing::{debug, warn};
 
 pub use access::{Expected, TokenSource};
 use access::{Need, Verdict};
+use conns::{Admit, LogEvery, Slots};
 
 use crate::clock::Clock;
 use crate::key;
+use crate::purges::Refused;
 
 /// What the admin endpoint reads.
 pub struct Admin {
@@ -45,6 +50,8 @@ pub struct Admin {
     pub metrics_public: bool,
     /// Time allowed for a request head (and for an idle keep-alive connection).
     pub header_timeout: Duration,
+    /// Open connections per client address (`clients.maxAdminConnectionsPerIp`).
+    pub max_connections_per_ip: u32,
     /// Purge rules (`POST /purge`).
     pub purges: Arc<crate::purges::Purges>,
     /// This node's name, in purge answers (empty when not set).
@@ -60,8 +67,8 @@ pub struct Admin {
 /// answered (a disk whose writes hang does not hang the admin endpoint).
 const SETTLE_WITHIN: Duration = Duration::from_secs(1);
 
-/// Open admin connections at most; more are refused at accept.
-const MAX_ADMIN_CONNECTIONS: usize = 64;
+/// How often at most a line says what the connection caps did (with how many times).
+const CAPS_LOG_EVERY: Duration = Duration::from_secs(10);
 
 type Resp = Response<Full<Bytes>>;
 
@@ -248,10 +255,11 @@ impl Admin {
                 );
                 resp
             }
-            Err(e) => text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot keep the purge rules: {e}\n"),
-            ),
+            Err(e @ Refused::At(_)) => text(StatusCode::BAD_REQUEST, format!("bad purge: {e}\n")),
+            Err(e @ Refused::Full { .. }) => {
+                text(StatusCode::INSUFFICIENT_STORAGE, format!("{e}\n"))
+            }
+            Err(e @ Refused::Io(_)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
         }
     }
 }
@@ -283,7 +291,11 @@ fn clone_head(req: &Request<Incoming>) -> Request<()> {
 
 /// Serve the admin endpoint until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, admin: Arc<Admin>, mut shutdown: watch::Receiver<bool>) {
-    let open = Arc::new(());
+    let per_ip = usize::try_from(admin.max_connections_per_ip).unwrap_or(usize::MAX);
+    let total = usize::try_from(edgecache_api::dataplane::ADMIN_CONNECTIONS_MAX).unwrap_or(64);
+    let slots = Arc::new(Mutex::new(Slots::new(per_ip, total)));
+    let mut caps_log = LogEvery::new(CAPS_LOG_EVERY);
+    let mut accept_log = LogEvery::new(CAPS_LOG_EVERY);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -292,42 +304,108 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>, mut shutdown: watch
                     Err(e) => {
                         // EMFILE, ENFILE, ENOBUFS: the error repeats until something closes;
                         // back off instead of spinning on it.
-                        warn!("admin accept failed: {e}");
+                        if let Some(n) = accept_log.note(Instant::now()) {
+                            warn!(times = n, "admin accept failed: {e}");
+                        }
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
                 };
-                // Each connection holds a clone; the count is the number open.
-                if Arc::strong_count(&open) > MAX_ADMIN_CONNECTIONS {
-                    warn!(%peer, "admin connection refused: {MAX_ADMIN_CONNECTIONS} already open");
-                    drop(stream);
-                    continue;
-                }
-                let held = open.clone();
+                let admitted = lock(&slots).admit(peer.ip());
+                let slot = match admitted {
+                    Admit::Open(slot) => slot,
+                    Admit::Replaced(slot) => {
+                        over_the_caps(&mut caps_log, peer, false, per_ip);
+                        slot
+                    }
+                    Admit::Refused => {
+                        over_the_caps(&mut caps_log, peer, true, per_ip);
+                        drop(stream);
+                        continue;
+                    }
+                };
                 let admin = admin.clone();
+                let slots = slots.clone();
                 tokio::spawn(async move {
                     let timeout = admin.header_timeout;
+                    let held = slot.clone();
                     let svc = service_fn(move |req| {
                         let admin = admin.clone();
+                        let slot = held.clone();
                         async move {
-                            if let Some(refused) = admin.refusal(&req, peer) {
-                                return Ok::<_, Infallible>(refused);
+                            if !slot.begin() {
+                                // Taken for a newer connection an instant ago: this one closes.
+                                return Ok::<_, Infallible>(text(
+                                    StatusCode::SERVICE_UNAVAILABLE,
+                                    "the admin connection was closed to make room\n",
+                                ));
                             }
-                            if admin.settles(&req) {
-                                admin.landing.settled(SETTLE_WITHIN).await;
-                            }
-                            Ok(admin.answer(&req))
+                            let answer = admin.call(req, peer).await;
+                            slot.end();
+                            Ok(answer)
                         }
                     });
-                    let _ = http1::Builder::new()
+                    let conn = http1::Builder::new()
                         .timer(TokioTimer::new())
                         .header_read_timeout(timeout)
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                    drop(held);
+                        .serve_connection(TokioIo::new(stream), svc);
+                    tokio::select! {
+                        _ = conn => {}
+                        () = slot.taken() => {}
+                    }
+                    lock(&slots).close(&slot);
                 });
             }
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+impl Admin {
+    /// The answer to one call from `peer`. A purge writes and fsyncs the rules file: on the
+    /// blocking pool, so the probes on this thread are not held up by the disk.
+    async fn call(self: Arc<Self>, req: Request<Incoming>, peer: SocketAddr) -> Resp {
+        if let Some(refused) = self.refusal(&req, peer) {
+            return refused;
+        }
+        if self.settles(&req) {
+            self.landing.settled(SETTLE_WITHIN).await;
+        }
+        if (req.method(), req.uri().path()) == (&Method::POST, "/purge") {
+            let admin = self.clone();
+            return tokio::task::spawn_blocking(move || admin.answer(&req))
+                .await
+                .unwrap_or_else(|e| {
+                    text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("the purge call failed: {e}\n"),
+                    )
+                });
+        }
+        self.answer(&req)
+    }
+}
+
+/// A connection went past the caps: a line at most every [`CAPS_LOG_EVERY`] (an attack opens
+/// thousands a second), the rest at debug level.
+fn over_the_caps(log: &mut LogEvery, peer: SocketAddr, refused: bool, per_ip: usize) {
+    match log.note(Instant::now()) {
+        Some(times) => warn!(
+            %peer,
+            times,
+            per_ip,
+            "admin connection over the caps (clients.maxAdminConnectionsPerIp, {} in all): the \
+             oldest idle one was closed to make room, or the new one refused when none was idle; \
+             `times` counts them since the last such line",
+            edgecache_api::dataplane::ADMIN_CONNECTIONS_MAX
+        ),
+        None => debug!(%peer, refused, "admin connection over the caps"),
+    }
+}
+
+fn lock(slots: &Mutex<Slots>) -> std::sync::MutexGuard<'_, Slots> {
+    match slots.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
     }
 }

@@ -144,8 +144,12 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     // Purge rules survive restarts in the cache directory; a file that does not parse stops
     // the start (serving content a lost purge named would be worse).
     let purges = Arc::new(
-        crate::purges::Purges::open(std::path::Path::new(&cfg.storage.dir))
-            .with_context(|| format!("cannot read the purge rules in {}", cfg.storage.dir))?,
+        crate::purges::Purges::open(
+            std::path::Path::new(&cfg.storage.dir),
+            usize::try_from(cfg.cache.max_purge_rules).unwrap_or(usize::MAX),
+            std::time::SystemTime::now(),
+        )
+        .with_context(|| format!("cannot read the purge rules in {}", cfg.storage.dir))?,
     );
     let stats = store.stats();
     info!(
@@ -343,6 +347,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         token,
         metrics_public: cfg.admin_access.metrics_public,
         header_timeout: cfg.clients.header_timeout.get(),
+        max_connections_per_ip: cfg.clients.max_admin_connections_per_ip,
         purges,
         node: cfg.sharding.node_name.clone().unwrap_or_default(),
         sites: sites.clone(),

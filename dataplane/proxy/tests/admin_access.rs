@@ -223,3 +223,62 @@ fn without_a_token_file_a_remote_peer_cannot_purge() {
     // Nothing stored under that key: 404, but past the check.
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
 }
+
+/// `GET /healthz` on a fresh connection, given at most `within` to answer.
+fn healthz_within(admin: SocketAddr, within: Duration) -> std::io::Result<u16> {
+    use std::io::{BufReader, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&admin, within)?;
+    s.set_read_timeout(Some(within))?;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n")?;
+    Ok(read_response(&mut BufReader::new(s), false)?.status)
+}
+
+#[test]
+fn idle_connections_from_one_address_leave_room_for_probes_and_few_log_lines() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start_with_yaml(&o.url(), dir.path(), "", 1, &[]);
+    // 100 connections from 127.0.0.1 that never send a byte: more than the listener holds.
+    let idle: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| std::net::TcpStream::connect(dp.admin).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // A probe from the same address still gets its answer, at once.
+    let t = Instant::now();
+    let status = healthz_within(dp.admin, Duration::from_secs(2));
+    let first = t.elapsed();
+    assert_eq!(
+        status.as_ref().ok(),
+        Some(&200),
+        "{status:?} after {:?}; log:\n{}",
+        t.elapsed(),
+        dp.log_text()
+    );
+    // The attack goes on, opening and dropping connections for two seconds: probes keep
+    // answering, and the log gets a bounded number of lines about it.
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut opened = 0;
+    while Instant::now() < until {
+        if std::net::TcpStream::connect(dp.admin).is_ok() {
+            opened += 1;
+        }
+    }
+    assert_eq!(
+        healthz_within(dp.admin, Duration::from_secs(2)).ok(),
+        Some(200)
+    );
+    let log = dp.log_text();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("admin connection"))
+        .count();
+    eprintln!(
+        "healthz answered in {first:?} past 100 idle connections; {opened} more opened in 2 s; \
+         {lines} log line(s)"
+    );
+    assert!(
+        lines <= 3,
+        "{lines} log lines for {opened} connections opened:\n{log}"
+    );
+    drop(idle);
+}

@@ -132,3 +132,65 @@ fn a_bad_purge_call_is_refused_with_the_reason() {
         assert!(String::from_utf8_lossy(&r.body).contains(why), "{q}");
     }
 }
+
+#[test]
+fn a_purge_at_beyond_the_clock_is_refused_and_a_kept_one_is_dropped_at_load() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start_with_yaml(&o.url(), dir.path(), "", 1, &[]);
+    let p = "/obj/4k/at-1";
+    store_all(&dp, &[p]);
+    // u64::MAX overflowed the hit path; an hour ahead would disable caching for an hour.
+    let in_an_hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    for q in [
+        "id=far&all&soft&at=18446744073709551615".to_string(),
+        format!("id=hour&all&at={in_an_hour}"),
+        "id=zero&all&at=0".to_string(),
+    ] {
+        let r = purge(&dp, &q);
+        assert_eq!(r.status, 400, "{q}: {}", String::from_utf8_lossy(&r.body));
+        assert!(String::from_utf8_lossy(&r.body).contains("at:"), "{q}");
+    }
+    let r = dp.get(p);
+    assert!(r.is_hit(), "{}", r.cache_status());
+    // A rules file written before the check was made keeps such a rule: it is dropped at load,
+    // with a log line, and hits go on.
+    let dp = dp.restart_after(|| {
+        std::fs::write(
+            dir.path().join("cache/purges.jsonl"),
+            "{\"id\":\"old\",\"selector\":{\"kind\":\"all\"},\"soft\":true,\
+             \"at\":18446744073709551615,\"epoch\":1}\n",
+        )
+        .unwrap();
+    });
+    let r = dp.get(p);
+    assert_eq!(r.status, 200);
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert!(
+        dp.log_text().contains("purge rule dropped"),
+        "{}",
+        dp.log_text()
+    );
+}
+
+#[test]
+fn a_purge_past_the_rule_cap_is_refused_with_507_and_the_reason() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp =
+        Dataplane::start_with_yaml(&o.url(), dir.path(), "cache:\n  maxPurgeRules: 3\n", 1, &[]);
+    assert_eq!(purge(&dp, "id=a&tag=t1&tag=t2").status, 200);
+    let r = purge(&dp, "id=b&tag=t3&tag=t4");
+    assert_eq!(r.status, 507, "{}", String::from_utf8_lossy(&r.body));
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(
+        body.contains("cache.maxPurgeRules") && body.contains('3'),
+        "{body}"
+    );
+    // Within the cap it goes on.
+    assert_eq!(purge(&dp, "id=c&tag=t3").status, 200);
+}

@@ -25,6 +25,12 @@ pub use sites::{
 
 /// The version of this config format. Bumped only on incompatible changes.
 pub const CONFIG_VERSION: u32 = 1;
+/// Open connections the admin listener holds in all (`clients.maxAdminConnectionsPerIp` is at
+/// most this).
+pub const ADMIN_CONNECTIONS_MAX: u32 = 64;
+/// Most purge rules `cache.maxPurgeRules` may allow in force (each is a line of the rules file,
+/// written whole at every purge, and an entry of the index every lookup reads).
+pub const PURGE_RULES_MAX: u32 = 1_000_000;
 
 /// The whole data-plane config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +142,11 @@ pub struct ClientLimitsConfig {
     /// wait for one to end. Default: 0, derived from the worker's I/O buffers (half of them at
     /// two 256 KiB chunks a stream: 32 for 32 MiB).
     pub max_disk_streams_per_ip: u32,
+    /// Open connections to the admin listener per client address (1 to 64; the listener holds
+    /// 64 in all). A connection past this, or past the 64, takes the place of the oldest one
+    /// with no request in progress (its address's, or the busiest address's), so idle
+    /// connections cannot lock probes out; it is refused only when none is idle. Default: 16.
+    pub max_admin_connections_per_ip: u32,
 }
 
 impl Default for ClientLimitsConfig {
@@ -148,6 +159,7 @@ impl Default for ClientLimitsConfig {
             max_connections_per_ip: 256,
             max_connections_per_worker: 0,
             max_disk_streams_per_ip: 0,
+            max_admin_connections_per_ip: 16,
         }
     }
 }
@@ -458,6 +470,10 @@ pub struct CachePolicyConfig {
     /// fetch; a `private` or `no-store` response's own max-age takes precedence. `0s`: off.
     /// Default: `10s`.
     pub hit_for_pass: Duration,
+    /// Purge rules (`POST /purge` on the admin port, EdgeCachePurges) in force at most; a purge
+    /// that would add more is refused with 507 until older rules go (each goes once the store
+    /// has reclaimed what was stored before it). 1 to 1,000,000. Default: 10000.
+    pub max_purge_rules: u32,
 }
 
 impl Default for CachePolicyConfig {
@@ -470,6 +486,7 @@ impl Default for CachePolicyConfig {
             name: "edgecache".into(),
             store_close_delimited: false,
             hit_for_pass: Duration::secs(10),
+            max_purge_rules: 10_000,
         }
     }
 }
@@ -697,6 +714,23 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
             "clients.maxConnectionsPerIp",
             Some("0".into()),
             "must be at least 1",
+        ));
+    }
+    if !(1..=ADMIN_CONNECTIONS_MAX).contains(&cfg.clients.max_admin_connections_per_ip) {
+        errors.push(err(
+            "clients.maxAdminConnectionsPerIp",
+            Some(cfg.clients.max_admin_connections_per_ip.to_string()),
+            format!(
+                "must be 1 to {ADMIN_CONNECTIONS_MAX} (the admin listener holds \
+                 {ADMIN_CONNECTIONS_MAX} connections in all)"
+            ),
+        ));
+    }
+    if !(1..=PURGE_RULES_MAX).contains(&cfg.cache.max_purge_rules) {
+        errors.push(err(
+            "cache.maxPurgeRules",
+            Some(cfg.cache.max_purge_rules.to_string()),
+            format!("must be 1 to {PURGE_RULES_MAX}"),
         ));
     }
     if cfg
@@ -1127,6 +1161,29 @@ mod tests {
         assert!(
             e.to_string()
                 .contains("clients.writeTimeoutUnderPressure: must be greater than zero"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn admin_connection_and_purge_rule_caps_have_defaults_and_bounds() {
+        let c = parse("origin:\n  url: http://o:80\n").unwrap();
+        assert_eq!(c.clients.max_admin_connections_per_ip, 16);
+        assert_eq!(c.cache.max_purge_rules, 10_000);
+        let c = parse(
+            "origin:\n  url: http://o:80\nclients:\n  maxAdminConnectionsPerIp: 64\ncache:\n  maxPurgeRules: 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.clients.max_admin_connections_per_ip, 64);
+        assert_eq!(c.cache.max_purge_rules, 1);
+        let e = parse(
+            "origin:\n  url: http://o:80\nclients:\n  maxAdminConnectionsPerIp: 65\ncache:\n  maxPurgeRules: 0\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("clients.maxAdminConnectionsPerIp: must be 1 to 64")
+                && e.contains("cache.maxPurgeRules: must be 1 to 1000000 (got 0)"),
             "{e}"
         );
     }

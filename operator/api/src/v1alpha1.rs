@@ -700,6 +700,11 @@ pub struct CacheSpec {
     /// origin, without waiting on one another (hit-for-pass); `0s` turns it off. Default: `10s`.
     #[serde(default = "default_hit_for_pass")]
     pub hit_for_pass: Duration,
+    /// Purge rules (EdgeCachePurges, `POST /purge`) each pod keeps in force at most; a purge
+    /// past it is refused (507) until older rules go. Default: 10000.
+    #[serde(default = "default_max_purge_rules")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_purge_rules: u32,
 }
 
 impl Default for CacheSpec {
@@ -714,6 +719,7 @@ impl Default for CacheSpec {
             store_close_delimited: false,
             max_variants_per_key: default_max_variants(),
             hit_for_pass: default_hit_for_pass(),
+            max_purge_rules: default_max_purge_rules(),
         }
     }
 }
@@ -726,6 +732,9 @@ fn default_max_variants() -> u32 {
 }
 fn default_hit_for_pass() -> Duration {
     CachePolicyConfig::default().hit_for_pass
+}
+fn default_max_purge_rules() -> u32 {
+    CachePolicyConfig::default().max_purge_rules
 }
 fn default_cache_name() -> String {
     "edgecache".into()
@@ -762,6 +771,12 @@ pub struct ClientsSpec {
     #[serde(default)]
     #[schemars(range(max = 1000000))]
     pub max_disk_streams_per_ip: u32,
+    /// Open connections to the admin port per client address; one more takes the place of the
+    /// oldest idle one, so idle connections cannot lock out the probes. At most 64 (the admin
+    /// port holds 64 in all). Default: 16.
+    #[serde(default = "default_admin_per_ip")]
+    #[schemars(range(min = 1, max = 64))]
+    pub max_admin_connections_per_ip: u32,
 }
 
 impl Default for ClientsSpec {
@@ -774,6 +789,7 @@ impl Default for ClientsSpec {
             max_connections_per_ip: default_per_ip(),
             max_connections_per_worker: 0,
             max_disk_streams_per_ip: 0,
+            max_admin_connections_per_ip: default_admin_per_ip(),
         }
     }
 }
@@ -793,6 +809,9 @@ fn default_write_timeout_under_pressure() -> Duration {
 }
 fn default_per_ip() -> u32 {
     ClientLimitsConfig::default().max_connections_per_ip
+}
+fn default_admin_per_ip() -> u32 {
+    ClientLimitsConfig::default().max_admin_connections_per_ip
 }
 
 /// Ports and networking.

@@ -435,6 +435,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             name: spec.cache.name.clone(),
             store_close_delimited: spec.cache.store_close_delimited,
             hit_for_pass: spec.cache.hit_for_pass,
+            max_purge_rules: spec.cache.max_purge_rules,
         },
         clients: ClientLimitsConfig {
             header_timeout: spec.clients.header_timeout,
@@ -444,6 +445,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             max_connections_per_ip: spec.clients.max_connections_per_ip,
             max_connections_per_worker: spec.clients.max_connections_per_worker,
             max_disk_streams_per_ip: spec.clients.max_disk_streams_per_ip,
+            max_admin_connections_per_ip: spec.clients.max_admin_connections_per_ip,
         },
         tls: tls_config(spec),
         http2: Http2Config {
@@ -683,12 +685,14 @@ mod tests {
         assert_eq!(c.clients.write_timeout.to_string(), "30s");
         assert_eq!(c.clients.max_connections_per_ip, 256);
         assert_eq!(c.clients.max_connections_per_worker, 0);
+        assert_eq!(c.clients.max_admin_connections_per_ip, 16);
+        assert_eq!(c.cache.max_purge_rules, 10_000);
     }
 
     #[test]
     fn client_limits_and_close_delimited_storage_reach_the_dataplane_config() {
         let v = validate(&minimal_edgecache(
-            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\n  maxVariantsPerKey: 8\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  writeTimeoutUnderPressure: 3s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n  maxDiskStreamsPerIp: 7\n",
+            "cache:\n  storeCloseDelimited: true\n  hitForPass: 0s\n  maxVariantsPerKey: 8\n  maxPurgeRules: 50\nclients:\n  headerTimeout: 5s\n  idleTimeout: 2m\n  writeTimeout: 15s\n  writeTimeoutUnderPressure: 3s\n  maxConnectionsPerIp: 64\n  maxConnectionsPerWorker: 5000\n  maxDiskStreamsPerIp: 7\n  maxAdminConnectionsPerIp: 4\n",
         ), &Policy::default())
         .unwrap();
         let c = &v.dataplane;
@@ -702,6 +706,8 @@ mod tests {
         assert_eq!(c.clients.max_connections_per_ip, 64);
         assert_eq!(c.clients.max_connections_per_worker, 5000);
         assert_eq!(c.clients.max_disk_streams_per_ip, 7);
+        assert_eq!(c.clients.max_admin_connections_per_ip, 4);
+        assert_eq!(c.cache.max_purge_rules, 50);
         // The data plane's own rules apply: a zero timeout is refused, by its spec name.
         let e = validate(
             &minimal_edgecache("clients:\n  headerTimeout: 0s\n"),
