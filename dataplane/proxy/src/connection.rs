@@ -120,10 +120,15 @@ pub async fn serve<S>(
             };
             req.extensions_mut().insert(interim.clone());
             let resp = match redirect {
-                Some(port) => Ok(https_redirect(&req, port)),
+                // Nodes forward misses to each other over plain HTTP.
+                Some(port)
+                    if !handler::is_peer_hop(&ctx, req.method(), req.uri(), req.headers()) =>
+                {
+                    Ok(https_redirect(&req, port))
+                }
                 // The handler's future is about 15 KiB, and hyper moves the service's future
                 // into its connection once per request: boxed, that move is a pointer.
-                None => boxed_in_place(|| handler::handle(ctx, req, peer)).await,
+                _ => boxed_in_place(|| handler::handle(ctx, req, peer)).await,
             };
             // No 1xx after this; those queued go out before the final response's head.
             interim.end().await;

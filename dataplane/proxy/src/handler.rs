@@ -86,7 +86,7 @@ mod sliced;
 
 use fill::{Miss, fetch, fill, relay_origin_response};
 use forward::forward;
-pub(crate) use peer::Upstream;
+pub(crate) use peer::{Upstream, is_peer_hop};
 
 /// A worker's view of the data plane.
 pub struct Ctx {

@@ -26,6 +26,7 @@ mod line_queue;
 mod metrics;
 mod origin;
 mod paced;
+mod peer_auth;
 mod popularity;
 mod purges;
 mod request_log;

@@ -148,6 +148,8 @@ pub struct Metrics {
     pub peer_forwards: Family<Label, Counter>,
     /// Sharding: requests another node forwarded here.
     pub peer_served: Counter,
+    /// Sharding: hop headers without a valid proof (src/peer_auth.rs), by reason.
+    pub peer_hops_refused: Family<Label, Counter>,
     /// Sharding: the other nodes of the peer list, by state.
     pub peers: Family<Label, Gauge>,
     /// Sharding: peers file changes taken or refused.
@@ -281,6 +283,7 @@ impl Metrics {
             fill_repairs: Family::default(),
             peer_forwards: Family::default(),
             peer_served: Counter::default(),
+            peer_hops_refused: Family::default(),
             peers: Family::default(),
             peer_list_reloads: Family::default(),
             memory,
@@ -405,6 +408,12 @@ impl Metrics {
             m.peer_served.clone(),
         );
         r.register(
+            "peer_hops_refused",
+            "Requests with a hop header but no valid proof of a peer (label reason: missing, \
+             malformed, expired, bad_mac), served as clients' requests",
+            m.peer_hops_refused.clone(),
+        );
+        r.register(
             "peers",
             "The other nodes of the peer list (label state: up, down)",
             m.peers.clone(),
@@ -526,6 +535,12 @@ impl Metrics {
     pub fn peer_forward(&self, result: &'static str) {
         self.peer_forwards
             .get_or_create(&[("result", result.to_string())])
+            .inc();
+    }
+
+    pub fn peer_hop_refused(&self, reason: &'static str) {
+        self.peer_hops_refused
+            .get_or_create(&[("reason", reason.to_string())])
             .inc();
     }
 

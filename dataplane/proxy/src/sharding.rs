@@ -26,6 +26,7 @@ use tracing::{info, warn};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use crate::origin::Origin;
+use crate::peer_auth::PeerKey;
 use crate::popularity::Popularity;
 use crate::ring::{self, ParseError, Peer, Ring};
 
@@ -47,6 +48,8 @@ pub struct Settings {
     pub popularity_window: Duration,
     pub peer_connect_timeout: Duration,
     pub peer_timeout: Duration,
+    /// The key hops are proven with (src/peer_auth.rs); `None`: hops are trusted as they come.
+    pub peer_key_file: Option<PathBuf>,
 }
 
 impl Settings {
@@ -62,6 +65,7 @@ impl Settings {
             popularity_window: c.popularity_window.get(),
             peer_connect_timeout: c.peer_connect_timeout.get(),
             peer_timeout: c.peer_timeout.get(),
+            peer_key_file: c.peer_key_file.as_ref().map(PathBuf::from),
         })
     }
 }
@@ -69,6 +73,8 @@ impl Settings {
 /// Why the peers file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PeersError {
+    #[error("sharding.peerKeyFile: {0}")]
+    Key(String),
     #[error("cannot read the peers file {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -115,6 +121,7 @@ enum Seen {
 
 pub struct Sharding {
     settings: Settings,
+    key: Option<PeerKey>,
     ring: RwLock<Arc<Ring>>,
     health: Mutex<HashMap<String, Health>>,
     popularity: Popularity,
@@ -155,7 +162,18 @@ impl Sharding {
     pub fn open(settings: Settings, metrics: Arc<Metrics>) -> Result<Self, PeersError> {
         let bytes = read_peers(&settings.peers_file)?;
         let peers = parse_peers(&settings.peers_file, &bytes)?;
+        let key = match &settings.peer_key_file {
+            Some(path) => Some(PeerKey::load(path).map_err(PeersError::Key)?),
+            None => {
+                warn!(
+                    "sharding.peerKeyFile is unset: hop headers are trusted as they come, so \
+                     any client that reaches this node can pose as a peer"
+                );
+                None
+            }
+        };
         let s = Sharding {
+            key,
             popularity: Popularity::new(settings.popularity_window, Instant::now()),
             settings,
             ring: RwLock::new(Arc::new(Ring::default())),
@@ -169,6 +187,11 @@ impl Sharding {
 
     pub fn node(&self) -> &str {
         &self.settings.node
+    }
+
+    /// The key hops are proven with, when one is set.
+    pub fn key(&self) -> Option<&PeerKey> {
+        self.key.as_ref()
     }
 
     pub fn settings(&self) -> &Settings {
@@ -394,6 +417,7 @@ mod tests {
             popularity_window: Duration::from_secs(60),
             peer_connect_timeout: Duration::from_millis(200),
             peer_timeout: Duration::from_secs(1),
+            peer_key_file: None,
         }
     }
 

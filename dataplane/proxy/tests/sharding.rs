@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod tls_support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -489,4 +490,145 @@ fn the_access_log_names_the_owner_a_miss_went_to() {
         assert_eq!(there["client"], "127.0.0.1", "{there}");
     }
     assert!(forwarded > 0, "none of 16 keys is owned by node 1");
+}
+
+const REFUSED_MISSING: &str = r#"edgecache_dataplane_peer_hops_refused_total{reason="missing"}"#;
+const REFUSED_BAD: &str = r#"edgecache_dataplane_peer_hops_refused_total{reason="bad_mac"}"#;
+
+/// A peer key the test's nodes share (sharding.peerKeyFile), in the fleet's config.
+fn keyed(dir: &Path) -> String {
+    let key = dir.join("peer-key");
+    std::fs::write(&key, "k3y-".repeat(12) + "\n").unwrap();
+    format!(
+        "sharding:\n  popularityThreshold: 100\n  peerKeyFile: {}\n",
+        key.display()
+    )
+}
+
+/// With a shared key, hops between the nodes carry their proof and sharding works as before; a
+/// client's hop header, without a proof or with a forged one, is a client's request: the node
+/// neither serves it as a peer's (storing a key it does not own) nor trusts it, and forwards
+/// what another node owns as usual.
+#[test]
+fn with_a_peer_key_a_client_cannot_pose_as_a_peer() {
+    let o = origin();
+    let keydir = tempfile::tempdir().unwrap();
+    let f = Fleet::all_listed(&o, 2, &keyed(keydir.path()));
+    for id in 1000..1020 {
+        get_ok(&f.nodes[0], &format!("/obj/4k/{id}"), 4096, id);
+    }
+    let forwarded = f.nodes[0].metric(FORWARDED_OK);
+    assert!(forwarded > 0.0, "some keys are n1's");
+    assert_eq!(f.nodes[1].metric(SERVED), forwarded, "each hop proven");
+    assert_eq!(f.sum(REFUSED_MISSING) + f.sum(REFUSED_BAD), 0.0);
+    assert_eq!(o.requests(), 20);
+
+    // A client's hop header for keys n1 owns, sent to n1 ... and for every key, sent to n0.
+    // A proof of the right form and time, under no key the nodes have.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let forged = format!("v1 {now} {}", "5a".repeat(32));
+    for id in 1020..1040 {
+        let path = format!("/obj/4k/{id}");
+        let r = f.nodes[0].request("GET", &path, &[("EdgeCache-Hop", "n1")]);
+        assert_eq!(r.status, 200);
+        let r = f.nodes[0].request(
+            "GET",
+            &format!("{path}?forged"),
+            &[("EdgeCache-Hop", "n1"), ("EdgeCache-Hop-Auth", &forged)],
+        );
+        assert_eq!(r.status, 200);
+        assert!(r.header("edgecache-peer-error").is_empty());
+    }
+    assert_eq!(
+        f.nodes[0].metric(SERVED),
+        0.0,
+        "no client request served as a peer's"
+    );
+    assert_eq!(f.nodes[0].metric(REFUSED_MISSING), 20.0);
+    assert!(
+        f.nodes[0].metric(REFUSED_BAD) >= 19.0,
+        "the forged proof's timestamp is old"
+    );
+    // The keys n1 owns went to n1, as any client's requests do.
+    assert!(f.nodes[0].metric(FORWARDED_OK) > forwarded);
+    // Each object still fetched once across the fleet.
+    assert_eq!(o.requests(), 60);
+}
+
+/// With `tls.redirectHttp`, clients on the plain port are sent to HTTPS, but hops between the
+/// nodes (plain HTTP, proven) are served: before, the owner's 308 came back for every key it
+/// owned.
+#[test]
+fn hops_are_not_redirected_to_https() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = keyed(dir.path());
+    let cfg = dir.path().join("dp.yaml");
+    std::fs::write(&cfg, &yaml).unwrap();
+    let ca = tls_support::Ca::new();
+    let (cert, key) = ca.issue(dir.path(), "node", &["test.example"]);
+    let mut nodes = Vec::new();
+    let mut files = Vec::new();
+    let mut tls_addrs = Vec::new();
+    for i in 0..2 {
+        let file = dir.path().join(format!("peers-{i}"));
+        std::fs::write(&file, "# nobody yet\n").unwrap();
+        let cache = dir.path().join(format!("cache-{i}"));
+        let url = o.url();
+        let mut opts = Opts::new(&url, &cache);
+        opts.workers = 1;
+        let tls = format!("127.0.0.1:{}", free_port());
+        opts.extra = [
+            "--config",
+            &cfg.display().to_string(),
+            "--node-name",
+            &name(i),
+            "--peers",
+            &file.display().to_string(),
+            "--tls-listen",
+            &tls,
+            "--tls-cert",
+            &cert.display().to_string(),
+            "--tls-key",
+            &key.display().to_string(),
+            "--tls-redirect-http",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        nodes.push(Dataplane::start(opts));
+        files.push(file);
+        tls_addrs.push(tls.parse::<std::net::SocketAddr>().unwrap());
+    }
+    let f = Fleet {
+        nodes,
+        files,
+        _dir: dir,
+    };
+    f.tell_all(&[0, 1]);
+    // A client on the plain port is redirected ...
+    let r = f.nodes[0].get("/obj/4k/r0");
+    assert_eq!(r.status, 308);
+    // ... but HTTPS clients' misses that n0 forwards to n1 over plain HTTP are answered.
+    let rt = tls_support::runtime();
+    let cfg = tls_support::client_config(&ca, &["http/1.1"]);
+    let got = rt.block_on(async {
+        let mut statuses = Vec::new();
+        for id in 0..20u64 {
+            let path = format!("/obj/4k/t{id}");
+            let (r, _) = tls_support::get_tls(tls_addrs[0], "test.example", &cfg, &path).await;
+            statuses.push(r.status);
+        }
+        statuses
+    });
+    assert!(got.iter().all(|s| *s == 200), "{got:?}");
+    assert!(
+        f.nodes[0].metric(FORWARDED_OK) > 0.0,
+        "some keys went to n1"
+    );
+    assert_eq!(f.nodes[1].metric(SERVED), f.nodes[0].metric(FORWARDED_OK));
+    assert_eq!(o.requests(), 20);
 }

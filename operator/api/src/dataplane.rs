@@ -543,6 +543,13 @@ pub struct ShardingConfig {
     /// node fetches from the origin itself and marks the peer down. A peer answers a miss once
     /// its origin did, so keep it above the origin's usual first-byte time. Default: `5s`.
     pub peer_timeout: Duration,
+    /// A file holding the key the nodes of one EdgeCache share (the operator mounts it from a
+    /// Secret; at least 32 bytes). Every hop to an owner then carries an HMAC-SHA256 of the hop
+    /// under it, with a timestamp, and a request whose hop header has no valid one is served as
+    /// any client's (the header removed): a client cannot pose as a peer. Unset: hop headers
+    /// are trusted as they come, fit only for a cache no client reaches directly. Default:
+    /// unset.
+    pub peer_key_file: Option<String>,
 }
 
 impl Default for ShardingConfig {
@@ -555,6 +562,7 @@ impl Default for ShardingConfig {
             popularity_window: Duration::secs(60),
             peer_connect_timeout: Duration::millis(500),
             peer_timeout: Duration::secs(5),
+            peer_key_file: None,
         }
     }
 }
@@ -1256,6 +1264,7 @@ mod tests {
             popularity_window: Duration::secs(30),
             peer_connect_timeout: Duration::millis(250),
             peer_timeout: Duration::secs(2),
+            peer_key_file: Some("/etc/edgecache/peer-key/key".into()),
         };
         let text = to_yaml(&cfg);
         assert_eq!(parse(&text).unwrap(), cfg, "{text}");

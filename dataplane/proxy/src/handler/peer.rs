@@ -7,8 +7,10 @@
 //! other request for the key) and never forwarded again, so two nodes that disagree about the
 //! ring (one has reloaded the peers file, the other not yet) cost one extra hop, never a loop.
 //! The header is taken off before anything else looks at the request, so the origin never sees
-//! it. A client may send it too: that only makes this node serve the request itself, as with
-//! sharding off; it cannot make a node forward anything.
+//! it. With a peer key (`sharding.peerKeyFile`) a hop must carry its proof (src/peer_auth.rs):
+//! one without a valid proof is a client's request, the header removed. Without a key the
+//! header is trusted (a client could then make this node serve a request itself, as with
+//! sharding off; it cannot make a node forward anything).
 //!
 //! Only fills go to the owner (a miss, a stale response fetched whole, a single-range miss):
 //! requests the cache does not answer (unsafe methods, bypasses, hit-for-pass) and
@@ -55,12 +57,62 @@ pub(crate) enum Upstream {
 /// Take the hop header off a client request; true when it had one (the request is then marked
 /// [`Hop`] and counted as served for a peer).
 pub(super) fn take_hop(ctx: &Ctx, parts: &mut request::Parts) -> bool {
-    if parts.headers.remove(HOP).is_none() {
+    let proof = parts.headers.remove(crate::peer_auth::HOP_AUTH);
+    let Some(node) = parts.headers.remove(HOP) else {
+        return false;
+    };
+    if let Err(refused) = proven(
+        ctx,
+        &parts.method,
+        &parts.uri,
+        &parts.headers,
+        &node,
+        proof.as_ref(),
+    ) {
+        ctx.shared.metrics.peer_hop_refused(refused.as_str());
         return false;
     }
     parts.extensions.insert(Hop);
     ctx.shared.metrics.peer_served.inc();
     true
+}
+
+/// Whether a request head carries a hop from another node with a valid proof (any hop header,
+/// without a peer key). Such a request is never redirected to HTTPS: nodes talk plain HTTP.
+pub(crate) fn is_peer_hop(
+    ctx: &Ctx,
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+) -> bool {
+    ctx.shared.sharding.is_some()
+        && headers.get(HOP).is_some_and(|node| {
+            let proof = headers.get(crate::peer_auth::HOP_AUTH);
+            proven(ctx, method, uri, headers, node, proof).is_ok()
+        })
+}
+
+/// Whether a hop from `node` carries a valid proof (always, without a peer key).
+fn proven(
+    ctx: &Ctx,
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    node: &HeaderValue,
+    proof: Option<&HeaderValue>,
+) -> Result<(), crate::peer_auth::Refused> {
+    let Some(key) = ctx.shared.sharding.as_ref().and_then(|s| s.key()) else {
+        return Ok(());
+    };
+    let host = headers.get(header::HOST);
+    let hop = crate::peer_auth::Hop {
+        node: node.to_str().unwrap_or(""),
+        method: method.as_str(),
+        authority: host.and_then(|v| v.to_str().ok()).unwrap_or(""),
+        target: uri.path_and_query().map_or("/", |p| p.as_str()),
+    };
+    // The wall clock, not the cache's (which tests may move): the peers' clocks are compared.
+    key.verify(&hop, proof, std::time::SystemTime::now())
 }
 
 /// On the response to a hop: mark a 5xx this node generated itself, for the sender.
@@ -115,11 +167,28 @@ async fn ask_owner(
     let metrics = &ctx.shared.metrics;
     let mut hop = HeaderMap::new();
     hop.insert(HOP, HeaderValue::from_str(sharding.node()).ok()?);
-    let req = client
+    let mut req = client
         .prepare_at(&owner.addr.to_string(), parts, Some(peer.ip()), &hop)
         .ok()?
         .body(origin::empty())
         .ok()?;
+    if let Some(key) = sharding.key() {
+        // The proof covers the request as it goes (src/peer_auth.rs).
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok());
+        let proof = key.sign(
+            &crate::peer_auth::Hop {
+                node: sharding.node(),
+                method: req.method().as_str(),
+                authority: host.unwrap_or(""),
+                target: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+            },
+            std::time::SystemTime::now(),
+        );
+        req.headers_mut().insert(crate::peer_auth::HOP_AUTH, proof);
+    }
     let result = match client.send(req).await {
         Err(e) => {
             sharding.peer_failed(&owner.name, &e.to_string());
