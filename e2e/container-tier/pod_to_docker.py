@@ -6,8 +6,8 @@ container, the way a kubelet would run it on one node:
   as the kubelet does; env (fieldRefs resolved as on a node named NODE, status.podIP as
   127.0.0.1: the host network on loopback); the ConfigMap's files written to WORKDIR/config and
   mounted read-only at the mount path; a Secret volume (the admin token Secret, which the
-  operator creates with a random token) as WORKDIR/secret-NAME/token holding a fresh random
-  token, mounted read-only;
+  operator creates with a random token and peer key) as WORKDIR/secret-NAME/token and
+  peer-key, each fresh and random, mounted read-only;
   the hostPath mounted at its mount path; emptyDirs as WORKDIR/empty-NAME; the memory limit
   (--memory, the cgroup limit the data plane sizes its RAM tier from); capabilities (--cap-drop /
   --cap-add); seccomp (Unconfined -> seccomp=unconfined, Localhost/RuntimeDefault -> the profile
@@ -172,6 +172,11 @@ def main():
             with open(admin_token_file, "w") as f:
                 f.write(secrets.token_hex(32))
             os.chmod(admin_token_file, 0o400)
+            # ... and the key the pods prove their hops with (`peer-key`).
+            peer_key_file = os.path.join(d, "peer-key")
+            with open(peer_key_file, "w") as f:
+                f.write(secrets.token_hex(32))
+            os.chmod(peer_key_file, 0o400)
             out += ["--mount", f"type=bind,source={d},target={m['mountPath']}{ro}"]
         elif "emptyDir" in v:
             out += ["--tmpfs", m["mountPath"]] if v["emptyDir"].get("medium") == "Memory" else [

@@ -18,7 +18,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::build::{ADMIN_TOKEN_KEY, Applied, Desired, MANAGER, Prepared};
+use crate::build::{ADMIN_TOKEN_KEY, Applied, Desired, MANAGER, PEER_KEY_KEY, Prepared};
 
 /// What applying one child did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,9 +351,10 @@ where
     Ok(after)
 }
 
-/// Create the admin token Secret with a fresh random token when it does not exist; an existing
-/// one is left exactly as it is (a token is never rotated by a reconcile). Returns the Secret
-/// without its data, so the token is not kept or logged.
+/// Create the admin token Secret with a fresh random token and peer key when it does not exist;
+/// an existing one keeps both (neither is ever rotated by a reconcile), and one made before
+/// peer keys existed gets one added. Returns the Secret without its data, so nothing secret is
+/// kept or logged.
 async fn ensure_admin_secret(
     client: &Client,
     namespace: &str,
@@ -380,12 +381,37 @@ async fn ensure_secret(
     } else {
         None
     };
+    let random = || random_token().map_err(|e| kube::Error::Service(Box::new(e)));
     let (secret, change) = match stored {
-        Some(s) => (s, Change::Unchanged),
+        Some(s)
+            if s.data
+                .as_ref()
+                .is_some_and(|d| d.contains_key(PEER_KEY_KEY)) =>
+        {
+            (s, Change::Unchanged)
+        }
+        Some(_) => {
+            // A JSON merge patch adds the key and leaves the token as it is.
+            let patch = serde_json::json!({
+                "data": { PEER_KEY_KEY: ByteString(random()?.into_bytes()) }
+            });
+            let patched = api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            (patched, Change::Updated)
+        }
         None => {
-            let token = random_token().map_err(|e| kube::Error::Service(Box::new(e)))?;
             let mut s = template.clone();
-            s.data = Some([(ADMIN_TOKEN_KEY.to_string(), ByteString(token.into_bytes()))].into());
+            s.data = Some(
+                [
+                    (
+                        ADMIN_TOKEN_KEY.to_string(),
+                        ByteString(random()?.into_bytes()),
+                    ),
+                    (PEER_KEY_KEY.to_string(), ByteString(random()?.into_bytes())),
+                ]
+                .into(),
+            );
             match api.create(&PostParams::default(), &s).await {
                 Ok(created) => (created, Change::Created),
                 // Created meanwhile (another reconcile): keep that one.

@@ -35,6 +35,9 @@ pub const CONTAINER: &str = "dataplane";
 pub const ADMIN_TOKEN_DIR: &str = "/etc/edgecache-admin";
 /// Key of the token in the admin token Secret (and its file name in [`ADMIN_TOKEN_DIR`]).
 pub const ADMIN_TOKEN_KEY: &str = "token";
+/// Key of the peer key in the same Secret (and its file name): the key the pods of one
+/// EdgeCache prove their hops to each other with (`sharding.peerKeyFile`).
+pub const PEER_KEY_KEY: &str = "peer-key";
 
 /// Marker: built, not yet sent.
 #[derive(Debug, Clone, PartialEq)]

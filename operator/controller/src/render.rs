@@ -133,9 +133,11 @@ fn render_one(value: yaml_serde::Value, policy: &Policy) -> Result<Rendered, Err
         .as_deref()
         .unwrap_or_default();
     let mut out = format!(
-        "# Secret {secret} (type Opaque, key {}: the admin token) is created by the operator \
-         once, with 32 random bytes hex-encoded, when it does not exist; it is never printed.\n",
-        crate::build::ADMIN_TOKEN_KEY
+        "# Secret {secret} (type Opaque, keys {}: the admin token, and {}: the key the pods \
+         prove their hops to each other with) is created by the operator once, each 32 random \
+         bytes hex-encoded, when it does not exist; it is never printed.\n",
+        crate::build::ADMIN_TOKEN_KEY,
+        crate::build::PEER_KEY_KEY
     );
     for c in validated.spec.tls.iter().flat_map(|t| &t.certificates) {
         out.push_str(&format!(

@@ -520,11 +520,17 @@ fn host_header(
 }
 
 /// The data plane's sharding section: the mode and knobs of the spec, the peers file where the
-/// peers ConfigMap is mounted; no `nodeName` (every pod has its own, from the downward API).
+/// peers ConfigMap is mounted, the peer key where the admin Secret is; no `nodeName` (every pod
+/// has its own, from the downward API).
 fn sharding_config(spec: &EdgeCacheSpec) -> ShardingConfig {
     let mut s = spec.sharding.to_config();
     if s.mode == ShardingMode::Consistent {
         s.peers_file = Some(format!("{PEERS_DIR}/{PEERS_KEY}"));
+        s.peer_key_file = Some(format!(
+            "{}/{}",
+            crate::build::ADMIN_TOKEN_DIR,
+            crate::build::PEER_KEY_KEY
+        ));
     }
     s
 }

@@ -874,6 +874,46 @@ async fn the_admin_token_secret_is_created_once_and_never_rotated() {
     op.stop().await;
 }
 
+fn peer_key(fake: &FakeApiServer) -> Option<String> {
+    let s = fake.get("/v1/secrets", Some(NS), "web-admin-token")?;
+    s["data"]["peer-key"].as_str().map(String::from)
+}
+
+/// The admin Secret also holds the key the pods prove their hops to each other with
+/// (`sharding.peerKeyFile` names its file); a Secret made before peer keys existed gets one
+/// added on the next reconcile, its token kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_secret_holds_a_peer_key_and_an_old_one_gets_it_added() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let token = admin_token(&fake).unwrap();
+    let key = peer_key(&fake).expect("a peer key");
+    assert_ne!(key, token);
+    let config = fake
+        .get("/v1/configmaps", Some(NS), "web-config")
+        .expect("the config");
+    let text = config["data"]["config.yaml"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("peerKeyFile: /etc/edgecache-admin/peer-key"),
+        "{text}"
+    );
+
+    // A Secret as an older operator made it: the token alone.
+    let mut old = fake
+        .get("/v1/secrets", Some(NS), "web-admin-token")
+        .unwrap();
+    old["data"].as_object_mut().unwrap().remove("peer-key");
+    fake.put_object("/v1/secrets", Some(NS), old);
+    assert_eq!(peer_key(&fake), None);
+    patch_spec(&fake, json!({"storage": {"size": "20GiB"}})).await;
+    eventually("a peer key added", || peer_key(&fake).is_some()).await;
+    assert_eq!(admin_token(&fake).unwrap(), token, "the token kept");
+    op.stop().await;
+}
+
 fn named_ec(name: &str, spec_yaml: &str) -> EdgeCache {
     let mut ec = new_ec(spec_yaml);
     ec.metadata.name = Some(name.into());
