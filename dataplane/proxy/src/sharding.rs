@@ -39,6 +39,30 @@ pub const RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// How often down peers whose backoff is over are probed (and the gauges refreshed).
 const TICK: Duration = Duration::from_millis(250);
 
+/// The longest a probe waits for a down peer's answer (less when `peerTimeout` is less).
+const PROBE_ANSWER_MAX: Duration = Duration::from_secs(2);
+
+/// Whether an HTTP server answers at `addr`: connected within `connect`, the first bytes of a
+/// status line within `answer` after that. The request is `OPTIONS *`, which a node answers at
+/// once by itself (a 400 or 421: it has no cache key), never from its store or its origin.
+pub async fn answers_http(addr: std::net::SocketAddr, connect: Duration, answer: Duration) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(Ok(mut s)) = tokio::time::timeout(connect, tokio::net::TcpStream::connect(addr)).await
+    else {
+        return false;
+    };
+    let exchange = async {
+        s.write_all(
+            b"OPTIONS * HTTP/1.1\r\nHost: edgecache-peer-probe\r\nConnection: close\r\n\r\n",
+        )
+        .await?;
+        let mut head = [0u8; 7];
+        s.read_exact(&mut head).await?;
+        Ok::<_, std::io::Error>(&head == b"HTTP/1.")
+    };
+    matches!(tokio::time::timeout(answer, exchange).await, Ok(Ok(true)))
+}
+
 /// The data plane's own sharding settings, mapped from the config contract.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -338,7 +362,8 @@ impl Sharding {
         }
     }
 
-    /// Probe the down peers whose backoff is over: a TCP connect to the data-plane address.
+    /// Probe the down peers whose backoff is over: an HTTP request to the data-plane address
+    /// ([`answers_http`]), so a peer that accepts connections but never answers stays down.
     async fn probe(&self) {
         let now = Instant::now();
         let ring = self.ring();
@@ -356,12 +381,10 @@ impl Sharding {
         if due.is_empty() {
             return;
         }
-        let timeout = self.settings.peer_connect_timeout;
+        let connect = self.settings.peer_connect_timeout;
+        let answer = self.settings.peer_timeout.min(PROBE_ANSWER_MAX);
         let probes = due.into_iter().map(|p| async move {
-            let ok = matches!(
-                tokio::time::timeout(timeout, tokio::net::TcpStream::connect(p.addr)).await,
-                Ok(Ok(_))
-            );
+            let ok = answers_http(p.addr, connect, answer).await;
             (p, ok)
         });
         let results = futures_util::future::join_all(probes).await;
@@ -375,7 +398,7 @@ impl Sharding {
                 // again at once is left alone longer.
                 h.down = false;
                 h.retry_at = None;
-                info!(peer = %p.name, "peer up again (probe connected)");
+                info!(peer = %p.name, "peer up again (it answered a probe)");
             } else {
                 h.backoff = next_backoff(h.backoff);
                 h.retry_at = Some(Instant::now() + h.backoff);
@@ -571,10 +594,27 @@ mod tests {
         assert!(e.ends_with("line 2: not UTF-8 text"), "{e}");
     }
 
-    #[tokio::test]
-    async fn a_down_peer_comes_back_when_a_probe_connects() {
+    /// A loopback server that answers every connection's request with a 400, as a node answers
+    /// a probe.
+    async fn answering() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 512];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn a_down_peer_comes_back_when_it_answers_a_probe() {
+        let (addr, server) = answering().await;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("peers");
         write(&file, &format!("a 127.0.0.1:1\nb {addr}\n"));
@@ -587,12 +627,33 @@ mod tests {
         s.probe().await;
         assert!(!lock(&s.health)["b"].down);
         // Gone: the probe fails and the backoff doubles.
-        drop(listener);
+        server.abort();
+        let _ = server.await;
         s.peer_failed("b", "test");
         lock(&s.health).entry("b".into()).or_default().retry_at = Some(Instant::now());
         s.probe().await;
         let h = lock(&s.health)["b"];
         assert!(h.down);
         assert_eq!(h.backoff, DOWN_FIRST * 4);
+    }
+
+    /// A peer that accepts connections but never answers (a wedged process, a full accept
+    /// queue behind a live kernel) stays down: a TCP connect alone brought it back, and every
+    /// key it owns then stalled for `peerTimeout` again.
+    #[tokio::test]
+    async fn a_peer_that_accepts_but_never_answers_stays_down() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("peers");
+        write(&file, &format!("a 127.0.0.1:1\nb {addr}\n"));
+        let s = Sharding::open(settings(&file, "a"), metrics()).unwrap();
+        s.peer_failed("b", "test");
+        lock(&s.health).entry("b".into()).or_default().retry_at = Some(Instant::now());
+        s.probe().await;
+        let h = lock(&s.health)["b"];
+        assert!(h.down, "connected, but no answer");
+        assert_eq!(h.backoff, DOWN_FIRST * 2);
+        drop(listener);
     }
 }
