@@ -568,7 +568,11 @@ async fn select_in(
         if want.is_some_and(|t| t != r.variant_tag) {
             continue;
         }
-        if slot.is_none() && r.record_len > STREAM_SLOT_MIN + 4096 && parts.method != Method::HEAD {
+        if slot.is_none()
+            && r.record_len > STREAM_SLOT_MIN + 4096
+            && parts.method != Method::HEAD
+            && !peer::is_hop(parts)
+        {
             slot = ctx.stream_slots.acquire(peer.ip()).await;
         }
         let Ok(obj) = ctx.store.open(&r).await else {
@@ -633,6 +637,7 @@ async fn serve_stored(
     let slot = if slot.is_none()
         && r.body_len().is_none_or(|n| n > STREAM_SLOT_MIN)
         && parts.method != Method::HEAD
+        && !peer::is_hop(parts)
     {
         match ctx.stream_slots.try_acquire(peer.ip()) {
             Some(slot) => Some(slot),

@@ -402,9 +402,18 @@ impl Taker<'_> {
             shared.metrics.connection_refused("per_worker");
             return;
         }
-        let Some(ip_guard) = shared.per_ip.try_enter(peer.ip()) else {
-            shared.metrics.connection_refused("per_ip");
-            return;
+        let from_peer = shared
+            .sharding
+            .as_ref()
+            .is_some_and(|s| s.is_peer_ip(peer.ip()));
+        let ip_guard = if from_peer {
+            None
+        } else {
+            let Some(g) = shared.per_ip.try_enter(peer.ip()) else {
+                shared.metrics.connection_refused("per_ip");
+                return;
+            };
+            Some(g)
         };
         let _ = stream.set_nodelay(true);
         let ctx = ctx.clone();

@@ -213,6 +213,16 @@ impl Sharding {
         &self.settings.node
     }
 
+    /// Whether `ip` is another node's, by the peers file: its connections are peer traffic,
+    /// outside the per-address client caps (a busy node's forwards must not be refused by its
+    /// peers as one client's flood would be). The per-worker connection cap still applies.
+    pub fn is_peer_ip(&self, ip: std::net::IpAddr) -> bool {
+        let ip = crate::client_caps::canonical(ip);
+        self.ring().peers().any(|p| {
+            p.name != self.settings.node && crate::client_caps::canonical(p.addr.ip()) == ip
+        })
+    }
+
     /// The key hops are proven with, when one is set.
     pub fn key(&self) -> Option<&PeerKey> {
         self.key.as_ref()

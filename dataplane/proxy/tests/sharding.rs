@@ -632,3 +632,61 @@ fn hops_are_not_redirected_to_https() {
     assert_eq!(f.nodes[1].metric(SERVED), f.nodes[0].metric(FORWARDED_OK));
     assert_eq!(o.requests(), 20);
 }
+
+/// A connection from `from` (a loopback address) to `to`, held open.
+fn connect_from(from: &str, to: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let src: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&src.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// Whether the server closed `s` at once (a refused connection), within a second.
+fn refused(s: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    match s.read(&mut [0u8; 1]) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// Another node's connections are peer traffic, outside the per-address client caps: with
+/// `maxConnectionsPerIp` taken by idle connections from the peer's address, its forwards are
+/// still served (before, they were refused and the fleet fell back to the origin). Any other
+/// address is held to the cap as before.
+#[test]
+fn a_peers_forwards_are_outside_the_per_address_client_cap() {
+    let o = origin();
+    let keydir = tempfile::tempdir().unwrap();
+    let yaml = keyed(keydir.path()) + "clients:\n  maxConnectionsPerIp: 2\n";
+    let f = Fleet::all_listed(&o, 2, &yaml);
+    // n0 connects from 127.0.0.1: fill n1's cap for that address.
+    let _held: Vec<_> = (0..2)
+        .map(|_| connect_from("127.0.0.1", f.nodes[1].listen))
+        .collect();
+    for id in 2000..2020 {
+        get_ok(&f.nodes[0], &format!("/obj/4k/{id}"), 4096, id);
+    }
+    let forwarded = f.nodes[0].metric(FORWARDED_OK);
+    assert!(
+        forwarded > 0.0,
+        "n0's forwards to n1 were refused: {}",
+        f.nodes[0].metrics()
+    );
+    assert_eq!(f.nodes[1].metric(SERVED), forwarded);
+    // A client's address is capped as before.
+    let mut held: Vec<_> = (0..2)
+        .map(|_| connect_from("127.0.0.2", f.nodes[1].listen))
+        .collect();
+    let mut third = connect_from("127.0.0.2", f.nodes[1].listen);
+    assert!(
+        refused(&mut third),
+        "a third connection of one client address"
+    );
+    assert!(!refused(&mut held[0]));
+}

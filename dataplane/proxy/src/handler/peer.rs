@@ -115,6 +115,13 @@ fn proven(
     key.verify(&hop, proof, std::time::SystemTime::now())
 }
 
+/// Whether the request is a (proven) hop from another node. A hop takes no disk stream slot of
+/// its sender's address: the per-address slots share the I/O buffers among clients, and a
+/// node's forwards carry many clients' requests (those are bounded where they came in).
+pub(super) fn is_hop(parts: &request::Parts) -> bool {
+    parts.extensions.get::<Hop>().is_some()
+}
+
 /// On the response to a hop: mark a 5xx this node generated itself, for the sender.
 pub(super) fn mark_generated(resp: &mut Response<Body>) {
     if !resp.status().is_server_error() {

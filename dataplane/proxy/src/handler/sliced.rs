@@ -480,7 +480,7 @@ pub(super) async fn serve(
         BodyPart::Full => 0..manifest.total,
         BodyPart::Range { start, end } => start..end + 1,
     };
-    let slot = if range.end - range.start > STREAM_SLOT_MIN {
+    let slot = if range.end - range.start > STREAM_SLOT_MIN && !super::peer::is_hop(parts) {
         match ctx.stream_slots.try_acquire(peer.ip()) {
             Some(slot) => Some(slot),
             None => ctx.stream_slots.acquire(peer.ip()).await,
