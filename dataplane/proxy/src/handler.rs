@@ -205,7 +205,7 @@ async fn route(
         Err(e) => return bad_request(ctx, &format!("bad request: {e}\n")),
     };
     match policy::request::classify(&parts, ctx.policy_for(&parts)) {
-        policy::request::RequestClass::Cacheable if has_body(&parts) => {
+        policy::request::RequestClass::Cacheable if has_body(&parts, &body) => {
             // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1) and is a classic request
             // smuggling vector in front of a shared cache: refuse it.
             bad_request(
@@ -240,8 +240,12 @@ fn bad_request(ctx: &Ctx, text: &str) -> Response<Body> {
     synthetic(StatusCode::BAD_REQUEST, text, cs)
 }
 
-fn has_body(parts: &request::Parts) -> bool {
-    parts.headers.contains_key(header::TRANSFER_ENCODING)
+/// Whether a request has content: framing fields, or (HTTP/2, where DATA frames need neither) a
+/// stream its HEADERS did not end.
+fn has_body(parts: &request::Parts, body: &Incoming) -> bool {
+    use http_body::Body as _;
+    !body.is_end_stream()
+        || parts.headers.contains_key(header::TRANSFER_ENCODING)
         || parts
             .headers
             .get(header::CONTENT_LENGTH)

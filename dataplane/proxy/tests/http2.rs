@@ -458,3 +458,45 @@ fn streams_whose_window_never_opens_are_reset_and_give_back_their_buffers() {
         r.body.len()
     );
 }
+
+/// A GET whose HEADERS frame does not end the stream has content (its DATA frames follow, with
+/// no Content-Length to say so): refused at once, as an HTTP/1.1 GET with a body is, so a
+/// client cannot park request data in the connection's window behind cacheable requests.
+#[test]
+fn a_get_with_content_is_refused_over_http2_too() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(&o, dir.path());
+    let rt = runtime();
+    let status = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(dp.listen).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await
+        .unwrap();
+        tokio::spawn(conn);
+        // A body of unknown length: no Content-Length goes with it.
+        let (tx, rx) =
+            tokio::sync::mpsc::channel::<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>(1);
+        let body = http_body_util::StreamBody::new(Box::pin(futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|f| (f, rx)) },
+        )));
+        let req = http::Request::get("http://a.test/obj/4k/gb")
+            .body(body)
+            .unwrap();
+        let pending = send.send_request(req);
+        let _ = tx
+            .send(Ok(http_body::Frame::data(bytes::Bytes::from_static(
+                b"smuggled",
+            ))))
+            .await;
+        let resp = pending.await.unwrap();
+        drop(tx);
+        resp.status().as_u16()
+    });
+    assert_eq!(status, 400);
+    assert_eq!(o.requests(), 0);
+}
