@@ -123,8 +123,18 @@ impl Ring {
     /// which a 64-bit score makes all but impossible, go to the smaller name). `None` for an
     /// empty ring.
     pub fn owner(&self, key: u64) -> Option<&Peer> {
+        self.owner_among(key, |_| true)
+    }
+}
+
+impl Ring {
+    /// The owner of `key` among the peers `alive` accepts: with the owner down, the peer that
+    /// scores next, and so on (rendezvous hashing's natural successor). Every node that sees the
+    /// same peers down hands each of a down peer's keys to one survivor, the same one.
+    pub fn owner_among(&self, key: u64, alive: impl Fn(&Peer) -> bool) -> Option<&Peer> {
         self.peers
             .iter()
+            .filter(|(p, _)| alive(p))
             .max_by(|(a, ha), (b, hb)| {
                 score(*ha, key)
                     .cmp(&score(*hb, key))

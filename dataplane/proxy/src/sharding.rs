@@ -113,9 +113,9 @@ pub enum PeersError {
 pub enum Route {
     /// This node owns it (or there is no one else).
     Local,
-    /// Another node owns it; `key` is the key's ring hash.
+    /// Another node owns it (or, its owner down, is its successor); `key` is the key's ring hash.
     Peer { owner: Peer, key: u64 },
-    /// Another node owns it but is down: the origin, from here.
+    /// Another node owns it but is down, and this node is its successor: the origin, from here.
     OwnerDown,
 }
 
@@ -275,14 +275,28 @@ impl Sharding {
     pub fn route(&self, key: &[u8]) -> Route {
         let h = ring::key_hash(key);
         let ring = self.ring();
-        match ring.owner(h) {
-            None => Route::Local,
-            Some(o) if o.name == self.settings.node => Route::Local,
-            Some(o) if lock(&self.health).get(&o.name).is_some_and(|h| h.down) => Route::OwnerDown,
-            Some(o) => Route::Peer {
-                owner: o.clone(),
+        let node = &self.settings.node;
+        let owner = match ring.owner(h) {
+            None => return Route::Local,
+            Some(o) if &o.name == node => return Route::Local,
+            Some(o) => o,
+        };
+        let health = lock(&self.health);
+        let down = |p: &Peer| health.get(&p.name).is_some_and(|h| h.down);
+        if !down(owner) {
+            return Route::Peer {
+                owner: owner.clone(),
+                key: h,
+            };
+        }
+        // The owner is down: its successor among the live nodes takes the key, the same one
+        // from every entry node, so a lost share is fetched once, not once per entry node.
+        match ring.owner_among(h, |p| &p.name == node || !down(p)) {
+            Some(s) if &s.name != node => Route::Peer {
+                owner: s.clone(),
                 key: h,
             },
+            _ => Route::OwnerDown,
         }
     }
 
@@ -498,13 +512,30 @@ mod tests {
     }
 
     #[test]
-    fn a_key_goes_to_its_owner_and_to_the_origin_while_the_owner_is_down() {
+    fn a_key_goes_to_its_owner_and_to_its_successor_while_the_owner_is_down() {
         let (_dir, s) = node_a(3);
         let local = key_owned_by(&s, "a");
         assert_eq!(s.route(&local), Route::Local);
         let k = key_owned_by(&s, "b");
         s.peer_failed("b", "test");
+        // The next by score among a and c takes it: a itself (the origin, from here) or c.
+        let ring = s.ring();
+        let next = ring
+            .owner_among(ring::key_hash(&k), |p| p.name != "b")
+            .unwrap()
+            .name
+            .clone();
+        match s.route(&k) {
+            Route::OwnerDown => assert_eq!(next, "a"),
+            Route::Peer { owner, .. } => {
+                assert_eq!((owner.name.as_str(), next.as_str()), ("c", "c"))
+            }
+            Route::Local => panic!("a key of b's is not a's own"),
+        }
+        // Both down: a takes it.
+        s.peer_failed("c", "test");
         assert_eq!(s.route(&k), Route::OwnerDown);
+        s.peer_answered("c");
         assert_eq!(lock(&s.health)["b"].backoff, DOWN_FIRST);
         // Failing again while down changes nothing; a success brings it back with no backoff.
         s.peer_failed("b", "test");

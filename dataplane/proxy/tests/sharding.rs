@@ -690,3 +690,32 @@ fn a_peers_forwards_are_outside_the_per_address_client_cap() {
     );
     assert!(!refused(&mut held[0]));
 }
+
+/// With one of three nodes stopped, each of its keys goes to one survivor, the same from every
+/// entry node (the next by rendezvous score): requested through both survivors, a lost key is
+/// fetched from the origin once, but for the one request per entry node whose forward found the
+/// node gone. (Each entry node fetched every lost key for itself before: twice.)
+#[test]
+fn a_stopped_nodes_keys_are_fetched_once_across_the_survivors() {
+    let o = origin();
+    let mut f = Fleet::all_listed(&o, 3, NO_COPIES);
+    let keys = 60;
+    for id in 0..keys {
+        get_ok(&f.nodes[0], &format!("/obj/4k/{id}"), 4096, id);
+    }
+    let lost = f.nodes[2].metric(OBJECTS) as u64;
+    assert!(lost > 5, "n2 owns some keys: {lost}");
+    assert_eq!(o.requests(), keys);
+    f.nodes[2].kill9();
+    for id in 0..keys {
+        for node in &f.nodes[..2] {
+            get_ok(node, &format!("/obj/4k/{id}"), 4096, id);
+        }
+    }
+    let refetched = o.requests() - keys;
+    eprintln!("n2 held {lost} keys; the survivors fetched {refetched} again");
+    assert!(
+        (lost..=lost + 2).contains(&refetched),
+        "each lost key once (and one per entry node that found n2 gone)"
+    );
+}
