@@ -77,6 +77,8 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // The process-wide rustls provider (the workspace's only one), before a kube client is built.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args).map(|()| String::new()),
@@ -131,9 +133,19 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
-        let client = kube::Client::try_default()
+        let config = kube::Config::infer()
             .await
             .context("no Kubernetes client configuration (kubeconfig or in-cluster)")?;
+        let url = config.cluster_url.to_string();
+        let client = kube::Client::try_from(config)
+            .with_context(|| format!("building a Kubernetes client for {url}"))?;
+        // One call before anything starts: an unreachable or refusing API server is an exit with
+        // its cause (the kubelet restarts the pod with back-off), not a silent retry loop.
+        let version = client
+            .apiserver_version()
+            .await
+            .with_context(|| format!("cannot reach the Kubernetes API server at {url}"))?;
+        tracing::info!(%url, version = %version.git_version, "connected to the API server");
         let mut ctx = edgecache_operator::context::Context::new(client);
         ctx.policy = policy;
         ctx.watch_namespace = args.namespace.clone();
