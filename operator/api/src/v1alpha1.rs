@@ -46,7 +46,7 @@ pub const ADQ_LABEL: &str = "edgecache.dev/adq";
     plural = "edgecaches",
     singular = "edgecache",
     shortname = "ec",
-    category = "edgecache",
+    category = "edgecache-all",
     namespaced,
     status = "EdgeCacheStatus",
     derive = "PartialEq",

@@ -80,7 +80,7 @@ fn schema_bounds_and_columns() {
     );
     assert_eq!(
         crd["spec"]["names"]["categories"],
-        serde_json::json!(["edgecache"])
+        serde_json::json!(["edgecache-all"])
     );
     let status = &v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
     assert!(status["kind"].is_object());

@@ -56,8 +56,37 @@ fn the_default_crd_subcommand_output_is_the_edgecache_crd() {
     assert!(crd_yaml_of("edgecache").is_err());
 }
 
+/// Defect 16 of issue 35: both CRDs carried the category `edgecache`, the EdgeCache kind's
+/// singular name. kubectl expands a category before it looks a resource name up, so `kubectl get
+/// edgecache` listed purges too and `kubectl delete edgecache NAME` failed with "you must specify
+/// only one resource". No category may equal any CRD's plural, singular, short name or kind.
+#[test]
+fn no_category_shadows_a_resource_name() {
+    let crds: Vec<CustomResourceDefinition> = CRDS
+        .iter()
+        .map(|(plural, _)| yaml_serde::from_str(&crd_yaml_of(plural).unwrap()).unwrap())
+        .collect();
+    let mut names = Vec::new();
+    for crd in &crds {
+        let n = &crd.spec.names;
+        names.push(n.plural.clone());
+        names.push(n.kind.to_lowercase());
+        names.extend(n.singular.clone());
+        names.extend(n.short_names.clone().unwrap_or_default());
+    }
+    for crd in &crds {
+        for category in crd.spec.names.categories.iter().flatten() {
+            assert!(
+                !names.contains(category),
+                "{}: category {category:?} shadows a resource name ({names:?})",
+                crd.spec.names.plural
+            );
+        }
+    }
+}
+
 /// The common contract of every CRD the operator owns: its name, namespaced scope, short name,
-/// `edgecache` category, `v1alpha1` with a status subresource, these printer columns, and
+/// `edgecache-all` category (`kubectl get edgecache-all` lists every kind), `v1alpha1` with a status subresource, these printer columns, and
 /// conditions as a list-map keyed by `type`. Returns the version's `openAPIV3Schema`
 /// properties.
 fn check_contract(text: &str, plural: &str, short: &str, columns: &[(&str, &str)]) -> Value {
@@ -68,7 +97,7 @@ fn check_contract(text: &str, plural: &str, short: &str, columns: &[(&str, &str)
     assert_eq!(crd.spec.names.short_names, Some(vec![short.to_string()]));
     assert_eq!(
         crd.spec.names.categories,
-        Some(vec!["edgecache".to_string()])
+        Some(vec!["edgecache-all".to_string()])
     );
     let v = &crd.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
