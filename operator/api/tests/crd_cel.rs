@@ -92,8 +92,7 @@ fn required_steering_needs_a_mode() {
 /// OpenAPI validation, so here the schema is checked to carry them.
 #[test]
 fn schema_carries_patterns_bounds_and_enums() {
-    use kube::CustomResourceExt;
-    let crd = serde_json::to_value(EdgeCache::crd()).unwrap();
+    let crd = serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap();
     let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(
         spec["origin"]["properties"]["url"]["pattern"],

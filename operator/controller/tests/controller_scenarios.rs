@@ -97,9 +97,10 @@ async fn eventually_within(timeout: Duration, what: &str, mut f: impl FnMut() ->
 
 /// A fake API server serving EdgeCaches with the CRD's schema (unknown fields pruned).
 fn fake() -> FakeApiServer {
-    use kube::CustomResourceExt as _;
     let fake = FakeApiServer::new();
-    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
+    assert!(
+        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
+    );
     fake
 }
 

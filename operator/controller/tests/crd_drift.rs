@@ -179,3 +179,107 @@ fn crd_names_columns_and_conditions() {
         "steering default must be quoted"
     );
 }
+
+/// Every `format` under `node` whose type and format the API server does not recognise, as
+/// `path: type/format`.
+fn unrecognised_formats(node: &Value, path: &str, out: &mut Vec<String>) {
+    // k8s.io/apiextensions-apiserver (pkg/apiserver/validation/formats.go, v1.37): integer and
+    // number formats, and the string formats it validates.
+    const STRING_FORMATS: &[&str] = &[
+        "bsonobjectid",
+        "uri",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "cidr",
+        "mac",
+        "uuid",
+        "uuid3",
+        "uuid4",
+        "uuid5",
+        "isbn",
+        "isbn10",
+        "isbn13",
+        "creditcard",
+        "ssn",
+        "hexcolor",
+        "rgbcolor",
+        "byte",
+        "password",
+        "date",
+        "duration",
+        "datetime",
+        "date-time",
+        "k8s-short-name",
+        "k8s-long-name",
+    ];
+    let Some(map) = node.as_object() else {
+        return;
+    };
+    if let Some(format) = map.get("format").and_then(Value::as_str) {
+        let ty = map.get("type").and_then(Value::as_str).unwrap_or("");
+        let known = match ty {
+            "integer" => ["int32", "int64"].contains(&format),
+            "number" => ["float", "double"].contains(&format),
+            "string" => STRING_FORMATS.contains(&format),
+            _ => false,
+        };
+        if !known {
+            out.push(format!("{path}: {ty}/{format}"));
+        }
+    }
+    // Only the keywords that hold schemas (not `default`, `example` or `enum`, which hold data).
+    for key in [
+        "properties",
+        "patternProperties",
+        "definitions",
+        "dependencies",
+    ] {
+        for (name, sub) in map
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            unrecognised_formats(sub, &format!("{path}.{key}.{name}"), out);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf", "items"] {
+        for (i, sub) in map
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            unrecognised_formats(sub, &format!("{path}.{key}[{i}]"), out);
+        }
+    }
+    for key in ["items", "additionalProperties", "additionalItems", "not"] {
+        if let Some(sub) = map.get(key).filter(|v| v.is_object()) {
+            unrecognised_formats(sub, &format!("{path}.{key}"), out);
+        }
+    }
+}
+
+/// Defect 11 of issue 35: schemars writes `format: uint8/uint16/uint32/uint64` for unsigned
+/// fields, and the API server (v1.37.2) answered every apply of the CRDs with an "unrecognized
+/// format" warning for each. Every format in both CRDs must be one it knows for that type.
+#[test]
+fn every_schema_format_is_one_the_api_server_recognises() {
+    for (plural, _) in CRDS {
+        let crd: Value = yaml_serde::from_str(&crd_yaml_of(plural).unwrap()).unwrap();
+        let mut bad = Vec::new();
+        for (i, v) in crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let schema = &v["schema"]["openAPIV3Schema"];
+            unrecognised_formats(schema, &format!("versions[{i}]"), &mut bad);
+        }
+        assert!(bad.is_empty(), "{plural}: unrecognised formats: {bad:#?}");
+    }
+}
