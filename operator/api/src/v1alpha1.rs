@@ -1104,7 +1104,14 @@ impl PullPolicy {
 pub struct UpdateStrategySpec {
     /// Nodes whose cache may be down at once during a rollout: a count or a percentage
     /// (`10%`). Default: 1.
-    #[serde(default = "default_max_unavailable")]
+    // Not nullable (kube marks an optional int-or-string nullable): the API server then drops a
+    // `null` and applies the default instead of storing it. A null stored under an older CRD
+    // reads as the default.
+    #[serde(
+        default = "default_max_unavailable",
+        deserialize_with = "max_unavailable_or_default"
+    )]
+    #[schemars(extend("nullable" = false))]
     pub max_unavailable: IntOrString,
 }
 
@@ -1118,6 +1125,12 @@ impl Default for UpdateStrategySpec {
 
 fn default_max_unavailable() -> IntOrString {
     IntOrString::Int(1)
+}
+
+fn max_unavailable_or_default<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<IntOrString, D::Error> {
+    Ok(Option::<IntOrString>::deserialize(d)?.unwrap_or_else(default_max_unavailable))
 }
 
 /// What the operator observed.

@@ -265,3 +265,23 @@ fn a_ca_secret_key_is_a_secret_key() {
         "must be a Secret key",
     );
 }
+
+/// Defect 10 of issue 35: the CRD said `maxUnavailable` was nullable, so the API server stored
+/// `maxUnavailable: null`, which the Rust type could not read (InvalidObject). Now the schema is
+/// not nullable (the server drops a null and applies the default, 1), and a null already stored
+/// reads as that default.
+#[test]
+fn max_unavailable_null_is_the_default() {
+    let obj = ec(&format!(
+        "{MINIMAL}updateStrategy:\n  maxUnavailable: null\n"
+    ));
+    assert_eq!(
+        obj.spec.update_strategy.max_unavailable,
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)
+    );
+    let crd = serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap();
+    let field = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["updateStrategy"]["properties"]["maxUnavailable"];
+    assert_eq!(field["default"], 1, "{field}");
+    assert_ne!(field["nullable"], true, "{field}");
+}
