@@ -285,3 +285,32 @@ fn max_unavailable_null_is_the_default() {
     assert_eq!(field["default"], 1, "{field}");
     assert_ne!(field["nullable"], true, "{field}");
 }
+
+/// Defect 4 of issue 35: the CRD refuses the names the children cannot take (the same rule
+/// `edgecache_api::v1alpha1::name_problem` applies, which the operator's validate uses).
+#[test]
+fn the_crd_refuses_names_the_children_cannot_take() {
+    let named = |name: &str| {
+        let mut obj = ec(MINIMAL);
+        obj.metadata.name = Some(name.to_string());
+        obj
+    };
+    let long = format!("a{}", "b".repeat(63));
+    for name in ["web", "a", "web-2", &long[..63]] {
+        validate_cel(&named(name)).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(edgecache_api::v1alpha1::name_problem(name), None, "{name}");
+    }
+    for (name, needle) in [
+        ("default", "ServiceAccount"),
+        ("2web", "DNS-1035"),
+        ("web.example", "DNS-1035"),
+        ("web-", "DNS-1035"),
+        (&long[..], "DNS-1035"),
+    ] {
+        rejects(&named(name), needle);
+        assert!(
+            edgecache_api::v1alpha1::name_problem(name).is_some(),
+            "{name}"
+        );
+    }
+}

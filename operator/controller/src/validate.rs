@@ -130,6 +130,13 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         .ok_or(Error::MissingMetadata("namespace"))?;
     let spec = &ec.spec;
     let mut errors = Vec::new();
+    // Before any child is made: the children take this name (the CRD's CEL rules say the same).
+    if let Some(why) = edgecache_api::v1alpha1::name_problem(&name) {
+        errors.push(FieldError {
+            field: "metadata.name".into(),
+            reason: format!("{name:?} {why}"),
+        });
+    }
     let mut bad = |field: &str, reason: String| {
         errors.push(FieldError {
             field: format!("spec.{field}"),
@@ -624,6 +631,39 @@ mod tests {
         match validate(&minimal_edgecache(yaml), &Policy::default()) {
             Err(Error::InvalidSpec(e)) => e.into_iter().map(|e| e.field).collect(),
             other => panic!("expected InvalidSpec, got {other:?}"),
+        }
+    }
+
+    /// Defect 4 of issue 35: `default` took the namespace's `default` ServiceAccount, and a name
+    /// starting with a digit, holding a dot or longer than 63 characters failed at its Service
+    /// after other children were made. Such a name is an invalid spec before anything is applied.
+    #[test]
+    fn names_the_children_cannot_take_are_refused_up_front() {
+        let named = |name: &str| {
+            let mut ec = minimal_edgecache("");
+            ec.metadata.name = Some(name.to_string());
+            validate(&ec, &Policy::default())
+        };
+        for name in ["web", "a", "web-2", &format!("a{}", "b".repeat(62))] {
+            assert!(named(name).is_ok(), "{name}");
+        }
+        for (name, why) in [
+            ("default", "ServiceAccount"),
+            ("2web", "start with a lowercase letter"),
+            ("web.example", "start with a lowercase letter"),
+            ("web-", "start with a lowercase letter"),
+            ("Web", "start with a lowercase letter"),
+            (&format!("a{}", "b".repeat(63)), "at most 63"),
+        ] {
+            match named(name) {
+                Err(Error::InvalidSpec(e)) => {
+                    assert_eq!(e.len(), 1, "{name}: {e:?}");
+                    assert_eq!(e[0].field, "metadata.name", "{name}");
+                    assert!(e[0].reason.contains(why), "{name}: {}", e[0].reason);
+                    assert!(e[0].reason.contains(name), "{name}: {}", e[0].reason);
+                }
+                other => panic!("{name}: expected InvalidSpec, got {other:?}"),
+            }
         }
     }
 

@@ -1160,26 +1160,42 @@ async fn a_forbidden_apply_is_degraded_with_the_servers_message_and_backs_off() 
 async fn an_apply_the_server_finds_invalid_is_degraded_with_its_causes() {
     let fake = fake();
     nodes(&fake);
+    // A valid object name (a DNS subdomain) but no valid Service name (a DNS-1035 label): the
+    // CRD refuses it at create, before any child is made (issue 35 defect 4).
+    let refused = Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .create(&PostParams::default(), &named_ec("web.v2", ""))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("metadata.name must be a DNS-1035 label"),
+        "{refused}"
+    );
+    // Any other 422 on an apply (an admission policy, say) is Degraded ApplyInvalid.
+    fake.inject_fault(Fault {
+        method: Some(http::Method::PATCH),
+        path_contains: "/services/".into(),
+        code: 422,
+        times: u32::MAX,
+    });
     let op = Operator::start(&fake);
-    // A valid EdgeCache name (a DNS subdomain), but no valid Service name (a DNS-1035 label):
-    // the API server refuses the Service with 422.
-    create(&fake, &named_ec("web.v2", "")).await;
+    create(&fake, &new_ec("")).await;
     eventually("Degraded ApplyInvalid", || {
-        condition_of(&fake, "web.v2", "Degraded")
-            .is_some_and(|c| c.0 == "True" && c.1 == "ApplyInvalid")
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "ApplyInvalid")
     })
     .await;
-    let (_, _, message) = condition_of(&fake, "web.v2", "Degraded").unwrap();
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
     assert!(
-        message.contains("Service \"web.v2\" is invalid: metadata.name: Invalid value: \"web.v2\": a DNS-1035 label"),
+        message.contains("Service web") && message.contains("injected fault"),
         "{message}"
     );
-    assert!(fake.get(keys::SERVICES, Some(NS), "web.v2").is_none());
-    assert!(fake.get(keys::DAEMONSETS, Some(NS), "web.v2").is_none());
+    assert!(fake.get(keys::SERVICES, Some(NS), "web").is_none());
     eventually("a Warning event", || {
         event_reasons(&fake).contains(&"ApplyInvalid".to_string())
     })
     .await;
+    fake.clear_faults();
+    eventually("Ready", || is_ready(&fake)).await;
     op.stop().await;
 }
 
