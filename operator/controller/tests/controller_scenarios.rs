@@ -1392,6 +1392,34 @@ async fn the_peer_list_follows_ready_pods_without_touching_the_config() {
     op.stop().await;
 }
 
+/// Defect 2 of issue 35: the status is merge-patched and an empty `nodes` is not serialised, so
+/// the last pods stayed in `status.nodes` after every node had gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_nodes_is_cleared_when_no_node_matches_any_more() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    assert!(node_entry(&fake, "nvme-1").is_some());
+    for node in ["nvme-1", "ssd-1", "hdd-1"] {
+        assert!(fake.delete(keys::NODES, None, node), "{node}");
+    }
+    eventually("Degraded NoMatchingNodes", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.1 == "NoMatchingNodes")
+    })
+    .await;
+    eventually("status.nodes cleared", || {
+        ec_value(&fake).is_some_and(|ec| {
+            ec["status"]["nodes"]
+                .as_array()
+                .is_none_or(|nodes| nodes.is_empty())
+        })
+    })
+    .await;
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharding_off_has_no_peer_list_and_turning_it_off_removes_it() {
     let fake = fake();
