@@ -13,7 +13,17 @@ pub const CRDS: [(&str, &str); 2] = [
 
 /// The EdgeCache CRD YAML, exactly as committed in `crds/edgecache.dev_edgecaches.yaml`.
 pub fn crd_yaml() -> Result<String, yaml_serde::Error> {
-    generated(&edgecache_api::schema::edgecache_crd(), "v1alpha1.rs", "")
+    generated(
+        &edgecache_api::schema::edgecache_crd(),
+        "v1alpha1.rs",
+        " edgecaches",
+    )
+}
+
+/// Every CRD of [`CRDS`], in that order, as one YAML stream (what `edgecache-operator crd`
+/// prints, for `kubectl apply -f -`): the committed files one after the other.
+pub fn all_crds_yaml() -> Result<String, CrdError> {
+    CRDS.iter().map(|(plural, _)| crd_yaml_of(plural)).collect()
 }
 
 /// Why `crd_yaml_of` gave no YAML.

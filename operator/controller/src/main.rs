@@ -15,12 +15,12 @@ struct Cli {
 enum Command {
     /// Run the controller against the cluster of the current kubeconfig or service account.
     Run(RunArgs),
-    /// Print a CRD as YAML: `edgecaches` (the default; crds/edgecache.dev_edgecaches.yaml) or
-    /// `edgecachepurges` (crds/edgecache.dev_edgecachepurges.yaml).
+    /// Print the CRDs as one YAML stream (for `kubectl apply -f -`), or the one named:
+    /// `edgecaches` (crds/edgecache.dev_edgecaches.yaml) or `edgecachepurges`
+    /// (crds/edgecache.dev_edgecachepurges.yaml).
     Crd {
-        /// The resource's plural name.
-        #[arg(default_value = "edgecaches")]
-        plural: String,
+        /// The resource's plural name (default: every CRD).
+        plural: Option<String>,
     },
     /// Print, offline, every object the operator would apply for an EdgeCache manifest.
     Render {
@@ -82,9 +82,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args).map(|()| String::new()),
-        Command::Crd { plural } => {
-            edgecache_operator::crd::crd_yaml_of(&plural).map_err(anyhow::Error::from)
+        Command::Crd { plural: None } => {
+            edgecache_operator::crd::all_crds_yaml().map_err(anyhow::Error::from)
         }
+        Command::Crd {
+            plural: Some(plural),
+        } => edgecache_operator::crd::crd_yaml_of(&plural).map_err(anyhow::Error::from),
         Command::Render { file, policy } => policy.policy().and_then(|policy| {
             let text = read(&file)?;
             edgecache_operator::render::render(&text, &policy).map_err(anyhow::Error::from)

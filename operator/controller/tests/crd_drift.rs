@@ -1,6 +1,6 @@
 //! The committed CRDs and the Helm chart's copies must equal what the Rust types generate.
 //! Regenerate with:
-//! `cargo run -p edgecache-operator -- crd > crds/edgecache.dev_edgecaches.yaml &&
+//! `cargo run -p edgecache-operator -- crd edgecaches > crds/edgecache.dev_edgecaches.yaml &&
 //!  cargo run -p edgecache-operator -- crd edgecachepurges > crds/edgecache.dev_edgecachepurges.yaml &&
 //!  cp crds/edgecache.dev_*.yaml charts/edgecache/files/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
@@ -25,11 +25,10 @@ fn committed_crds_match_the_rust_types() {
         let want = crd_yaml_of(plural).unwrap();
         let path = repo_root().join("crds").join(file);
         let got = std::fs::read_to_string(&path).unwrap_or_default();
-        let arg = if plural == "edgecaches" { "" } else { plural };
         assert!(
             got == want,
             "{} drifted from the Rust types; regenerate it with \
-             `cargo run -p edgecache-operator -- crd {arg} > crds/{file}`",
+             `cargo run -p edgecache-operator -- crd {plural} > crds/{file}`",
             path.display()
         );
     }
@@ -51,9 +50,38 @@ fn chart_crd_copies_match() {
 }
 
 #[test]
-fn the_default_crd_subcommand_output_is_the_edgecache_crd() {
+fn crd_yaml_is_the_edgecache_crd() {
     assert_eq!(crd_yaml_of("edgecaches").unwrap(), crd_yaml().unwrap());
     assert!(crd_yaml_of("edgecache").is_err());
+}
+
+/// Issue 35: `edgecache-operator crd` printed the EdgeCache CRD alone; users pipe it into
+/// `kubectl apply -f -`, so by default it prints every CRD, one YAML stream.
+#[test]
+fn the_crd_subcommand_prints_every_crd_by_default() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgecache-operator"))
+        .arg("crd")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let names: Vec<String> = yaml_serde::Deserializer::from_str(&text)
+        .map(|doc| {
+            let crd = <CustomResourceDefinition as serde::Deserialize>::deserialize(doc).unwrap();
+            crd.metadata.name.unwrap()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        ["edgecaches.edgecache.dev", "edgecachepurges.edgecache.dev"]
+    );
+    for (plural, _) in CRDS {
+        assert!(text.contains(&crd_yaml_of(plural).unwrap()), "{plural}");
+    }
 }
 
 /// Defect 16 of issue 35: both CRDs carried the category `edgecache`, the EdgeCache kind's
