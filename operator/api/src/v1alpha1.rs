@@ -1083,7 +1083,8 @@ impl ShardingSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SecuritySpec {
     /// `privileged` (the default) or `capabilities`: only the capabilities the data plane uses
-    /// (BPF for BPF steering, NET_ADMIN, IPC_LOCK, SYS_RESOURCE), everything else dropped,
+    /// (BPF for BPF steering, NET_ADMIN, IPC_LOCK, SYS_RESOURCE, and NET_BIND_SERVICE when a port
+    /// is below 1024), everything else dropped,
     /// seccomp Unconfined so io_uring works, or the Localhost profile named below.
     #[serde(default)]
     pub mode: SecurityMode,

@@ -116,6 +116,37 @@ fn privileged_mode_is_the_default() {
     assert_eq!(sc.read_only_root_filesystem, Some(true));
 }
 
+/// Defect 5 of issue 35: capabilities mode dropped ALL and never added NET_BIND_SERVICE, so
+/// `network.port: 80` or `tls.port: 443` failed with EACCES. It is added when a port the pod
+/// listens on is below 1024, and only then.
+#[test]
+fn capabilities_mode_may_bind_a_port_below_1024_only_when_one_is_configured() {
+    let add = |yaml: &str| {
+        container(&desired(&format!(
+            "security:\n  mode: capabilities\n{yaml}"
+        )))
+        .security_context
+        .clone()
+        .unwrap()
+        .capabilities
+        .unwrap()
+        .add
+        .unwrap()
+    };
+    let binds = |yaml: &str| add(yaml).contains(&"NET_BIND_SERVICE".to_string());
+    assert!(!binds(""), "the default ports are 8080, 9090 (and 8443)");
+    assert!(binds("network:\n  port: 80\n"));
+    assert!(binds("network:\n  adminPort: 909\n"));
+    assert!(binds(
+        "tls:\n  port: 443\n  certificates:\n  - secretName: web-tls\n"
+    ));
+    assert!(!binds(
+        "tls:\n  port: 8443\n  certificates:\n  - secretName: web-tls\n"
+    ));
+    assert!(binds("network:\n  port: 1023\n"));
+    assert!(!binds("network:\n  port: 1024\n"));
+}
+
 #[test]
 fn capabilities_mode_adds_only_what_is_needed_and_drops_all() {
     let d = desired("security:\n  mode: capabilities\nsteering:\n  mode: hash\n");
