@@ -724,6 +724,47 @@ fn full_values_render_the_optional_objects() {
     );
 }
 
+/// Defect 1 of issue 35: `ci/full-values.yaml` set `steering.mode: queue` without
+/// `network.hostNetwork: true`, which the CRD's own CEL rule refuses. Every EdgeCache any CI
+/// values file renders satisfies the CRD's CEL rules (kube's `cel` feature, offline).
+#[test]
+fn every_ci_values_files_edgecache_satisfies_the_crd_cel_rules() {
+    let Some(helm) = helm_or_skip() else { return };
+    for file in ci_values() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let r = render(&helm, std::slice::from_ref(&file), &[]);
+        for ec in &r.edgecaches {
+            if let Err(e) = kube::core::cel::validate_cel(ec) {
+                panic!(
+                    "{name}: the API server would refuse EdgeCache {:?}: {e:?}",
+                    ec.metadata.name
+                );
+            }
+        }
+    }
+}
+
+/// Defect 1 of issue 35: with `sample.enabled`, the sample EdgeCache was a plain object of the
+/// release whose templates also create the CRDs, and `helm install` failed on a fresh cluster
+/// with "no matches for kind EdgeCache" (Helm maps every object before it creates any). It is a
+/// `post-install` hook: created once the release's objects, the CRDs among them, exist.
+#[test]
+fn the_sample_edgecache_is_created_after_the_crds() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("full-values.yaml")], &[]);
+    assert_eq!(r.edgecaches.len(), 1);
+    let annotations = r.edgecaches[0]
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(
+        annotations.get("helm.sh/hook").map(String::as_str),
+        Some("post-install"),
+        "{annotations:?}"
+    );
+}
+
 #[test]
 fn the_repo_sample_renders_through_the_chart() {
     // The README's sample (operator/controller/examples/edgecache.yaml) as sample.spec.
