@@ -171,8 +171,9 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     // The peers ConfigMap goes when sharding is turned off.
     add("", "configmaps", &["delete"]);
     add("", "serviceaccounts", &["get", "create", "patch"]);
-    // The admin token Secret: read, and created once when missing; never changed. The TLS
-    // Secrets an EdgeCache names: read, and watched (metadata only) with every other Secret.
+    // The admin token Secret: read, created once when missing, never changed, and watched by
+    // the operator's label (metadata only). The TLS and CA Secrets an EdgeCache names: read by
+    // name, not watched.
     add("", "secrets", &["get", "list", "watch", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
     // purge.rs: EdgeCachePurges watched, their status written, deleted past the retention;

@@ -1,7 +1,6 @@
 //! The controller: watches EdgeCaches (generation changes only), the children it owns, the
-//! cache pods (for the peer list and per-node status) and the metadata of Secrets (the TLS
-//! and origin CA Secrets an EdgeCache names), and
-//! runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
+//! cache pods (for the peer list and per-node status) and the metadata of its own Secrets (the
+//! admin tokens, by label), and runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
 //! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
 //! port with it, so a conflict clears when the earlier EdgeCache goes.
 
@@ -83,13 +82,6 @@ where
         .predicate_filter(predicates::generation, Default::default())
 }
 
-/// Whether `ec` (in namespace `ns`) names the Secret `name` (in `spec.tls`, or as a site's
-/// origin CA bundle).
-fn names_secret(ec: &EdgeCache, ns: &str, name: &str) -> bool {
-    ec.metadata.namespace.as_deref() == Some(ns)
-        && crate::named_secrets::names_secret(&ec.spec, name)
-}
-
 /// Run until `shutdown` resolves; in-flight reconciliations finish first. `ready` turns true
 /// once the EdgeCache cache has synced.
 pub async fn run(
@@ -139,39 +131,28 @@ pub async fn run(
             .clone();
         Some(ObjectRef::<DeserializeGuard<EdgeCache>>::new(&name).within(&ns))
     };
-    // The TLS and origin CA Secrets the EdgeCaches name (cert-manager creating, renewing or
-    // fixing one), metadata only: the operator reads a named Secret when it reconciles, and
-    // keeps none.
-    let named = reader.clone();
-    let naming = move |secret: PartialObjectMeta<Secret>| {
-        let (Some(ns), Some(name)) = (secret.metadata.namespace, secret.metadata.name) else {
-            return Vec::new();
-        };
-        named
-            .state()
-            .iter()
-            .filter(|g| g.0.as_ref().is_ok_and(|ec| names_secret(ec, &ns, &name)))
-            .map(|g| ObjectRef::from_obj(&**g))
-            .collect::<Vec<_>>()
-    };
+    // The operator's own Secrets (the admin tokens), by label and metadata only: one deleted is
+    // made again at once. The Secrets an EdgeCache names (TLS, origin CA) are not watched: that
+    // would need every Secret's list and watch; they are read by name at each reconcile, and
+    // rechecked while missing or invalid (`Context::named_secret_recheck`).
     // Its errors (a 410 to relist after, a 403 where the RBAC lacks list/watch on Secrets) are
     // logged and kept here, behind its own backoff: the Controller backs off all its triggers
-    // together on any trigger's error, and this optional watch must not slow the others.
+    // together on any trigger's error, and this watch must not slow the others.
     let secrets = watcher(
         api::<PartialObjectMeta<Secret>>(&client, ns),
-        watcher::Config::default(),
+        children.clone(),
     )
-    .default_backoff()
-    .touched_objects()
-    .filter_map(|event| {
-        std::future::ready(match event {
-            Ok(secret) => Some(Ok(secret)),
-            Err(e) => {
-                warn!(error = %e, "watching Secrets failed; changes of named Secrets wait for the resync");
-                None
-            }
-        })
-    });
+        .default_backoff()
+        .touched_objects()
+        .filter_map(|event| {
+            std::future::ready(match event {
+                Ok(secret) => Some(Ok(secret)),
+                Err(e) => {
+                    warn!(error = %e, "watching the operator's Secrets failed; a deleted admin token is made again at the resync");
+                    None
+                }
+            })
+        });
     let store = reader.clone();
     tokio::spawn(async move {
         if store.wait_until_ready().await.is_ok() {
@@ -187,13 +168,13 @@ pub async fn run(
         .owns(api::<DaemonSet>(&client, ns), children.clone())
         .owns(api::<ConfigMap>(&client, ns), children.clone())
         .owns(api::<Service>(&client, ns), children)
+        .owns_stream(secrets)
         .watches(api::<Pod>(&client, ns), pods, pod_owner)
         .watches(
             api::<DeserializeGuard<EdgeCache>>(&client, ns),
             watcher::Config::default(),
             sharing,
         )
-        .watches_stream(secrets, naming)
         .with_config(
             controller::Config::default()
                 .concurrency(cfg.concurrency)

@@ -38,6 +38,7 @@ impl Operator {
         let mut ctx = Context::new(fake.client());
         ctx.base_backoff = Duration::from_millis(50);
         ctx.max_backoff = Duration::from_millis(400);
+        ctx.named_secret_recheck = Duration::from_millis(200);
         configure(&mut ctx);
         let ctx = Arc::new(ctx);
         let (tx, rx) = oneshot::channel::<()>();
@@ -1392,6 +1393,38 @@ async fn the_peer_list_follows_ready_pods_without_touching_the_config() {
     op.stop().await;
 }
 
+/// Defect 7 of issue 35: the operator listed and watched every Secret of the cluster (metadata
+/// only, but the RBAC that needs is a read of every Secret). It lists and watches its own
+/// Secrets, by label, and gets the Secrets an EdgeCache names by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_listed_and_watched_by_the_operators_label_only() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let lists: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.method == http::Method::GET
+                && r.uri
+                    .split('?')
+                    .next()
+                    .is_some_and(|p| p.ends_with("/secrets"))
+        })
+        .map(|r| r.uri.clone())
+        .collect();
+    assert!(!lists.is_empty(), "the operator's own Secrets are watched");
+    for uri in &lists {
+        assert!(
+            uri.contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dedgecache-operator"),
+            "{uri}"
+        );
+    }
+    op.stop().await;
+}
+
 /// Defect 2 of issue 35: the status is merge-patched and an empty `nodes` is not serialised, so
 /// the last pods stayed in `status.nodes` after every node had gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1749,8 +1782,9 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
     let hash = template_hash(&fake).unwrap();
     let ds_version = d["metadata"]["resourceVersion"].clone();
 
-    // A renewal (cert-manager rewrites the data of the same Secret) is reconciled, and changes
-    // neither the config nor the pod template: no pod restarts (the kubelet updates the files).
+    // A renewal (cert-manager rewrites the data of the same Secret) changes neither the config
+    // nor the pod template, at the next reconcile too: no pod restarts (the kubelet updates the
+    // files). Named Secrets are not watched; a cache pod's change reconciles here.
     let before = op.ctx.metrics.reconciles.get();
     patch_secret(
         &fake,
@@ -1758,6 +1792,7 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
         json!({"tls.crt": format!("{CERT_PEM}{CERT_PEM}")}),
     )
     .await;
+    assert!(fake.delete(keys::PODS, Some(NS), "web-nvme-1"));
     eventually("a reconcile after the renewal", || {
         op.ctx.metrics.reconciles.get() > before
     })
@@ -1770,8 +1805,11 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
     );
     assert!(is_ready(&fake));
 
-    // A Secret deleted later: Degraded again; the running pods are left as they are.
+    // A Secret deleted later: Degraded again at the next reconcile (the resync, or a change of
+    // the EdgeCache, its children or its pods: here a pod replaced); the running pods are left
+    // as they are.
     fake.delete("/v1/secrets", Some(NS), "api-tls");
+    assert!(fake.delete(keys::PODS, Some(NS), "web-ssd-1"));
     eventually("Degraded again", || {
         degraded_tls(&fake, "Secret api-tls does not exist")
     })
