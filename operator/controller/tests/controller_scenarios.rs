@@ -26,6 +26,8 @@ struct Operator {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     ctx: Arc<Context>,
+    /// What `/readyz` answers from.
+    ready: Arc<AtomicBool>,
 }
 
 impl Operator {
@@ -42,23 +44,20 @@ impl Operator {
         configure(&mut ctx);
         let ctx = Arc::new(ctx);
         let (tx, rx) = oneshot::channel::<()>();
+        let ready = Arc::new(AtomicBool::new(false));
         let cfg = Config {
             namespace: None,
             concurrency: 2,
             debounce: Duration::from_millis(20),
         };
-        let task = tokio::spawn(run(
-            ctx.clone(),
-            cfg,
-            Arc::new(AtomicBool::new(false)),
-            async move {
-                let _ = rx.await;
-            },
-        ));
+        let task = tokio::spawn(run(ctx.clone(), cfg, ready.clone(), async move {
+            let _ = rx.await;
+        }));
         Self {
             stop: Some(tx),
             task,
             ctx,
+            ready,
         }
     }
 
@@ -1391,6 +1390,47 @@ async fn the_peer_list_follows_ready_pods_without_touching_the_config() {
         config_rv
     );
     op.stop().await;
+}
+
+/// Defects 17 and 18 of issue 35: started before its CRD exists, the operator must stop
+/// promptly when asked, report not ready, and start within a few seconds once the CRD appears
+/// (its watches' back-off had grown to 30 s, so it began about 30 s after); `/readyz` turns ready
+/// once the EdgeCache cache has synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn started_before_its_crd_it_waits_stops_promptly_and_starts_soon_after_the_crd() {
+    let fake = FakeApiServer::new();
+    assert!(fake.unregister(keys::EDGECACHES));
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // Long enough for kube's default back-off to pass 10 s between tries.
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    assert!(!op.ready.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
+    );
+    create(&fake, &new_ec("")).await;
+    eventually_within(Duration::from_secs(8), "ready once the CRD exists", || {
+        op.ready.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
+    eventually_within(Duration::from_secs(8), "the EdgeCache reconciled", || {
+        ds(&fake).is_some()
+    })
+    .await;
+    op.stop().await;
+
+    // Asked to stop while its CRD is missing, it stops within 2 s.
+    let fake = FakeApiServer::new();
+    assert!(fake.unregister(keys::EDGECACHES));
+    let op = Operator::start(&fake);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let asked = std::time::Instant::now();
+    op.stop().await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
 }
 
 /// Defect 7 of issue 35: the operator listed and watched every Secret of the cluster (metadata
