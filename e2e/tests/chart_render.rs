@@ -649,6 +649,32 @@ fn operator_args(r: &Rendered) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Defect 8 of issue 35: the data-plane image an EdgeCache runs when it names none, and the
+/// pull Secrets of a private registry, are chart values the operator gets as flags.
+#[test]
+fn the_dataplane_image_and_pull_secrets_reach_the_operator() {
+    let Some(helm) = helm_or_skip() else { return };
+    let flags = |sets: &[&str]| -> Vec<String> {
+        let r = render(&helm, &[values("default-values.yaml")], sets);
+        operator_args(&r)
+            .into_iter()
+            .filter(|a| a.starts_with("--dataplane-image") || a.starts_with("--image-pull-secret"))
+            .collect()
+    };
+    assert!(flags(&[]).is_empty(), "unset: the operator's own default");
+    assert_eq!(
+        flags(&[
+            "dataplane.image=registry.example/edge/dataplane:1.2",
+            "dataplane.imagePullSecrets={regcred,other}"
+        ]),
+        [
+            "--dataplane-image=registry.example/edge/dataplane:1.2",
+            "--image-pull-secret=regcred",
+            "--image-pull-secret=other"
+        ]
+    );
+}
+
 #[test]
 fn allowed_host_paths_reach_the_operator() {
     let Some(helm) = helm_or_skip() else { return };

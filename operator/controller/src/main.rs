@@ -39,6 +39,13 @@ struct PolicyArgs {
     #[arg(long = "allowed-host-path", value_name = "DIR",
           default_values_t = edgecache_operator::validate::host_path::DEFAULT_ALLOWED_HOST_PATHS.map(String::from))]
     allowed_host_paths: Vec<String>,
+    /// The data-plane image of an EdgeCache that names none (default: this release's image).
+    #[arg(long = "dataplane-image", value_name = "IMAGE")]
+    dataplane_image: Option<String>,
+    /// A Secret, in each EdgeCache's namespace, the data-plane pods pull their image with
+    /// (repeat for several).
+    #[arg(long = "image-pull-secret", value_name = "NAME")]
+    image_pull_secrets: Vec<String>,
 }
 
 impl PolicyArgs {
@@ -47,6 +54,8 @@ impl PolicyArgs {
             .map_err(|why| anyhow::anyhow!("--allowed-host-path: {why}"))?;
         Ok(edgecache_operator::validate::Policy {
             allowed_host_paths: allowed,
+            dataplane_image: self.dataplane_image.clone().filter(|i| !i.is_empty()),
+            image_pull_secrets: self.image_pull_secrets.clone(),
         })
     }
 }

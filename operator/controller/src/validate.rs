@@ -83,6 +83,10 @@ pub enum Error {
 pub struct Policy {
     /// Node directories a `storage.hostPath` may be equal to or below.
     pub allowed_host_paths: AllowedHostPaths,
+    /// The data-plane image of an EdgeCache that names none; `None`: [`default_image`].
+    pub dataplane_image: Option<String>,
+    /// Secrets (in each EdgeCache's namespace) the data-plane pods pull their image with.
+    pub image_pull_secrets: Vec<String>,
 }
 
 /// An `EdgeCache` that passed validation, with the data-plane config derived from it.
@@ -98,8 +102,10 @@ pub struct ValidatedEdgeCache {
     pub host_path: String,
     /// The config the data plane reads, as the ConfigMap will carry it.
     pub dataplane: DataplaneConfig,
-    /// `spec.image`, or [`default_image`] when unset.
+    /// `spec.image`, else the install's [`Policy::dataplane_image`], else [`default_image`].
     pub image: String,
+    /// The install's [`Policy::image_pull_secrets`].
+    pub image_pull_secrets: Vec<String>,
 }
 
 /// The data-plane image of this operator's release: `EDGECACHE_DATAPLANE_IMAGE` at build time
@@ -490,7 +496,12 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         spec: spec.clone(),
         host_path,
         dataplane: cfg,
-        image: spec.image.clone().unwrap_or_else(default_image),
+        image: spec
+            .image
+            .clone()
+            .or_else(|| policy.dataplane_image.clone())
+            .unwrap_or_else(default_image),
+        image_pull_secrets: policy.image_pull_secrets.clone(),
     })
 }
 
@@ -924,6 +935,7 @@ mod tests {
         assert_eq!(v.host_path, "/mnt/nvme0/ec");
         let policy = Policy {
             allowed_host_paths: AllowedHostPaths::new(&["/data"]).unwrap(),
+            ..Policy::default()
         };
         let ec = minimal_edgecache("storage:\n  hostPath: /data/cache\n");
         assert_eq!(validate(&ec, &policy).unwrap().host_path, "/data/cache");

@@ -11,8 +11,9 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, HTTPGetAction, HostPathVolumeSource, Lifecycle, LifecycleHandler,
-    ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecretVolumeSource, SecurityContext, SleepAction, Volume, VolumeMount,
+    LocalObjectReference, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, SleepAction, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -94,6 +95,12 @@ pub(super) fn daemon_set(ec: &ValidatedEdgeCache, config_hash: &str) -> DaemonSe
         tolerations: (!spec.placement.tolerations.is_empty())
             .then(|| spec.placement.tolerations.clone()),
         priority_class_name: spec.placement.priority_class_name.clone(),
+        image_pull_secrets: (!ec.image_pull_secrets.is_empty()).then(|| {
+            ec.image_pull_secrets
+                .iter()
+                .map(|name| LocalObjectReference { name: name.clone() })
+                .collect()
+        }),
         termination_grace_period_seconds: Some(
             PRESTOP_DRAIN_SECONDS + grace_secs + KILL_MARGIN_SECONDS,
         ),

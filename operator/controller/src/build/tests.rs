@@ -1039,3 +1039,34 @@ fn an_edgecache_without_sites_renders_no_sites_and_no_ca_volume() {
     assert!(yaml.contains("sites: []"), "{yaml}");
     assert!((pod(&d).volumes.iter().flatten()).all(|v| !v.name.starts_with("origin-ca-")));
 }
+
+/// Defect 8 of issue 35: the install could set neither the data-plane image an EdgeCache runs
+/// when it names none, nor the pull Secrets of a private registry. Both come from the
+/// operator's install-time policy (the chart's `dataplane.image` and
+/// `dataplane.imagePullSecrets`); an EdgeCache's own `spec.image` still wins.
+#[test]
+fn the_install_sets_the_default_image_and_the_pull_secrets() {
+    let policy = Policy {
+        dataplane_image: Some("registry.example/edge/dataplane:1.2".into()),
+        image_pull_secrets: vec!["regcred".into()],
+        ..Policy::default()
+    };
+    let d = build(&validate(&minimal_edgecache(""), &policy).unwrap());
+    assert_eq!(
+        container(&d).image.as_deref(),
+        Some("registry.example/edge/dataplane:1.2")
+    );
+    let secrets: Vec<&str> = pod(&d)
+        .image_pull_secrets
+        .iter()
+        .flatten()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(secrets, ["regcred"]);
+    let d = build(&validate(&minimal_edgecache("image: mine:3\n"), &policy).unwrap());
+    assert_eq!(container(&d).image.as_deref(), Some("mine:3"));
+    // Without them: the operator's own default, and no pull Secrets.
+    let d = desired("");
+    assert_eq!(container(&d).image, Some(crate::validate::default_image()));
+    assert_eq!(pod(&d).image_pull_secrets, None);
+}
