@@ -30,7 +30,7 @@ import yaml
 
 # Capabilities newer than Debian's docker 20.10 (it rejects them in --cap-add); runc knows them.
 DOCKER_UNKNOWN_CAPS = {"PERFMON", "BPF", "CHECKPOINT_RESTORE"}
-CAP_BITS = {"NET_ADMIN": 12, "IPC_LOCK": 14, "SYS_ADMIN": 21, "SYS_RESOURCE": 24,
+CAP_BITS = {"NET_BIND_SERVICE": 10, "NET_ADMIN": 12, "IPC_LOCK": 14, "SYS_ADMIN": 21, "SYS_RESOURCE": 24,
             "PERFMON": 38, "BPF": 39, "CHECKPOINT_RESTORE": 40}
 
 

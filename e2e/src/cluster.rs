@@ -53,6 +53,8 @@ pub async fn connect() -> Result<Kind, String> {
         Err(_) => return Err(format!("kubeconfig context {context}: timed out")),
     };
     let url = config.cluster_url.to_string();
+    // The process-wide rustls provider (the workspace's only one), before the client is built.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let client = Client::try_from(config).map_err(|e| format!("client for {url}: {e}"))?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     match tokio::time::timeout(

@@ -171,8 +171,9 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     // The peers ConfigMap goes when sharding is turned off.
     add("", "configmaps", &["delete"]);
     add("", "serviceaccounts", &["get", "create", "patch"]);
-    // The admin token Secret: read, and created once when missing; never changed. The TLS
-    // Secrets an EdgeCache names: read, and watched (metadata only) with every other Secret.
+    // The admin token Secret: read, created once when missing, never changed, and watched by
+    // the operator's label (metadata only). The TLS and CA Secrets an EdgeCache names: read by
+    // name, not watched.
     add("", "secrets", &["get", "list", "watch", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
     // purge.rs: EdgeCachePurges watched, their status written, deleted past the retention;
@@ -648,6 +649,32 @@ fn operator_args(r: &Rendered) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Defect 8 of issue 35: the data-plane image an EdgeCache runs when it names none, and the
+/// pull Secrets of a private registry, are chart values the operator gets as flags.
+#[test]
+fn the_dataplane_image_and_pull_secrets_reach_the_operator() {
+    let Some(helm) = helm_or_skip() else { return };
+    let flags = |sets: &[&str]| -> Vec<String> {
+        let r = render(&helm, &[values("default-values.yaml")], sets);
+        operator_args(&r)
+            .into_iter()
+            .filter(|a| a.starts_with("--dataplane-image") || a.starts_with("--image-pull-secret"))
+            .collect()
+    };
+    assert!(flags(&[]).is_empty(), "unset: the operator's own default");
+    assert_eq!(
+        flags(&[
+            "dataplane.image=registry.example/edge/dataplane:1.2",
+            "dataplane.imagePullSecrets={regcred,other}"
+        ]),
+        [
+            "--dataplane-image=registry.example/edge/dataplane:1.2",
+            "--image-pull-secret=regcred",
+            "--image-pull-secret=other"
+        ]
+    );
+}
+
 #[test]
 fn allowed_host_paths_reach_the_operator() {
     let Some(helm) = helm_or_skip() else { return };
@@ -721,6 +748,47 @@ fn full_values_render_the_optional_objects() {
     assert_eq!(
         pod.priority_class_name.as_deref(),
         Some("system-cluster-critical")
+    );
+}
+
+/// Defect 1 of issue 35: `ci/full-values.yaml` set `steering.mode: queue` without
+/// `network.hostNetwork: true`, which the CRD's own CEL rule refuses. Every EdgeCache any CI
+/// values file renders satisfies the CRD's CEL rules (kube's `cel` feature, offline).
+#[test]
+fn every_ci_values_files_edgecache_satisfies_the_crd_cel_rules() {
+    let Some(helm) = helm_or_skip() else { return };
+    for file in ci_values() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let r = render(&helm, std::slice::from_ref(&file), &[]);
+        for ec in &r.edgecaches {
+            if let Err(e) = kube::core::cel::validate_cel(ec) {
+                panic!(
+                    "{name}: the API server would refuse EdgeCache {:?}: {e:?}",
+                    ec.metadata.name
+                );
+            }
+        }
+    }
+}
+
+/// Defect 1 of issue 35: with `sample.enabled`, the sample EdgeCache was a plain object of the
+/// release whose templates also create the CRDs, and `helm install` failed on a fresh cluster
+/// with "no matches for kind EdgeCache" (Helm maps every object before it creates any). It is a
+/// `post-install` hook: created once the release's objects, the CRDs among them, exist.
+#[test]
+fn the_sample_edgecache_is_created_after_the_crds() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("full-values.yaml")], &[]);
+    assert_eq!(r.edgecaches.len(), 1);
+    let annotations = r.edgecaches[0]
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(
+        annotations.get("helm.sh/hook").map(String::as_str),
+        Some("post-install"),
+        "{annotations:?}"
     );
 }
 

@@ -6,7 +6,6 @@
 use edgecache_api::v1alpha1::EdgeCache;
 use edgecache_e2e::scenarios::{edgecache, placement, rollout_patch, sharding};
 use edgecache_fakeapi::FakeApiServer;
-use kube::CustomResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -14,7 +13,9 @@ const NS: &str = "e2e-offline";
 
 fn api() -> Api<EdgeCache> {
     let fake = FakeApiServer::new();
-    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
+    assert!(
+        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
+    );
     Api::namespaced(fake.client(), NS)
 }
 

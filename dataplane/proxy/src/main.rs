@@ -75,6 +75,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The process-wide rustls provider (the workspace's only one), before any TLS config is built.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => match config::check_file(&file) {

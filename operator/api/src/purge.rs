@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
     plural = "edgecachepurges",
     singular = "edgecachepurge",
     shortname = "ecp",
-    category = "edgecache",
+    category = "edgecache-all",
     namespaced,
     status = "EdgeCachePurgeStatus",
     derive = "PartialEq",

@@ -58,3 +58,82 @@ text_schema!(
     DURATION_PATTERN,
     "A duration: a whole number with a unit (ms, s, m, h or d)."
 );
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    JSONSchemaPropsOrStringArray,
+};
+
+/// The EdgeCache CRD as the API server gets it (`crds/`, the chart, `edgecache-operator crd`).
+pub fn edgecache_crd() -> CustomResourceDefinition {
+    for_api_server(<crate::v1alpha1::EdgeCache as kube::CustomResourceExt>::crd())
+}
+
+/// The EdgeCachePurge CRD as the API server gets it.
+pub fn edgecache_purge_crd() -> CustomResourceDefinition {
+    for_api_server(<crate::purge::EdgeCachePurge as kube::CustomResourceExt>::crd())
+}
+
+/// kube's generated CRD with each integer `format` the API server does not know replaced by the
+/// one it does that holds the range. schemars writes `uint8`, `uint16`, `uint32` and `uint64` for
+/// unsigned fields; the API server knows `int32` and `int64` only and warns "unrecognized format"
+/// on every apply otherwise. `uint8`/`uint16` become `int32`, `uint32`/`uint64` `int64` (the
+/// server stores every integer as an int64); the `minimum: 0` schemars also writes still keeps
+/// them unsigned.
+pub fn for_api_server(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            normalise_formats(schema);
+        }
+    }
+    crd
+}
+
+/// The signed format the API server knows for an unsigned one schemars writes.
+fn known_integer_format(format: &str) -> Option<&'static str> {
+    match format {
+        "uint8" | "uint16" => Some("int32"),
+        "uint32" | "uint64" => Some("int64"),
+        _ => None,
+    }
+}
+
+fn normalise_formats(s: &mut JSONSchemaProps) {
+    if let Some(known) = s.format.as_deref().and_then(known_integer_format) {
+        s.format = Some(known.to_string());
+    }
+    let maps = [
+        &mut s.properties,
+        &mut s.pattern_properties,
+        &mut s.definitions,
+    ];
+    for map in maps.into_iter().flatten() {
+        map.values_mut().for_each(normalise_formats);
+    }
+    let lists = [&mut s.all_of, &mut s.any_of, &mut s.one_of];
+    for list in lists.into_iter().flatten() {
+        list.iter_mut().for_each(normalise_formats);
+    }
+    if let Some(not) = s.not.as_deref_mut() {
+        normalise_formats(not);
+    }
+    match &mut s.items {
+        Some(JSONSchemaPropsOrArray::Schema(one)) => normalise_formats(one),
+        Some(JSONSchemaPropsOrArray::Schemas(many)) => many.iter_mut().for_each(normalise_formats),
+        None => {}
+    }
+    for more in [&mut s.additional_properties, &mut s.additional_items] {
+        if let Some(JSONSchemaPropsOrBool::Schema(one)) = more {
+            normalise_formats(one);
+        }
+    }
+    for dep in s.dependencies.iter_mut().flat_map(|d| d.values_mut()) {
+        if let JSONSchemaPropsOrStringArray::Schema(one) = dep {
+            normalise_formats(one);
+        }
+    }
+}

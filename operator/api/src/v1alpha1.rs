@@ -37,6 +37,35 @@ pub const DATAPLANE_IMAGE_REPOSITORY: &str = "ghcr.io/edgecache/edgecache-datapl
 /// Node label an admin (or a NodeFeatureRule) sets on nodes with an ADQ-capable NIC.
 pub const ADQ_LABEL: &str = "edgecache.dev/adq";
 
+/// The CEL rule (on the root: it reads `metadata.name`) that an EdgeCache's name is a DNS-1035
+/// label: its Service, which no other name may take, is called after it.
+const NAME_LABEL_RULE: &str = "self.metadata.name.matches('^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')";
+/// Why a name that breaks [`NAME_LABEL_RULE`] is refused.
+pub const NAME_NOT_A_LABEL: &str = "must be a DNS-1035 label: at most 63 characters, lowercase letters, digits and '-', that start with a lowercase letter and end with a letter or digit (the EdgeCache's Service takes its name)";
+/// The CEL rule that an EdgeCache is not called `default`.
+const NAME_NOT_DEFAULT_RULE: &str = "self.metadata.name != 'default'";
+/// Why `default` is refused.
+pub const NAME_DEFAULT_TAKEN: &str = "must not be default: the EdgeCache's ServiceAccount takes its name, and every namespace already has a ServiceAccount default";
+
+/// Why an EdgeCache may not be called `name` ([`NAME_NOT_A_LABEL`] or [`NAME_DEFAULT_TAKEN`]),
+/// or `None`: the same decision as the CRD's CEL rules on `metadata.name`, for objects that
+/// reach the operator without the API server's check (`render`, an older CRD).
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    let b = name.as_bytes();
+    let is_label = (1..=63).contains(&b.len())
+        && b[0].is_ascii_lowercase()
+        && b[b.len() - 1] != b'-'
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+    if !is_label {
+        Some(NAME_NOT_A_LABEL)
+    } else if name == "default" {
+        Some(NAME_DEFAULT_TAKEN)
+    } else {
+        None
+    }
+}
+
 /// An HTTP edge cache running on every selected node.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[kube(
@@ -46,7 +75,7 @@ pub const ADQ_LABEL: &str = "edgecache.dev/adq";
     plural = "edgecaches",
     singular = "edgecache",
     shortname = "ec",
-    category = "edgecache",
+    category = "edgecache-all",
     namespaced,
     status = "EdgeCacheStatus",
     derive = "PartialEq",
@@ -55,7 +84,9 @@ pub const ADQ_LABEL: &str = "edgecache.dev/adq";
     printcolumn = r#"{"name":"Nodes","type":"string","description":"Nodes whose cache pod is ready, of the nodes the placement matches","jsonPath":".status.nodesReady"}"#,
     printcolumn = r#"{"name":"Sharding","type":"string","description":"Sharding mode in effect","jsonPath":".status.sharding.mode"}"#,
     printcolumn = r#"{"name":"Steering","type":"string","description":"Connection steering mode","jsonPath":".spec.steering.mode"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    validation = Rule::new(NAME_LABEL_RULE).message(format!("metadata.name {NAME_NOT_A_LABEL}").as_str()),
+    validation = Rule::new(NAME_NOT_DEFAULT_RULE).message(format!("metadata.name {NAME_DEFAULT_TAKEN}").as_str())
 )]
 #[x_kube(validation = Rule::new(
     "self.steering.mode != 'queue' || self.network.hostNetwork"
@@ -1071,7 +1102,8 @@ impl ShardingSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SecuritySpec {
     /// `privileged` (the default) or `capabilities`: only the capabilities the data plane uses
-    /// (BPF for BPF steering, NET_ADMIN, IPC_LOCK, SYS_RESOURCE), everything else dropped,
+    /// (BPF for BPF steering, NET_ADMIN, IPC_LOCK, SYS_RESOURCE, and NET_BIND_SERVICE when a port
+    /// is below 1024), everything else dropped,
     /// seccomp Unconfined so io_uring works, or the Localhost profile named below.
     #[serde(default)]
     pub mode: SecurityMode,
@@ -1123,7 +1155,14 @@ impl PullPolicy {
 pub struct UpdateStrategySpec {
     /// Nodes whose cache may be down at once during a rollout: a count or a percentage
     /// (`10%`). Default: 1.
-    #[serde(default = "default_max_unavailable")]
+    // Not nullable (kube marks an optional int-or-string nullable): the API server then drops a
+    // `null` and applies the default instead of storing it. A null stored under an older CRD
+    // reads as the default.
+    #[serde(
+        default = "default_max_unavailable",
+        deserialize_with = "max_unavailable_or_default"
+    )]
+    #[schemars(extend("nullable" = false))]
     pub max_unavailable: IntOrString,
 }
 
@@ -1137,6 +1176,12 @@ impl Default for UpdateStrategySpec {
 
 fn default_max_unavailable() -> IntOrString {
     IntOrString::Int(1)
+}
+
+fn max_unavailable_or_default<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<IntOrString, D::Error> {
+    Ok(Option::<IntOrString>::deserialize(d)?.unwrap_or_else(default_max_unavailable))
 }
 
 /// What the operator observed.

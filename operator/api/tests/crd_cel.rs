@@ -92,8 +92,7 @@ fn required_steering_needs_a_mode() {
 /// OpenAPI validation, so here the schema is checked to carry them.
 #[test]
 fn schema_carries_patterns_bounds_and_enums() {
-    use kube::CustomResourceExt;
-    let crd = serde_json::to_value(EdgeCache::crd()).unwrap();
+    let crd = serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap();
     let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(
         spec["origin"]["properties"]["url"]["pattern"],
@@ -265,4 +264,53 @@ fn a_ca_secret_key_is_a_secret_key() {
         ),
         "must be a Secret key",
     );
+}
+
+/// Defect 10 of issue 35: the CRD said `maxUnavailable` was nullable, so the API server stored
+/// `maxUnavailable: null`, which the Rust type could not read (InvalidObject). Now the schema is
+/// not nullable (the server drops a null and applies the default, 1), and a null already stored
+/// reads as that default.
+#[test]
+fn max_unavailable_null_is_the_default() {
+    let obj = ec(&format!(
+        "{MINIMAL}updateStrategy:\n  maxUnavailable: null\n"
+    ));
+    assert_eq!(
+        obj.spec.update_strategy.max_unavailable,
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)
+    );
+    let crd = serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap();
+    let field = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["updateStrategy"]["properties"]["maxUnavailable"];
+    assert_eq!(field["default"], 1, "{field}");
+    assert_ne!(field["nullable"], true, "{field}");
+}
+
+/// Defect 4 of issue 35: the CRD refuses the names the children cannot take (the same rule
+/// `edgecache_api::v1alpha1::name_problem` applies, which the operator's validate uses).
+#[test]
+fn the_crd_refuses_names_the_children_cannot_take() {
+    let named = |name: &str| {
+        let mut obj = ec(MINIMAL);
+        obj.metadata.name = Some(name.to_string());
+        obj
+    };
+    let long = format!("a{}", "b".repeat(63));
+    for name in ["web", "a", "web-2", &long[..63]] {
+        validate_cel(&named(name)).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(edgecache_api::v1alpha1::name_problem(name), None, "{name}");
+    }
+    for (name, needle) in [
+        ("default", "ServiceAccount"),
+        ("2web", "DNS-1035"),
+        ("web.example", "DNS-1035"),
+        ("web-", "DNS-1035"),
+        (&long[..], "DNS-1035"),
+    ] {
+        rejects(&named(name), needle);
+        assert!(
+            edgecache_api::v1alpha1::name_problem(name).is_some(),
+            "{name}"
+        );
+    }
 }

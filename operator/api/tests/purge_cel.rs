@@ -62,8 +62,7 @@ fn the_spec_is_immutable() {
 /// items carry them, and the column paths exist.
 #[test]
 fn schema_bounds_and_columns() {
-    use kube::CustomResourceExt;
-    let crd = serde_json::to_value(EdgeCachePurge::crd()).unwrap();
+    let crd = serde_json::to_value(edgecache_api::schema::edgecache_purge_crd()).unwrap();
     let v = &crd["spec"]["versions"][0];
     let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["required"], serde_json::json!(["edgeCache"]));
@@ -80,7 +79,7 @@ fn schema_bounds_and_columns() {
     );
     assert_eq!(
         crd["spec"]["names"]["categories"],
-        serde_json::json!(["edgecache"])
+        serde_json::json!(["edgecache-all"])
     );
     let status = &v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
     assert!(status["kind"].is_object());

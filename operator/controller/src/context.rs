@@ -27,6 +27,10 @@ pub struct Context {
     /// Requeue delay after the first transient failure; doubles up to `max_backoff`.
     pub base_backoff: Duration,
     pub max_backoff: Duration,
+    /// How soon an EdgeCache waiting for a Secret it names (missing, or not yet valid) is looked
+    /// at again: those Secrets are not watched (the operator watches only its own), so creating
+    /// or fixing one is seen at the next recheck.
+    pub named_secret_recheck: Duration,
 }
 
 impl Context {
@@ -45,6 +49,7 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             base_backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),
+            named_secret_recheck: Duration::from_secs(15),
         }
     }
 

@@ -1,7 +1,6 @@
 //! The controller: watches EdgeCaches (generation changes only), the children it owns, the
-//! cache pods (for the peer list and per-node status) and the metadata of Secrets (the TLS
-//! and origin CA Secrets an EdgeCache names), and
-//! runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
+//! cache pods (for the peer list and per-node status) and the metadata of its own Secrets (the
+//! admin tokens, by label), and runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
 //! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
 //! port with it, so a conflict clears when the earlier EdgeCache goes.
 
@@ -11,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use edgecache_api::v1alpha1::EdgeCache;
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::core::PartialObjectMeta;
@@ -47,6 +46,82 @@ impl Default for Config {
     }
 }
 
+/// The watches' delay before they retry after an error: 0.5 s, doubling to at most 5 s, and 0.5 s
+/// again after an event. kube's default grows to 30 s, so an operator started before its CRDs
+/// began its work up to half a minute after they appeared. Used by every watch of both
+/// controllers (their own streams and `trigger_backoff`).
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    const FIRST: Duration = Duration::from_millis(500);
+    const MAX: Duration = Duration::from_secs(5);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self { next: Self::FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = delay.saturating_mul(2).min(Self::MAX);
+        Some(delay)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+/// Log what a controller's output stream reports: a failed watch (the API server unreachable,
+/// a resource it does not serve yet, a 403) at warn, the rest at debug (the reconcilers'
+/// failures are logged by their error policies).
+pub fn log_outcome<R, Q, E>(controller: &str, res: Result<R, controller::Error<E, Q>>)
+where
+    R: std::fmt::Debug,
+    E: std::error::Error,
+    Q: std::error::Error,
+{
+    match res {
+        Ok(obj) => debug!(controller, ?obj, "reconciled"),
+        Err(controller::Error::QueueError(e)) => {
+            warn!(controller, error = %e, "a watch failed; retrying within 5 s")
+        }
+        Err(e) => debug!(controller, error = %e, "reconcile error"),
+    }
+}
+
+/// Drive `controller` (a Controller's drained output) until it ends, or until `shutdown` has
+/// resolved before `synced` turned true. kube's Controller holds its runner until its store has
+/// synced and does not end on a graceful shutdown before that, so an operator started before its
+/// CRDs ignored SIGTERM (issue 35 defect 17). Before the first sync nothing can be in flight, so
+/// it stops at once; after it, in-flight reconciliations finish first.
+pub async fn until_stopped(
+    controller: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()>,
+    synced: &AtomicBool,
+) {
+    let mut controller = std::pin::pin!(controller);
+    tokio::select! {
+        () = &mut controller => return,
+        () = shutdown => {}
+    }
+    if synced.load(Ordering::SeqCst) {
+        controller.await;
+    } else {
+        info!("stopping before the first sync: nothing was in flight");
+    }
+}
+
 /// An `Api` on one namespace, or on all when `ns` is `None`.
 pub fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
 where
@@ -61,10 +136,15 @@ where
 
 /// The objects of `api` as a watch stream that feeds `writer` (the controller's store) with
 /// every change but yields an object only when its generation changed: status-only updates
-/// (ours included) cause no work.
+/// (ours included) cause no work. `synced` turns true once the store holds its first full list.
+///
+/// Not `Store::wait_until_ready`: the Controller waits on the same store, and kube's
+/// `DelayedInit` wakes only the last of two waiters, so a second one could wait for ever (the
+/// operator reconciled while `/readyz` said "cache not synced", issue 35 defect 18).
 pub fn generation_changes<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
+    synced: Option<Arc<AtomicBool>>,
 ) -> impl futures_util::Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: kube::Resource
@@ -76,18 +156,17 @@ where
         + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    // No back-off of its own: the Controller's `trigger_backoff` spaces its retries (two
+    // back-offs in a row would add up).
     watcher(api, watcher::Config::default())
-        .default_backoff()
         .reflect(writer)
+        .inspect_ok(move |event| {
+            if let (watcher::Event::InitDone, Some(synced)) = (event, &synced) {
+                synced.store(true, Ordering::SeqCst);
+            }
+        })
         .applied_objects()
         .predicate_filter(predicates::generation, Default::default())
-}
-
-/// Whether `ec` (in namespace `ns`) names the Secret `name` (in `spec.tls`, or as a site's
-/// origin CA bundle).
-fn names_secret(ec: &EdgeCache, ns: &str, name: &str) -> bool {
-    ec.metadata.namespace.as_deref() == Some(ns)
-        && crate::named_secrets::names_secret(&ec.spec, name)
 }
 
 /// Run until `shutdown` resolves; in-flight reconciliations finish first. `ready` turns true
@@ -100,10 +179,15 @@ pub async fn run(
 ) {
     let client = ctx.client.clone();
     let ns = cfg.namespace.as_deref();
+    let shutdown = futures_util::FutureExt::shared(Box::pin(shutdown));
     let (reader, writer) = reflector::store();
     // Status-only updates (ours included) do not bump the generation, so they cause no work.
     // DeserializeGuard: an object that does not parse is reported, and cannot wedge the others.
-    let edgecaches = generation_changes(api::<DeserializeGuard<EdgeCache>>(&client, ns), writer);
+    let edgecaches = generation_changes(
+        api::<DeserializeGuard<EdgeCache>>(&client, ns),
+        writer,
+        Some(ready.clone()),
+    );
     let children =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=edgecache-operator");
     // Another EdgeCache changing or going away may lift (or cause) a conflict on a cache
@@ -139,74 +223,53 @@ pub async fn run(
             .clone();
         Some(ObjectRef::<DeserializeGuard<EdgeCache>>::new(&name).within(&ns))
     };
-    // The TLS and origin CA Secrets the EdgeCaches name (cert-manager creating, renewing or
-    // fixing one), metadata only: the operator reads a named Secret when it reconciles, and
-    // keeps none.
-    let named = reader.clone();
-    let naming = move |secret: PartialObjectMeta<Secret>| {
-        let (Some(ns), Some(name)) = (secret.metadata.namespace, secret.metadata.name) else {
-            return Vec::new();
-        };
-        named
-            .state()
-            .iter()
-            .filter(|g| g.0.as_ref().is_ok_and(|ec| names_secret(ec, &ns, &name)))
-            .map(|g| ObjectRef::from_obj(&**g))
-            .collect::<Vec<_>>()
-    };
+    // The operator's own Secrets (the admin tokens), by label and metadata only: one deleted is
+    // made again at once. The Secrets an EdgeCache names (TLS, origin CA) are not watched: that
+    // would need every Secret's list and watch; they are read by name at each reconcile, and
+    // rechecked while missing or invalid (`Context::named_secret_recheck`).
     // Its errors (a 410 to relist after, a 403 where the RBAC lacks list/watch on Secrets) are
     // logged and kept here, behind its own backoff: the Controller backs off all its triggers
-    // together on any trigger's error, and this optional watch must not slow the others.
+    // together on any trigger's error, and this watch must not slow the others.
     let secrets = watcher(
         api::<PartialObjectMeta<Secret>>(&client, ns),
-        watcher::Config::default(),
+        children.clone(),
     )
-    .default_backoff()
-    .touched_objects()
-    .filter_map(|event| {
-        std::future::ready(match event {
-            Ok(secret) => Some(Ok(secret)),
-            Err(e) => {
-                warn!(error = %e, "watching Secrets failed; changes of named Secrets wait for the resync");
-                None
-            }
-        })
-    });
-    let store = reader.clone();
-    tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            ready.store(true, Ordering::SeqCst);
-        }
-    });
+        .backoff(WatchBackoff::default())
+        .touched_objects()
+        .filter_map(|event| {
+            std::future::ready(match event {
+                Ok(secret) => Some(Ok(secret)),
+                Err(e) => {
+                    warn!(error = %e, "watching the operator's Secrets failed; a deleted admin token is made again at the resync");
+                    None
+                }
+            })
+        });
     info!(
         namespace = ns.unwrap_or("(all)"),
         concurrency = cfg.concurrency,
         "controller starting"
     );
-    Controller::for_stream(edgecaches, reader)
+    let controller = Controller::for_stream(edgecaches, reader)
         .owns(api::<DaemonSet>(&client, ns), children.clone())
         .owns(api::<ConfigMap>(&client, ns), children.clone())
         .owns(api::<Service>(&client, ns), children)
+        .owns_stream(secrets)
         .watches(api::<Pod>(&client, ns), pods, pod_owner)
         .watches(
             api::<DeserializeGuard<EdgeCache>>(&client, ns),
             watcher::Config::default(),
             sharing,
         )
-        .watches_stream(secrets, naming)
         .with_config(
             controller::Config::default()
                 .concurrency(cfg.concurrency)
                 .debounce(cfg.debounce),
         )
-        .graceful_shutdown_on(shutdown)
+        .trigger_backoff(WatchBackoff::default())
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_guarded, error_policy_guarded, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(object = %obj, "reconciled"),
-                Err(e) => debug!(error = %e, "reconcile error"),
-            }
-        })
-        .await;
+        .for_each(|res| async move { log_outcome("edgecache", res.map(|(obj, _)| obj)) });
+    until_stopped(controller, shutdown, &ready).await;
     info!("controller stopped");
 }

@@ -1,9 +1,5 @@
 //! The CRD documents `edgecache-operator crd [PLURAL]` prints and `crds/` holds.
 
-use edgecache_api::purge::EdgeCachePurge;
-use edgecache_api::v1alpha1::EdgeCache;
-use kube::CustomResourceExt;
-
 /// The committed CRD file name under `crds/` (and the Helm chart's copy in `files/`).
 pub const CRD_FILE: &str = "edgecache.dev_edgecaches.yaml";
 /// The committed EdgeCachePurge CRD file name under `crds/` (and in the chart's `files/`).
@@ -17,7 +13,17 @@ pub const CRDS: [(&str, &str); 2] = [
 
 /// The EdgeCache CRD YAML, exactly as committed in `crds/edgecache.dev_edgecaches.yaml`.
 pub fn crd_yaml() -> Result<String, yaml_serde::Error> {
-    generated(&EdgeCache::crd(), "v1alpha1.rs", "")
+    generated(
+        &edgecache_api::schema::edgecache_crd(),
+        "v1alpha1.rs",
+        " edgecaches",
+    )
+}
+
+/// Every CRD of [`CRDS`], in that order, as one YAML stream (what `edgecache-operator crd`
+/// prints, for `kubectl apply -f -`): the committed files one after the other.
+pub fn all_crds_yaml() -> Result<String, CrdError> {
+    CRDS.iter().map(|(plural, _)| crd_yaml_of(plural)).collect()
 }
 
 /// Why `crd_yaml_of` gave no YAML.
@@ -35,7 +41,7 @@ pub fn crd_yaml_of(plural: &str) -> Result<String, CrdError> {
     match plural {
         "edgecaches" => Ok(crd_yaml()?),
         "edgecachepurges" => Ok(generated(
-            &EdgeCachePurge::crd(),
+            &edgecache_api::schema::edgecache_purge_crd(),
             "purge.rs",
             " edgecachepurges",
         )?),

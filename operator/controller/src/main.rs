@@ -15,12 +15,12 @@ struct Cli {
 enum Command {
     /// Run the controller against the cluster of the current kubeconfig or service account.
     Run(RunArgs),
-    /// Print a CRD as YAML: `edgecaches` (the default; crds/edgecache.dev_edgecaches.yaml) or
-    /// `edgecachepurges` (crds/edgecache.dev_edgecachepurges.yaml).
+    /// Print the CRDs as one YAML stream (for `kubectl apply -f -`), or the one named:
+    /// `edgecaches` (crds/edgecache.dev_edgecaches.yaml) or `edgecachepurges`
+    /// (crds/edgecache.dev_edgecachepurges.yaml).
     Crd {
-        /// The resource's plural name.
-        #[arg(default_value = "edgecaches")]
-        plural: String,
+        /// The resource's plural name (default: every CRD).
+        plural: Option<String>,
     },
     /// Print, offline, every object the operator would apply for an EdgeCache manifest.
     Render {
@@ -39,6 +39,13 @@ struct PolicyArgs {
     #[arg(long = "allowed-host-path", value_name = "DIR",
           default_values_t = edgecache_operator::validate::host_path::DEFAULT_ALLOWED_HOST_PATHS.map(String::from))]
     allowed_host_paths: Vec<String>,
+    /// The data-plane image of an EdgeCache that names none (default: this release's image).
+    #[arg(long = "dataplane-image", value_name = "IMAGE")]
+    dataplane_image: Option<String>,
+    /// A Secret, in each EdgeCache's namespace, the data-plane pods pull their image with
+    /// (repeat for several).
+    #[arg(long = "image-pull-secret", value_name = "NAME")]
+    image_pull_secrets: Vec<String>,
 }
 
 impl PolicyArgs {
@@ -47,6 +54,8 @@ impl PolicyArgs {
             .map_err(|why| anyhow::anyhow!("--allowed-host-path: {why}"))?;
         Ok(edgecache_operator::validate::Policy {
             allowed_host_paths: allowed,
+            dataplane_image: self.dataplane_image.clone().filter(|i| !i.is_empty()),
+            image_pull_secrets: self.image_pull_secrets.clone(),
         })
     }
 }
@@ -77,12 +86,17 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // The process-wide rustls provider (the workspace's only one), before a kube client is built.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args).map(|()| String::new()),
-        Command::Crd { plural } => {
-            edgecache_operator::crd::crd_yaml_of(&plural).map_err(anyhow::Error::from)
+        Command::Crd { plural: None } => {
+            edgecache_operator::crd::all_crds_yaml().map_err(anyhow::Error::from)
         }
+        Command::Crd {
+            plural: Some(plural),
+        } => edgecache_operator::crd::crd_yaml_of(&plural).map_err(anyhow::Error::from),
         Command::Render { file, policy } => policy.policy().and_then(|policy| {
             let text = read(&file)?;
             edgecache_operator::render::render(&text, &policy).map_err(anyhow::Error::from)
@@ -131,9 +145,19 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
-        let client = kube::Client::try_default()
+        let config = kube::Config::infer()
             .await
             .context("no Kubernetes client configuration (kubeconfig or in-cluster)")?;
+        let url = config.cluster_url.to_string();
+        let client = kube::Client::try_from(config)
+            .with_context(|| format!("building a Kubernetes client for {url}"))?;
+        // One call before anything starts: an unreachable or refusing API server is an exit with
+        // its cause (the kubelet restarts the pod with back-off), not a silent retry loop.
+        let version = client
+            .apiserver_version()
+            .await
+            .with_context(|| format!("cannot reach the Kubernetes API server at {url}"))?;
+        tracing::info!(%url, version = %version.git_version, "connected to the API server");
         let mut ctx = edgecache_operator::context::Context::new(client);
         ctx.policy = policy;
         ctx.watch_namespace = args.namespace.clone();

@@ -25,11 +25,11 @@ use kube::core::error_boundary::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher};
-use tracing::{debug, info};
+use tracing::info;
 
 use crate::build::MANAGER;
 use crate::context::Context;
-use crate::controller::{api, generation_changes};
+use crate::controller::{WatchBackoff, api, generation_changes, log_outcome, until_stopped};
 pub use reconcile::{DEFAULT_RETENTION, PurgeContext, Settings};
 
 /// Label selector of the data-plane pods of every EdgeCache (what the DaemonSets' pod templates
@@ -74,7 +74,13 @@ pub async fn run(
     let (reader, writer) = reflector::store();
     // The spec is immutable and status writes (ours) do not bump the generation: a purge is
     // reconciled when created, when its EdgeCache's pods change, and on requeue.
-    let purges = generation_changes(api::<DeserializeGuard<EdgeCachePurge>>(&client, ns), writer);
+    let shutdown = futures_util::FutureExt::shared(Box::pin(shutdown));
+    let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let purges = generation_changes(
+        api::<DeserializeGuard<EdgeCachePurge>>(&client, ns),
+        writer,
+        Some(synced.clone()),
+    );
     // A pod of an EdgeCache changing (ready, added, replaced) re-sends that EdgeCache's purges.
     let store = reader.clone();
     let of_pod = move |pod: Pod| {
@@ -107,7 +113,7 @@ pub async fn run(
         ctx,
         settings: cfg.settings.clone(),
     });
-    Controller::for_stream(purges, reader)
+    let controller = Controller::for_stream(purges, reader)
         .watches(
             api::<Pod>(&client, ns),
             watcher::Config::default().labels(&dataplane_pod_selector()),
@@ -118,14 +124,10 @@ pub async fn run(
                 .concurrency(cfg.concurrency)
                 .debounce(cfg.debounce),
         )
-        .graceful_shutdown_on(shutdown)
+        .trigger_backoff(WatchBackoff::default())
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile_guarded, reconcile::error_policy, pctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(object = %obj, "purge reconciled"),
-                Err(e) => debug!(error = %e, "purge reconcile error"),
-            }
-        })
-        .await;
+        .for_each(|res| async move { log_outcome("edgecachepurge", res.map(|(obj, _)| obj)) });
+    until_stopped(controller, shutdown, &synced).await;
     info!("purge controller stopped");
 }

@@ -397,8 +397,8 @@ fn policy(key: &str, err: &Error, ctx: &Context) -> Action {
         return Action::requeue(RESYNC);
     }
     if let Error::NamedSecret(why) = err {
-        warn!(edgecache = %key, problem = %why, "waiting for the Secrets it names");
-        return Action::requeue(RESYNC);
+        warn!(edgecache = %key, problem = %why, recheck = ?ctx.named_secret_recheck, "waiting for the Secrets it names");
+        return Action::requeue(ctx.named_secret_recheck);
     }
     if let Error::NameConflict(c) = err {
         warn!(edgecache = %key, conflict = %c, "a child's name is taken; waiting");

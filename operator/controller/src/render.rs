@@ -170,8 +170,7 @@ fn render_one(value: yaml_serde::Value, policy: &Policy) -> Result<Rendered, Err
 
 /// The CRD's `openAPIV3Schema` for v1alpha1.
 fn schema() -> serde_json::Value {
-    use kube::CustomResourceExt as _;
-    let crd = EdgeCache::crd();
+    let crd = edgecache_api::schema::edgecache_crd();
     crd.spec
         .versions
         .first()

@@ -290,7 +290,12 @@ where
     if current == Some(status) {
         return Ok(false);
     }
-    let patch = json!({ "status": status });
+    let new = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    let old = current
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(kube::Error::SerdeError)?;
+    let patch = json!({ "status": merge_patch(old.as_ref(), new) });
     api.patch_status(
         name,
         &PatchParams {
@@ -301,6 +306,30 @@ where
     )
     .await?;
     Ok(true)
+}
+
+/// The JSON merge patch (RFC 7386) from `old` to `new`: `new` with a `null` for every key of
+/// `old` that `new` lacks, in nested objects too. A status type skips empty fields when it is
+/// serialised (`nodes: []`, `sharding: None`), and a merge patch leaves a field it does not name
+/// as it was: without the nulls, the last `status.nodes` stayed after every node had gone.
+fn merge_patch(old: Option<&serde_json::Value>, new: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (old, new) {
+        (Some(Value::Object(old)), Value::Object(mut new)) => {
+            for (key, was) in old {
+                match new.remove(key) {
+                    Some(now) => {
+                        new.insert(key.clone(), merge_patch(Some(was), now));
+                    }
+                    None => {
+                        new.insert(key.clone(), Value::Null);
+                    }
+                }
+            }
+            Value::Object(new)
+        }
+        (_, new) => new,
+    }
 }
 
 #[cfg(test)]
@@ -343,6 +372,19 @@ mod tests {
 
     fn cond<'a>(st: &'a EdgeCacheStatus, type_: &str) -> &'a Condition {
         st.condition(type_).unwrap()
+    }
+
+    #[test]
+    fn the_merge_patch_nulls_what_the_new_status_lacks() {
+        let old = json!({"nodes": [{"pod": "web-a"}], "sharding": {"mode": "consistent", "peers": 1},
+                         "readyNodes": 1, "configHash": "x"});
+        let new = json!({"sharding": {"mode": "consistent"}, "readyNodes": 0});
+        assert_eq!(
+            merge_patch(Some(&old), new.clone()),
+            json!({"nodes": null, "sharding": {"mode": "consistent", "peers": null},
+                   "readyNodes": 0, "configHash": null})
+        );
+        assert_eq!(merge_patch(None, new.clone()), new);
     }
 
     #[test]

@@ -83,6 +83,10 @@ pub enum Error {
 pub struct Policy {
     /// Node directories a `storage.hostPath` may be equal to or below.
     pub allowed_host_paths: AllowedHostPaths,
+    /// The data-plane image of an EdgeCache that names none; `None`: [`default_image`].
+    pub dataplane_image: Option<String>,
+    /// Secrets (in each EdgeCache's namespace) the data-plane pods pull their image with.
+    pub image_pull_secrets: Vec<String>,
 }
 
 /// An `EdgeCache` that passed validation, with the data-plane config derived from it.
@@ -98,8 +102,10 @@ pub struct ValidatedEdgeCache {
     pub host_path: String,
     /// The config the data plane reads, as the ConfigMap will carry it.
     pub dataplane: DataplaneConfig,
-    /// `spec.image`, or [`default_image`] when unset.
+    /// `spec.image`, else the install's [`Policy::dataplane_image`], else [`default_image`].
     pub image: String,
+    /// The install's [`Policy::image_pull_secrets`].
+    pub image_pull_secrets: Vec<String>,
 }
 
 /// The data-plane image of this operator's release: `EDGECACHE_DATAPLANE_IMAGE` at build time
@@ -130,6 +136,13 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         .ok_or(Error::MissingMetadata("namespace"))?;
     let spec = &ec.spec;
     let mut errors = Vec::new();
+    // Before any child is made: the children take this name (the CRD's CEL rules say the same).
+    if let Some(why) = edgecache_api::v1alpha1::name_problem(&name) {
+        errors.push(FieldError {
+            field: "metadata.name".into(),
+            reason: format!("{name:?} {why}"),
+        });
+    }
     let mut bad = |field: &str, reason: String| {
         errors.push(FieldError {
             field: format!("spec.{field}"),
@@ -485,7 +498,12 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
         spec: spec.clone(),
         host_path,
         dataplane: cfg,
-        image: spec.image.clone().unwrap_or_else(default_image),
+        image: spec
+            .image
+            .clone()
+            .or_else(|| policy.dataplane_image.clone())
+            .unwrap_or_else(default_image),
+        image_pull_secrets: policy.image_pull_secrets.clone(),
     })
 }
 
@@ -632,6 +650,39 @@ mod tests {
         match validate(&minimal_edgecache(yaml), &Policy::default()) {
             Err(Error::InvalidSpec(e)) => e.into_iter().map(|e| e.field).collect(),
             other => panic!("expected InvalidSpec, got {other:?}"),
+        }
+    }
+
+    /// Defect 4 of issue 35: `default` took the namespace's `default` ServiceAccount, and a name
+    /// starting with a digit, holding a dot or longer than 63 characters failed at its Service
+    /// after other children were made. Such a name is an invalid spec before anything is applied.
+    #[test]
+    fn names_the_children_cannot_take_are_refused_up_front() {
+        let named = |name: &str| {
+            let mut ec = minimal_edgecache("");
+            ec.metadata.name = Some(name.to_string());
+            validate(&ec, &Policy::default())
+        };
+        for name in ["web", "a", "web-2", &format!("a{}", "b".repeat(62))] {
+            assert!(named(name).is_ok(), "{name}");
+        }
+        for (name, why) in [
+            ("default", "ServiceAccount"),
+            ("2web", "start with a lowercase letter"),
+            ("web.example", "start with a lowercase letter"),
+            ("web-", "start with a lowercase letter"),
+            ("Web", "start with a lowercase letter"),
+            (&format!("a{}", "b".repeat(63)), "at most 63"),
+        ] {
+            match named(name) {
+                Err(Error::InvalidSpec(e)) => {
+                    assert_eq!(e.len(), 1, "{name}: {e:?}");
+                    assert_eq!(e[0].field, "metadata.name", "{name}");
+                    assert!(e[0].reason.contains(why), "{name}: {}", e[0].reason);
+                    assert!(e[0].reason.contains(name), "{name}: {}", e[0].reason);
+                }
+                other => panic!("{name}: expected InvalidSpec, got {other:?}"),
+            }
         }
     }
 
@@ -896,6 +947,7 @@ mod tests {
         assert_eq!(v.host_path, "/mnt/nvme0/ec");
         let policy = Policy {
             allowed_host_paths: AllowedHostPaths::new(&["/data"]).unwrap(),
+            ..Policy::default()
         };
         let ec = minimal_edgecache("storage:\n  hostPath: /data/cache\n");
         assert_eq!(validate(&ec, &policy).unwrap().host_path, "/data/cache");

@@ -26,6 +26,8 @@ struct Operator {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     ctx: Arc<Context>,
+    /// What `/readyz` answers from.
+    ready: Arc<AtomicBool>,
 }
 
 impl Operator {
@@ -38,26 +40,24 @@ impl Operator {
         let mut ctx = Context::new(fake.client());
         ctx.base_backoff = Duration::from_millis(50);
         ctx.max_backoff = Duration::from_millis(400);
+        ctx.named_secret_recheck = Duration::from_millis(200);
         configure(&mut ctx);
         let ctx = Arc::new(ctx);
         let (tx, rx) = oneshot::channel::<()>();
+        let ready = Arc::new(AtomicBool::new(false));
         let cfg = Config {
             namespace: None,
             concurrency: 2,
             debounce: Duration::from_millis(20),
         };
-        let task = tokio::spawn(run(
-            ctx.clone(),
-            cfg,
-            Arc::new(AtomicBool::new(false)),
-            async move {
-                let _ = rx.await;
-            },
-        ));
+        let task = tokio::spawn(run(ctx.clone(), cfg, ready.clone(), async move {
+            let _ = rx.await;
+        }));
         Self {
             stop: Some(tx),
             task,
             ctx,
+            ready,
         }
     }
 
@@ -97,9 +97,10 @@ async fn eventually_within(timeout: Duration, what: &str, mut f: impl FnMut() ->
 
 /// A fake API server serving EdgeCaches with the CRD's schema (unknown fields pruned).
 fn fake() -> FakeApiServer {
-    use kube::CustomResourceExt as _;
     let fake = FakeApiServer::new();
-    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
+    assert!(
+        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
+    );
     fake
 }
 
@@ -1199,26 +1200,42 @@ async fn a_forbidden_apply_is_degraded_with_the_servers_message_and_backs_off() 
 async fn an_apply_the_server_finds_invalid_is_degraded_with_its_causes() {
     let fake = fake();
     nodes(&fake);
+    // A valid object name (a DNS subdomain) but no valid Service name (a DNS-1035 label): the
+    // CRD refuses it at create, before any child is made (issue 35 defect 4).
+    let refused = Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .create(&PostParams::default(), &named_ec("web.v2", ""))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("metadata.name must be a DNS-1035 label"),
+        "{refused}"
+    );
+    // Any other 422 on an apply (an admission policy, say) is Degraded ApplyInvalid.
+    fake.inject_fault(Fault {
+        method: Some(http::Method::PATCH),
+        path_contains: "/services/".into(),
+        code: 422,
+        times: u32::MAX,
+    });
     let op = Operator::start(&fake);
-    // A valid EdgeCache name (a DNS subdomain), but no valid Service name (a DNS-1035 label):
-    // the API server refuses the Service with 422.
-    create(&fake, &named_ec("web.v2", "")).await;
+    create(&fake, &new_ec("")).await;
     eventually("Degraded ApplyInvalid", || {
-        condition_of(&fake, "web.v2", "Degraded")
-            .is_some_and(|c| c.0 == "True" && c.1 == "ApplyInvalid")
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "ApplyInvalid")
     })
     .await;
-    let (_, _, message) = condition_of(&fake, "web.v2", "Degraded").unwrap();
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
     assert!(
-        message.contains("Service \"web.v2\" is invalid: metadata.name: Invalid value: \"web.v2\": a DNS-1035 label"),
+        message.contains("Service web") && message.contains("injected fault"),
         "{message}"
     );
-    assert!(fake.get(keys::SERVICES, Some(NS), "web.v2").is_none());
-    assert!(fake.get(keys::DAEMONSETS, Some(NS), "web.v2").is_none());
+    assert!(fake.get(keys::SERVICES, Some(NS), "web").is_none());
     eventually("a Warning event", || {
         event_reasons(&fake).contains(&"ApplyInvalid".to_string())
     })
     .await;
+    fake.clear_faults();
+    eventually("Ready", || is_ready(&fake)).await;
     op.stop().await;
 }
 
@@ -1412,6 +1429,107 @@ async fn the_peer_list_follows_ready_pods_without_touching_the_config() {
         fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap()["metadata"]["resourceVersion"],
         config_rv
     );
+    op.stop().await;
+}
+
+/// Defects 17 and 18 of issue 35: started before its CRD exists, the operator must stop
+/// promptly when asked, report not ready, and start within a few seconds once the CRD appears
+/// (its watches' back-off had grown to 30 s, so it began about 30 s after); `/readyz` turns ready
+/// once the EdgeCache cache has synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn started_before_its_crd_it_waits_stops_promptly_and_starts_soon_after_the_crd() {
+    let fake = FakeApiServer::new();
+    assert!(fake.unregister(keys::EDGECACHES));
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    // Long enough for kube's default back-off to pass 10 s between tries.
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    assert!(!op.ready.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
+    );
+    create(&fake, &new_ec("")).await;
+    eventually_within(Duration::from_secs(8), "ready once the CRD exists", || {
+        op.ready.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
+    eventually_within(Duration::from_secs(8), "the EdgeCache reconciled", || {
+        ds(&fake).is_some()
+    })
+    .await;
+    op.stop().await;
+
+    // Asked to stop while its CRD is missing, it stops within 2 s.
+    let fake = FakeApiServer::new();
+    assert!(fake.unregister(keys::EDGECACHES));
+    let op = Operator::start(&fake);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let asked = std::time::Instant::now();
+    op.stop().await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+}
+
+/// Defect 7 of issue 35: the operator listed and watched every Secret of the cluster (metadata
+/// only, but the RBAC that needs is a read of every Secret). It lists and watches its own
+/// Secrets, by label, and gets the Secrets an EdgeCache names by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_listed_and_watched_by_the_operators_label_only() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let lists: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.method == http::Method::GET
+                && r.uri
+                    .split('?')
+                    .next()
+                    .is_some_and(|p| p.ends_with("/secrets"))
+        })
+        .map(|r| r.uri.clone())
+        .collect();
+    assert!(!lists.is_empty(), "the operator's own Secrets are watched");
+    for uri in &lists {
+        assert!(
+            uri.contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dedgecache-operator"),
+            "{uri}"
+        );
+    }
+    op.stop().await;
+}
+
+/// Defect 2 of issue 35: the status is merge-patched and an empty `nodes` is not serialised, so
+/// the last pods stayed in `status.nodes` after every node had gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_nodes_is_cleared_when_no_node_matches_any_more() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    assert!(node_entry(&fake, "nvme-1").is_some());
+    for node in ["nvme-1", "ssd-1", "hdd-1"] {
+        assert!(fake.delete(keys::NODES, None, node), "{node}");
+    }
+    eventually("Degraded NoMatchingNodes", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.1 == "NoMatchingNodes")
+    })
+    .await;
+    eventually("status.nodes cleared", || {
+        ec_value(&fake).is_some_and(|ec| {
+            ec["status"]["nodes"]
+                .as_array()
+                .is_none_or(|nodes| nodes.is_empty())
+        })
+    })
+    .await;
     op.stop().await;
 }
 
@@ -1744,8 +1862,9 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
     let hash = template_hash(&fake).unwrap();
     let ds_version = d["metadata"]["resourceVersion"].clone();
 
-    // A renewal (cert-manager rewrites the data of the same Secret) is reconciled, and changes
-    // neither the config nor the pod template: no pod restarts (the kubelet updates the files).
+    // A renewal (cert-manager rewrites the data of the same Secret) changes neither the config
+    // nor the pod template, at the next reconcile too: no pod restarts (the kubelet updates the
+    // files). Named Secrets are not watched; a cache pod's change reconciles here.
     let before = op.ctx.metrics.reconciles.get();
     patch_secret(
         &fake,
@@ -1753,6 +1872,7 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
         json!({"tls.crt": format!("{CERT_PEM}{CERT_PEM}")}),
     )
     .await;
+    assert!(fake.delete(keys::PODS, Some(NS), "web-nvme-1"));
     eventually("a reconcile after the renewal", || {
         op.ctx.metrics.reconciles.get() > before
     })
@@ -1765,8 +1885,11 @@ async fn tls_secrets_are_checked_before_a_rollout_and_a_renewal_restarts_no_pod(
     );
     assert!(is_ready(&fake));
 
-    // A Secret deleted later: Degraded again; the running pods are left as they are.
+    // A Secret deleted later: Degraded again at the next reconcile (the resync, or a change of
+    // the EdgeCache, its children or its pods: here a pod replaced); the running pods are left
+    // as they are.
     fake.delete("/v1/secrets", Some(NS), "api-tls");
+    assert!(fake.delete(keys::PODS, Some(NS), "web-ssd-1"));
     eventually("Degraded again", || {
         degraded_tls(&fake, "Secret api-tls does not exist")
     })

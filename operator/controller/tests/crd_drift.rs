@@ -1,6 +1,6 @@
 //! The committed CRDs and the Helm chart's copies must equal what the Rust types generate.
 //! Regenerate with:
-//! `cargo run -p edgecache-operator -- crd > crds/edgecache.dev_edgecaches.yaml &&
+//! `cargo run -p edgecache-operator -- crd edgecaches > crds/edgecache.dev_edgecaches.yaml &&
 //!  cargo run -p edgecache-operator -- crd edgecachepurges > crds/edgecache.dev_edgecachepurges.yaml &&
 //!  cp crds/edgecache.dev_*.yaml charts/edgecache/files/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
@@ -25,11 +25,10 @@ fn committed_crds_match_the_rust_types() {
         let want = crd_yaml_of(plural).unwrap();
         let path = repo_root().join("crds").join(file);
         let got = std::fs::read_to_string(&path).unwrap_or_default();
-        let arg = if plural == "edgecaches" { "" } else { plural };
         assert!(
             got == want,
             "{} drifted from the Rust types; regenerate it with \
-             `cargo run -p edgecache-operator -- crd {arg} > crds/{file}`",
+             `cargo run -p edgecache-operator -- crd {plural} > crds/{file}`",
             path.display()
         );
     }
@@ -51,13 +50,71 @@ fn chart_crd_copies_match() {
 }
 
 #[test]
-fn the_default_crd_subcommand_output_is_the_edgecache_crd() {
+fn crd_yaml_is_the_edgecache_crd() {
     assert_eq!(crd_yaml_of("edgecaches").unwrap(), crd_yaml().unwrap());
     assert!(crd_yaml_of("edgecache").is_err());
 }
 
+/// Issue 35: `edgecache-operator crd` printed the EdgeCache CRD alone; users pipe it into
+/// `kubectl apply -f -`, so by default it prints every CRD, one YAML stream.
+#[test]
+fn the_crd_subcommand_prints_every_crd_by_default() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_edgecache-operator"))
+        .arg("crd")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let names: Vec<String> = yaml_serde::Deserializer::from_str(&text)
+        .map(|doc| {
+            let crd = <CustomResourceDefinition as serde::Deserialize>::deserialize(doc).unwrap();
+            crd.metadata.name.unwrap()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        ["edgecaches.edgecache.dev", "edgecachepurges.edgecache.dev"]
+    );
+    for (plural, _) in CRDS {
+        assert!(text.contains(&crd_yaml_of(plural).unwrap()), "{plural}");
+    }
+}
+
+/// Defect 16 of issue 35: both CRDs carried the category `edgecache`, the EdgeCache kind's
+/// singular name. kubectl expands a category before it looks a resource name up, so `kubectl get
+/// edgecache` listed purges too and `kubectl delete edgecache NAME` failed with "you must specify
+/// only one resource". No category may equal any CRD's plural, singular, short name or kind.
+#[test]
+fn no_category_shadows_a_resource_name() {
+    let crds: Vec<CustomResourceDefinition> = CRDS
+        .iter()
+        .map(|(plural, _)| yaml_serde::from_str(&crd_yaml_of(plural).unwrap()).unwrap())
+        .collect();
+    let mut names = Vec::new();
+    for crd in &crds {
+        let n = &crd.spec.names;
+        names.push(n.plural.clone());
+        names.push(n.kind.to_lowercase());
+        names.extend(n.singular.clone());
+        names.extend(n.short_names.clone().unwrap_or_default());
+    }
+    for crd in &crds {
+        for category in crd.spec.names.categories.iter().flatten() {
+            assert!(
+                !names.contains(category),
+                "{}: category {category:?} shadows a resource name ({names:?})",
+                crd.spec.names.plural
+            );
+        }
+    }
+}
+
 /// The common contract of every CRD the operator owns: its name, namespaced scope, short name,
-/// `edgecache` category, `v1alpha1` with a status subresource, these printer columns, and
+/// `edgecache-all` category (`kubectl get edgecache-all` lists every kind), `v1alpha1` with a status subresource, these printer columns, and
 /// conditions as a list-map keyed by `type`. Returns the version's `openAPIV3Schema`
 /// properties.
 fn check_contract(text: &str, plural: &str, short: &str, columns: &[(&str, &str)]) -> Value {
@@ -68,7 +125,7 @@ fn check_contract(text: &str, plural: &str, short: &str, columns: &[(&str, &str)
     assert_eq!(crd.spec.names.short_names, Some(vec![short.to_string()]));
     assert_eq!(
         crd.spec.names.categories,
-        Some(vec!["edgecache".to_string()])
+        Some(vec!["edgecache-all".to_string()])
     );
     let v = &crd.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
@@ -149,4 +206,108 @@ fn crd_names_columns_and_conditions() {
         text.contains("default: 'off'"),
         "steering default must be quoted"
     );
+}
+
+/// Every `format` under `node` whose type and format the API server does not recognise, as
+/// `path: type/format`.
+fn unrecognised_formats(node: &Value, path: &str, out: &mut Vec<String>) {
+    // k8s.io/apiextensions-apiserver (pkg/apiserver/validation/formats.go, v1.37): integer and
+    // number formats, and the string formats it validates.
+    const STRING_FORMATS: &[&str] = &[
+        "bsonobjectid",
+        "uri",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "cidr",
+        "mac",
+        "uuid",
+        "uuid3",
+        "uuid4",
+        "uuid5",
+        "isbn",
+        "isbn10",
+        "isbn13",
+        "creditcard",
+        "ssn",
+        "hexcolor",
+        "rgbcolor",
+        "byte",
+        "password",
+        "date",
+        "duration",
+        "datetime",
+        "date-time",
+        "k8s-short-name",
+        "k8s-long-name",
+    ];
+    let Some(map) = node.as_object() else {
+        return;
+    };
+    if let Some(format) = map.get("format").and_then(Value::as_str) {
+        let ty = map.get("type").and_then(Value::as_str).unwrap_or("");
+        let known = match ty {
+            "integer" => ["int32", "int64"].contains(&format),
+            "number" => ["float", "double"].contains(&format),
+            "string" => STRING_FORMATS.contains(&format),
+            _ => false,
+        };
+        if !known {
+            out.push(format!("{path}: {ty}/{format}"));
+        }
+    }
+    // Only the keywords that hold schemas (not `default`, `example` or `enum`, which hold data).
+    for key in [
+        "properties",
+        "patternProperties",
+        "definitions",
+        "dependencies",
+    ] {
+        for (name, sub) in map
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            unrecognised_formats(sub, &format!("{path}.{key}.{name}"), out);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf", "items"] {
+        for (i, sub) in map
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            unrecognised_formats(sub, &format!("{path}.{key}[{i}]"), out);
+        }
+    }
+    for key in ["items", "additionalProperties", "additionalItems", "not"] {
+        if let Some(sub) = map.get(key).filter(|v| v.is_object()) {
+            unrecognised_formats(sub, &format!("{path}.{key}"), out);
+        }
+    }
+}
+
+/// Defect 11 of issue 35: schemars writes `format: uint8/uint16/uint32/uint64` for unsigned
+/// fields, and the API server (v1.37.2) answered every apply of the CRDs with an "unrecognized
+/// format" warning for each. Every format in both CRDs must be one it knows for that type.
+#[test]
+fn every_schema_format_is_one_the_api_server_recognises() {
+    for (plural, _) in CRDS {
+        let crd: Value = yaml_serde::from_str(&crd_yaml_of(plural).unwrap()).unwrap();
+        let mut bad = Vec::new();
+        for (i, v) in crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let schema = &v["schema"]["openAPIV3Schema"];
+            unrecognised_formats(schema, &format!("versions[{i}]"), &mut bad);
+        }
+        assert!(bad.is_empty(), "{plural}: unrecognised formats: {bad:#?}");
+    }
 }

@@ -317,6 +317,13 @@ impl FakeApiServer {
         self.lock().resources.insert(info.key(), info);
     }
 
+    /// Stop serving `resource` (a [`keys`] value such as [`keys::EDGECACHES`]): its requests
+    /// answer 404, as a real API server's do before the CRD is installed. Returns whether it
+    /// was served.
+    pub fn unregister(&self, resource: &str) -> bool {
+        self.lock().resources.remove(resource).is_some()
+    }
+
     /// Serve the kind a CustomResourceDefinition (as JSON) defines, with its schema: unknown
     /// fields are pruned on writes, or refused when the request asks `fieldValidation=Strict`
     /// (what `kubectl apply` does by default). Returns false for a malformed CRD.

@@ -8,13 +8,16 @@ use std::collections::BTreeMap;
 use edgecache_api::purge::{EdgeCachePurge, EdgeCachePurgeStatus};
 use edgecache_fakeapi::{FakeApiServer, keys};
 use k8s_openapi::api::core::v1::Pod;
-use kube::CustomResourceExt as _;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 fn fake() -> FakeApiServer {
     let fake = FakeApiServer::new();
-    assert!(fake.install_crd(&serde_json::to_value(EdgeCachePurge::crd()).unwrap()));
+    assert!(
+        fake.install_crd(
+            &serde_json::to_value(edgecache_api::schema::edgecache_purge_crd()).unwrap()
+        )
+    );
     fake
 }
 

@@ -7,7 +7,6 @@ use edgecache_api::v1alpha1::EdgeCache;
 use edgecache_fakeapi::{FakeApiServer, keys};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
-use kube::CustomResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::{Value, json};
@@ -241,7 +240,9 @@ async fn config_maps_and_service_accounts_need_valid_names() {
 }
 
 fn edgecaches(fake: &FakeApiServer) -> Api<DynamicObject> {
-    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
+    assert!(
+        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
+    );
     Api::namespaced_with(
         fake.client(),
         "edge",

@@ -4,15 +4,16 @@
 use std::collections::BTreeMap;
 
 use edgecache_api::SteeringMode;
-use edgecache_api::v1alpha1::SecurityMode;
+use edgecache_api::v1alpha1::{EdgeCacheSpec, SecurityMode};
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
 };
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, HTTPGetAction, HostPathVolumeSource, Lifecycle, LifecycleHandler,
-    ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecretVolumeSource, SecurityContext, SleepAction, Volume, VolumeMount,
+    LocalObjectReference, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, SleepAction, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -94,6 +95,12 @@ pub(super) fn daemon_set(ec: &ValidatedEdgeCache, config_hash: &str) -> DaemonSe
         tolerations: (!spec.placement.tolerations.is_empty())
             .then(|| spec.placement.tolerations.clone()),
         priority_class_name: spec.placement.priority_class_name.clone(),
+        image_pull_secrets: (!ec.image_pull_secrets.is_empty()).then(|| {
+            ec.image_pull_secrets
+                .iter()
+                .map(|name| LocalObjectReference { name: name.clone() })
+                .collect()
+        }),
         termination_grace_period_seconds: Some(
             PRESTOP_DRAIN_SECONDS + grace_secs + KILL_MARGIN_SECONDS,
         ),
@@ -366,16 +373,24 @@ fn volume_mounts(ec: &ValidatedEdgeCache) -> Vec<VolumeMount> {
 
 /// The capabilities the data plane uses in `capabilities` mode: BPF to load the steering program
 /// (only for the BPF steering modes), NET_ADMIN for queue and busy-poll setup, IPC_LOCK and
-/// SYS_RESOURCE for kernels that charge BPF maps and io_uring rings to the memlock limit.
-pub fn capabilities(steering: SteeringMode) -> Vec<String> {
+/// SYS_RESOURCE for kernels that charge BPF maps and io_uring rings to the memlock limit, and
+/// NET_BIND_SERVICE only when a port it listens on (`network.port`, `network.adminPort`,
+/// `tls.port`) is below 1024 (dropping ALL takes the right to bind those from root too).
+pub fn capabilities(spec: &EdgeCacheSpec) -> Vec<String> {
     let mut caps = Vec::new();
     if matches!(
-        steering,
+        spec.steering.mode,
         SteeringMode::Queue | SteeringMode::Cpu | SteeringMode::Hash
     ) {
         caps.push("BPF".to_string());
     }
     caps.extend(["NET_ADMIN", "IPC_LOCK", "SYS_RESOURCE"].map(String::from));
+    let ports = [spec.network.port, spec.network.admin_port]
+        .into_iter()
+        .chain(spec.tls.as_ref().map(|t| t.port));
+    if ports.into_iter().any(|p| p < 1024) {
+        caps.push("NET_BIND_SERVICE".to_string());
+    }
     caps
 }
 
@@ -397,7 +412,7 @@ fn security_context(ec: &ValidatedEdgeCache) -> SecurityContext {
             run_as_user: Some(0),
             run_as_non_root: Some(false),
             capabilities: Some(Capabilities {
-                add: Some(capabilities(spec.steering.mode)),
+                add: Some(capabilities(spec)),
                 drop: Some(vec!["ALL".into()]),
             }),
             // containerd's RuntimeDefault profile blocks io_uring; Unconfined (or a Localhost

@@ -116,6 +116,37 @@ fn privileged_mode_is_the_default() {
     assert_eq!(sc.read_only_root_filesystem, Some(true));
 }
 
+/// Defect 5 of issue 35: capabilities mode dropped ALL and never added NET_BIND_SERVICE, so
+/// `network.port: 80` or `tls.port: 443` failed with EACCES. It is added when a port the pod
+/// listens on is below 1024, and only then.
+#[test]
+fn capabilities_mode_may_bind_a_port_below_1024_only_when_one_is_configured() {
+    let add = |yaml: &str| {
+        container(&desired(&format!(
+            "security:\n  mode: capabilities\n{yaml}"
+        )))
+        .security_context
+        .clone()
+        .unwrap()
+        .capabilities
+        .unwrap()
+        .add
+        .unwrap()
+    };
+    let binds = |yaml: &str| add(yaml).contains(&"NET_BIND_SERVICE".to_string());
+    assert!(!binds(""), "the default ports are 8080, 9090 (and 8443)");
+    assert!(binds("network:\n  port: 80\n"));
+    assert!(binds("network:\n  adminPort: 909\n"));
+    assert!(binds(
+        "tls:\n  port: 443\n  certificates:\n  - secretName: web-tls\n"
+    ));
+    assert!(!binds(
+        "tls:\n  port: 8443\n  certificates:\n  - secretName: web-tls\n"
+    ));
+    assert!(binds("network:\n  port: 1023\n"));
+    assert!(!binds("network:\n  port: 1024\n"));
+}
+
 #[test]
 fn capabilities_mode_adds_only_what_is_needed_and_drops_all() {
     let d = desired("security:\n  mode: capabilities\nsteering:\n  mode: hash\n");
@@ -1007,4 +1038,35 @@ fn an_edgecache_without_sites_renders_no_sites_and_no_ca_volume() {
     let yaml = &d.config_map.data.as_ref().unwrap()[CONFIG_KEY];
     assert!(yaml.contains("sites: []"), "{yaml}");
     assert!((pod(&d).volumes.iter().flatten()).all(|v| !v.name.starts_with("origin-ca-")));
+}
+
+/// Defect 8 of issue 35: the install could set neither the data-plane image an EdgeCache runs
+/// when it names none, nor the pull Secrets of a private registry. Both come from the
+/// operator's install-time policy (the chart's `dataplane.image` and
+/// `dataplane.imagePullSecrets`); an EdgeCache's own `spec.image` still wins.
+#[test]
+fn the_install_sets_the_default_image_and_the_pull_secrets() {
+    let policy = Policy {
+        dataplane_image: Some("registry.example/edge/dataplane:1.2".into()),
+        image_pull_secrets: vec!["regcred".into()],
+        ..Policy::default()
+    };
+    let d = build(&validate(&minimal_edgecache(""), &policy).unwrap());
+    assert_eq!(
+        container(&d).image.as_deref(),
+        Some("registry.example/edge/dataplane:1.2")
+    );
+    let secrets: Vec<&str> = pod(&d)
+        .image_pull_secrets
+        .iter()
+        .flatten()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(secrets, ["regcred"]);
+    let d = build(&validate(&minimal_edgecache("image: mine:3\n"), &policy).unwrap());
+    assert_eq!(container(&d).image.as_deref(), Some("mine:3"));
+    // Without them: the operator's own default, and no pull Secrets.
+    let d = desired("");
+    assert_eq!(container(&d).image, Some(crate::validate::default_image()));
+    assert_eq!(pod(&d).image_pull_secrets, None);
 }

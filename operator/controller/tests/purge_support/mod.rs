@@ -105,10 +105,15 @@ pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 /// A fake API server with both CRDs, an EdgeCache `web` whose admin port is `port`, and its
 /// admin token Secret holding `token`.
 pub async fn cluster(port: u16, token: &str) -> FakeApiServer {
-    use kube::CustomResourceExt as _;
     let fake = FakeApiServer::new();
-    assert!(fake.install_crd(&serde_json::to_value(EdgeCache::crd()).unwrap()));
-    assert!(fake.install_crd(&serde_json::to_value(EdgeCachePurge::crd()).unwrap()));
+    assert!(
+        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
+    );
+    assert!(
+        fake.install_crd(
+            &serde_json::to_value(edgecache_api::schema::edgecache_purge_crd()).unwrap()
+        )
+    );
     let mut ec = minimal_edgecache(&format!("network:\n  adminPort: {port}\n"));
     ec.metadata.uid = None;
     ec.metadata.generation = None;
