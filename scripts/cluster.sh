@@ -63,6 +63,9 @@ pod_subnet() { echo "10.214.$1.0/24"; }
 cgroup_name() { echo "edgecache-node$1"; }
 API_IP=$(node_ip 1)
 API_URL="https://$API_IP:6443"
+# Cluster DNS: CoreDNS on node 1's address (pods reach it through their bridge's gateway; every
+# node's resolv.conf names it, so host-network pods and `cluster.sh exec` resolve Services too).
+DNS_IP=$API_IP
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 kctl() { "$KBIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
@@ -207,9 +210,11 @@ make_pki() {
     cert controller-manager system:kube-controller-manager
     cert scheduler system:kube-scheduler
     cert kube-proxy system:kube-proxy
+    cert coredns edgecache:coredns
     kubeconfig "$KUBECONFIG_FILE" admin
     kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager
     kubeconfig "$STATE/scheduler.kubeconfig" scheduler
+    kubeconfig "$STATE/coredns.kubeconfig" coredns
     for i in $(seq 1 "$nodes"); do
         # The Node authorizer and NodeRestriction know a kubelet by this name and group.
         cert "kubelet-$i" "system:node:$(node_name "$i")" system:nodes
@@ -225,6 +230,7 @@ render() {
         -e "s#@NODE_NAME@#$(node_name "$i")#g" -e "s#@POD_SUBNET@#$(pod_subnet "$i")#g" \
         -e "s#@CLUSTER_CIDR@#$CLUSTER_CIDR#g" -e "s#@PKI@#$PKI#g" \
         -e "s#@CGROUP_NAME@#$(cgroup_name "$i")#g" -e "s#@PAUSE_IMAGE@#$PAUSE_IMAGE#g" \
+        -e "s#@DNS_IP@#$DNS_IP#g" -e "s#@STATE@#$STATE#g" \
         "$tpl" >"$out"
 }
 
@@ -327,6 +333,9 @@ holder_up() {
         fi
         binds+="mount --bind '$dir/fs$t' '$t' && "
     done
+    # The node's resolver is the cluster DNS (what the kubelet also gives host-network pods).
+    printf 'search cluster.local\nnameserver %s\noptions ndots:5\n' "$DNS_IP" >"$dir/resolv.conf"
+    binds+="mount --bind '$dir/resolv.conf' /etc/resolv.conf && "
     rm -f "$dir/holder.ready"
     # A private mount namespace (nothing mounted in it reaches the machine's) inside the node's
     # network namespace, held by a sleeping shell; the node's daemons join it with nsenter -t.
@@ -389,6 +398,12 @@ control_plane_up() {
             --service-cluster-ip-range "$SERVICE_CIDR" --cluster-cidr "$CLUSTER_CIDR" \
             --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1
     fi
+    if ! alive coredns; then
+        log "starting coredns (cluster DNS on $DNS_IP)"
+        kctl apply -f "$HERE/coredns-rbac.yaml" >/dev/null
+        render "$HERE/Corefile" "$STATE/Corefile" 1
+        spawn coredns nsenter "$net" "$KBIN/coredns" -conf "$STATE/Corefile"
+    fi
     if ! alive kube-scheduler; then
         spawn kube-scheduler nsenter "$net" "$KBIN/kube-scheduler" \
             --kubeconfig "$STATE/scheduler.kubeconfig" \
@@ -408,6 +423,8 @@ node_up() {
     render "$HERE/kubelet.yaml" "$dir/kubelet.yaml" "$i"
     render "$HERE/kube-proxy.yaml" "$dir/kube-proxy.yaml" "$i"
     render "$HERE/cni.conflist" "$dir/cni/net.d/10-edgecache.conflist" "$i"
+    render "$HERE/runc-wrapper.sh" "$dir/runc-wrapper" "$i"
+    chmod +x "$dir/runc-wrapper"
     cgroups_up "$i"
     alive "node$i-holder" || holder_up "$i"
     if ! alive "node$i-containerd"; then
@@ -448,7 +465,7 @@ nodes_up_now() { # how many nodes the last `up` started
 }
 all_alive() {
     local n=$1 i p
-    for p in etcd kube-apiserver kube-controller-manager kube-scheduler; do alive "$p" || return 1; done
+    for p in etcd kube-apiserver kube-controller-manager kube-scheduler coredns; do alive "$p" || return 1; done
     for i in $(seq 1 "$n"); do
         for p in holder containerd kubelet kube-proxy; do alive "node$i-$p" || return 1; done
     done
@@ -531,6 +548,7 @@ cmd_down() {
         fi
         cgroups_down "$i"
     done
+    stop coredns
     stop kube-scheduler
     stop kube-controller-manager
     stop kube-apiserver
@@ -564,7 +582,7 @@ cmd_down() {
 # A Docker engine, started as e2e/container-tier.sh does (Debian's docker.io; its CLI matches it).
 DOCKER=/usr/bin/docker
 ensure_docker() {
-    [ -x /usr/bin/dockerd ] || apt_install docker.io
+    command -v dockerd >/dev/null 2>&1 || apt_install docker.io
     if ! "$DOCKER" info >/dev/null 2>&1; then
         log "starting dockerd (log: /var/log/dockerd.log)"
         (setsid dockerd >/var/log/dockerd.log 2>&1 &)
@@ -608,7 +626,7 @@ cmd_status() {
     local n i p
     n=$(nodes_up_now)
     [ "$n" != 0 ] || { echo "down"; return 0; }
-    for p in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+    for p in etcd kube-apiserver kube-controller-manager kube-scheduler coredns; do
         printf '%-28s %s\n' "$p" "$(alive "$p" && echo "running ($(pid_of "$p"))" || echo STOPPED)"
     done
     for i in $(seq 1 "$n"); do
