@@ -52,6 +52,7 @@ CLUSTER_CIDR=10.214.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1
 PAUSE_IMAGE=localhost/edgecache-pause:v1
+TOOLBOX_IMAGE=localhost/edgecache-toolbox:v1
 IMAGES=(edgecache-dataplane edgecache-operator edgecache-origin)
 IMAGE_TAG=${IMAGE_TAG:-dev}
 
@@ -143,10 +144,27 @@ pause_tar() {
         rm -rf "$out" && mkdir -p "$out/root"
         gcc -static -O2 -Wall -Werror -o "$out/root/pause" "$src"
         strip "$out/root/pause"
-        "$HERE/image-tar.sh" "$out/pause.tar" "$PAUSE_IMAGE" "$out/root" /pause
+        "$HERE/image-tar.sh" "$out/pause.tar" "$PAUSE_IMAGE" "$out/root" /pause 65535:65535
         echo "$sum" >"$out/sum"
     fi
     echo "$out/pause.tar"
+}
+# A small image with a shell and network tools for checks (`kubectl run --image
+# localhost/edgecache-toolbox:v1`): Debian's static busybox.
+toolbox_tar() {
+    local out="$K8S_DIR/toolbox" a
+    apt_install busybox-static
+    if [ ! -f "$out/toolbox.tar" ] || [ /bin/busybox -nt "$out/toolbox.tar" ] || [ "$HERE/image-tar.sh" -nt "$out/toolbox.tar" ]; then
+        rm -rf "$out" && mkdir -p "$out/root/bin" "$out/root/tmp" "$out/root/etc"
+        cp /bin/busybox "$out/root/bin/busybox"
+        # Relative links (busybox --install would link to its path on this machine).
+        for a in $(/bin/busybox --list); do
+            [ "$a" = busybox ] || ln -sf busybox "$out/root/bin/$a"
+        done
+        chmod 1777 "$out/root/tmp"
+        "$HERE/image-tar.sh" "$out/toolbox.tar" "$TOOLBOX_IMAGE" "$out/root" /bin/sh
+    fi
+    echo "$out/toolbox.tar"
 }
 
 # --- certificates and kubeconfigs ---------------------------------------------------------------
@@ -257,11 +275,12 @@ net_up() {
         ip -n "$ns" link set lo up
         ip -n "$ns" addr replace "$(node_ip "$i")/24" dev eth0
         ip -n "$ns" link set eth0 up
-        # Service IPs: a route that goes nowhere (a dummy link), so that host-network processes
-        # can connect() to a ClusterIP (kube-proxy's DNAT happens after the route lookup) while
-        # anything not DNATed is dropped inside the node.
+        # Service IPs: a route into a sink, so that host-network processes can connect() to a
+        # ClusterIP (the route lookup comes before kube-proxy's DNAT) while anything not DNATed
+        # is dropped inside the node. The sink is a veth whose peer stays down (this kernel has
+        # no dummy links): what is sent on it is dropped.
         if ! ip -n "$ns" link show ec-svc >/dev/null 2>&1; then
-            ip -n "$ns" link add ec-svc type dummy
+            ip -n "$ns" link add ec-svc type veth peer name ec-svc-sink
             ip -n "$ns" link set ec-svc up
             ip -n "$ns" route add "$SERVICE_CIDR" dev ec-svc
         fi
@@ -415,7 +434,7 @@ control_plane_up() {
 
 # --- a node -------------------------------------------------------------------------------------
 node_up() {
-    local i=$1 dir sock tar
+    local i=$1 dir sock
     dir=$(node_dir "$i")
     sock="$dir/containerd/containerd.sock"
     mkdir -p "$dir/containerd" "$dir/cni/net.d" "$dir/kubelet" "$dir/pod-logs"
@@ -432,10 +451,13 @@ node_up() {
         spawn "node$i-containerd" $(node_cmd "$i") containerd --config "$dir/containerd.toml"
     fi
     wait_for 30 "node $i's containerd" ctr --address "$sock" version
-    tar=$(pause_tar)
-    if ! ctr --address "$sock" -n k8s.io images ls -q | grep -qx "$PAUSE_IMAGE"; then
-        ctr --address "$sock" -n k8s.io images import "$tar" >/dev/null
-    fi
+    # The node's own images (no registry): the pause image and a busybox toolbox.
+    local have
+    have=$(ctr --address "$sock" -n k8s.io images ls -q)
+    echo "$have" | grep -qx "$PAUSE_IMAGE" \
+        || ctr --address "$sock" -n k8s.io images import "$(pause_tar)" >/dev/null
+    echo "$have" | grep -qx "$TOOLBOX_IMAGE" \
+        || ctr --address "$sock" -n k8s.io images import "$(toolbox_tar)" >/dev/null
     if ! alive "node$i-kubelet"; then
         log "starting node $i: kubelet ($(node_name "$i"), $(node_ip "$i"))"
         spawn "node$i-kubelet" $(node_cmd "$i") "$KBIN/kubelet" --config "$dir/kubelet.yaml" \
