@@ -2,9 +2,14 @@
 # A real Kubernetes (upstream v1.37.2, built here from its Go modules) on this one machine, with
 # no VM, no kind and no registry: what `kind create cluster` is for a kind user (issue 35).
 #
-#   scripts/cluster.sh up [--nodes N] [--adq]  build what is missing, start the cluster, wait for
-#                                  Ready nodes labelled as the chart's defaults select; the LAST
-#                                  line of stdout is the kubeconfig's path. Twice is harmless.
+#   scripts/cluster.sh up [--nodes N] [--adq] [--layout e2e]
+#                                  build what is missing, start the cluster, wait for Ready nodes
+#                                  labelled as the chart's defaults select (NFD's non-rotational
+#                                  disk label and edgecache.dev/nvme; --adq adds edgecache.dev/adq);
+#                                  the LAST line of stdout is the kubeconfig's path. Twice is
+#                                  harmless. --layout e2e: the three nodes e2e/kind.yaml describes
+#                                  (node 1 plain and the control plane, node 2 NVMe+ADQ, node 3
+#                                  NVMe with seccompDefault and the deny-io-uring profile).
 #   scripts/cluster.sh load-images [--build]   import edgecache-{dataplane,operator,origin}:dev
 #                                  (images/build-local.sh, via Docker) into every node's
 #                                  containerd, as docker.io/library/NAME:dev.
@@ -83,21 +88,29 @@ spawn() {
     echo $! >"$RUN/$name.pid"
 }
 pid_of() { cat "$RUN/$1.pid" 2>/dev/null || true; }
+# running PID: the process exists and is no zombie (a daemon this very script started and that
+# died stays a zombie child until the script exits).
+running() {
+    kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
 alive() {
     local pid
     pid=$(pid_of "$1")
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+    [ -n "$pid" ] && running "$pid"
 }
 # stop NAME: SIGTERM, then SIGKILL after 10 s; forgets the pid file.
 stop() {
     local name=$1 pid
     pid=$(pid_of "$name")
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if [ -n "$pid" ] && running "$pid"; then
         kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then
+        local n=0
+        while running "$pid" && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+        if running "$pid"; then
             log "$name ($pid) ignored SIGTERM for 10 s: SIGKILL"
             kill -KILL "$pid" 2>/dev/null || true
+        elif [ "$n" -ge 20 ]; then
+            log "$name ($pid) took $((n / 10)) s to stop"
         fi
     fi
     rm -f "$RUN/$name.pid"
@@ -249,6 +262,7 @@ render() {
         -e "s#@CLUSTER_CIDR@#$CLUSTER_CIDR#g" -e "s#@PKI@#$PKI#g" \
         -e "s#@CGROUP_NAME@#$(cgroup_name "$i")#g" -e "s#@PAUSE_IMAGE@#$PAUSE_IMAGE#g" \
         -e "s#@DNS_IP@#$DNS_IP#g" -e "s#@STATE@#$STATE#g" \
+        -e "s#@SECCOMP_DEFAULT@#$(seccomp_default "$i")#g" \
         "$tpl" >"$out"
 }
 
@@ -265,6 +279,12 @@ net_up() {
     # The subnet's address on the root side FIRST: from here on the node subnet is local.
     ip addr replace "$BRIDGE_IP/24" dev "$BRIDGE"
     ip link set "$BRIDGE" up
+    if [ "$nodes" -gt 1 ] && ! iptables -C FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; then
+        # Node-to-node frames cross the bridge; with br_netfilter loaded (Docker loads it) they
+        # traverse the machine's FORWARD chain, whose policy Docker sets to DROP. Accept exactly
+        # bridge-to-bridge (both ends are our nodes); `down` removes the rule.
+        iptables -I FORWARD 1 -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+    fi
     for i in $(seq 1 "$nodes"); do
         ns=$(node_ns "$i")
         [ -e "/var/run/netns/$ns" ] || ip netns add "$ns"
@@ -443,6 +463,10 @@ node_up() {
     render "$HERE/kube-proxy.yaml" "$dir/kube-proxy.yaml" "$i"
     render "$HERE/cni.conflist" "$dir/cni/net.d/10-edgecache.conflist" "$i"
     render "$HERE/runc-wrapper.sh" "$dir/runc-wrapper" "$i"
+    if [ "$(seccomp_default "$i")" = true ]; then
+        mkdir -p "$dir/kubelet/seccomp/edgecache"
+        cp "$ROOT/e2e/fixtures/seccomp/deny-io-uring.json" "$dir/kubelet/seccomp/edgecache/"
+    fi
     chmod +x "$dir/runc-wrapper"
     cgroups_up "$i"
     alive "node$i-holder" || holder_up "$i"
@@ -476,11 +500,20 @@ node_ready() {
 # Feature Discovery's non-rotational-disk label, or edgecache.dev/nvme; ADQ for `queue` steering.
 # Set with the admin's credentials: NodeRestriction forbids a kubelet to set them on itself.
 label_node() {
-    local i=$1 adq=$2 labels
-    labels=(feature.node.kubernetes.io/storage-nonrotationaldisk=true edgecache.dev/nvme=true)
-    [ "$adq" = 1 ] && labels+=(edgecache.dev/adq=true)
+    local i=$1 adq=$2 labels nvme=(feature.node.kubernetes.io/storage-nonrotationaldisk=true edgecache.dev/nvme=true)
+    case "$(layout)/$i" in
+        e2e/1) labels=(edgecache.dev/e2e-role=plain) ;;
+        e2e/2) labels=(edgecache.dev/e2e-role=nvme-adq "${nvme[@]}" edgecache.dev/adq=true) ;;
+        e2e/3) labels=(edgecache.dev/e2e-role=nvme-seccomp-default "${nvme[@]}") ;;
+        *) labels=("${nvme[@]}")
+           [ "$adq" = 1 ] && labels+=(edgecache.dev/adq=true) ;;
+    esac
     kctl label node "$(node_name "$i")" "${labels[@]}" --overwrite >/dev/null
 }
+layout() { cat "$STATE/layout" 2>/dev/null || echo default; }
+# The e2e layout's node 3 runs every container that names no profile under RuntimeDefault (what
+# containerd 2.0 denies io_uring in) and has the Localhost profile edgecache/deny-io-uring.json.
+seccomp_default() { [ "$(layout)/$1" = e2e/3 ] && echo true || echo false; }
 
 nodes_up_now() { # how many nodes the last `up` started
     cat "$STATE/nodes" 2>/dev/null || echo 0
@@ -494,21 +527,27 @@ all_alive() {
 }
 
 cmd_up() {
-    local nodes=1 adq=0 i start
+    local nodes=1 adq=0 i start lay=default
     while [ $# -gt 0 ]; do
         case "$1" in
             --nodes) nodes=$2; shift ;;
             --adq) adq=1 ;;
-            *) die "usage: cluster.sh up [--nodes N] [--adq]" ;;
+            --layout) lay=$2; shift ;;
+            *) die "usage: cluster.sh up [--nodes N] [--adq] [--layout e2e]" ;;
         esac
         shift
     done
+    case "$lay" in
+        default) ;;
+        e2e) nodes=3 ;;
+        *) die "--layout: default or e2e" ;;
+    esac
     [[ "$nodes" =~ ^[1-9]$ ]] || die "--nodes: 1 to 9"
     [ "$(id -u)" = 0 ] || die "needs root (namespaces, cgroups, containerd)"
     local running
     running=$(nodes_up_now)
     if [ "$running" != 0 ]; then
-        if [ "$running" = "$nodes" ] && all_alive "$nodes"; then
+        if [ "$running" = "$nodes" ] && [ "$(layout)" = "$lay" ] && all_alive "$nodes"; then
             log "the cluster is already up ($nodes node(s))"
             for i in $(seq 1 "$nodes"); do label_node "$i" "$adq"; done
             echo "$KUBECONFIG_FILE"
@@ -522,6 +561,7 @@ cmd_up() {
     mkdir -p "$RUN" "$LOGS"
     start=$(date +%s)
     echo "$nodes" >"$STATE/nodes"
+    echo "$lay" >"$STATE/layout"
     make_pki "$nodes"
     net_up "$nodes"
     control_plane_up
@@ -554,7 +594,7 @@ cmd_down() {
         cgroups_down "$i"
         stop "node$i-containerd"
         hp=$(pid_of "node$i-holder")
-        if [ -n "$hp" ] && kill -0 "$hp" 2>/dev/null; then
+        if [ -n "$hp" ] && running "$hp"; then
             # What is left in the node's mount namespace (containerd's shims): by pid.
             kill_ns_members mnt "$hp"
             # The kubelet's mounts (secrets, projected tokens) live in the node's private mount
@@ -582,13 +622,15 @@ cmd_down() {
         ip link del "$(node_ns "$i")-h" 2>/dev/null || true
     done
     ip link del "$BRIDGE" 2>/dev/null || true
+    while iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; do :; done
     if [ -f "$STATE/made-dirs" ]; then
         sort -ru "$STATE/made-dirs" | xargs -r rmdir 2>/dev/null || true
         rm -f "$STATE/made-dirs"
     fi
     # The cluster's state goes; each node's image store (containerd root) stays unless --purge,
     # so the next `up` does not import the images again.
-    rm -rf "$STATE/etcd" "$STATE/pki" "$STATE"/*.kubeconfig "$KUBECONFIG_FILE" "$RUN" "$STATE/nodes"
+    rm -rf "$STATE/etcd" "$STATE/pki" "$STATE"/*.kubeconfig "$KUBECONFIG_FILE" "$RUN" "$STATE/nodes" \
+        "$STATE/layout"
     for dir in "$STATE"/node*; do
         [ -d "$dir" ] || continue
         if [ "$purge" = 1 ]; then rm -rf "$dir"; else
