@@ -702,13 +702,18 @@ cmd_status() {
     echo "KUBECONFIG=$KUBECONFIG_FILE"
 }
 
-case "${1:-}" in
-    up) shift; cmd_up "$@" ;;
-    down) shift; cmd_down "$@" ;;
-    exec) shift; cmd_exec "$@" ;;
-    load-images) shift; cmd_load_images "$@" ;;
-    kubectl) shift; kctl "$@" ;;
-    status) cmd_status ;;
-    build) ensure_runtime_packages; ensure_k8s; pause_tar >/dev/null ;;
-    *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-esac
+main() {
+    case "${1:-}" in
+        up) shift; cmd_up "$@" ;;
+        down) shift; cmd_down "$@" ;;
+        exec) shift; cmd_exec "$@" ;;
+        load-images) shift; cmd_load_images "$@" ;;
+        kubectl) shift; kctl "$@" ;;
+        status) cmd_status ;;
+        build) ensure_runtime_packages; ensure_k8s; pause_tar >/dev/null; toolbox_tar >/dev/null ;;
+        *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    esac
+}
+# One line: bash has read the whole script before running it, so editing it meanwhile (a
+# long `load-images`) cannot change what runs.
+main "$@"; exit $?
