@@ -15,8 +15,7 @@ MODE=${SECURITY_MODE:-privileged}
 kc() { "$CLUSTER" kubectl "$@"; }
 log() { printf '[local] %s\n' "$*" >&2; }
 
-node_ip=$(kc get node -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')
-[ -n "$node_ip" ] || { echo "no node: run scripts/cluster.sh up" >&2; exit 1; }
+kc get nodes >/dev/null || { echo "no cluster: run scripts/cluster.sh up" >&2; exit 1; }
 if [ -z "${KEEP:-}" ]; then
     trap 'kc delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
 fi
@@ -32,6 +31,9 @@ if ! kc -n "$NS" wait edgecaches.edgecache.dev/web --for=condition=Ready --timeo
     exit 1
 fi
 kc -n "$NS" get pods -o wide >&2
+# The node the cache pod runs on (host network: the node's address is the cache's). The
+# request comes from node 1's namespace; the nodes' addresses are all on one bridge.
+node_ip=$(kc -n "$NS" get pods -l app.kubernetes.io/instance=web -o jsonpath='{.items[0].status.hostIP}')
 
 path="/obj/4096/local-$RANDOM$RANDOM"
 status() { # the Cache-Status header of GET $path through the node's port
