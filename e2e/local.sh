@@ -20,6 +20,11 @@ if [ -z "${KEEP:-}" ]; then
     trap 'kc delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
 fi
 
+# A previous run's namespace may still be terminating: objects cannot be created in it.
+if kc get namespace "$NS" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null | grep -q .; then
+    log "waiting for the previous namespace $NS to go"
+    kc wait --for=delete "namespace/$NS" --timeout=180s >&2
+fi
 log "origin and EdgeCache web (security mode $MODE) in namespace $NS"
 sed "s/@SECURITY_MODE@/$MODE/" "$ROOT/e2e/local/edgecache.yaml" | kc apply -f - >&2
 kc -n "$NS" rollout status deploy/origin --timeout=120s >&2
