@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The cluster tier: the chart, the operator and the cache pods on a real Kubernetes (v1.37.2,
 # scripts/cluster.sh) on this machine.
-#   1. scripts/cluster.sh up (builds Kubernetes once per machine), load-images (builds the images
-#      with images/build-local.sh when Docker does not have them; --build rebuilds);
-#   2. helm install --wait with charts/edgecache/values-local.yaml;
+#   1. scripts/cluster.sh up --layout e2e (the three nodes of e2e/kind.yaml; builds Kubernetes
+#      once per machine), load-images (builds the images with images/build-local.sh when Docker
+#      does not have them; BUILD_IMAGES=1 rebuilds);
+#   2. helm install --wait with charts/edgecache/values-local.yaml (a failure is counted, and the
+#      tier goes on when the operator pod at least runs, to report what else works);
 #   3. e2e/local.sh: origin + EdgeCache, a MISS then a HIT through the node's port;
 #   4. the cluster-agnostic scenarios of e2e/tests/kind.rs against the cluster's KUBECONFIG;
 #   5. scripts/cluster.sh down (KEEP_CLUSTER=1 keeps it).
 # Prints `cluster-tier: N passed, M failed`; exits non-zero on any failure. Root only.
 # Env: KEEP_CLUSTER=1, TEST_THREADS (default 1: two cores), SCENARIOS (a cargo test filter),
-#      BUILD_IMAGES=1 (rebuild the images).
+#      BUILD_IMAGES=1 (rebuild the images), LAYOUT (default e2e; `default` is one node).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,7 +39,7 @@ trap finish EXIT
 [ "$(id -u)" = 0 ] || { echo "SKIPPED: the cluster tier needs root"; exit 0; }
 
 t=$(date +%s)
-KUBECONFIG=$("$CLUSTER" up | tail -n1) || { fail "scripts/cluster.sh up"; exit 1; }
+KUBECONFIG=$("$CLUSTER" up --layout "${LAYOUT:-e2e}" | tail -n1) || { fail "scripts/cluster.sh up"; exit 1; }
 export KUBECONFIG
 pass "cluster up, node Ready ($(( $(date +%s) - t )) s)"
 
@@ -50,13 +52,16 @@ pass "images imported ($(( $(date +%s) - t )) s)"
 HELM=$("$ROOT/charts/install-helm.sh") || { fail "charts/install-helm.sh"; exit 1; }
 t=$(date +%s)
 if "$HELM" upgrade --install edgecache "$ROOT/charts/edgecache" -n edgecache-system --create-namespace \
-        -f "$ROOT/charts/edgecache/values-local.yaml" --wait --timeout 4m >&2; then
+        -f "$ROOT/charts/edgecache/values-local.yaml" --wait --timeout "${HELM_TIMEOUT:-3m}" >&2; then
     pass "helm install --wait with values-local.yaml ($(( $(date +%s) - t )) s)"
 else
     fail "helm install --wait with values-local.yaml"
     "$CLUSTER" kubectl -n edgecache-system get all >&2
     "$CLUSTER" kubectl -n edgecache-system logs deploy/edgecache --tail=50 >&2
-    exit 1
+    phase=$("$CLUSTER" kubectl -n edgecache-system get pods -l app.kubernetes.io/name=edgecache-operator \
+        -o jsonpath='{.items[0].status.containerStatuses[0].state.running.startedAt}' 2>/dev/null)
+    [ -n "$phase" ] || exit 1
+    log "the operator pod runs (not Ready): going on"
 fi
 
 t=$(date +%s)
