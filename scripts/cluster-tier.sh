@@ -79,12 +79,15 @@ log_file=$(mktemp /tmp/cluster-tier-kind.XXXXXX)
     EDGECACHE_E2E_ORIGIN_IMAGE=docker.io/library/edgecache-origin:dev \
     cargo test -p edgecache-e2e --test kind -- --nocapture \
         --test-threads "${TEST_THREADS:-1}" ${SCENARIOS:-}) >"$log_file" 2>&1
-# One line per scenario; SKIPPED counts as a failure here, where the cluster is up.
-while read -r name result; do
-    case "$result" in
-        ok) if grep -q "^SKIPPED" "$log_file"; then fail "kind scenario $name (SKIPPED)"; else pass "kind scenario $name"; fi ;;
-        *) fail "kind scenario $name" ;;
-    esac
-done < <(sed -n 's/^test \([a-z0-9_]*\) \.\.\. \(ok\|FAILED\)$/\1 \2/p' "$log_file")
+# One line per scenario. With --nocapture a scenario's own output may come between its name and
+# its `ok`, so the names come from the `test NAME ...` lines and the failures from libtest's final
+# `failures:` list. SKIPPED counts as a failure here, where the cluster is up.
+failed_names=$(awk '/^failures:$/ {f = 1; next} f && /^    [a-z0-9_]+$/ {print $1}' "$log_file")
+skipped=$(grep -c "^SKIPPED" "$log_file")
+for name in $(sed -n 's/^test \([a-z0-9_]*\) \.\.\. .*/\1/p' "$log_file"); do
+    if echo "$failed_names" | grep -qx "$name"; then fail "kind scenario $name"
+    elif [ "$skipped" != 0 ]; then fail "kind scenario $name (SKIPPED: no cluster?)"
+    else pass "kind scenario $name"; fi
+done
 grep -q "^test result" "$log_file" || { fail "cargo test did not run (log: $log_file)"; tail -30 "$log_file" >&2; }
 log "kind scenarios: $(( $(date +%s) - t )) s (log: $log_file)"
