@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The cluster tier: the chart, the operator and the cache pods on a real Kubernetes (v1.37.2,
+# scripts/cluster.sh) on this machine.
+#   1. scripts/cluster.sh up --layout e2e (the three nodes of e2e/kind.yaml; builds Kubernetes
+#      once per machine), load-images (builds the images with images/build-local.sh when Docker
+#      does not have them; BUILD_IMAGES=1 rebuilds);
+#   2. helm install --wait with charts/edgecache/values-local.yaml (a failure is counted, and the
+#      tier goes on when the operator pod at least runs, to report what else works);
+#   3. e2e/local.sh: origin + EdgeCache, a MISS then a HIT through the node's port;
+#   4. the cluster-agnostic scenarios of e2e/tests/kind.rs against the cluster's KUBECONFIG;
+#   5. scripts/cluster.sh down (KEEP_CLUSTER=1 keeps it).
+# Prints `cluster-tier: N passed, M failed`; exits non-zero on any failure. Root only.
+# Env: KEEP_CLUSTER=1, TEST_THREADS (default 1: two cores), SCENARIOS (a cargo test filter),
+#      BUILD_IMAGES=1 (rebuild the images), LAYOUT (default e2e; `default` is one node).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CLUSTER="$ROOT/scripts/cluster.sh"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/edgecache-target}
+PASSED=0
+FAILED=0
+log() { printf '\033[1m[cluster-tier] %s\033[0m\n' "$*" >&2; }
+pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
+summary() { echo "cluster-tier: ${PASSED} passed, ${FAILED} failed"; }
+start=$(date +%s)
+
+finish() {
+    if [ -z "${KEEP_CLUSTER:-}" ]; then
+        "$CLUSTER" down >&2 || fail "scripts/cluster.sh down"
+    else
+        log "KEEP_CLUSTER=1: cluster kept (KUBECONFIG=$KUBECONFIG)"
+    fi
+    log "took $(( $(date +%s) - start )) s"
+    summary
+}
+trap finish EXIT
+
+[ "$(id -u)" = 0 ] || { echo "SKIPPED: the cluster tier needs root"; exit 0; }
+
+t=$(date +%s)
+KUBECONFIG=$("$CLUSTER" up --layout "${LAYOUT:-e2e}" | tail -n1) || { fail "scripts/cluster.sh up"; exit 1; }
+export KUBECONFIG
+pass "cluster up, node Ready ($(( $(date +%s) - t )) s)"
+
+t=$(date +%s)
+args=()
+[ -n "${BUILD_IMAGES:-}" ] && args=(--build)
+"$CLUSTER" load-images "${args[@]}" >&2 || { fail "images built and imported"; exit 1; }
+pass "images imported ($(( $(date +%s) - t )) s)"
+
+HELM=$("$ROOT/charts/install-helm.sh") || { fail "charts/install-helm.sh"; exit 1; }
+t=$(date +%s)
+if "$HELM" upgrade --install edgecache "$ROOT/charts/edgecache" -n edgecache-system --create-namespace \
+        -f "$ROOT/charts/edgecache/values-local.yaml" --wait --timeout "${HELM_TIMEOUT:-3m}" >&2; then
+    pass "helm install --wait with values-local.yaml ($(( $(date +%s) - t )) s)"
+else
+    fail "helm install --wait with values-local.yaml"
+    "$CLUSTER" kubectl -n edgecache-system get all >&2
+    "$CLUSTER" kubectl -n edgecache-system logs deploy/edgecache --tail=50 >&2
+    phase=$("$CLUSTER" kubectl -n edgecache-system get pods -l app.kubernetes.io/name=edgecache-operator \
+        -o jsonpath='{.items[0].status.containerStatuses[0].state.running.startedAt}' 2>/dev/null)
+    [ -n "$phase" ] || exit 1
+    log "the operator pod runs (not Ready): going on"
+fi
+
+t=$(date +%s)
+out=$("$ROOT/e2e/local.sh")
+rc=$?
+echo "$out" | while read -r l; do echo "  $l"; done
+[ "$rc" = 0 ] && pass "e2e/local.sh: MISS then HIT through the node ($(( $(date +%s) - t )) s)" \
+    || fail "e2e/local.sh"
+
+t=$(date +%s)
+log "cargo test -p edgecache-e2e --test kind (the kind scenarios, on this cluster)"
+log_file=$(mktemp /tmp/cluster-tier-kind.XXXXXX)
+(cd "$ROOT" && EDGECACHE_E2E_ANY_CONTEXT=1 \
+    EDGECACHE_E2E_DATAPLANE_IMAGE=docker.io/library/edgecache-dataplane:dev \
+    EDGECACHE_E2E_ORIGIN_IMAGE=docker.io/library/edgecache-origin:dev \
+    cargo test -p edgecache-e2e --test kind -- --nocapture \
+        --test-threads "${TEST_THREADS:-1}" ${SCENARIOS:-}) >"$log_file" 2>&1
+# One line per scenario. With --nocapture a scenario's own output may come between its name and
+# its `ok`, so the names come from the `test NAME ...` lines and the failures from libtest's final
+# `failures:` list. SKIPPED counts as a failure here, where the cluster is up.
+failed_names=$(awk '/^failures:$/ {f = 1; next} f && /^    [a-z0-9_]+$/ {print $1}' "$log_file")
+skipped=$(grep -c "^SKIPPED" "$log_file")
+for name in $(sed -n 's/^test \([a-z0-9_]*\) \.\.\. .*/\1/p' "$log_file"); do
+    if echo "$failed_names" | grep -qx "$name"; then fail "kind scenario $name"
+    elif [ "$skipped" != 0 ]; then fail "kind scenario $name (SKIPPED: no cluster?)"
+    else pass "kind scenario $name"; fi
+done
+grep -q "^test result" "$log_file" || { fail "cargo test did not run (log: $log_file)"; tail -30 "$log_file" >&2; }
+log "kind scenarios: $(( $(date +%s) - t )) s (log: $log_file)"
