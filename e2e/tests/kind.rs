@@ -339,10 +339,20 @@ async fn sharded_nodes_list_each_other_and_serve_each_others_keys() {
             .then_some(()))
         })
         .await?;
-        // Through every node: a node that does not own the key asks its owner, which serves it
-        // (the pod proxy may give each node its own Host, so its own key: counted, not assumed).
+        // Through every node: a node that does not own a key asks its owner, which serves it
+        // (the pod proxy may give each node its own Host, so its own keys: counted, not
+        // assumed). Twenty keys a node, so some are another node's (all local: about 1 in
+        // N^20).
         for pod in pods.values() {
-            get(&client, &ns, &pod.name_any(), "/obj/4k/sharded").await?;
+            for i in 0..20 {
+                get(
+                    &client,
+                    &ns,
+                    &pod.name_any(),
+                    &format!("/obj/4k/sharded-{i}"),
+                )
+                .await?;
+            }
         }
         let (mut forwarded, mut served) = (0.0, 0.0);
         for pod in pods.values() {
@@ -354,6 +364,12 @@ async fn sharded_nodes_list_each_other_and_serve_each_others_keys() {
             );
             served += counter(&m, "edgecache_dataplane_peer_served_total", "");
         }
+        // Not `0 == 0`: something must have been forwarded for the scenario to say anything.
+        ensure!(
+            forwarded > 0.0 || pods.len() < 2,
+            "nothing forwarded among {} nodes",
+            pods.len()
+        );
         ensure!(
             forwarded == served,
             "{forwarded} forwards answered but {served} requests served for a peer"
