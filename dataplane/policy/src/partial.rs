@@ -417,24 +417,13 @@ impl Continuation {
                 last: self.last,
                 complete_length: Some(self.complete_length),
             });
-        let length_ok = match headers.get(CONTENT_LENGTH) {
-            None => true,
-            Some(v) => {
-                v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()) == Some(self.len())
-            }
-        };
+        let length_ok = length_is(headers, self.len());
         let etag_ok = match (headers.get(ETAG), strong_etag(stored)) {
             (None, _) => true,
             (Some(_), None) => false,
             (Some(_), Some(old)) => strong_etag(headers).is_some_and(|new| new == old),
         };
-        let modified_ok = match (
-            syntax::date_field(headers, LAST_MODIFIED),
-            syntax::date_field(stored, LAST_MODIFIED),
-        ) {
-            (Some(new), Some(old)) => new == old,
-            _ => true,
-        };
+        let modified_ok = same_last_modified(stored, headers);
         exact && length_ok && etag_ok && modified_ok
     }
 
@@ -459,21 +448,27 @@ impl Continuation {
             (Some(new), Some(old)) => new == old,
             _ => false,
         };
-        let length_ok = match headers.get(CONTENT_LENGTH) {
-            None => true,
-            Some(v) => {
-                v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
-                    == Some(self.complete_length)
-            }
-        };
-        let modified_ok = match (
-            syntax::date_field(headers, LAST_MODIFIED),
-            syntax::date_field(stored, LAST_MODIFIED),
-        ) {
-            (Some(new), Some(old)) => new == old,
-            _ => true,
-        };
+        let length_ok = length_is(headers, self.complete_length);
+        let modified_ok = same_last_modified(stored, headers);
         same_tag && length_ok && modified_ok
+    }
+}
+
+/// A Content-Length, when present, of `len` bytes.
+fn length_is(headers: &HeaderMap, len: u64) -> bool {
+    headers
+        .get(CONTENT_LENGTH)
+        .is_none_or(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()) == Some(len))
+}
+
+/// A Last-Modified, when both have one, the same date.
+fn same_last_modified(stored: &HeaderMap, headers: &HeaderMap) -> bool {
+    match (
+        syntax::date_field(headers, LAST_MODIFIED),
+        syntax::date_field(stored, LAST_MODIFIED),
+    ) {
+        (Some(new), Some(old)) => new == old,
+        _ => true,
     }
 }
 
