@@ -45,6 +45,27 @@ pub struct Hop<'a> {
     pub target: &'a str,
 }
 
+impl<'a> Hop<'a> {
+    /// The hop `node` sends as a request head: read the same way where it is signed and where
+    /// it is checked, so the two cannot cover different things.
+    pub fn of(
+        node: &'a str,
+        method: &'a http::Method,
+        uri: &'a http::Uri,
+        headers: &'a http::HeaderMap,
+    ) -> Self {
+        Hop {
+            node,
+            method: method.as_str(),
+            authority: headers
+                .get(http::header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
+            target: uri.path_and_query().map_or("/", |p| p.as_str()),
+        }
+    }
+}
+
 /// Why a hop was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {

@@ -104,13 +104,7 @@ fn proven(
     let Some(key) = ctx.shared.sharding.as_ref().and_then(|s| s.key()) else {
         return Ok(());
     };
-    let host = headers.get(header::HOST);
-    let hop = crate::peer_auth::Hop {
-        node: node.to_str().unwrap_or(""),
-        method: method.as_str(),
-        authority: host.and_then(|v| v.to_str().ok()).unwrap_or(""),
-        target: uri.path_and_query().map_or("/", |p| p.as_str()),
-    };
+    let hop = crate::peer_auth::Hop::of(node.to_str().unwrap_or(""), method, uri, headers);
     // The wall clock, not the cache's (which tests may move): the peers' clocks are compared.
     key.verify(&hop, proof, std::time::SystemTime::now())
 }
@@ -181,19 +175,9 @@ async fn ask_owner(
         .ok()?;
     if let Some(key) = sharding.key() {
         // The proof covers the request as it goes (src/peer_auth.rs).
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok());
-        let proof = key.sign(
-            &crate::peer_auth::Hop {
-                node: sharding.node(),
-                method: req.method().as_str(),
-                authority: host.unwrap_or(""),
-                target: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-            },
-            std::time::SystemTime::now(),
-        );
+        let hop =
+            crate::peer_auth::Hop::of(sharding.node(), req.method(), req.uri(), req.headers());
+        let proof = key.sign(&hop, std::time::SystemTime::now());
         req.headers_mut().insert(crate::peer_auth::HOP_AUTH, proof);
     }
     let result = match client.send(req).await {
