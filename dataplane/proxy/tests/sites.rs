@@ -247,18 +247,16 @@ fn site_mistakes_are_reported_with_their_paths() {
     }
 }
 
-/// Two data planes in a row: the first (the "origin" here) terminates TLS in front of the bench
-/// origin, the second reaches it over HTTPS, trusting the test's CA by `originTls.caFile`.
-#[test]
-fn an_https_origin_is_reached_over_tls_and_http2_multiplexes_its_requests() {
-    let o = origin();
-    let dir = tempfile::tempdir().unwrap();
+/// A data plane terminating TLS for `origin.test` in front of `o` (an HTTPS origin for the
+/// data plane under test), its cache in `dir/front`: it, its TLS address, and the file of the
+/// CA that signed its certificate.
+fn https_front(o: &OriginHandle, dir: &std::path::Path) -> (Dataplane, String, std::path::PathBuf) {
     let ca = tls_support::Ca::new();
-    let (cert, key) = ca.issue(dir.path(), "origin", &["origin.test"]);
-    let ca_file = dir.path().join("ca.crt");
+    let (cert, key) = ca.issue(dir, "origin", &["origin.test"]);
+    let ca_file = dir.join("ca.crt");
     std::fs::write(&ca_file, &ca.pem).unwrap();
     let tls = format!("127.0.0.1:{}", free_port());
-    let (url, front_cache) = (o.url(), dir.path().join("front"));
+    let (url, front_cache) = (o.url(), dir.join("front"));
     let mut opts = Opts::new(&url, &front_cache);
     opts.extra = [
         "--tls-listen",
@@ -271,7 +269,16 @@ fn an_https_origin_is_reached_over_tls_and_http2_multiplexes_its_requests() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let front = Dataplane::start(opts);
+    (Dataplane::start(opts), tls, ca_file)
+}
+
+/// Two data planes in a row: the first (the "origin" here) terminates TLS in front of the bench
+/// origin, the second reaches it over HTTPS, trusting the test's CA by `originTls.caFile`.
+#[test]
+fn an_https_origin_is_reached_over_tls_and_http2_multiplexes_its_requests() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let (front, tls, ca_file) = https_front(&o, dir.path());
 
     let yaml = format!(
         "sites:\n\
@@ -408,25 +415,7 @@ fn a_site_default_ttl_applies_to_it_alone_and_purges_follow_its_query_rules() {
 fn active_health_checks_reach_an_https_origin_that_goes_down_and_comes_back() {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
-    let ca = tls_support::Ca::new();
-    let (cert, key) = ca.issue(dir.path(), "origin", &["origin.test"]);
-    let ca_file = dir.path().join("ca.crt");
-    std::fs::write(&ca_file, &ca.pem).unwrap();
-    let tls = format!("127.0.0.1:{}", free_port());
-    let (url, front_cache) = (o.url(), dir.path().join("front"));
-    let mut opts = Opts::new(&url, &front_cache);
-    opts.extra = [
-        "--tls-listen",
-        &tls,
-        "--tls-cert",
-        &cert.display().to_string(),
-        "--tls-key",
-        &key.display().to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let front = Dataplane::start(opts);
+    let (front, tls, ca_file) = https_front(&o, dir.path());
     let health = "/obj/10/health?cc=no-store";
     let yaml = format!(
         "sites:\n\
