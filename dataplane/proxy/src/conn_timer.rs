@@ -81,19 +81,7 @@ pub fn check(
 ) -> Result<Instant, Expiry> {
     let mut next = now + t.write;
     if let Some(since) = write_blocked_since {
-        let at = since + t.write;
-        if now >= at {
-            return Err(Expiry::Write);
-        }
-        next = next.min(at);
-        let soon = since + t.write_under_pressure;
-        if now < soon {
-            next = next.min(soon);
-        } else if pressure() {
-            return Err(Expiry::WriteUnderPressure);
-        } else {
-            next = next.min(now + PRESSURE_RECHECK);
-        }
+        next = next.min(write_wait(since, pressure, t, now)?);
     }
     let (at, expiry) = match phase {
         Phase::Idle(since) => (since + t.idle, Expiry::Idle),
@@ -104,6 +92,31 @@ pub fn check(
         return Err(expiry);
     }
     Ok(next.min(at))
+}
+
+/// The write-progress rule for bytes a client has taken nothing of since `since` (a blocked
+/// socket write, or an HTTP/2 stream's body hyper does not poll, src/h2_stall.rs): expired
+/// after `write`, or after `write_under_pressure` when `pressure()` says others wait; otherwise
+/// the next instant it could expire (looked at again every [`PRESSURE_RECHECK`] past
+/// `write_under_pressure`).
+pub fn write_wait(
+    since: Instant,
+    pressure: impl FnOnce() -> bool,
+    t: &Timeouts,
+    now: Instant,
+) -> Result<Instant, Expiry> {
+    let at = since + t.write;
+    if now >= at {
+        return Err(Expiry::Write);
+    }
+    let soon = since + t.write_under_pressure;
+    if now < soon {
+        Ok(at.min(soon))
+    } else if pressure() {
+        Err(Expiry::WriteUnderPressure)
+    } else {
+        Ok(at.min(now + PRESSURE_RECHECK))
+    }
 }
 
 /// One connection's activity, shared by its socket wrapper, its service and its watchdog (all
@@ -225,7 +238,7 @@ pub async fn watch(
                     _ = tokio::time::sleep_until(next) => {}
                     _ = clock.changed.notified() => {}
                     _ = paced.wait_began() => {}
-                    _ = stream_added(&streams) => {}
+                    _ = stream_owes(&streams) => {}
                 }
             }
         }
@@ -234,7 +247,7 @@ pub async fn watch(
 
 /// Resolves when an HTTP/2 connection has a body the watchdog should look at sooner; never for
 /// HTTP/1.1.
-async fn stream_added(streams: &Option<Rc<crate::h2_stall::Streams>>) {
+async fn stream_owes(streams: &Option<Rc<crate::h2_stall::Streams>>) {
     match streams {
         Some(s) => s.changed().await,
         None => std::future::pending().await,

@@ -22,7 +22,9 @@ use http_body::Frame;
 use tokio::time::Instant;
 
 use crate::body::Body;
-use crate::conn_timer::{PRESSURE_RECHECK, Timeouts};
+#[cfg(test)]
+use crate::conn_timer::PRESSURE_RECHECK;
+use crate::conn_timer::{Expiry, Timeouts, write_wait};
 
 /// The watched response bodies of one HTTP/2 connection.
 pub struct Streams {
@@ -110,27 +112,30 @@ impl Streams {
         pressure: impl Fn() -> bool,
     ) -> Result<Option<Instant>, Stalled> {
         let mut next: Option<Instant> = None;
-        let mut soonest = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
-        let mut pressed: Option<bool> = None;
+        // Asked once per check, and only if a body owes past `write_under_pressure`.
+        let pressed = Cell::new(None);
+        let pressed_now = || match pressed.get() {
+            Some(p) => p,
+            None => {
+                let p = pressure();
+                pressed.set(Some(p));
+                p
+            }
+        };
         let mut stalled = 0usize;
         let mut limit = t.write;
         for w in self.list.borrow().iter().filter_map(Weak::upgrade) {
             let Some(since) = w.owed_since.get() else {
                 continue;
             };
-            let owed = now.saturating_duration_since(since);
-            let this_limit = if owed >= t.write {
-                t.write
-            } else if owed >= t.write_under_pressure && *pressed.get_or_insert_with(&pressure) {
-                t.write_under_pressure
-            } else {
-                soonest(if owed >= t.write_under_pressure {
-                    now + PRESSURE_RECHECK
-                } else {
-                    since + t.write_under_pressure
-                });
-                soonest(since + t.write);
-                continue;
+            // The same rule as a blocked HTTP/1.1 write's (src/conn_timer.rs).
+            let this_limit = match write_wait(since, pressed_now, t, now) {
+                Ok(at) => {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                    continue;
+                }
+                Err(Expiry::WriteUnderPressure) => t.write_under_pressure,
+                Err(_) => t.write,
             };
             // Dropped here, outside any poll of it (the watchdog is another task).
             if let Ok(mut body) = w.body.try_borrow_mut() {
