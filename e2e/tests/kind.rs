@@ -1,8 +1,10 @@
-//! End-to-end scenarios on a kind cluster with the chart installed (`e2e/run.sh` creates the
-//! cluster from `e2e/kind.yaml`, loads the images, `helm install --wait`s and runs these). Each
-//! test uses the current KUBECONFIG and its own namespace. Where no kind cluster is reachable
-//! each test prints `SKIPPED: no kind cluster (<reason>)` and passes, so they compile and run on
-//! every `cargo test`.
+//! End-to-end scenarios on a cluster with the chart installed: the real Kubernetes built on this
+//! machine (`scripts/cluster-tier.sh`, run by `scripts/test.sh`) or kind (`e2e/run.sh`); both
+//! create the cluster from the layout of `e2e/kind.yaml`, load the images, `helm install --wait`
+//! and run these with `cargo test -p edgecache-e2e --test kind`. Each test uses the current
+//! KUBECONFIG and its own namespace. Where no cluster is reachable each test prints
+//! `SKIPPED: no kind cluster (<reason>)` and passes; a plain `cargo test` does not run them
+//! (`test = false` in e2e/Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
 use std::collections::{BTreeMap, BTreeSet};
