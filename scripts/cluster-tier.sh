@@ -8,7 +8,9 @@
 #      tier goes on when the operator pod at least runs, to report what else works);
 #   3. e2e/local.sh: origin + EdgeCache, a MISS then a HIT through the node's port;
 #   4. the cluster-agnostic scenarios of e2e/tests/kind.rs against the cluster's KUBECONFIG;
-#   5. scripts/cluster.sh down (KEEP_CLUSTER=1 keeps it).
+#   5. e2e/tests/control_plane.rs, one at a time: the API server killed and started again
+#      (scripts/cluster.sh restart-api), the operator's pod stopped in any state;
+#   6. scripts/cluster.sh down (KEEP_CLUSTER=1 keeps it).
 # Prints `cluster-tier: N passed, M failed`; exits non-zero on any failure. Root only.
 # Env: KEEP_CLUSTER=1, TEST_THREADS (default 1: two cores), SCENARIOS (a cargo test filter),
 #      BUILD_IMAGES=1 (rebuild the images), LAYOUT (default e2e; `default` is one node).
@@ -33,6 +35,7 @@ finish() {
     fi
     log "took $(( $(date +%s) - start )) s"
     summary
+    [ "$FAILED" = 0 ] || exit 1
 }
 trap finish EXIT
 
@@ -71,23 +74,32 @@ echo "$out" | while read -r l; do echo "  $l"; done
 [ "$rc" = 0 ] && pass "e2e/local.sh: MISS then HIT through the node ($(( $(date +%s) - t )) s)" \
     || fail "e2e/local.sh"
 
-t=$(date +%s)
-log "cargo test -p edgecache-e2e --test kind (the kind scenarios, on this cluster)"
-log_file=$(mktemp /tmp/cluster-tier-kind.XXXXXX)
-(cd "$ROOT" && EDGECACHE_E2E_ANY_CONTEXT=1 \
-    EDGECACHE_E2E_DATAPLANE_IMAGE=docker.io/library/edgecache-dataplane:dev \
-    EDGECACHE_E2E_ORIGIN_IMAGE=docker.io/library/edgecache-origin:dev \
-    cargo test -p edgecache-e2e --test kind -- --nocapture \
-        --test-threads "${TEST_THREADS:-1}" ${SCENARIOS:-}) >"$log_file" 2>&1
-# One line per scenario. With --nocapture a scenario's own output may come between its name and
-# its `ok`, so the names come from the `test NAME ...` lines and the failures from libtest's final
-# `failures:` list. SKIPPED counts as a failure here, where the cluster is up.
-failed_names=$(awk '/^failures:$/ {f = 1; next} f && /^    [a-z0-9_]+$/ {print $1}' "$log_file")
-skipped=$(grep -c "^SKIPPED" "$log_file")
-for name in $(sed -n 's/^test \([a-z0-9_]*\) \.\.\. .*/\1/p' "$log_file"); do
-    if echo "$failed_names" | grep -qx "$name"; then fail "kind scenario $name"
-    elif [ "$skipped" != 0 ]; then fail "kind scenario $name (SKIPPED: no cluster?)"
-    else pass "kind scenario $name"; fi
-done
-grep -q "^test result" "$log_file" || { fail "cargo test did not run (log: $log_file)"; tail -30 "$log_file" >&2; }
-log "kind scenarios: $(( $(date +%s) - t )) s (log: $log_file)"
+# scenarios TARGET THREADS: `cargo test -p edgecache-e2e --test TARGET` on this cluster, one
+# PASS/FAIL line per scenario.
+scenarios() {
+    local target=$1 threads=$2 t log_file failed_names skipped name
+    t=$(date +%s)
+    log "cargo test -p edgecache-e2e --test $target (on this cluster)"
+    log_file=$(mktemp "/tmp/cluster-tier-$target.XXXXXX")
+    (cd "$ROOT" && EDGECACHE_E2E_ANY_CONTEXT=1 EDGECACHE_CLUSTER_SH="$CLUSTER" \
+        EDGECACHE_E2E_DATAPLANE_IMAGE=docker.io/library/edgecache-dataplane:dev \
+        EDGECACHE_E2E_ORIGIN_IMAGE=docker.io/library/edgecache-origin:dev \
+        cargo test -p edgecache-e2e --test "$target" -- --nocapture \
+            --test-threads "$threads" ${SCENARIOS:-}) >"$log_file" 2>&1
+    # One line per scenario. With --nocapture a scenario's own output may come between its name
+    # and its `ok`, so the names come from the `test NAME ...` lines and the failures from
+    # libtest's final `failures:` list. SKIPPED counts as a failure here, where the cluster is up.
+    failed_names=$(awk '/^failures:$/ {f = 1; next} f && /^    [a-z0-9_]+$/ {print $1}' "$log_file")
+    skipped=$(grep -c "^SKIPPED" "$log_file")
+    for name in $(sed -n 's/^test \([a-z0-9_]*\) \.\.\. .*/\1/p' "$log_file"); do
+        if echo "$failed_names" | grep -qx "$name"; then fail "$target scenario $name"
+        elif [ "$skipped" != 0 ]; then fail "$target scenario $name (SKIPPED: no cluster?)"
+        else pass "$target scenario $name"; fi
+    done
+    grep -q "^test result" "$log_file" || { fail "cargo test --test $target did not run (log: $log_file)"; tail -30 "$log_file" >&2; }
+    grep -E '^(the |a )' "$log_file" | sed 's/^/  /' || true
+    log "$target scenarios: $(( $(date +%s) - t )) s (log: $log_file)"
+}
+scenarios kind "${TEST_THREADS:-1}"
+# Last, one at a time: these restart the API server and stop the operator's pod.
+scenarios control_plane 1

@@ -19,6 +19,9 @@
 #   scripts/cluster.sh down [--purge]          stop everything `up` started (by pid), unmount,
 #                                  remove the namespaces, links and cgroups; --purge also drops
 #                                  the nodes' image stores (kept otherwise, so `up` is quick).
+#   scripts/cluster.sh restart-api [--down-for S]  SIGKILL etcd and kube-apiserver (a control plane
+#                                  that crashes), S seconds (default 20) with no API, then start
+#                                  them again on the same data and wait for /readyz.
 #   scripts/cluster.sh status
 #
 # Layout (see scripts/cluster/*.{toml,yaml,conflist} for the configuration files):
@@ -686,6 +689,22 @@ cmd_exec() {
     in_node "$i" "$@"
 }
 
+cmd_restart_api() {
+    local down=20
+    if [ "${1:-}" = --down-for ]; then down=$2; shift 2; fi
+    [ "$(nodes_up_now)" != 0 ] || die "the cluster is not up"
+    local p pid
+    for p in kube-apiserver etcd; do
+        pid=$(pid_of "$p")
+        [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+        rm -f "$RUN/$p.pid"
+    done
+    log "etcd and kube-apiserver killed (SIGKILL); starting them again in ${down} s"
+    sleep "$down"
+    control_plane_up
+    log "kube-apiserver ready again"
+}
+
 cmd_status() {
     local n i p
     n=$(nodes_up_now)
@@ -710,6 +729,7 @@ main() {
         load-images) shift; cmd_load_images "$@" ;;
         kubectl) shift; kctl "$@" ;;
         status) cmd_status ;;
+        restart-api) shift; cmd_restart_api "$@" ;;
         build) ensure_runtime_packages; ensure_k8s; pause_tar >/dev/null; toolbox_tar >/dev/null ;;
         *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac

@@ -46,10 +46,10 @@ impl Default for Config {
     }
 }
 
-/// The watches' delay before they retry after an error: 0.5 s, doubling to at most 5 s, and 0.5 s
+/// A watch's delay before it retries after an error: 0.5 s, doubling to at most 5 s, and 0.5 s
 /// again after an event. kube's default grows to 30 s, so an operator started before its CRDs
-/// began its work up to half a minute after they appeared. Used by every watch of both
-/// controllers (their own streams and `trigger_backoff`).
+/// began its work up to half a minute after they appeared. Every watch of both controllers has
+/// one of its own ([`resilient`]).
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {
     next: Duration,
@@ -82,9 +82,8 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
-/// Log what a controller's output stream reports: a failed watch (the API server unreachable,
-/// a resource it does not serve yet, a 403) at warn, the rest at debug (the reconcilers'
-/// failures are logged by their error policies).
+/// Log what a controller's output stream reports at debug (the reconcilers' failures are logged
+/// by their error policies, the watches' by [`resilient`]).
 pub fn log_outcome<R, Q, E>(controller: &str, res: Result<R, controller::Error<E, Q>>)
 where
     R: std::fmt::Debug,
@@ -93,9 +92,6 @@ where
 {
     match res {
         Ok(obj) => debug!(controller, ?obj, "reconciled"),
-        Err(controller::Error::QueueError(e)) => {
-            warn!(controller, error = %e, "a watch failed; retrying within 5 s")
-        }
         Err(e) => debug!(controller, error = %e, "reconcile error"),
     }
 }
@@ -134,6 +130,47 @@ where
     }
 }
 
+/// One watch of a controller, on its own: `stream`'s errors (the API server unreachable or
+/// restarted, a 410 to relist after, a resource it does not serve yet, a 403) are logged at warn,
+/// naming the watch, and kept here; the watch retries behind its own [`WatchBackoff`]. kube's
+/// `trigger_backoff` instead pauses every watch of a Controller on any one's error: after an API
+/// server restart each watch's 410 cost all of them a back-off in turn, and a new EdgeCache was
+/// seen about 25 s after the server was back (issue 35 defect 21).
+pub fn resilient<K>(
+    watch: &'static str,
+    stream: impl futures_util::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> impl futures_util::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Send + 'static,
+{
+    stream
+        .backoff(WatchBackoff::default())
+        .filter_map(move |event| {
+            std::future::ready(match event {
+                Ok(obj) => Some(Ok(obj)),
+                Err(e) => {
+                    warn!(watch, error = %e, "a watch failed; retrying within 5 s");
+                    None
+                }
+            })
+        })
+}
+
+/// The objects of `api` changed or deleted, each watch on its own ([`resilient`]). An owned
+/// child's owner is all the controller reads of it: `Api<PartialObjectMeta<K>>` watches metadata
+/// only.
+pub fn watch<K>(
+    name: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures_util::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    resilient(name, watcher(api, config).touched_objects())
+}
+
 /// The objects of `api` as a watch stream that feeds `writer` (the controller's store) with
 /// every change but yields an object only when its generation changed: status-only updates
 /// (ours included) cause no work. `synced` turns true once the store holds its first full list.
@@ -142,6 +179,7 @@ where
 /// `DelayedInit` wakes only the last of two waiters, so a second one could wait for ever (the
 /// operator reconciled while `/readyz` said "cache not synced", issue 35 defect 18).
 pub fn generation_changes<K>(
+    name: &'static str,
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     synced: Option<Arc<AtomicBool>>,
@@ -156,9 +194,7 @@ where
         + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    // No back-off of its own: the Controller's `trigger_backoff` spaces its retries (two
-    // back-offs in a row would add up).
-    watcher(api, watcher::Config::default())
+    let stream = watcher(api, watcher::Config::default())
         .reflect(writer)
         .inspect_ok(move |event| {
             if let (watcher::Event::InitDone, Some(synced)) = (event, &synced) {
@@ -166,7 +202,8 @@ where
             }
         })
         .applied_objects()
-        .predicate_filter(predicates::generation, Default::default())
+        .predicate_filter(predicates::generation, Default::default());
+    resilient(name, stream)
 }
 
 /// Run until `shutdown` resolves; in-flight reconciliations finish first. `ready` turns true
@@ -184,6 +221,7 @@ pub async fn run(
     // Status-only updates (ours included) do not bump the generation, so they cause no work.
     // DeserializeGuard: an object that does not parse is reported, and cannot wedge the others.
     let edgecaches = generation_changes(
+        "edgecaches",
         api::<DeserializeGuard<EdgeCache>>(&client, ns),
         writer,
         Some(ready.clone()),
@@ -227,38 +265,40 @@ pub async fn run(
     // made again at once. The Secrets an EdgeCache names (TLS, origin CA) are not watched: that
     // would need every Secret's list and watch; they are read by name at each reconcile, and
     // rechecked while missing or invalid (`Context::named_secret_recheck`).
-    // Its errors (a 410 to relist after, a 403 where the RBAC lacks list/watch on Secrets) are
-    // logged and kept here, behind its own backoff: the Controller backs off all its triggers
-    // together on any trigger's error, and this watch must not slow the others.
-    let secrets = watcher(
-        api::<PartialObjectMeta<Secret>>(&client, ns),
-        children.clone(),
-    )
-        .backoff(WatchBackoff::default())
-        .touched_objects()
-        .filter_map(|event| {
-            std::future::ready(match event {
-                Ok(secret) => Some(Ok(secret)),
-                Err(e) => {
-                    warn!(error = %e, "watching the operator's Secrets failed; a deleted admin token is made again at the resync");
-                    None
-                }
-            })
-        });
     info!(
         namespace = ns.unwrap_or("(all)"),
         concurrency = cfg.concurrency,
         "controller starting"
     );
+    // Every watch on its own (`resilient`): one failing never pauses the others.
     let controller = Controller::for_stream(edgecaches, reader)
-        .owns(api::<DaemonSet>(&client, ns), children.clone())
-        .owns(api::<ConfigMap>(&client, ns), children.clone())
-        .owns(api::<Service>(&client, ns), children)
-        .owns_stream(secrets)
-        .watches(api::<Pod>(&client, ns), pods, pod_owner)
-        .watches(
-            api::<DeserializeGuard<EdgeCache>>(&client, ns),
-            watcher::Config::default(),
+        .owns_stream(watch(
+            "daemonsets",
+            api::<PartialObjectMeta<DaemonSet>>(&client, ns),
+            children.clone(),
+        ))
+        .owns_stream(watch(
+            "configmaps",
+            api::<PartialObjectMeta<ConfigMap>>(&client, ns),
+            children.clone(),
+        ))
+        .owns_stream(watch(
+            "services",
+            api::<PartialObjectMeta<Service>>(&client, ns),
+            children.clone(),
+        ))
+        .owns_stream(watch(
+            "secrets",
+            api::<PartialObjectMeta<Secret>>(&client, ns),
+            children,
+        ))
+        .watches_stream(watch("pods", api::<Pod>(&client, ns), pods), pod_owner)
+        .watches_stream(
+            watch(
+                "edgecaches (shared resources)",
+                api::<DeserializeGuard<EdgeCache>>(&client, ns),
+                watcher::Config::default(),
+            ),
             sharing,
         )
         .with_config(
@@ -266,7 +306,6 @@ pub async fn run(
                 .concurrency(cfg.concurrency)
                 .debounce(cfg.debounce),
         )
-        .trigger_backoff(WatchBackoff::default())
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_guarded, error_policy_guarded, ctx)
         .for_each(|res| async move { log_outcome("edgecache", res.map(|(obj, _)| obj)) });

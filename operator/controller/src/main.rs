@@ -142,8 +142,6 @@ fn read(path: &PathBuf) -> anyhow::Result<String> {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
 
     let policy = args.policy.policy()?;
     tracing_subscriber::fmt()
@@ -154,34 +152,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
-        let config = kube::Config::infer()
-            .await
-            .context("no Kubernetes client configuration (kubeconfig or in-cluster)")?;
-        let url = config.cluster_url.to_string();
-        let client = kube::Client::try_from(config)
-            .with_context(|| format!("building a Kubernetes client for {url}"))?;
-        // One call before anything starts: an unreachable or refusing API server is an exit with
-        // its cause (the kubelet restarts the pod with back-off), not a silent retry loop.
-        let version = client
-            .apiserver_version()
-            .await
-            .with_context(|| format!("cannot reach the Kubernetes API server at {url}"))?;
-        tracing::info!(%url, version = %version.git_version, "connected to the API server");
-        let mut ctx = edgecache_operator::context::Context::new(client);
-        ctx.policy = policy;
-        ctx.watch_namespace = args.namespace.clone();
-        ctx.scrape_timeout = Some(std::time::Duration::from_secs(2));
-        let ctx = Arc::new(ctx);
-        let ready = Arc::new(AtomicBool::new(false));
-        let listener = edgecache_operator::admin::bind(args.admin_addr)
-            .await
-            .with_context(|| format!("binding the admin address {}", args.admin_addr))?;
-        tracing::info!(addr = %args.admin_addr, "admin endpoint listening");
-        let admin = tokio::spawn(edgecache_operator::admin::serve(
-            listener,
-            ctx.clone(),
-            ready.clone(),
-        ));
+        // Listened for before anything else, and raced against the start: the API server may be
+        // slow to answer, and a SIGTERM must stop the process in every state.
+        let stop = StopSignals::listen().context("listening for SIGTERM")?;
+        let stop = futures_util::FutureExt::shared(Box::pin(stop.recv()));
+        let (ctx, ready, admin) = tokio::select! {
+            started = start(&args, policy) => started?,
+            () = stop.clone() => {
+                tracing::info!("stopped while starting");
+                return Ok(());
+            }
+        };
         let purge_cfg = edgecache_operator::purge::Config {
             namespace: args.namespace.clone(),
             concurrency: args.concurrency,
@@ -198,29 +179,84 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             ..Default::default()
         };
         // One signal stops both controllers; each finishes its in-flight work.
-        let shutdown = futures_util::FutureExt::shared(Box::pin(shutdown_signal()));
         tokio::join!(
-            edgecache_operator::controller::run(ctx.clone(), cfg, ready, shutdown.clone()),
-            edgecache_operator::purge::run(ctx, purge_cfg, shutdown),
+            edgecache_operator::controller::run(ctx.clone(), cfg, ready, stop.clone()),
+            edgecache_operator::purge::run(ctx, purge_cfg, stop),
         );
         admin.abort();
         Ok(())
     })
 }
 
-/// SIGTERM (the kubelet stopping the pod) or Ctrl-C.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+/// The client (after one call to the API server), the context, the readiness flag and the
+/// admin endpoint.
+async fn start(
+    args: &RunArgs,
+    policy: edgecache_operator::validate::Policy,
+) -> anyhow::Result<(
+    std::sync::Arc<edgecache_operator::context::Context>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tokio::task::JoinHandle<()>,
+)> {
+    use anyhow::Context as _;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    let config = kube::Config::infer()
+        .await
+        .context("no Kubernetes client configuration (kubeconfig or in-cluster)")?;
+    let url = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config)
+        .with_context(|| format!("building a Kubernetes client for {url}"))?;
+    // One call before anything starts: an unreachable or refusing API server is an exit with
+    // its cause (the kubelet restarts the pod with back-off), not a silent retry loop.
+    let version = client
+        .apiserver_version()
+        .await
+        .with_context(|| format!("cannot reach the Kubernetes API server at {url}"))?;
+    tracing::info!(%url, version = %version.git_version, "connected to the API server");
+    let mut ctx = edgecache_operator::context::Context::new(client);
+    ctx.policy = policy;
+    ctx.watch_namespace = args.namespace.clone();
+    ctx.scrape_timeout = Some(std::time::Duration::from_secs(2));
+    let ctx = Arc::new(ctx);
+    let ready = Arc::new(AtomicBool::new(false));
+    let listener = edgecache_operator::admin::bind(args.admin_addr)
+        .await
+        .with_context(|| format!("binding the admin address {}", args.admin_addr))?;
+    tracing::info!(addr = %args.admin_addr, "admin endpoint listening");
+    let admin = tokio::spawn(edgecache_operator::admin::serve(
+        listener,
+        ctx.clone(),
+        ready.clone(),
+    ));
+    Ok((ctx, ready, admin))
+}
+
+/// SIGTERM (the kubelet stopping the pod) and SIGINT (Ctrl-C), listened for from the start of
+/// the runtime. In a container the operator is PID 1, for which the kernel drops a signal whose
+/// action is the default: a SIGTERM before a handler existed was lost, and the kubelet killed the
+/// pod only at the end of its grace period (30 s; seen on a real cluster for a pod stopped as it
+/// started, `e2e/tests/control_plane.rs`).
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn listen() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
     }
-    tracing::info!("shutdown requested; finishing in-flight reconciliations");
+
+    async fn recv(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        tracing::info!("shutdown requested; finishing in-flight reconciliations");
+    }
 }

@@ -29,7 +29,7 @@ use tracing::info;
 
 use crate::build::MANAGER;
 use crate::context::Context;
-use crate::controller::{WatchBackoff, api, generation_changes, log_outcome, until_stopped};
+use crate::controller::{api, generation_changes, log_outcome, until_stopped, watch};
 pub use reconcile::{DEFAULT_RETENTION, PurgeContext, Settings};
 
 /// Label selector of the data-plane pods of every EdgeCache (what the DaemonSets' pod templates
@@ -77,6 +77,7 @@ pub async fn run(
     let shutdown = futures_util::FutureExt::shared(Box::pin(shutdown));
     let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let purges = generation_changes(
+        "edgecachepurges",
         api::<DeserializeGuard<EdgeCachePurge>>(&client, ns),
         writer,
         Some(synced.clone()),
@@ -114,9 +115,12 @@ pub async fn run(
         settings: cfg.settings.clone(),
     });
     let controller = Controller::for_stream(purges, reader)
-        .watches(
-            api::<Pod>(&client, ns),
-            watcher::Config::default().labels(&dataplane_pod_selector()),
+        .watches_stream(
+            watch(
+                "pods (purges)",
+                api::<Pod>(&client, ns),
+                watcher::Config::default().labels(&dataplane_pod_selector()),
+            ),
             of_pod,
         )
         .with_config(
@@ -124,7 +128,6 @@ pub async fn run(
                 .concurrency(cfg.concurrency)
                 .debounce(cfg.debounce),
         )
-        .trigger_backoff(WatchBackoff::default())
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile_guarded, reconcile::error_policy, pctx)
         .for_each(|res| async move { log_outcome("edgecachepurge", res.map(|(obj, _)| obj)) });
