@@ -66,10 +66,21 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
 /// `n` connections that ask for `path` and never read a byte (a 4 KiB receive buffer), from
 /// `addresses` loopback addresses (127.0.1.1 and up) in turn.
 fn stalled_readers(dp: &Dataplane, path: &str, n: usize, addresses: usize) -> Vec<TcpStream> {
+    stalled_readers_of(dp, path, n, |i| {
+        format!("127.0.1.{}", i % addresses.clamp(1, 250) + 1)
+    })
+}
+
+/// [`stalled_readers`], the `i`th from `from(i)`.
+fn stalled_readers_of(
+    dp: &Dataplane,
+    path: &str,
+    n: usize,
+    from: impl Fn(usize) -> String,
+) -> Vec<TcpStream> {
     (0..n)
         .map(|i| {
-            let from = format!("127.0.1.{}", i % addresses.clamp(1, 250) + 1);
-            let mut s = connect_from(&from, dp.listen).unwrap();
+            let mut s = connect_from(&from(i), dp.listen).unwrap();
             socket2::SockRef::from(&s)
                 .set_recv_buffer_size(4096)
                 .unwrap();
@@ -467,4 +478,67 @@ fn a_large_hit_that_waits_for_its_addresss_stream_slot_reads_its_record_once() {
     }
     let per_hit = (dp.metric(read) - before) / 8.0;
     assert_eq!(per_hit, 1_114_112.0, "disk bytes read per hit");
+}
+
+/// Whether the server has sent `s` anything yet (never waits).
+fn has_bytes(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let got = matches!(s.peek(&mut [0u8; 1]), Ok(n) if n > 0);
+    s.set_nonblocking(false).unwrap();
+    got
+}
+
+#[test]
+fn a_slot_freed_goes_to_the_waiting_address_holding_fewest_not_to_the_earliest_waiter() {
+    // Address a takes the whole pool while alone, and 8 more of its streams wait. Address b
+    // arrives: its share at once (past the pool), 4 more wait, after a's. When a's streams end,
+    // the first slots freed only bring the pool back to its size; the next go to b, which
+    // holds fewer than a, although a's waiters came first. A waiting stream has been sent
+    // nothing (the slot is taken before the response head).
+    let (_o, _dir, dp) = with_large_hits("30s");
+    let pool = budget_chunks(&dp);
+    let big = "/obj/8m/big";
+    let mut a = stalled_readers_of(&dp, big, pool + 8, |_| "127.0.1.1".into());
+    dp.wait_for_metrics("a holds the pool", 10, |m| {
+        metric_value(m, DISK_STREAMS) as usize == pool
+            && metric_value(m, DISK_STREAMS_WAITING) == 8.0
+    });
+    // b's share: what it gets at once on top of the pool (b asks for far more than any share).
+    let b = stalled_readers_of(&dp, big, pool / 2, |_| "127.0.2.1".into());
+    dp.wait_for_metrics("b's requests arrived", 10, |m| {
+        metric_value(m, DISK_STREAMS_WAITING) as usize > 8
+            && (metric_value(m, DISK_STREAMS) + metric_value(m, DISK_STREAMS_WAITING)) as usize
+                == pool + 8 + pool / 2
+    });
+    let share = dp.metric(DISK_STREAMS) as usize - pool;
+    assert!(
+        share >= 4 && share < pool / 2,
+        "b's share {share} of a pool of {pool}"
+    );
+    let b_waiting = pool / 2 - share;
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(b.iter().filter(|s| has_bytes(s)).count(), share);
+    // a ends share + 4 of its streams: the pool goes back to its size, then 4 slots are free.
+    let mut ended = 0;
+    a.retain(|s| {
+        let end = ended < share + 4 && has_bytes(s);
+        ended += usize::from(end);
+        !end
+    });
+    assert_eq!(ended, share + 4);
+    dp.wait_for_metrics("the 4 slots freed are taken", 10, |m| {
+        metric_value(m, DISK_STREAMS) as usize == pool
+            && metric_value(m, DISK_STREAMS_WAITING) as usize == 8 + b_waiting - 4
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        b.iter().filter(|s| has_bytes(s)).count(),
+        share + 4,
+        "the slots went to b, which held fewer"
+    );
+    assert_eq!(
+        a.iter().filter(|s| !has_bytes(s)).count(),
+        8,
+        "a's waiters, though earlier, still wait"
+    );
 }
