@@ -4,9 +4,14 @@ nginx (proxy_cache, aio threads), Varnish (file storage) and Traffic Server.
 
 Run through bench/run.sh, which installs the tools and builds the binaries.
 Every server listens on 127.0.0.1 only. Each cache runs in its own memory
-cgroup (v1, 256 MiB by default) pinned to CPU 1; the load generators are
-pinned to CPU 0. Results go to bench/results/<run>.jsonl, a table into
-bench/BENCHMARKS.md and a PNG chart next to it (report.py).
+cgroup (v1; the memory each needs to finish every round, MEM_MIB: Traffic
+Server 1 GiB, the others 256 MiB) pinned to CPU 1; the load generators are
+pinned to CPU 0 and connect from one client address (127.0.0.1) unless
+--sources N spreads them over N. Rows: 4 KiB, 100 KiB and 1 MiB hits from
+warm caches, 4 KiB hits from RAM (4k-ram: 1,000 objects, all resident) and
+nginx serving one static file from RAM on the same core (the ceiling).
+Results go to bench/results/<run>.jsonl, a table into bench/BENCHMARKS.md and
+a PNG chart next to it (report.py).
 """
 
 import argparse
@@ -40,11 +45,54 @@ PORTS = {"edgecache": 18080, "nginx": 18081, "varnish": 18082, "ats": 18083}
 EDGE_ADMIN_PORT = 19090
 CEILING_PORT = 18089
 
-SIZES = {  # name -> (bytes, full count, quick count)
+SIZES = {  # row -> (object bytes, full count, quick count)
     "4k": (4096, 100_000, 5_000),
+    "4k-ram": (4096, 1_000, 1_000),
     "100k": (102_400, 10_000, 1_000),
     "1m": (1 << 20, 1_000, 200),
 }
+# Rows whose objects are of another row's size (in URLs, the load generators' --size and the
+# ceiling's file): the RAM-hit row asks for 4 KiB objects, few enough that every cache holds all
+# of them in memory.
+ROW_OBJECT = {"4k-ram": "4k"}
+# Rows measured with everything resident: the page cache is not dropped before their rounds,
+# and the warm-up ends with RESIDENT_PASSES more passes over every id (a cache that admits to
+# RAM on a second hit has taken every object by then).
+RESIDENT = {"4k-ram"}
+RESIDENT_PASSES = 2
+
+# Memory each cache's cgroup gets (MiB): what it needs to finish every round at every row with
+# wrk's 256 connections. Traffic Server at 1 MiB reaches ~350 MB RSS (256 KiB fragments, flow
+# control, 16 MiB RAM cache) and was OOM-killed in 256 MiB after its first round, so it gets
+# 1 GiB; the others finish in 256 MiB. --mem CACHE=MIB changes one, --mem-limit BYTES sets all
+# (e.g. 1 GiB each for an equal footing). The run logs and records what each got.
+MEM_MIB = {"edgecache": 256, "nginx": 256, "varnish": 256, "ats": 1024}
+
+
+def object_size(row):
+    """The object size a row asks for (`4k-ram` -> `4k`)."""
+    return ROW_OBJECT.get(row, row)
+
+
+def cache_mem(args, name):
+    """Bytes of memory the cgroup of cache `name` gets (MEM_MIB, --mem, --mem-limit)."""
+    per = getattr(args, "mem", None) or {}
+    if name in per:
+        return per[name] << 20
+    if getattr(args, "mem_limit", None):
+        return args.mem_limit
+    return MEM_MIB.get(name, 256) << 20
+
+
+def parse_mem(text):
+    """`ats=1024,nginx=512` -> {"ats": 1024, "nginx": 512} (MiB)."""
+    out = {}
+    for item in [x for x in text.split(",") if x]:
+        name, _, mib = item.partition("=")
+        if name not in MEM_MIB or not mib.isdigit():
+            raise argparse.ArgumentTypeError(f"--mem wants CACHE=MIB with CACHE from {','.join(MEM_MIB)}: {item!r}")
+        out[name] = int(mib)
+    return out
 
 LOG = None
 NICE = 0  # --nice: priority of the caches and the load generators
@@ -64,9 +112,10 @@ def log(*a):
 PROCS = []  # (name, Popen)
 BINS = {}  # private copies of our binaries (see main)
 RUN = {}  # what a run holds until it exits (its lock)
-# Client addresses the load generators use by default (--sources): 64, so wrk's 256 connections
-# come from 4 each, as clients of an edge come from many addresses.
-SOURCES = 64
+# Client addresses the load generators use by default (--sources): one, as wrk on loopback is
+# and as an edge sees whole offices, mobile carriers and other proxies behind one address; a
+# cache's per-address limits then bind. --sources N spreads the connections over N addresses.
+SOURCES = 1
 CGROUPS = set()
 
 
@@ -620,7 +669,7 @@ def run_wrk(args, port, size, count, dist, duration, conns=None, path_lua=None):
     conns = conns or args.connections
     cmd = ["nice", "-n", str(NICE), "taskset", "-c", str(args.client_cpu), "wrk", "-t1", f"-c{conns}", f"-d{duration}s",
            "--timeout", "10s", "-s", str(path_lua or HERE / "objects.lua"),
-           f"http://127.0.0.1:{port}", "--", size, str(count), dist, str(args.zipf_s),
+           f"http://127.0.0.1:{port}", "--", object_size(size), str(count), dist, str(args.zipf_s),
            str(int(time.time()))]
     r = subprocess.run(["sh", "-c", 'ulimit -n $(ulimit -Hn) && exec "$@"', "sh"] + cmd,
                        capture_output=True, text=True, timeout=duration + 60, env=client_env(args))
@@ -652,8 +701,9 @@ def measure_round(args, cache, size, count, dist, rnd):
     if c1.get("blkio_read") is not None and c0.get("blkio_read") is not None:
         blk = (c1["blkio_read"] - c0["blkio_read"]) / (t1 - t0) / 1e6
     return {
-        "kind": "round", "cache": name, "size": size, "count": count, "dist": dist, "round": rnd,
-        "connections": args.connections, "seconds": secs,
+        "kind": "round", "cache": name, "size": size, "object_size": object_size(size), "count": count,
+        "dist": dist, "round": rnd, "connections": args.connections, "sources": args.sources,
+        "mem_limit_mib": cache_mem(args, name) >> 20, "seconds": secs,
         "requests": reqs, "req_per_s": reqs / secs, "mb_per_s": w["bytes"] / secs / 1e6,
         "p50_ms": w["p50_us"] / 1e3, "p99_ms": w["p99_us"] / 1e3, "p999_ms": w["p999_us"] / 1e3,
         "mean_ms": w["lat_mean_us"] / 1e3, "max_ms": w["lat_max_us"] / 1e3,
@@ -700,9 +750,7 @@ def warm(args, cache, size, count, emit, host=None):
     the HTTPS run warms for the name its clients send, harness/tls.py)."""
     for i in range(1, args.max_warm_passes + 1):
         o0 = origin_requests()
-        r = loadgen(args, "pass", "--target", f"127.0.0.1:{cache.port}", "--size", size,
-                    "--count", count, "--conns", args.warm_conns if i == 1 else max(1, args.warm_conns // 4),
-                    "--timeout-s", args.warm_timeout, *(["--host", host] if host else []))
+        r = pass_over(args, cache, size, count, args.warm_conns if i == 1 else max(1, args.warm_conns // 4), host)
         fetches = origin_requests() - o0
         r.update({"kind": "warm", "cache": cache.name, "size": size, "size_bytes": r.get("size"), "pass": i,
                   "origin_fetches": fetches, "cgroup": cg_read(cache.name)})
@@ -723,8 +771,24 @@ def warm(args, cache, size, count, emit, host=None):
         if r.get("aborted"):
             raise RuntimeError(f"warm-up pass {i} aborted: {r.get('first_error')}")
         if fetches == 0 and r["ok"] == count:
+            if size in RESIDENT:
+                resident_passes(args, cache, size, count)
             return True
     return False
+
+
+def pass_over(args, cache, size, count, conns, host=None):
+    """One loadgen pass over every id of row `size` (the loadgen's JSON result)."""
+    return loadgen(args, "pass", "--target", f"127.0.0.1:{cache.port}", "--size", object_size(size),
+                   "--count", count, "--conns", conns, "--timeout-s", args.warm_timeout,
+                   *(["--host", host] if host else []))
+
+
+def resident_passes(args, cache, size, count):
+    """RESIDENT_PASSES more passes over every id of a resident row, after its warm-up."""
+    for i in range(RESIDENT_PASSES):
+        r = pass_over(args, cache, size, count, max(1, args.warm_conns // 4))
+        log(f"  resident pass {i + 1} {cache.name} {size}: {r['ok']}/{count} ok, {r['req_per_s']:.0f} req/s")
 
 
 def drop_caches():
@@ -794,7 +858,7 @@ events {{ worker_connections 16384; }}
 http {{ access_log off; sendfile on; keepalive_requests 1000000; open_file_cache max=100;
   server {{ listen 127.0.0.1:{CEILING_PORT} backlog=4096; root {shm}; }} }}
 """)
-    cg_create("ceiling", args.mem_limit)
+    cg_create("ceiling", cache_mem(args, "nginx"))
     p = start("ceiling", ["nginx", "-p", str(d), "-c", str(d / "nginx.conf")], cgroup="ceiling",
               cpu=args.cache_cpu, logfile=d / "server.log")
     try:
@@ -973,7 +1037,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small object sets, short rounds")
     ap.add_argument("--caches", default="edgecache,nginx,varnish,ats",
                     help="comma list from edgecache,nginx,varnish,ats")
-    ap.add_argument("--sizes", default="4k,100k,1m", help="comma list from 4k,100k,1m")
+    ap.add_argument("--sizes", default="4k,4k-ram,100k,1m",
+                    help="comma list of rows from 4k,4k-ram,100k,1m (4k-ram: 4 KiB hits from RAM, all resident)")
     ap.add_argument("--dists", default="uniform,zipf")
     ap.add_argument("--count", type=int, help="objects per size (overrides the set sizes)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -981,9 +1046,13 @@ def main():
     ap.add_argument("--connections", type=int, default=256)
     ap.add_argument("--sources", type=int, default=SOURCES,
                     help="loopback source addresses the load generators spread their connections over "
-                         "(harness/srcaddr.c; 1 = all from 127.0.0.1)")
+                         "(harness/srcaddr.c; default 1: all from 127.0.0.1)")
     ap.add_argument("--zipf-s", type=float, default=1.0)
-    ap.add_argument("--mem-limit", type=int, default=256 << 20, help="cgroup memory limit, bytes")
+    ap.add_argument("--mem-limit", type=int, default=None,
+                    help="cgroup memory limit of every cache, bytes (default: each its own, MEM_MIB: "
+                         + ", ".join(f"{k} {v} MiB" for k, v in MEM_MIB.items()) + ")")
+    ap.add_argument("--mem", type=parse_mem, default={},
+                    help="memory of some caches, MiB, over the defaults and --mem-limit: e.g. ats=1024,nginx=512")
     ap.add_argument("--cache-cpu", default="1",
                     help="CPUs of the caches, as taskset -c takes them (1, or 0,1 to share both)")
     ap.add_argument("--client-cpu", default="0", help="CPUs of the load generators (taskset -c)")
@@ -1039,10 +1108,14 @@ def main():
             emit({"kind": "skipped", "cache": n, "reason": c.skip_reason or "not installed"})
     check_disk_space(args, work, sizes, len(caches))
     meta = machine_info(caches)
-    meta.update({"args": vars(args)})
+    meta.update({"args": vars(args), "mem_mib": {c.name: cache_mem(args, c.name) >> 20 for c in caches},
+                 "ceiling_mem_mib": cache_mem(args, "nginx") >> 20})
     emit(meta)
-    log(f"run {args.run_id}: caches {[c.name for c in caches]}, sizes {sizes}, dists {dists}, "
+    log(f"run {args.run_id}: caches {[c.name for c in caches]}, rows {sizes}, dists {dists}, "
         f"{args.rounds} rounds x {args.duration}s, -c{args.connections}; results -> {out_path}")
+    log("memory: " + ", ".join(f"{n} {m} MiB" for n, m in meta["mem_mib"].items()))
+    log("clients: " + ("every connection from 127.0.0.1 (one client address)" if args.sources <= 1
+                       else f"connections spread over {args.sources} client addresses (--sources)"))
 
     copy_binaries(args, work)
     # Origin (outside the cgroups: it is only busy while warming).
@@ -1054,18 +1127,18 @@ def main():
         fio_runs(args, emit)
     if not args.skip_ceiling:
         log("loopback ceiling: nginx serving one file from RAM")
-        ceiling_runs(args, work, sizes, emit)
+        ceiling_runs(args, work, [s for s in SIZES if s in {object_size(r) for r in sizes}], emit)
 
     for size in sizes:
         count = object_count(args, size)
         disk = storage_bytes(args, size)
-        log(f"== {size} x {count} (cache storage {disk >> 20} MiB each)")
+        log(f"== {size} x {count}{' (all resident)' if size in RESIDENT else ''} (cache storage {disk >> 20} MiB each)")
         live = []
         for c in caches:
             ensure_origin()
             try:
                 c.prepare(disk)
-                cg_create(c.name, args.mem_limit)
+                cg_create(c.name, cache_mem(args, c.name))
                 c.start()
                 if not warm(args, c, size, count, emit):
                     raise RuntimeError("did not reach a pass without origin fetches")
@@ -1076,7 +1149,7 @@ def main():
                 c.stop()
         if not live:
             continue
-        if not args.no_drop_caches:
+        if not args.no_drop_caches and size not in RESIDENT:
             drop_caches()
         if not args.skip_rounds:
             for dist in dists:
@@ -1132,7 +1205,7 @@ def main():
             ensure_origin()
             try:
                 c.prepare(1 << 30)
-                cg_create(c.name, args.mem_limit)
+                cg_create(c.name, cache_mem(args, c.name))
                 c.start()
                 coalesce_run(args, c, emit)
             except Exception as e:

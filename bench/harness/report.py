@@ -20,8 +20,12 @@ END = "<!-- END GENERATED -->"
 ORDER = ["edgecache", "ats", "nginx", "varnish"]
 # (LABEL below is also the set of known cache names)
 LABEL = {"edgecache": "EdgeCache", "ats": "Traffic Server", "nginx": "nginx", "varnish": "Varnish"}
-SIZE_ORDER = ["4k", "100k", "1m"]
+SIZE_ORDER = ["4k", "4k-ram", "100k", "1m"]
+# What a row is, where its name does not say (bench.py ROW_OBJECT, RESIDENT).
+ROW_TITLE = {"4k-ram": "4 KiB hits from RAM (every object resident; page cache not dropped)"}
 FIO_BS = {"4k": "4k", "100k": "128k", "1m": "1m"}
+CEILING = "ceiling"
+CEILING_LABEL = "nginx static file from RAM (ceiling)"
 
 
 
@@ -30,6 +34,24 @@ def sources(args):
     n = args.get("sources") or 1
     return ("connections from 127.0.0.1 alone" if n <= 1
             else f"connections spread over {n} loopback client addresses (harness/srcaddr.c)")
+
+def memory(meta):
+    """What memory each cache's cgroup had (bench.py cache_mem); older runs had one limit."""
+    per = meta.get("mem_mib")
+    if per:
+        return "memory cgroups (v1): " + ", ".join(f"{LABEL.get(c, c)} {m} MiB" for c, m in per.items())
+    return f"a {meta.get('args', {}).get('mem_limit', 0) // 2**20} MiB memory cgroup (v1) each"
+
+
+def object_size(r):
+    """The object size of a round (older runs' rows were object sizes)."""
+    return r.get("object_size") or r["size"]
+
+
+def ceilings(recs):
+    """The ceiling record per object size."""
+    return {r["size"]: r for r in recs if r.get("kind") == "ceiling"}
+
 
 def med(xs):
     xs = [x for x in xs if x is not None]
@@ -96,11 +118,11 @@ def build(recs, png_rel):
       f"disk: {meta.get('disk', '?')}; load average at start: {' '.join(meta.get('loadavg', []))}")
     v = meta.get("versions", {})
     w("- Versions: " + ", ".join(f"{LABEL.get(k, k)} {val}" for k, val in v.items()))
-    w(f"- Setup: each cache in a {args.get('mem_limit', 0) // 2**20} MiB memory cgroup (v1) pinned to CPU "
+    w(f"- Setup: {memory(meta)}, each cache pinned to CPU "
       f"{args.get('cache_cpu')}; wrk -t1 -c{args.get('connections')} pinned to CPU {args.get('client_cpu')}; "
       f"{args.get('rounds')} interleaved rounds of {args.get('duration')} s per distribution "
       f"(A B C D, D C B A, ...); caches warmed until a pass makes no origin fetch; page cache dropped "
-      f"before the rounds; zipf s={args.get('zipf_s')}; {sources(args)}. Medians over rounds; ratios are medians "
+      f"before the rounds (except for RAM-hit rows); zipf s={args.get('zipf_s')}; {sources(args)}. Medians over rounds; ratios are medians "
       "of per-round ratios.")
     w("- Access logs: off in every cache (nginx `access_log off`, Traffic Server `logging_enabled 0`, "
       "Varnish without varnishncsa, EdgeCache `--access-log off`).")
@@ -165,11 +187,12 @@ def build(recs, png_rel):
         for (size, dist) in sorted(groups, key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform", k[1])):
             rs = groups[(size, dist)]
             count = rs[0].get("count")
-            w(f"**{size} x {count:,}, {dist}**")
+            ceil_r = ceilings(recs).get(object_size(rs[0]))
+            w(f"**{size} x {count:,}, {dist}{': ' + ROW_TITLE[size] if size in ROW_TITLE else ''}**")
             w("")
             w("| cache | req/s | MB/s | p50 ms | p99 ms | p99.9 ms | hit ratio | CPU µs/hit | CPU cores | disk MB/s | "
-              "peak MiB | failcnt | errors | req/s vs nginx | req/s vs ATS |")
-            w("|---|" + "---|" * 14)
+              "peak MiB | failcnt | errors | req/s vs nginx | req/s vs ATS | req/s vs ceiling |")
+            w("|---|" + "---|" * 15)
             by_round = defaultdict(dict)
             for r in rs:
                 by_round[r["round"]][r["cache"]] = r
@@ -184,13 +207,23 @@ def build(recs, png_rel):
                           and by_round[k][base]["req_per_s"] > 0]
                     return f"{med(xs):.2f}x" if xs else "–"
 
+                def vs_ceiling(cr):
+                    if not ceil_r or not ceil_r["req_per_s"]:
+                        return "–"
+                    return f"{med([r['req_per_s'] for r in cr]) / ceil_r['req_per_s']:.2f}x"
+
                 w(f"| {LABEL[c]} | {f(med([r['req_per_s'] for r in cr]))} | {f(med([r['mb_per_s'] for r in cr]))} | "
                   f"{med([r['p50_ms'] for r in cr]):.2f} | {med([r['p99_ms'] for r in cr]):.2f} | "
                   f"{med([r['p999_ms'] for r in cr]):.2f} | {med([r['hit_ratio'] for r in cr]):.4f} | "
                   f"{f(med([r['cpu_us_per_hit'] for r in cr]), 1)} | {med([r['cpu_cores'] for r in cr]):.2f} | "
                   f"{f(med([r['disk_read_mb_s'] for r in cr]))} | {max(r['mem_peak_mib'] for r in cr):.0f} | "
                   f"{max((r['failcnt'] or 0) for r in cr)} | {sum(r['errors'] for r in cr)} | "
-                  f"{ratio('nginx') if c != 'nginx' else '1.00x'} | {ratio('ats') if c != 'ats' else '1.00x'} |")
+                  f"{ratio('nginx') if c != 'nginx' else '1.00x'} | {ratio('ats') if c != 'ats' else '1.00x'} | "
+                  f"{vs_ceiling(cr)} |")
+            if ceil_r:
+                w(f"| {CEILING_LABEL} | {f(ceil_r['req_per_s'])} | {f(ceil_r['mb_per_s'])} | {ceil_r['p50_ms']:.2f} | "
+                  f"{ceil_r['p99_ms']:.2f} | – | – | {f(ceil_r['cpu_us_per_req'], 1)} (per request) | "
+                  f"{ceil_r['cpu_cores']:.2f} | – | – | – | – | – | – | 1.00x |")
             w("")
         w("CPU µs/hit = the cgroup's CPU time (cpuacct) / hits, hits = wrk requests − origin fetches in the round. "
           "disk MB/s = reads on the block device during the round (/proc/diskstats). peak = the cgroup's "
@@ -243,7 +276,7 @@ def build(recs, png_rel):
         def of(size, dist, cache):
             return [r for r in rounds if r["size"] == size and r["dist"] == dist and r["cache"] == cache]
 
-        for size in SIZE_ORDER:
+        for size in ("4k", "100k", "1m"):  # the issue 7 rows (hits from disk)
             e = of(size, "uniform", "edgecache")
             if not e:
                 if any(d["cache"] == "edgecache" and d["size"] == size for d in died_records(recs)):
@@ -305,18 +338,27 @@ def chart(recs, png):
     caches = caches_in(recs)
     groups = sorted({(r["size"], r["dist"]) for r in rounds},
                     key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform"))
+    # The ceiling is a bar of its own in each group of its object size.
+    ceil = ceilings(recs)
+    obj = {r["size"]: object_size(r) for r in rounds}
+    series = caches + ([CEILING] if ceil else [])
     metrics = [("req_per_s", "req/s (median)"), ("mb_per_s", "MB/s (median)"), ("p99_ms", "p99 latency, ms (median)"),
                ("cpu_us_per_hit", "CPU µs per hit (median)")]
-    fig, axes = plt.subplots(len(metrics), 1, figsize=(max(8, 1.6 * len(groups) * len(caches) / 2), 3.2 * len(metrics)))
-    colors = {"edgecache": "#d62728", "ats": "#1f77b4", "nginx": "#2ca02c", "varnish": "#9467bd"}
-    width = 0.8 / max(len(caches), 1)
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(max(8, 1.6 * len(groups) * len(series) / 2), 3.2 * len(metrics)))
+    colors = {"edgecache": "#d62728", "ats": "#1f77b4", "nginx": "#2ca02c", "varnish": "#9467bd",
+              CEILING: "#7f7f7f"}
+    width = 0.8 / max(len(series), 1)
     for ax, (key, title) in zip(axes, metrics):
-        for i, c in enumerate(caches):
+        for i, c in enumerate(series):
             ys = []
             for g in groups:
-                ys.append(med([r[key] for r in rounds if r["cache"] == c and (r["size"], r["dist"]) == g]) or 0)
-            xs = [j + (i - (len(caches) - 1) / 2) * width for j in range(len(groups))]
-            ax.bar(xs, ys, width, label=LABEL[c], color=colors.get(c))
+                if c == CEILING:
+                    cr = ceil.get(obj[g[0]]) or {}
+                    ys.append(cr.get("cpu_us_per_req" if key == "cpu_us_per_hit" else key) or 0)
+                else:
+                    ys.append(med([r[key] for r in rounds if r["cache"] == c and (r["size"], r["dist"]) == g]) or 0)
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(groups))]
+            ax.bar(xs, ys, width, label=CEILING_LABEL if c == CEILING else LABEL[c], color=colors.get(c))
         if key == "req_per_s":
             dead = {(d["cache"], d["size"]) for d in died_records(recs)}
             for i, c in enumerate(caches):
@@ -325,7 +367,7 @@ def chart(recs, png):
                     warmed = any(r.get("kind") == "warm" and r.get("cache") == c and r.get("size") == g[0]
                                  for r in recs)
                     if not has and ((c, g[0]) in dead or warmed):
-                        x = j + (i - (len(caches) - 1) / 2) * width
+                        x = j + (i - (len(series) - 1) / 2) * width
                         ax.text(x, 0.03, "died", rotation=90, ha="center", va="bottom", fontsize=8,
                                 color=colors.get(c), transform=ax.get_xaxis_transform())
         ax.set_xticks(range(len(groups)))
@@ -334,10 +376,10 @@ def chart(recs, png):
         if key in ("req_per_s", "p99_ms"):
             ax.set_yscale("log")
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(ncol=len(caches), fontsize=8)
+    axes[0].legend(ncol=min(len(series), 3), fontsize=8)
     meta = next((r for r in recs if r.get("kind") == "meta"), {})
     fig.suptitle(f"EdgeCache bench {meta.get('run_id', '')}{' (quick)' if meta.get('quick') else ''}: hits, "
-                 f"256 MiB cgroup, 1 core", fontsize=11)
+                 f"1 core; {memory(meta)}; {sources(meta.get('args', {}))}", fontsize=9)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     return True

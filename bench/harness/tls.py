@@ -472,7 +472,7 @@ def main():
     dists = [d for d in args.dists.split(",") if d]
     hs_modes = [m for m in args.handshakes.split(",") if m]
     for s in sizes:
-        if s not in B.SIZES:
+        if s not in B.SIZES or s in B.ROW_OBJECT:  # run.sh's 4k-ram row is not one here
             sys.exit(f"unknown size {s}")
     if set(protos) - {"h1", "h2"} or set(dists) - {"uniform", "zipf"} or set(hs_modes) - {"full", "resumed"}:
         sys.exit("unknown --protos, --dists or --handshakes value")

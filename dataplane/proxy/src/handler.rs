@@ -146,16 +146,17 @@ impl Ctx {
         peers: Option<Origin>,
     ) -> Self {
         let policy = crate::contract::policy_config(&shared.cfg.cache);
-        let slots = match shared.cfg.clients.max_disk_streams_per_ip {
-            0 => stream_slots::default_max(store.io_budget().capacity()),
-            n => n as usize,
-        };
+        let limits = stream_slots::limits(
+            shared.cfg.clients.max_disk_streams_per_ip,
+            store.io_budget().capacity(),
+            store.read_chunk(),
+        );
         Self {
             store,
             origins,
             peers,
             policy,
-            stream_slots: StreamSlots::new(slots),
+            stream_slots: StreamSlots::new(limits, shared.metrics.disk_streams.clone()),
             keepers: Rc::default(),
             requests: crate::request_log::WorkerLog::new(shared.requests.clone()),
             shared,
@@ -577,7 +578,7 @@ async fn select_in(
             && parts.method != Method::HEAD
             && !peer::is_hop(parts)
         {
-            slot = ctx.stream_slots.acquire(peer.ip()).await;
+            slot = Some(ctx.stream_slots.acquire(peer.ip()).await);
         }
         let Ok(obj) = ctx.store.open(&r).await else {
             continue;
@@ -631,9 +632,10 @@ async fn serve_stored(
     } else {
         None
     };
-    // A body of several chunks holds I/O buffers while its client reads: one address gets a
-    // bounded number of such streams on this worker (the rest wait here, holding none: an
-    // object opened already is dropped before the wait, and opened again after it).
+    // A body of several chunks holds I/O buffers while its client reads: it takes a stream slot
+    // of its client's address (src/stream_slots.rs; those that must wait for one wait here,
+    // holding none: an object opened already is dropped before the wait, and opened again
+    // after it).
     let (mut opened, slot) = match opened {
         Some(o) => (Some(o.obj), o.slot),
         None => (None, None),
@@ -647,7 +649,7 @@ async fn serve_stored(
             Some(slot) => Some(slot),
             None => {
                 opened = None;
-                ctx.stream_slots.acquire(peer.ip()).await
+                Some(ctx.stream_slots.acquire(peer.ip()).await)
             }
         }
     } else {

@@ -36,6 +36,7 @@ mod server;
 mod sharding;
 mod sites;
 mod slices;
+mod slot_grants;
 mod startup;
 mod stream_slots;
 mod supervisor;

@@ -139,6 +139,8 @@ pub struct Metrics {
     pub connections_refused: Family<Label, Counter>,
     pub fill_clients_switched: Counter,
     pub paced_chunks_released: Counter,
+    /// Large disk hits holding a stream slot, and waiting for one (src/stream_slots.rs).
+    pub disk_streams: crate::stream_slots::SlotGauges,
     pub coalesce_gave_up: Counter,
     /// Stored responses a purge rule named at lookup, by verdict (`remove`, `stale`).
     pub purge_hits: Family<Label, Counter>,
@@ -277,6 +279,7 @@ impl Metrics {
             connections_refused: Family::default(),
             fill_clients_switched: Counter::default(),
             paced_chunks_released: Counter::default(),
+            disk_streams: Default::default(),
             coalesce_gave_up: Counter::default(),
             purge_hits: Family::default(),
             store_hit_repairs: Family::default(),
@@ -341,6 +344,16 @@ impl Metrics {
             "paced_chunks_released",
             "Stored-body chunks given back to the I/O budget by streams whose client socket had no room (read again when it drains)",
             m.paced_chunks_released.clone(),
+        );
+        r.register(
+            "disk_streams",
+            "Large hits streaming from disk now, each holding a stream slot of its client's address (all workers)",
+            m.disk_streams.active.clone(),
+        );
+        r.register(
+            "disk_streams_waiting",
+            "Large hits from disk waiting for a stream slot now: their address is past its share while others want slots, or the pool is full (all workers)",
+            m.disk_streams.waiting.clone(),
         );
         r.register(
             "coalesce_gave_up",

@@ -66,10 +66,21 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
 /// `n` connections that ask for `path` and never read a byte (a 4 KiB receive buffer), from
 /// `addresses` loopback addresses (127.0.1.1 and up) in turn.
 fn stalled_readers(dp: &Dataplane, path: &str, n: usize, addresses: usize) -> Vec<TcpStream> {
+    stalled_readers_of(dp, path, n, |i| {
+        format!("127.0.1.{}", i % addresses.clamp(1, 250) + 1)
+    })
+}
+
+/// [`stalled_readers`], the `i`th from `from(i)`.
+fn stalled_readers_of(
+    dp: &Dataplane,
+    path: &str,
+    n: usize,
+    from: impl Fn(usize) -> String,
+) -> Vec<TcpStream> {
     (0..n)
         .map(|i| {
-            let from = format!("127.0.1.{}", i % addresses.clamp(1, 250) + 1);
-            let mut s = connect_from(&from, dp.listen).unwrap();
+            let mut s = connect_from(&from(i), dp.listen).unwrap();
             socket2::SockRef::from(&s)
                 .set_recv_buffer_size(4096)
                 .unwrap();
@@ -79,11 +90,11 @@ fn stalled_readers(dp: &Dataplane, path: &str, n: usize, addresses: usize) -> Ve
         .collect()
 }
 
-/// A fresh client (127.0.0.2) gets the stored `/obj/4m/fresh` whole, as a hit, within
+/// A fresh client from `from` gets the stored `/obj/4m/fresh` whole, as a hit, within
 /// `within`; how long it took.
-fn fresh_4m_hit(dp: &Dataplane, within: Duration) -> Duration {
+fn fresh_4m_hit(from: &str, dp: &Dataplane, within: Duration) -> Duration {
     let t = Instant::now();
-    let mut c = connect_from("127.0.0.2", dp.listen).unwrap();
+    let mut c = connect_from(from, dp.listen).unwrap();
     c.set_read_timeout(Some(within)).unwrap();
     write!(
         c,
@@ -313,13 +324,9 @@ fn stalled_readers_of_a_large_hit_do_not_freeze_other_clients_disk_hits() {
     drop(stalled);
 }
 
-/// One worker, no RAM tier, `/obj/8m/big` and `/obj/4m/fresh` stored, then 256 connections
-/// from `addresses` addresses stalled on the 8 MiB hit; `under_pressure` is
+/// One worker, no RAM tier, `/obj/8m/big` and `/obj/4m/fresh` stored; `under_pressure` is
 /// `clients.writeTimeoutUnderPressure` (the write timeout is 30 s).
-fn stalled_on_a_large_hit(
-    under_pressure: &str,
-    addresses: usize,
-) -> (OriginHandle, tempfile::TempDir, Dataplane, Vec<TcpStream>) {
+fn with_large_hits(under_pressure: &str) -> (OriginHandle, tempfile::TempDir, Dataplane) {
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let yaml = format!(
@@ -328,6 +335,16 @@ fn stalled_on_a_large_hit(
     let dp = start(&o, dir.path(), &yaml);
     assert_eq!(dp.get("/obj/8m/big").body.len(), 8 << 20);
     assert_eq!(dp.get("/obj/4m/fresh").body.len(), 4 << 20);
+    (o, dir, dp)
+}
+
+/// [`with_large_hits`], then 256 connections from `addresses` addresses stalled on the 8 MiB
+/// hit.
+fn stalled_on_a_large_hit(
+    under_pressure: &str,
+    addresses: usize,
+) -> (OriginHandle, tempfile::TempDir, Dataplane, Vec<TcpStream>) {
+    let (o, dir, dp) = with_large_hits(under_pressure);
     let stalled = stalled_readers(&dp, "/obj/8m/big", 256, addresses);
     std::thread::sleep(Duration::from_millis(500));
     (o, dir, dp, stalled)
@@ -355,7 +372,7 @@ fn a_fresh_large_hit_never_waits_on_stalled_readers_of_many_addresses() {
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let took = fresh_4m_hit(&dp, Duration::from_secs(10));
+    let took = fresh_4m_hit("127.0.0.2", &dp, Duration::from_secs(10));
     println!("256 stalled 8 MiB readers of 128 addresses: a fresh 4 MiB disk hit took {took:?}");
     let dropped = dp.metric(
         r#"edgecache_dataplane_connections_closed_total{reason="write_timeout_under_pressure"}"#,
@@ -372,15 +389,54 @@ fn a_fresh_large_hit_never_waits_on_stalled_readers_of_many_addresses() {
     drop(stalled);
 }
 
+const DISK_STREAMS: &str = "edgecache_dataplane_disk_streams";
+const DISK_STREAMS_WAITING: &str = "edgecache_dataplane_disk_streams_waiting";
+
+/// The worker's I/O buffer budget in 256 KiB chunks (the test's one worker).
+fn budget_chunks(dp: &Dataplane) -> usize {
+    (dp.metric("edgecache_dataplane_io_buffer_capacity_bytes") as u64 / (256 << 10)) as usize
+}
+
 #[test]
 fn one_address_stalling_many_large_hits_does_not_hold_back_another_addresss_large_hit() {
-    // The pressure timeout as long as the write timeout: only the per-address stream cap helps
-    // (without it the fresh hit timed out at 10 s).
+    // The pressure timeout as long as the write timeout: only the stream slots help (without
+    // them the fresh hit timed out at 10 s). Nobody else wanted a slot while the 256 stalled
+    // readers came, so their address took the whole pool (a stream for each chunk of the
+    // budget), past its share; the other address still gets its hit at once.
     let (_o, _dir, dp, stalled) = stalled_on_a_large_hit("30s", 1);
-    let took = fresh_4m_hit(&dp, Duration::from_secs(10));
+    let pool = budget_chunks(&dp);
+    dp.wait_for_metrics("the stalled readers hold the pool", 10, |m| {
+        metric_value(m, DISK_STREAMS) as usize == pool
+            && metric_value(m, DISK_STREAMS_WAITING) as usize == 256 - pool
+    });
+    let took = fresh_4m_hit("127.0.0.2", &dp, Duration::from_secs(10));
     println!(
         "256 stalled 8 MiB readers from one address: another address's 4 MiB disk hit took {took:?}"
     );
+    assert_eq!(
+        dp.metric(DISK_STREAMS_WAITING) as usize,
+        256 - pool,
+        "the stalled address got no slot the other freed"
+    );
+    drop(stalled);
+}
+
+#[test]
+fn one_address_alone_streams_past_its_share_and_its_next_large_hit_does_not_wait() {
+    // As many stalled readers from one address as the I/O budget holds at two chunks each:
+    // twice the share an address is guaranteed (half the budget). Nobody else wants a slot, so
+    // all of them stream at once, and the address's next large hit is served at once too.
+    // Before, the address was held to its share: the stalled readers took it all and the next
+    // hit waited for one of them to time out (30 s here).
+    let (_o, _dir, dp) = with_large_hits("30s");
+    let n = budget_chunks(&dp) / 2;
+    let stalled = stalled_readers(&dp, "/obj/8m/big", n, 1);
+    std::thread::sleep(Duration::from_millis(500));
+    let took = fresh_4m_hit("127.0.1.1", &dp, Duration::from_secs(10));
+    println!("{n} stalled 8 MiB readers of one address: its next 4 MiB disk hit took {took:?}");
+    dp.wait_for_metrics("every stalled reader streams", 10, |m| {
+        metric_value(m, DISK_STREAMS) as usize == n && metric_value(m, DISK_STREAMS_WAITING) == 0.0
+    });
     drop(stalled);
 }
 
@@ -422,4 +478,67 @@ fn a_large_hit_that_waits_for_its_addresss_stream_slot_reads_its_record_once() {
     }
     let per_hit = (dp.metric(read) - before) / 8.0;
     assert_eq!(per_hit, 1_114_112.0, "disk bytes read per hit");
+}
+
+/// Whether the server has sent `s` anything yet (never waits).
+fn has_bytes(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let got = matches!(s.peek(&mut [0u8; 1]), Ok(n) if n > 0);
+    s.set_nonblocking(false).unwrap();
+    got
+}
+
+#[test]
+fn a_slot_freed_goes_to_the_waiting_address_holding_fewest_not_to_the_earliest_waiter() {
+    // Address a takes the whole pool while alone, and 8 more of its streams wait. Address b
+    // arrives: its share at once (past the pool), 4 more wait, after a's. When a's streams end,
+    // the first slots freed only bring the pool back to its size; the next go to b, which
+    // holds fewer than a, although a's waiters came first. A waiting stream has been sent
+    // nothing (the slot is taken before the response head).
+    let (_o, _dir, dp) = with_large_hits("30s");
+    let pool = budget_chunks(&dp);
+    let big = "/obj/8m/big";
+    let mut a = stalled_readers_of(&dp, big, pool + 8, |_| "127.0.1.1".into());
+    dp.wait_for_metrics("a holds the pool", 10, |m| {
+        metric_value(m, DISK_STREAMS) as usize == pool
+            && metric_value(m, DISK_STREAMS_WAITING) == 8.0
+    });
+    // b's share: what it gets at once on top of the pool (b asks for far more than any share).
+    let b = stalled_readers_of(&dp, big, pool / 2, |_| "127.0.2.1".into());
+    dp.wait_for_metrics("b's requests arrived", 10, |m| {
+        metric_value(m, DISK_STREAMS_WAITING) as usize > 8
+            && (metric_value(m, DISK_STREAMS) + metric_value(m, DISK_STREAMS_WAITING)) as usize
+                == pool + 8 + pool / 2
+    });
+    let share = dp.metric(DISK_STREAMS) as usize - pool;
+    assert!(
+        share >= 4 && share < pool / 2,
+        "b's share {share} of a pool of {pool}"
+    );
+    let b_waiting = pool / 2 - share;
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(b.iter().filter(|s| has_bytes(s)).count(), share);
+    // a ends share + 4 of its streams: the pool goes back to its size, then 4 slots are free.
+    let mut ended = 0;
+    a.retain(|s| {
+        let end = ended < share + 4 && has_bytes(s);
+        ended += usize::from(end);
+        !end
+    });
+    assert_eq!(ended, share + 4);
+    dp.wait_for_metrics("the 4 slots freed are taken", 10, |m| {
+        metric_value(m, DISK_STREAMS) as usize == pool
+            && metric_value(m, DISK_STREAMS_WAITING) as usize == 8 + b_waiting - 4
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        b.iter().filter(|s| has_bytes(s)).count(),
+        share + 4,
+        "the slots went to b, which held fewer"
+    );
+    assert_eq!(
+        a.iter().filter(|s| !has_bytes(s)).count(),
+        8,
+        "a's waiters, though earlier, still wait"
+    );
 }

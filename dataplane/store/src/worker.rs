@@ -105,6 +105,12 @@ impl StoreWorker {
         &self.budget
     }
 
+    /// The size of this worker's reads of large bodies (256 KiB; less for a budget under
+    /// 2 MiB): what one stream of a large body holds of the budget at a time.
+    pub fn read_chunk(&self) -> u64 {
+        self.chunk
+    }
+
     /// A snapshot of this worker's buffer memory use.
     pub fn io_buffer_usage(&self) -> IoBufferUsage {
         self.budget.usage()

@@ -138,9 +138,13 @@ pub struct ClientLimitsConfig {
     pub max_connections_per_ip: u32,
     /// Open connections per worker; more are refused. Default: 0, derived from the memory plan.
     pub max_connections_per_worker: u32,
-    /// Large hits one client address may stream from disk at once on a worker; its further ones
-    /// wait for one to end. Default: 0, derived from the worker's I/O buffers (half of them at
-    /// two 256 KiB chunks a stream: 32 for 32 MiB).
+    /// Large hits one client address may stream from disk at once on a worker. Default: 0,
+    /// work-conserving, from the worker's I/O buffers: every address gets its share at once
+    /// (half the buffers at two 256 KiB chunks a stream: 32 for 32 MiB), and one address may
+    /// take the whole pool (a stream for each chunk: 128 for 32 MiB) while no stream of another
+    /// address waits; when others wait, a slot freed goes to the waiting address that holds the
+    /// fewest, and addresses past their share wait. A number: a hard cap per address, kept even
+    /// when nobody else wants the disk.
     pub max_disk_streams_per_ip: u32,
     /// Open connections to the admin listener per client address (1 to 64; the listener holds
     /// 64 in all). A connection past this, or past the 64, takes the place of the oldest one

@@ -798,7 +798,8 @@ pub struct ClientsSpec {
     #[schemars(range(max = 1000000))]
     pub max_connections_per_worker: u32,
     /// Large hits one client address may stream from disk at once on a worker; more wait.
-    /// 0: derived from the worker's I/O buffers. Default: 0.
+    /// 0: work-conserving, from the worker's I/O buffers (every address gets its share at once,
+    /// and one address may use them all while no other waits). A number: a hard cap. Default: 0.
     #[serde(default)]
     #[schemars(range(max = 1000000))]
     pub max_disk_streams_per_ip: u32,

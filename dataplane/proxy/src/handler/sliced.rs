@@ -483,7 +483,7 @@ pub(super) async fn serve(
     let slot = if range.end - range.start > STREAM_SLOT_MIN && !super::peer::is_hop(parts) {
         match ctx.stream_slots.try_acquire(peer.ip()) {
             Some(slot) => Some(slot),
-            None => ctx.stream_slots.acquire(peer.ip()).await,
+            None => Some(ctx.stream_slots.acquire(peer.ip()).await),
         }
     } else {
         None
