@@ -5,7 +5,10 @@
 # warm-up; only the pass is counted (callgrind_control zeroes and dumps around it). Several
 # binaries are run in turn.
 #
-#   bench/miss_instr.sh [--count N] [--size 4k|100k|..] [--keep DIR] BINARY [BINARY ...]
+#   bench/miss_instr.sh [--count N] [--size 4k|100k|..] [--hits] [--keep DIR] BINARY [BINARY ...]
+#
+# --hits counts hits instead: a first pass (not counted) stores the COUNT objects, the counted
+# pass asks for the same ones again (at 4k they are all in the RAM tier: a RAM hit's cost).
 #
 # Each line: the binary, instructions per miss, and the share of them in memcpy (callgrind counts
 # a `rep movsb` per byte, so large copies weigh more here than in CPU time). --keep DIR keeps
@@ -15,12 +18,13 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}/release
-COUNT=3000 SIZE=4k KEEP=
+COUNT=3000 SIZE=4k KEEP= WHAT=miss
 while [ $# -gt 0 ]; do
     case $1 in
     --count) COUNT=$2; shift 2 ;;
     --size) SIZE=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
+    --hits) WHAT=hit; shift ;;
     *) break ;;
     esac
 done
@@ -53,6 +57,10 @@ for b in "$@"; do
     wait_port 18080 && wait_port 18090
     "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size "$SIZE" --count 500 \
         --start 900000000 --conns 8 >/dev/null
+    if [ "$WHAT" = hit ]; then
+        "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size "$SIZE" --count "$COUNT" \
+            --start 1000 --conns 32 >/dev/null
+    fi
     callgrind_control -z "$dp" >/dev/null 2>&1
     "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size "$SIZE" --count "$COUNT" \
         --start 1000 --conns 32 >/dev/null
@@ -64,6 +72,7 @@ for b in "$@"; do
         awk '/__memcpy|__memmove/ {gsub(",", "", $1); s += $1} END {print s + 0}')
     [ -z "$KEEP" ] || { mkdir -p "$KEEP" && cp "$dump" "$KEEP/$(basename "$b").callgrind"; }
     awk -v b="$b" -v t="$total" -v c="$copy" -v n="$COUNT" -v s="$SIZE" \
-        'BEGIN { printf "%s: %.0f instructions per %s miss (%.1f%% in memcpy)\n", b, t / n, s, 100 * c / t }'
+        -v w="$WHAT" \
+        'BEGIN { printf "%s: %.0f instructions per %s %s (%.1f%% in memcpy)\n", b, t / n, s, w, 100 * c / t }'
     rm -f "$out" "$dump"
 done
