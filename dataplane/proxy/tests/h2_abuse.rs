@@ -120,40 +120,55 @@ fn hostile(dp: &Dataplane, settings: &[(u16, u32)]) -> Raw {
 /// `--memory-limit 512MiB`; in a 512 MiB cgroup, the cgroup hit its limit.
 #[test]
 fn many_connections_of_many_streams_stay_inside_a_512_mib_cgroup() {
-    let Some(setup) = Setup::new("h2_abuse_streams", LIMIT) else {
+    let Some((setup, dp, rss_before)) = warmed("h2_abuse_streams") else {
         return;
     };
-    let dp = start(&setup, "{}\n");
-    let pid = dp.child.id();
-    warm(dp.listen);
-    let rss_before = rss(pid);
     let (conns, streams) = (100u32, 100u32);
-    let mut held = Vec::new();
-    for c in 0..conns {
-        // Refused at connect only when the data plane is gone (asserted below).
-        let Ok(mut raw) = Raw::try_open_from(Some(HOSTILE), dp.listen, &[]) else {
-            break;
-        };
-        let list = raw
-            .server_setting(MAX_HEADER_LIST_SIZE)
-            .unwrap_or(16 * 1024) as usize;
-        for i in 0..streams {
-            let path = format!("/obj/4k/h{c}-{i}?delay_ms=8000");
-            let block = padded_request_block("GET", &path, list.saturating_sub(512));
-            if !raw.send(&header_frames(2 * i + 1, &block, true)) {
-                break;
-            }
-        }
-        held.push(raw);
-    }
+    let held = slow_streams(&dp, HOSTILE, conns, streams);
+    let (_, charged, bound) = held_inside_the_cgroup(&setup, &dp, rss_before, &held);
+    fresh_hits(dp.listen, "100 x 100 streams held");
+    // What the connections are charged stays within the plan's bound for them.
+    assert!(charged <= bound, "{charged} charged, bound {bound}");
+    drop(held);
+}
+
+/// A data plane with the defaults in a cgroup of its own, its objects stored, and its RSS then;
+/// `None` when `test` is skipped.
+fn warmed(test: &str) -> Option<(Setup, Dataplane, u64)> {
+    let setup = Setup::new(test, LIMIT)?;
+    let dp = start(&setup, "{}\n");
+    warm(dp.listen);
+    let rss_before = rss(dp.child.id());
+    Some((setup, dp, rss_before))
+}
+
+/// Two seconds into `held`: the data plane lives and its cgroup never reached its limit. How much
+/// RSS grew since `rss_before`, and what the connections are charged with its bound (printed).
+fn held_inside_the_cgroup(
+    setup: &Setup,
+    dp: &Dataplane,
+    rss_before: u64,
+    held: &[Raw],
+) -> (u64, f64, f64) {
     std::thread::sleep(Duration::from_secs(2));
-    let rss_held = rss(pid);
+    let pid = dp.child.id();
+    let (rss_held, m) = (rss(pid), dp.metrics());
+    let part = |name: &str| {
+        metric_value(
+            &m,
+            &format!("edgecache_dataplane_{name}{{part=\"connections\"}}"),
+        )
+    };
+    let (charged, bound) = (part("memory_bytes"), part("memory_bound_bytes"));
     let open = held.iter().filter(|r| !r.ended()).count();
     println!(
-        "RSS {} -> {} MiB with {open} of {conns} hostile connections open; cgroup peak {} MiB, \
-         failcnt {}, oom_kill {}",
+        "RSS {} -> {} MiB with {open} of {} hostile connections open, charged {} of {} MiB; \
+         cgroup peak {} MiB, failcnt {}, oom_kill {}",
         rss_before >> 20,
         rss_held >> 20,
+        held.len(),
+        charged as u64 >> 20,
+        bound as u64 >> 20,
         setup.cg.num("memory.max_usage_in_bytes") >> 20,
         setup.cg.num("memory.failcnt"),
         setup.cg.stat("memory.oom_control", "oom_kill"),
@@ -164,16 +179,50 @@ fn many_connections_of_many_streams_stay_inside_a_512_mib_cgroup() {
         0,
         "the cgroup hit its limit"
     );
-    fresh_hits(dp.listen, "100 x 100 streams held");
-    // What the connections are charged stays within the plan's bound for them.
-    let m = dp.metrics();
-    let part = |name: &str| {
-        metric_value(
-            &m,
-            &format!("edgecache_dataplane_{name}{{part=\"connections\"}}"),
-        )
+    (rss_held.saturating_sub(rss_before), charged, bound)
+}
+
+/// `conns` connections from `from` of `streams` streams each, every stream a header list as
+/// large as the server allows, waiting for an origin that answers after 8 s.
+fn slow_streams(dp: &Dataplane, from: IpAddr, conns: u32, streams: u32) -> Vec<Raw> {
+    let mut held = Vec::new();
+    for c in 0..conns {
+        // A connection the server refused (closed at once) may fail its first write.
+        let Ok(mut raw) = Raw::try_open_from(Some(from), dp.listen, &[]) else {
+            continue;
+        };
+        let list = raw
+            .server_setting(MAX_HEADER_LIST_SIZE)
+            .unwrap_or(16 * 1024) as usize;
+        for i in 0..streams {
+            let path = format!("/obj/4k/h{from}-{c}-{i}?delay_ms=8000");
+            let block = padded_request_block("GET", &path, list.saturating_sub(512));
+            if !raw.send(&header_frames(2 * i + 1, &block, true)) {
+                break;
+            }
+        }
+        held.push(raw);
+    }
+    held
+}
+
+/// Clients from many addresses fill the workers' connection budgets with HTTP/2 connections at
+/// their worst: what the connections are charged bounds what they really hold (the growth of
+/// RSS), and the cgroup never reaches its limit.
+#[test]
+fn http2_connections_filling_the_budget_hold_no_more_than_they_are_charged() {
+    let Some((setup, dp, rss_before)) = warmed("h2_abuse_budget") else {
+        return;
     };
-    assert!(part("memory_bytes") <= part("memory_bound_bytes"), "{}", m);
+    let held: Vec<Raw> = (2..10u8)
+        .flat_map(|a| slow_streams(&dp, IpAddr::V4(Ipv4Addr::new(127, 0, 1, a)), 40, 100))
+        .collect();
+    let (grown, charged, bound) = held_inside_the_cgroup(&setup, &dp, rss_before, &held);
+    assert!(charged <= bound, "{charged} charged, bound {bound}");
+    assert!(
+        grown as f64 <= charged,
+        "RSS grew by {grown} bytes, the connections are charged {charged}"
+    );
     drop(held);
 }
 
