@@ -3,6 +3,9 @@
 //! - many connections of many streams, each stream with a header list as large as the server
 //!   allows, waiting for a slow origin: each HTTP/2 connection is charged what it can hold, so
 //!   the process stays inside the limit (the reproduction: 100 x 100 took RSS to 795 MiB);
+//! - HTTP/2 connections from many addresses that fill the workers' connection budgets hold no
+//!   more than they are charged, and no more than the plan's parts when every stream is a miss
+//!   at a window that never opens;
 //! - a matrix of frame-level floods (rapid reset, CONTINUATION, empty DATA, SETTINGS, PING, a
 //!   stream flood with request bodies, zero windows) from one address;
 //! - a client that answers no PING is closed with its open streams.
@@ -125,10 +128,8 @@ fn many_connections_of_many_streams_stay_inside_a_512_mib_cgroup() {
     };
     let (conns, streams) = (100u32, 100u32);
     let held = slow_streams(&dp, HOSTILE, conns, streams);
-    let (_, charged, bound) = held_inside_the_cgroup(&setup, &dp, rss_before, &held);
+    held_inside_the_cgroup(&setup, &dp, rss_before, &held);
     fresh_hits(dp.listen, "100 x 100 streams held");
-    // What the connections are charged stays within the plan's bound for them.
-    assert!(charged <= bound, "{charged} charged, bound {bound}");
     drop(held);
 }
 
@@ -142,33 +143,66 @@ fn warmed(test: &str) -> Option<(Setup, Dataplane, u64)> {
     Some((setup, dp, rss_before))
 }
 
-/// Two seconds into `held`: the data plane lives and its cgroup never reached its limit. How much
-/// RSS grew since `rss_before`, and what the connections are charged with its bound (printed).
-fn held_inside_the_cgroup(
-    setup: &Setup,
-    dp: &Dataplane,
-    rss_before: u64,
-    held: &[Raw],
-) -> (u64, f64, f64) {
+/// What hostile connections hold, two seconds into them.
+struct Held {
+    /// How much RSS grew.
+    grown: u64,
+    /// What the connections are charged, and its bound.
+    charged: f64,
+    bound: f64,
+    /// What every part of the plan that grows with requests holds: the in-flight parts, the
+    /// connections, the I/O buffers allocated.
+    plan: f64,
+}
+
+impl Held {
+    fn rss_grew_by_at_most(&self, bytes: f64, what: &str) {
+        assert!(
+            self.grown as f64 <= bytes,
+            "RSS grew by {} bytes; {what} {bytes}",
+            self.grown
+        );
+    }
+}
+
+/// Two seconds into `held`: the data plane lives and its cgroup never reached its limit; what
+/// they hold since `rss_before` (printed).
+fn held_inside_the_cgroup(setup: &Setup, dp: &Dataplane, rss_before: u64, held: &[Raw]) -> Held {
     std::thread::sleep(Duration::from_secs(2));
     let pid = dp.child.id();
     let (rss_held, m) = (rss(pid), dp.metrics());
-    let part = |name: &str| {
+    let part = |name: &str, part: &str| {
         metric_value(
             &m,
-            &format!("edgecache_dataplane_{name}{{part=\"connections\"}}"),
+            &format!("edgecache_dataplane_{name}{{part=\"{part}\"}}"),
         )
     };
-    let (charged, bound) = (part("memory_bytes"), part("memory_bound_bytes"));
+    let h = Held {
+        grown: rss_held.saturating_sub(rss_before),
+        charged: part("memory_bytes", "connections"),
+        bound: part("memory_bound_bytes", "connections"),
+        plan: [
+            "unknown_length_bodies",
+            "coalescing_tails",
+            "fill_client_queues",
+            "interim_queues",
+            "connections",
+        ]
+        .iter()
+        .map(|p| part("memory_bytes", p))
+        .sum::<f64>()
+            + metric_value(&m, "edgecache_dataplane_io_buffer_bytes"),
+    };
     let open = held.iter().filter(|r| !r.ended()).count();
     println!(
-        "RSS {} -> {} MiB with {open} of {} hostile connections open, charged {} of {} MiB; \
-         cgroup peak {} MiB, failcnt {}, oom_kill {}",
+        "RSS {} -> {} MiB with {open} of {} hostile connections open, charged {} of {} MiB \
+         (the plan's parts {} MiB); cgroup peak {} MiB, failcnt {}, oom_kill {}",
         rss_before >> 20,
         rss_held >> 20,
         held.len(),
-        charged as u64 >> 20,
-        bound as u64 >> 20,
+        h.charged as u64 >> 20,
+        h.bound as u64 >> 20,
+        h.plan as u64 >> 20,
         setup.cg.num("memory.max_usage_in_bytes") >> 20,
         setup.cg.num("memory.failcnt"),
         setup.cg.stat("memory.oom_control", "oom_kill"),
@@ -179,24 +213,43 @@ fn held_inside_the_cgroup(
         0,
         "the cgroup hit its limit"
     );
-    (rss_held.saturating_sub(rss_before), charged, bound)
+    assert!(
+        h.charged <= h.bound,
+        "{} charged, bound {}",
+        h.charged,
+        h.bound
+    );
+    h
 }
 
 /// `conns` connections from `from` of `streams` streams each, every stream a header list as
 /// large as the server allows, waiting for an origin that answers after 8 s.
 fn slow_streams(dp: &Dataplane, from: IpAddr, conns: u32, streams: u32) -> Vec<Raw> {
+    hostile_streams(dp, from, (conns, streams), &[], |c, i| {
+        format!("/obj/4k/h{from}-{c}-{i}?delay_ms=8000")
+    })
+}
+
+/// `conns` connections from `from` opened with `settings`, of `streams` streams each asking for
+/// `path(connection, stream)`, every stream a header list as large as the server allows.
+fn hostile_streams(
+    dp: &Dataplane,
+    from: IpAddr,
+    (conns, streams): (u32, u32),
+    settings: &[(u16, u32)],
+    path: impl Fn(u32, u32) -> String,
+) -> Vec<Raw> {
     let mut held = Vec::new();
     for c in 0..conns {
         // A connection the server refused (closed at once) may fail its first write.
-        let Ok(mut raw) = Raw::try_open_from(Some(from), dp.listen, &[]) else {
+        let Ok(mut raw) = Raw::try_open_from(Some(from), dp.listen, settings) else {
             continue;
         };
         let list = raw
             .server_setting(MAX_HEADER_LIST_SIZE)
             .unwrap_or(16 * 1024) as usize;
         for i in 0..streams {
-            let path = format!("/obj/4k/h{from}-{c}-{i}?delay_ms=8000");
-            let block = padded_request_block("GET", &path, list.saturating_sub(512));
+            let block = padded_request_block("GET", &path(c, i), list.saturating_sub(512));
             if !raw.send(&header_frames(2 * i + 1, &block, true)) {
                 break;
             }
@@ -206,24 +259,42 @@ fn slow_streams(dp: &Dataplane, from: IpAddr, conns: u32, streams: u32) -> Vec<R
     held
 }
 
+/// Hostile connections from eight addresses (`open(dp, address)` each), more than the workers'
+/// connection budgets hold, in a data plane of `test`'s: what they hold while open.
+fn budget_filled(test: &str, open: impl Fn(&Dataplane, IpAddr) -> Vec<Raw>) -> Option<Held> {
+    let (setup, dp, rss_before) = warmed(test)?;
+    let held: Vec<Raw> = (2..10u8)
+        .flat_map(|a| open(&dp, IpAddr::V4(Ipv4Addr::new(127, 0, 1, a))))
+        .collect();
+    Some(held_inside_the_cgroup(&setup, &dp, rss_before, &held))
+}
+
 /// Clients from many addresses fill the workers' connection budgets with HTTP/2 connections at
 /// their worst: what the connections are charged bounds what they really hold (the growth of
 /// RSS), and the cgroup never reaches its limit.
 #[test]
 fn http2_connections_filling_the_budget_hold_no_more_than_they_are_charged() {
-    let Some((setup, dp, rss_before)) = warmed("h2_abuse_budget") else {
+    let Some(h) = budget_filled("h2_abuse_budget", |dp, a| slow_streams(dp, a, 40, 100)) else {
         return;
     };
-    let held: Vec<Raw> = (2..10u8)
-        .flat_map(|a| slow_streams(&dp, IpAddr::V4(Ipv4Addr::new(127, 0, 1, a)), 40, 100))
-        .collect();
-    let (grown, charged, bound) = held_inside_the_cgroup(&setup, &dp, rss_before, &held);
-    assert!(charged <= bound, "{charged} charged, bound {bound}");
-    assert!(
-        grown as f64 <= charged,
-        "RSS grew by {grown} bytes, the connections are charged {charged}"
-    );
-    drop(held);
+    h.rss_grew_by_at_most(h.charged, "the connections are charged");
+}
+
+/// The same connections, every stream a distinct 1 MiB miss at a window that never opens: the
+/// fills go on into the plan's in-flight parts and I/O buffers, and what they and the
+/// connections are charged bounds what the process holds (until the write timeout resets the
+/// streams).
+#[test]
+fn zero_window_misses_filling_the_budget_hold_no_more_than_the_plan_charges() {
+    let zero_window_misses = |dp: &Dataplane, a: IpAddr| {
+        hostile_streams(dp, a, (40, 100), &[(INITIAL_WINDOW_SIZE, 0)], |c, i| {
+            format!("/obj/1m/z{a}-{c}-{i}")
+        })
+    };
+    let Some(h) = budget_filled("h2_abuse_zero_window_misses", zero_window_misses) else {
+        return;
+    };
+    h.rss_grew_by_at_most(h.plan, "the plan's parts hold");
 }
 
 /// Resident memory of process `pid`.
