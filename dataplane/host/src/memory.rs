@@ -9,6 +9,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use edgecache_api::ByteSize;
 use edgecache_api::dataplane::MemoryConfig;
 
+mod http2;
+pub use http2::{
+    HEADER_LIST_COPIES, HTTP2_CONNECTIONS_PER_WORKER, HTTP2_MAX_CONNECTION_WINDOW,
+    HTTP2_MAX_HEADER_LIST, HTTP2_MAX_STREAM_WINDOW, HTTP2_MAX_STREAMS, HTTP2_MIN_HEADER_LIST,
+    HTTP2_MIN_STREAMS, HTTP2_MIN_WINDOW, HTTP2_PER_ADDRESS_DIVISOR, HTTP2_STREAM_BYTES,
+    Http2Limits, connection_budget_per_worker, http2_connection_bytes,
+    http2_connections_per_address, http2_limits,
+};
+
 /// Memory the process needs whatever it caches: code, runtimes, index, connections. 32 MiB.
 pub const BASE_RSS: u64 = 32 << 20;
 /// I/O buffers: O_DIRECT reads and writes use 4096-aligned owned buffers from a per-worker
@@ -305,7 +314,8 @@ impl Drop for Charge {
 /// index, which a RAM tier taking everything left pushed over a 256 MiB limit (OOM).
 pub const INDEX_SHARE_PERCENT: u64 = 50;
 
-/// What one client connection may hold at most in the plan: hyper's read buffer grows to 64 KiB
+/// What one HTTP/1.1 client connection may hold at most in the plan (an HTTP/2 one holds more:
+/// [`http2_connection_bytes`]): hyper's read buffer grows to 64 KiB
 /// for a large head, its write buffer and the connection's state take a few KiB more, and the
 /// origin connection of a fill it causes reads into a buffer of 64 KiB (the proxy's
 /// `ORIGIN_READ_BUF`, which also bounds the body chunk the client's connection is writing).

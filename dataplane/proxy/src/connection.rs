@@ -23,6 +23,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use edgecache_api::dataplane::Http2Config;
+use edgecache_host::Http2Limits;
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version, header};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
@@ -180,7 +181,8 @@ pub async fn serve<S>(
             }
         }
         Protocol::Http2 => {
-            let conn = http2_builder(&ctx.shared.cfg.http2).serve_connection(io, svc);
+            let conn =
+                http2_builder(&ctx.shared.http2, &ctx.shared.cfg.http2).serve_connection(io, svc);
             let _room_guard = room_guard;
             let ended = drive(&ctx, peer, conn, watchdog, shutdown, |c| {
                 c.graceful_shutdown()
@@ -251,8 +253,12 @@ fn refused_status(e: &hyper::Error) -> Option<u16> {
 }
 
 /// The `reason` label of an HTTP/2 connection's error: the code of the GOAWAY it ended with
-/// (sent or received), or `io` when the socket failed.
+/// (sent or received), `keep_alive_timeout` when its client answered no PING, or `io` when the
+/// socket failed.
 fn http2_error_reason(e: &hyper::Error) -> &'static str {
+    if e.is_timeout() {
+        return "keep_alive_timeout";
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
         if let Some(h2) = err.downcast_ref::<h2::Error>() {
@@ -276,14 +282,20 @@ fn http2_error_reason(e: &hyper::Error) -> &'static str {
     "other"
 }
 
-/// hyper's HTTP/2 server with the configured limits, its streams on the worker's executor.
-fn http2_builder(cfg: &Http2Config) -> http2::Builder<LocalExec> {
+/// hyper's HTTP/2 server with the limits from the memory plan (`edgecache_host::http2_limits`)
+/// and the configured liveness check, its streams on the worker's executor.
+fn http2_builder(limits: &Http2Limits, cfg: &Http2Config) -> http2::Builder<LocalExec> {
+    let u32_of = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     let mut b = http2::Builder::new(LocalExec);
     b.timer(TokioTimer::new())
-        .max_concurrent_streams(cfg.max_concurrent_streams)
-        .max_header_list_size(u32::try_from(cfg.max_header_list_size.0).unwrap_or(u32::MAX))
-        .initial_stream_window_size(u32::try_from(cfg.stream_window.0).unwrap_or(u32::MAX))
-        .initial_connection_window_size(u32::try_from(cfg.connection_window.0).unwrap_or(u32::MAX))
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_header_list_size(u32_of(limits.max_header_list_size))
+        .initial_stream_window_size(u32_of(limits.stream_window))
+        .initial_connection_window_size(u32_of(limits.connection_window))
+        // A client that answers no PING within the timeout is gone, whatever streams it left
+        // open (waiting for an origin, say, with nothing to write that could block).
+        .keep_alive_interval(Some(cfg.keep_alive_interval.get()).filter(|d| !d.is_zero()))
+        .keep_alive_timeout(cfg.keep_alive_timeout.get())
         .max_pending_accept_reset_streams(cfg.max_pending_resets as usize)
         // Streams the server itself resets for a client's protocol errors before the
         // connection is closed (h2's defence against provoked resets).

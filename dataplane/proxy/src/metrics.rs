@@ -488,7 +488,8 @@ impl Metrics {
             "http2_connection_errors",
             "HTTP/2 connections ended by an error, by its code (label reason: \
              enhance_your_calm for the flood defences, protocol_error, compression_error, \
-             frame_size_error, flow_control_error, io, other)",
+             frame_size_error, flow_control_error, keep_alive_timeout (no PING answered), io, \
+             other)",
             m.http2_connection_errors.clone(),
         );
         r.register(

@@ -46,8 +46,17 @@ pub struct Shared {
     pub shutdown: watch::Receiver<bool>,
     /// Open connections per client address, all workers together.
     pub per_ip: Arc<PerIpCaps>,
-    /// Open connections per worker at most.
-    pub max_connections_per_worker: usize,
+    /// Bytes a worker's open connections may hold at most: each HTTP/1.1 connection is charged
+    /// [`edgecache_host::CONNECTION_BYTES`], each HTTP/2 one [`Shared::http2_connection_bytes`]
+    /// (`edgecache_host::connection_budget_per_worker`).
+    pub connection_budget_per_worker: u64,
+    /// The HTTP/2 limits clients are told (`edgecache_host::http2_limits`).
+    pub http2: edgecache_host::Http2Limits,
+    /// What one HTTP/2 connection can hold at most under [`Shared::http2`].
+    pub http2_connection_bytes: u64,
+    /// Open HTTP/2 connections per client address, all workers together
+    /// (`edgecache_host::http2_connections_per_address`).
+    pub per_ip_http2: Arc<PerIpCaps>,
     /// Who owns which key, when sharding is on.
     pub sharding: Option<Arc<crate::sharding::Sharding>>,
     /// Purge rules checked at lookup (src/purges.rs).
@@ -398,10 +407,10 @@ impl Taker<'_> {
         log_accept(env, peer);
         // Over a cap: refuse the new connection (closed at once), never slow the ones being
         // served.
-        if open.count.get() >= shared.max_connections_per_worker {
+        let Some(mut guard) = open.enter(shared) else {
             shared.metrics.connection_refused("per_worker");
             return;
-        }
+        };
         let from_peer = shared
             .sharding
             .as_ref()
@@ -417,7 +426,6 @@ impl Taker<'_> {
         };
         let _ = stream.set_nodelay(true);
         let ctx = ctx.clone();
-        let guard = open.enter(&shared.metrics);
         let shutdown = shared.shutdown.clone();
         let handshakes = handshakes.clone();
         tokio::task::spawn_local(reaping(async move {
@@ -431,6 +439,9 @@ impl Taker<'_> {
                         Some("h2") => Protocol::Http2,
                         _ => Protocol::Http1,
                     };
+                    if !guard.charge(protocol, peer, from_peer) {
+                        return;
+                    }
                     connection::serve(ctx, stream, fd, peer, Some(info), protocol, shutdown).await;
                 }
             } else {
@@ -447,6 +458,9 @@ impl Taker<'_> {
                 } else {
                     Protocol::Http1
                 };
+                if !guard.charge(protocol, peer, from_peer) {
+                    return;
+                }
                 connection::serve(ctx, stream, fd, peer, None, protocol, shutdown).await;
             }
             drop(guard);
@@ -483,31 +497,40 @@ fn log_accept(env: &WorkerEnv, peer: SocketAddr) {
     }
 }
 
-/// Counts a worker's open connections so shutdown can wait for them.
+/// Counts a worker's open connections so shutdown can wait for them, and the bytes they may
+/// hold, within the worker's connection budget.
 #[derive(Default)]
 struct OpenConns {
     count: Cell<usize>,
+    bytes: Cell<u64>,
     zero: Notify,
 }
 
+/// An open connection, and the bytes of the budget it is charged.
 struct OpenGuard {
     open: Rc<OpenConns>,
-    metrics: Arc<Metrics>,
+    shared: Arc<Shared>,
+    bytes: u64,
+    /// An HTTP/2 connection's place among its address's.
+    http2_ip: Option<crate::client_caps::IpGuard>,
 }
 
 impl OpenConns {
-    fn enter(self: &Rc<Self>, metrics: &Arc<Metrics>) -> OpenGuard {
-        self.count.set(self.count.get() + 1);
-        metrics.active_connections.inc();
-        // Bounded by the connection cap, not refused here.
-        metrics
-            .memory
-            .connections
-            .take(edgecache_host::CONNECTION_BYTES);
-        OpenGuard {
+    /// A new connection, charged an HTTP/1.1 connection's bytes; `None` when they do not fit the
+    /// worker's budget.
+    fn enter(self: &Rc<Self>, shared: &Arc<Shared>) -> Option<OpenGuard> {
+        let mut guard = OpenGuard {
             open: self.clone(),
-            metrics: metrics.clone(),
-        }
+            shared: shared.clone(),
+            bytes: 0,
+            http2_ip: None,
+        };
+        self.count.set(self.count.get() + 1);
+        shared.metrics.active_connections.inc();
+        // Refused: the guard's drop counts the connection out again.
+        guard
+            .cover(edgecache_host::CONNECTION_BYTES)
+            .then_some(guard)
     }
     async fn drained(&self) {
         while self.count.get() > 0 {
@@ -516,15 +539,52 @@ impl OpenConns {
     }
 }
 
+impl OpenGuard {
+    /// Charge what a connection of `protocol` from `peer` can hold; false (and counted as
+    /// refused) when an HTTP/2 connection's worst case does not fit the worker's budget, or its
+    /// address has all the HTTP/2 connections it may have (not a sharding peer's): it is closed.
+    fn charge(&mut self, protocol: Protocol, peer: SocketAddr, from_peer: bool) -> bool {
+        if protocol == Protocol::Http1 {
+            return true;
+        }
+        if !from_peer {
+            let Some(g) = self.shared.per_ip_http2.try_enter(peer.ip()) else {
+                self.shared.metrics.connection_refused("per_ip");
+                return false;
+            };
+            self.http2_ip = Some(g);
+        }
+        if self.cover(self.shared.http2_connection_bytes) {
+            return true;
+        }
+        self.shared.metrics.connection_refused("per_worker");
+        false
+    }
+
+    /// Hold at least `total` bytes of the budget, if they fit.
+    fn cover(&mut self, total: u64) -> bool {
+        let extra = total.saturating_sub(self.bytes);
+        let held = self.open.bytes.get();
+        if !edgecache_host::fits(held, extra, self.shared.connection_budget_per_worker) {
+            return false;
+        }
+        self.open.bytes.set(held + extra);
+        // Bounded by the budget, not refused here.
+        self.shared.metrics.memory.connections.take(extra);
+        self.bytes += extra;
+        true
+    }
+}
+
 impl Drop for OpenGuard {
     fn drop(&mut self) {
+        self.open
+            .bytes
+            .set(self.open.bytes.get().saturating_sub(self.bytes));
+        self.shared.metrics.memory.connections.give_back(self.bytes);
         let n = self.open.count.get().saturating_sub(1);
         self.open.count.set(n);
-        self.metrics.active_connections.dec();
-        self.metrics
-            .memory
-            .connections
-            .give_back(edgecache_host::CONNECTION_BYTES);
+        self.shared.metrics.active_connections.dec();
         if n == 0 {
             self.open.zero.notify_waiters();
         }

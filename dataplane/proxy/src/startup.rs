@@ -105,6 +105,36 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         max_connections_per_ip = cfg.clients.max_connections_per_ip,
         "connection caps"
     );
+    // One budget in bytes for each worker's connections, of which an HTTP/2 connection takes
+    // all it can hold under limits derived from it.
+    let connection_budget_per_worker =
+        edgecache_host::connection_budget_per_worker(max_connections_per_worker as u64);
+    let http2 = edgecache_host::http2_limits(connection_budget_per_worker, &cfg.http2);
+    let http2_connection_bytes = edgecache_host::http2_connection_bytes(&http2);
+    if cfg.http2.enabled && http2_connection_bytes > connection_budget_per_worker {
+        bail!(
+            "http2: one HTTP/2 connection can hold {http2_connection_bytes} bytes under its limits \
+             ({http2:?}), more than a worker's connection budget of \
+             {connection_budget_per_worker} bytes: lower http2.connectionWindow, \
+             maxConcurrentStreams or maxHeaderListSize (0 derives them from the memory plan), or \
+             raise clients.maxConnectionsPerWorker"
+        );
+    }
+    let per_ip_http2 = edgecache_host::http2_connections_per_address(
+        connection_budget_per_worker,
+        http2_connection_bytes,
+        workers,
+    );
+    info!(
+        max_concurrent_streams = http2.max_concurrent_streams,
+        http2_connections_per_ip = per_ip_http2,
+        max_header_list_size = http2.max_header_list_size,
+        stream_window = http2.stream_window,
+        connection_window = http2.connection_window,
+        connection_bytes = http2_connection_bytes,
+        http2_connections_per_worker = connection_budget_per_worker / http2_connection_bytes,
+        "http2 limits"
+    );
 
     // The index reserve is shared with the connections, which take a quarter of it
     // (`edgecache_host::connections_per_worker`): the object index is bounded by the rest, and
@@ -320,7 +350,10 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         clock: clock.clone(),
         shutdown: shutdown_rx.clone(),
         per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),
-        max_connections_per_worker,
+        connection_budget_per_worker,
+        http2,
+        http2_connection_bytes,
+        per_ip_http2: PerIpCaps::new(per_ip_http2),
         sharding: sharding.clone(),
         purges: purges.clone(),
         tls,

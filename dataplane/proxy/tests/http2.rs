@@ -10,115 +10,11 @@ mod tls_support;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::frames::*;
 use common::*;
 use tls_support::*;
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const GOAWAY: u8 = 7;
-const CONTINUATION: u8 = 9;
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let n = payload.len();
-    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
-
-/// An HPACK header block for `method path` on `a.test`, every field a literal without indexing
-/// (so blocks are independent of each other).
-fn request_block(method: &str, path: &str) -> Vec<u8> {
-    let mut b = Vec::new();
-    let mut field = |index: u8, value: &str| {
-        b.push(index);
-        b.push(value.len() as u8);
-        b.extend_from_slice(value.as_bytes());
-    };
-    field(2, method); // :method
-    field(6, "http"); // :scheme
-    field(4, path); // :path
-    field(1, "a.test"); // :authority
-    b
-}
-
-/// A raw prior-knowledge HTTP/2 connection, its frames read on a thread that notes a GOAWAY
-/// and the end of the connection.
-struct Raw {
-    s: TcpStream,
-    goaway: Arc<AtomicBool>,
-    closed: Arc<AtomicBool>,
-}
-
-impl Raw {
-    fn open(addr: SocketAddr) -> Raw {
-        Self::open_with(addr, &[])
-    }
-
-    /// A connection whose SETTINGS frame carries `settings` (identifier, value).
-    fn open_with(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(PREFACE).unwrap();
-        let payload: Vec<u8> = settings
-            .iter()
-            .flat_map(|(id, v)| id.to_be_bytes().into_iter().chain(v.to_be_bytes()))
-            .collect();
-        s.write_all(&frame(SETTINGS, 0, 0, &payload)).unwrap();
-        let goaway = Arc::new(AtomicBool::new(false));
-        let closed = Arc::new(AtomicBool::new(false));
-        let mut r = s.try_clone().unwrap();
-        let (g, c) = (goaway.clone(), closed.clone());
-        std::thread::spawn(move || {
-            let mut head = [0u8; 9];
-            loop {
-                if r.read_exact(&mut head).is_err() {
-                    break;
-                }
-                let n = (usize::from(head[0]) << 16)
-                    | (usize::from(head[1]) << 8)
-                    | usize::from(head[2]);
-                if head[3] == GOAWAY {
-                    g.store(true, Ordering::SeqCst);
-                }
-                let mut payload = vec![0u8; n];
-                if r.read_exact(&mut payload).is_err() {
-                    break;
-                }
-            }
-            c.store(true, Ordering::SeqCst);
-        });
-        Raw { s, goaway, closed }
-    }
-
-    /// Write `bytes`; false once the server has cut the connection.
-    fn send(&mut self, bytes: &[u8]) -> bool {
-        self.s.write_all(bytes).is_ok()
-    }
-
-    fn ended(&self) -> bool {
-        self.goaway.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst)
-    }
-
-    fn wait_ended(&self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if self.ended() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-}
 
 fn start(o: &OriginHandle, dir: &std::path::Path) -> Dataplane {
     Dataplane::start(Opts::new(&o.url(), dir))
@@ -126,18 +22,9 @@ fn start(o: &OriginHandle, dir: &std::path::Path) -> Dataplane {
 
 /// While `flood` runs, another client's requests are served.
 fn others_are_served_during(dp: &Dataplane, flood: impl FnOnce() + Send) {
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            flood();
-            done.store(true, Ordering::SeqCst);
-        });
-        let mut served = 0;
-        while !done.load(Ordering::SeqCst) || served < 5 {
-            let r = dp.get(&format!("/obj/4k/other-{}", served % 3));
-            assert_eq!(r.status, 200);
-            served += 1;
-        }
+    rounds_during(flood, 5, |n| {
+        let r = dp.get(&format!("/obj/4k/other-{}", n % 3));
+        assert_eq!(r.status, 200);
     });
 }
 
@@ -395,9 +282,6 @@ fn partial_prefaces_cost_no_cpu_while_they_wait() {
     assert_eq!(head[3], SETTINGS, "the server's SETTINGS: {head:?}");
     drop(held);
 }
-
-/// SETTINGS_INITIAL_WINDOW_SIZE.
-const INITIAL_WINDOW_SIZE: u16 = 4;
 
 /// A client that opens every stream's window at 0 and never widens it takes no byte, so no
 /// socket write ever blocks: while others wait for the I/O buffers its streams hold, they are

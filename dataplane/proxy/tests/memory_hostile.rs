@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::cgroup::Setup;
+use common::cgroup::{Setup, alive};
 use common::{Opts, check_body, metric_value};
 
 const LIMIT: u64 = 64 << 20;
@@ -66,13 +66,6 @@ const PARTS: [&str; 5] = [
 
 fn part_metric(name: &str, part: &str) -> String {
     format!("edgecache_dataplane_{name}{{part=\"{part}\"}}")
-}
-
-fn alive(pid: i32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap_or_default()
-            .contains(") Z ")
 }
 
 /// A fresh client's GET, twice: the second is a hit, both byte-exact.

@@ -963,30 +963,61 @@ pub struct TlsCertificateSpec {
     pub secret_name: String,
 }
 
-/// HTTP/2 to clients.
+/// HTTP/2 to clients. The limits a client is told default to 0: derived from the pod's memory
+/// plan, so that its HTTP/2 connections at their worst fit the memory limit.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Http2Spec {
     /// Serve HTTP/2. Default: true.
     #[serde(default = "default_true")]
     pub enabled: bool,
-    /// Streams a client may have open at once on a connection, 1 to 1000000. Default: 128.
-    #[serde(default = "default_max_concurrent_streams")]
-    #[schemars(range(min = 1, max = 1000000))]
+    /// Streams a client may have open at once on a connection, up to 1000000. Default: 0 (from
+    /// the memory plan: 4 to 128).
+    #[serde(default)]
+    #[schemars(range(max = 1000000))]
     pub max_concurrent_streams: u32,
+    /// The largest header list (decoded) a client may send: 0, or `1KiB` to `16MiB`. Default: 0
+    /// (from the memory plan: `8KiB` to `32KiB`).
+    #[serde(default)]
+    pub max_header_list_size: ByteSize,
+    /// Flow-control window of each stream: 0, or `65535` to `2GiB` - 1 bytes. Default: 0 (the
+    /// connection window, at most `1MiB`).
+    #[serde(default)]
+    pub stream_window: ByteSize,
+    /// Flow-control window of a whole connection, the request DATA it may hold: 0, or `65535`
+    /// to `2GiB` - 1 bytes. Default: 0 (from the memory plan: `64KiB` to `4MiB`).
+    #[serde(default)]
+    pub connection_window: ByteSize,
+    /// A PING goes to a connection nothing arrived on for this long; `0s`: never.
+    /// Default: `20s`.
+    #[serde(default = "default_h2_keep_alive_interval")]
+    pub keep_alive_interval: Duration,
+    /// A connection whose PING is not answered within this is closed. Default: `10s`.
+    #[serde(default = "default_h2_keep_alive_timeout")]
+    pub keep_alive_timeout: Duration,
 }
 
 impl Default for Http2Spec {
     fn default() -> Self {
+        let d = Http2Config::default();
         Self {
             enabled: true,
-            max_concurrent_streams: default_max_concurrent_streams(),
+            max_concurrent_streams: d.max_concurrent_streams,
+            max_header_list_size: d.max_header_list_size,
+            stream_window: d.stream_window,
+            connection_window: d.connection_window,
+            keep_alive_interval: d.keep_alive_interval,
+            keep_alive_timeout: d.keep_alive_timeout,
         }
     }
 }
 
-fn default_max_concurrent_streams() -> u32 {
-    Http2Config::default().max_concurrent_streams
+// The data plane's defaults, so the two cannot drift apart.
+fn default_h2_keep_alive_interval() -> Duration {
+    Http2Config::default().keep_alive_interval
+}
+fn default_h2_keep_alive_timeout() -> Duration {
+    Http2Config::default().keep_alive_timeout
 }
 
 /// The access log.

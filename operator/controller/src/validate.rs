@@ -365,15 +365,6 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             );
         }
     }
-    if !(1..=1_000_000).contains(&spec.http2.max_concurrent_streams) {
-        bad(
-            "http2.maxConcurrentStreams",
-            format!(
-                "must be between 1 and 1000000 (got {})",
-                spec.http2.max_concurrent_streams
-            ),
-        );
-    }
     // NaN is in no range, so it is refused too.
     if let Some(sample) = spec.access_log.sample
         && !(0.0..=1.0).contains(&sample)
@@ -461,9 +452,15 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             max_admin_connections_per_ip: spec.clients.max_admin_connections_per_ip,
         },
         tls: tls_config(spec),
+        // Its values are checked by the data plane's own rules, below.
         http2: Http2Config {
             enabled: spec.http2.enabled,
             max_concurrent_streams: spec.http2.max_concurrent_streams,
+            max_header_list_size: spec.http2.max_header_list_size,
+            stream_window: spec.http2.stream_window,
+            connection_window: spec.http2.connection_window,
+            keep_alive_interval: spec.http2.keep_alive_interval,
+            keep_alive_timeout: spec.http2.keep_alive_timeout,
             ..Http2Config::default()
         },
         access_log: AccessLogConfig {
@@ -979,9 +976,14 @@ mod tests {
                 format!("tls:\n  handshakeTimeout: 0s\n  {certs}"),
                 "spec.tls.handshakeTimeout",
             ),
+            // The data plane's own rules decide HTTP/2's limits (0: from its memory plan).
             (
-                "http2:\n  maxConcurrentStreams: 0\n".to_string(),
-                "spec.http2.maxConcurrentStreams",
+                "http2:\n  maxConcurrentStreams: 2000000\n".to_string(),
+                "spec (data-plane config http2.maxConcurrentStreams)",
+            ),
+            (
+                "http2:\n  connectionWindow: 1KiB\n".to_string(),
+                "spec (data-plane config http2.connectionWindow)",
             ),
             (
                 "accessLog:\n  sample: 1.5\n".to_string(),

@@ -252,7 +252,7 @@ fn the_tls_sample_renders_its_listener_secrets_and_ports() {
     );
     assert!(cfg.tls.redirect_http);
     assert_eq!(cfg.access_log.sample, 0.1);
-    assert_eq!(cfg.http2.max_concurrent_streams, 128);
+    assert_eq!(cfg.http2.max_concurrent_streams, 0);
 
     let svc: Service = yaml_serde::from_value(of("Service")).unwrap();
     let ports: Vec<_> = svc

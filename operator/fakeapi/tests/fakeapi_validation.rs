@@ -659,7 +659,7 @@ async fn edgecaches_with_a_bad_tls_spec_are_refused() {
     let err = refused(
         &api,
         json!({"origin": origin, "tls": {"minVersion": "1.1", "certificates": [{"secretName": "a"}]},
-               "accessLog": {"sample": 2}, "http2": {"maxConcurrentStreams": 0}}),
+               "accessLog": {"sample": 2}, "http2": {"maxConcurrentStreams": 2000000}}),
     )
     .await;
     assert_eq!(
@@ -684,7 +684,9 @@ async fn edgecaches_with_a_bad_tls_spec_are_refused() {
     assert_eq!(spec["tls"]["redirectHttp"], false);
     assert_eq!(
         spec["http2"],
-        json!({"enabled": true, "maxConcurrentStreams": 128})
+        json!({"enabled": true, "maxConcurrentStreams": 0, "maxHeaderListSize": "0",
+               "streamWindow": "0", "connectionWindow": "0", "keepAliveInterval": "20s",
+               "keepAliveTimeout": "10s"})
     );
     assert_eq!(spec["accessLog"], json!({"format": "json"}));
 }

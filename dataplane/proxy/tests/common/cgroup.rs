@@ -50,6 +50,11 @@ impl Setup {
     }
 }
 
+/// Whether process `pid` runs (exists and is no zombie: an OOM-killed child is one until waited).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
 /// A v1 memory cgroup made for one test; its processes are killed and it is removed on drop.
 pub struct Cgroup {
     pub dir: PathBuf,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 pub use edgecache_origin::{OriginHandle, OriginOptions, check_body, expected_body};
 
 pub mod cgroup;
+pub mod frames;
 pub mod h2;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_edgecache-dataplane");

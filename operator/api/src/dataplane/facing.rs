@@ -73,34 +73,49 @@ impl TlsVersion {
 }
 
 /// HTTP/2 to clients: ALPN `h2` on the TLS listener, and prior-knowledge h2c on the plain one.
+///
+/// The limits a client is told default to 0: derived from the memory plan, so that a worker's
+/// HTTP/2 connections at their worst (windows of request DATA, streams with their header lists
+/// and handler state) fit its connection budget (the data plane's log line `http2 limits`
+/// says which). A value set here is kept, and each connection is charged what it allows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Http2Config {
     /// Serve HTTP/2. Default: true.
     pub enabled: bool,
-    /// Streams a client may have open at once on a connection. Default: 128.
+    /// Streams a client may have open at once on a connection. Default: 0 (from the memory
+    /// plan: 4 to 128).
     pub max_concurrent_streams: u32,
-    /// The largest header list (decoded) a client may send. Default: `32KiB`.
+    /// The largest header list (decoded) a client may send. Default: 0 (from the memory plan:
+    /// `8KiB` to `32KiB`).
     pub max_header_list_size: ByteSize,
     /// Flow-control window of each stream, so one large response keeps the pipe full.
-    /// Default: `1MiB`.
+    /// Default: 0 (the connection window, at most `1MiB`).
     pub stream_window: ByteSize,
-    /// Flow-control window of a whole connection. Default: `4MiB`.
+    /// Flow-control window of a whole connection: the request DATA it may hold. Default: 0
+    /// (from the memory plan: `64KiB` to `4MiB`).
     pub connection_window: ByteSize,
     /// Streams a client may reset before the server answers them, before the connection is
     /// closed (the rapid-reset flood). Default: 32.
     pub max_pending_resets: u32,
+    /// A PING goes to a connection nothing arrived on for this long; 0s: never. Default: `20s`.
+    pub keep_alive_interval: Duration,
+    /// A connection whose PING is not answered within this is closed, with its streams.
+    /// Default: `10s`.
+    pub keep_alive_timeout: Duration,
 }
 
 impl Default for Http2Config {
     fn default() -> Self {
         Self {
             enabled: true,
-            max_concurrent_streams: 128,
-            max_header_list_size: ByteSize(32 * 1024),
-            stream_window: ByteSize(1 << 20),
-            connection_window: ByteSize(4 << 20),
+            max_concurrent_streams: 0,
+            max_header_list_size: ByteSize(0),
+            stream_window: ByteSize(0),
+            connection_window: ByteSize(0),
             max_pending_resets: 32,
+            keep_alive_interval: Duration::secs(20),
+            keep_alive_timeout: Duration::secs(10),
         }
     }
 }
@@ -194,31 +209,40 @@ pub(super) fn validate(
             "must be at least 1",
         ));
     }
-    if http2.max_concurrent_streams == 0 {
-        errors.push(err(
-            "http2.maxConcurrentStreams",
-            Some("0".into()),
-            "must be at least 1",
-        ));
-    }
-    // HTTP/2's limits: a window is at most 2^31-1 and at least the protocol's 65,535 default.
+    // 0: from the memory plan. HTTP/2's limits: a window is at most 2^31-1 and at least the
+    // protocol's 65,535 default.
     for (path, size) in [
         ("http2.streamWindow", http2.stream_window),
         ("http2.connectionWindow", http2.connection_window),
     ] {
-        if size.0 < 65_535 || size.0 > (1 << 31) - 1 {
+        if size.0 != 0 && (size.0 < 65_535 || size.0 > (1 << 31) - 1) {
             errors.push(err(
                 path,
                 Some(size.to_string()),
-                "must be between 65535 bytes and 2GiB - 1",
+                "must be 0 (from the memory plan) or between 65535 bytes and 2GiB - 1",
             ));
         }
     }
-    if http2.max_header_list_size.0 < 1024 || http2.max_header_list_size.0 > (1 << 24) {
+    let list = http2.max_header_list_size.0;
+    if list != 0 && !(1024..=(1 << 24)).contains(&list) {
         errors.push(err(
             "http2.maxHeaderListSize",
             Some(http2.max_header_list_size.to_string()),
-            "must be between 1KiB and 16MiB",
+            "must be 0 (from the memory plan) or between 1KiB and 16MiB",
+        ));
+    }
+    if http2.max_concurrent_streams > 1_000_000 {
+        errors.push(err(
+            "http2.maxConcurrentStreams",
+            Some(http2.max_concurrent_streams.to_string()),
+            "must be 0 (from the memory plan) or at most 1000000",
+        ));
+    }
+    if !http2.keep_alive_interval.get().is_zero() && http2.keep_alive_timeout.get().is_zero() {
+        errors.push(err(
+            "http2.keepAliveTimeout",
+            Some(http2.keep_alive_timeout.to_string()),
+            "must be greater than zero while http2.keepAliveInterval is on",
         ));
     }
     if !(0.0..=1.0).contains(&log.sample) || log.sample.is_nan() {
@@ -265,7 +289,7 @@ mod tests {
 
         let bad = "origin: {url: \"http://o:80\"}\n\
                    tls: {listen: 0.0.0.0:8443, redirectHttp: true, handshakeTimeout: 0s}\n\
-                   http2: {streamWindow: 1KiB, maxConcurrentStreams: 0}\n\
+                   http2: {streamWindow: 1KiB, maxConcurrentStreams: 2000000, keepAliveTimeout: 0s}\n\
                    accessLog: {sample: 2}\n";
         let errors = parse(bad).expect_err("invalid").0;
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
@@ -274,6 +298,7 @@ mod tests {
             "tls.handshakeTimeout",
             "http2.maxConcurrentStreams",
             "http2.streamWindow",
+            "http2.keepAliveTimeout",
             "accessLog.sample",
         ] {
             assert!(paths.contains(&want), "{want} missing from {paths:?}");

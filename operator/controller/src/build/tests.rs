@@ -892,14 +892,19 @@ fn the_pod_template_names_the_secrets_and_nothing_of_their_contents() {
 #[test]
 fn http2_and_the_access_log_reach_the_config() {
     let d = desired(
-        "http2:\n  enabled: false\n  maxConcurrentStreams: 16\naccessLog:\n  format: \"off\"\n  sample: 0.25\n",
+        "http2:\n  enabled: false\n  maxConcurrentStreams: 16\n  connectionWindow: 1MiB\n  \
+         keepAliveInterval: 5s\naccessLog:\n  format: \"off\"\n  sample: 0.25\n",
     );
     let cfg = config(&d);
     assert!(!cfg.http2.enabled);
     assert_eq!(cfg.http2.max_concurrent_streams, 16);
-    // What the spec does not carry keeps the contract's defaults.
+    assert_eq!(cfg.http2.connection_window.0, 1 << 20);
+    assert_eq!(cfg.http2.keep_alive_interval.get().as_secs(), 5);
+    // What the spec does not set keeps the contract's defaults (0: from the memory plan).
     let h = dataplane::Http2Config::default();
     assert_eq!(cfg.http2.stream_window, h.stream_window);
+    assert_eq!(cfg.http2.max_header_list_size, h.max_header_list_size);
+    assert_eq!(cfg.http2.keep_alive_timeout, h.keep_alive_timeout);
     assert_eq!(cfg.http2.max_pending_resets, h.max_pending_resets);
     assert_eq!(cfg.access_log.format, dataplane::AccessLogFormat::Off);
     assert_eq!(cfg.access_log.sample, 0.25);
