@@ -176,6 +176,9 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     // name, not watched.
     add("", "secrets", &["get", "list", "watch", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
+    // controller.rs/reconcile.rs: the DaemonSets' FailedCreate Events (core/v1), watched and
+    // listed by field selector.
+    add("", "events", &["list", "watch"]);
     // purge.rs: EdgeCachePurges watched, their status written, deleted past the retention;
     // the data-plane pods listed and watched (their IPs and readiness).
     add(

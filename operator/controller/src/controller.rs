@@ -1,6 +1,6 @@
 //! The controller: watches EdgeCaches (generation changes only), the children it owns, the
-//! cache pods (for the peer list and per-node status) and the metadata of its own Secrets (the
-//! admin tokens, by label), and runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
+//! cache pods (for the peer list and per-node status), the metadata of its own Secrets (the
+//! admin tokens, by label) and the DaemonSets' `FailedCreate` Events, and runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
 //! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
 //! port with it, so a conflict clears when the earlier EdgeCache goes.
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 use edgecache_api::v1alpha1::EdgeCache;
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Secret, Service};
 use kube::core::PartialObjectMeta;
 use kube::core::error_boundary::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
@@ -122,6 +122,33 @@ pub async fn until_stopped(
     }
 }
 
+/// A watch of `api` the Controller does not back off with its other triggers: its errors (a 410
+/// to relist after, a 403 where the RBAC lacks list/watch) are logged (with `what` it misses)
+/// and kept here, behind its own backoff. The Controller backs off all its triggers together
+/// on any trigger's error, and a side watch must not slow the others.
+fn side_watch<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    what: &'static str,
+) -> impl futures_util::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    watcher(api, cfg)
+        .backoff(WatchBackoff::default())
+        .touched_objects()
+        .filter_map(move |event| {
+            std::future::ready(match event {
+                Ok(obj) => Some(Ok(obj)),
+                Err(e) => {
+                    warn!(error = %e, "watching {what} failed");
+                    None
+                }
+            })
+        })
+}
+
 /// An `Api` on one namespace, or on all when `ns` is `None`.
 pub fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
 where
@@ -227,24 +254,28 @@ pub async fn run(
     // made again at once. The Secrets an EdgeCache names (TLS, origin CA) are not watched: that
     // would need every Secret's list and watch; they are read by name at each reconcile, and
     // rechecked while missing or invalid (`Context::named_secret_recheck`).
-    // Its errors (a 410 to relist after, a 403 where the RBAC lacks list/watch on Secrets) are
-    // logged and kept here, behind its own backoff: the Controller backs off all its triggers
-    // together on any trigger's error, and this watch must not slow the others.
-    let secrets = watcher(
+    let secrets = side_watch(
         api::<PartialObjectMeta<Secret>>(&client, ns),
         children.clone(),
-    )
-        .backoff(WatchBackoff::default())
-        .touched_objects()
-        .filter_map(|event| {
-            std::future::ready(match event {
-                Ok(secret) => Some(Ok(secret)),
-                Err(e) => {
-                    warn!(error = %e, "watching the operator's Secrets failed; a deleted admin token is made again at the resync");
-                    None
-                }
-            })
-        });
+        "the operator's Secrets (a deleted admin token is made again at the resync)",
+    );
+    // The DaemonSet controller's FailedCreate Events (a pod refused by Pod Security, a
+    // ResourceQuota, a missing PriorityClass): such a refusal changes no DaemonSet count after
+    // the first, and its Event may come after the status the reconcile read, so it reconciles
+    // the EdgeCache of the DaemonSet's name (the status's Degraded condition names it).
+    let failed_creates = side_watch(
+        api::<CoreEvent>(&client, ns),
+        watcher::Config::default().fields(&format!(
+            "involvedObject.kind=DaemonSet,reason={}",
+            crate::status::FAILED_CREATE
+        )),
+        "the DaemonSets' FailedCreate events (a pod that cannot be created shows at the resync)",
+    );
+    let event_owner = |event: CoreEvent| {
+        let o = event.involved_object;
+        let ns = o.namespace.or(event.metadata.namespace)?;
+        Some(ObjectRef::<DeserializeGuard<EdgeCache>>::new(&o.name?).within(&ns))
+    };
     info!(
         namespace = ns.unwrap_or("(all)"),
         concurrency = cfg.concurrency,
@@ -255,6 +286,7 @@ pub async fn run(
         .owns(api::<ConfigMap>(&client, ns), children.clone())
         .owns(api::<Service>(&client, ns), children)
         .owns_stream(secrets)
+        .watches_stream(failed_creates, event_owner)
         .watches(api::<Pod>(&client, ns), pods, pod_owner)
         .watches(
             api::<DeserializeGuard<EdgeCache>>(&client, ns),

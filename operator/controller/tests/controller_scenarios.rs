@@ -1649,6 +1649,89 @@ async fn status_names_the_node_whose_pod_cannot_pull_its_image() {
     op.stop().await;
 }
 
+/// Issue 35 defect 3: pods the DaemonSet can never create (here Pod Security refuses them) make
+/// the EdgeCache Degraded with the admission's message, read from the DaemonSet controller's
+/// FailedCreate Event, not Progressing for ever with Degraded=False.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_that_cannot_be_created_are_degraded_with_the_failed_create_message() {
+    let fake = fake();
+    nodes(&fake);
+    let forbidden = "pods \"web-nvme-1\" is forbidden: violates PodSecurity \"baseline:latest\": \
+                     host namespaces (hostNetwork=true), hostPath volumes (volume \"cache\")";
+    fake.refuse_pods(NS, Some(forbidden));
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Degraded PodCreationFailed", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "PodCreationFailed")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert_eq!(
+        message,
+        format!("2 of 2 cache pods cannot be created: Error creating: {forbidden}")
+    );
+    let progressing = condition(&fake, "Progressing").unwrap();
+    assert_eq!(
+        (progressing.0.as_str(), progressing.1.as_str()),
+        ("False", "PodCreationFailed")
+    );
+    // Fixed (the namespace's policy relaxed): the pods are made and the condition clears.
+    fake.refuse_pods(NS, None);
+    eventually("Ready", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    // One pod refused later (its node's pod deleted, a ResourceQuota now requires limits):
+    // Degraded again, naming the quota.
+    let quota = "pods \"web-ssd-1\" is forbidden: failed quota: compute: must specify limits.cpu";
+    fake.refuse_pods(NS, Some(quota));
+    assert!(fake.delete(keys::PODS, Some(NS), "web-ssd-1"));
+    eventually("Degraded names the quota", || {
+        condition(&fake, "Degraded").is_some_and(|c| {
+            c.0 == "True"
+                && c.2 == format!("1 of 2 cache pods cannot be created: Error creating: {quota}")
+        })
+    })
+    .await;
+    op.stop().await;
+}
+
+/// Issue 35 defect 20: a data-plane container the runtime cannot start (RunContainerError while
+/// restarting) is Degraded, naming the node and the error, not `Degraded=False AsExpected`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_that_can_never_start_is_degraded() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let caps = "failed to create containerd task: failed to create shim task: OCI runtime create \
+                failed: runc create failed: unable to start container process: unable to apply \
+                caps: operation not permitted: unknown";
+    let failing = json!({"phase": "Running",
+        "conditions": [{"type": "PodScheduled", "status": "True"},
+                       {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        "containerStatuses": [{"name": "dataplane", "image": "edgecache-dataplane", "imageID": "",
+            "ready": false, "restartCount": 5,
+            "state": {"waiting": {"reason": "RunContainerError", "message": caps}},
+            "lastState": {"terminated": {"exitCode": 128, "reason": "StartError", "message": caps}}}]});
+    fake.set_pod_status(NS, "web-nvme-1", Some(failing));
+    eventually("Degraded PodsFailing", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "PodsFailing")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert!(
+        message.starts_with("1 of 2 cache pods cannot start without a fix: nvme-1 (RunContainerError: failed to create containerd task"),
+        "{message}"
+    );
+    assert!(message.contains("unable to apply caps"), "{message}");
+    assert_eq!(condition(&fake, "Progressing").unwrap().0, "False");
+    assert_eq!(node_entry(&fake, "nvme-1").unwrap()["restarts"], 5);
+    fake.set_pod_status(NS, "web-nvme-1", None);
+    eventually("Ready again", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    op.stop().await;
+}
+
 /// A stand-in for a pod's admin endpoint on 127.0.0.1: answers every request with `body` and
 /// keeps each request head.
 async fn admin_endpoint(body: &'static str) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
@@ -1729,6 +1812,24 @@ async fn status_nodes_carry_what_each_pod_reports_on_its_metrics() {
             .all(|h| h.contains(&format!("authorization: bearer {token}"))),
         "{heads:?}"
     );
+    // Issue 35 defect 9: the pod the operator cannot reach is a condition, not silence.
+    eventually("AdminReachable names ssd-1's pod", || {
+        condition(&fake, "AdminReachable").is_some_and(|c| {
+            c.0 == "False" && c.1 == "AdminUnreachable" && c.2.contains("of 1 pod(s): web-ssd-1 (")
+        })
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "AdminReachable").unwrap();
+    assert!(!message.contains("web-nvme-1"), "{message}");
+    assert!(message.contains("NetworkPolicies"), "{message}");
+    assert!(is_ready(&fake), "serving is not judged by the admin port");
+    // Reachable again (the policy fixed): the condition clears.
+    let local = fake.get(keys::PODS, Some(NS), "web-nvme-1").unwrap()["status"].clone();
+    fake.set_pod_status(NS, "web-ssd-1", Some(local));
+    eventually("AdminReachable", || {
+        condition(&fake, "AdminReachable").is_some_and(|c| c.0 == "True" && c.1 == "AllPodsAnswer")
+    })
+    .await;
     op.stop().await;
 }
 
