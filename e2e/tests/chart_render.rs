@@ -402,6 +402,71 @@ fn values_schema_is_strict() {
     }
 }
 
+/// Issue 35 defect 12: `helm upgrade --reuse-values` takes the last release's computed values
+/// as they were, so a key a newer chart adds (and its strict schema requires) is missing and
+/// the upgrade fails. `--reset-then-reuse-values` starts from the new chart's values.yaml and
+/// puts the release's own values over it: that works when every key the schema requires has
+/// a default in values.yaml, and when the README says so and the helm in use knows the flag.
+#[test]
+fn upgrades_reset_then_reuse_values_and_every_required_key_has_a_default() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let values: Value =
+        yaml_serde::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
+            .unwrap();
+    fn walk(path: &str, schema: &Value, values: &Value) {
+        for key in schema["required"].as_array().into_iter().flatten() {
+            let key = key.as_str().unwrap();
+            assert!(
+                values.get(key).is_some(),
+                "{path}.{key} is required by values.schema.json but has no default in \
+                 values.yaml: `helm upgrade --reset-then-reuse-values` would fail"
+            );
+        }
+        for (k, sub) in schema["properties"].as_object().into_iter().flatten() {
+            if let Some(v) = values.get(k).filter(|v| v.is_object()) {
+                walk(&format!("{path}.{k}"), sub, v);
+            }
+        }
+    }
+    walk("values", &schema, &values);
+
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let upgrades: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.contains("helm upgrade"))
+        .collect();
+    assert!(!upgrades.is_empty(), "the README shows an upgrade");
+    for l in &upgrades {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        assert!(
+            !words.contains(&"--reuse-values"),
+            "README: `{l}`: --reuse-values keeps the old chart's values and breaks the first \
+             upgrade that adds a required value"
+        );
+    }
+    assert!(
+        upgrades
+            .iter()
+            .any(|l| l.contains("--reset-then-reuse-values")),
+        "README: {upgrades:?}"
+    );
+    let Some(helm) = helm_or_skip() else {
+        return;
+    };
+    let help = std::process::Command::new(&helm)
+        .args(["upgrade", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("--reset-then-reuse-values"),
+        "{} does not know --reset-then-reuse-values (Helm 3.14 or later does)",
+        helm.display()
+    );
+}
+
 #[test]
 fn helm_lint_passes_for_every_ci_values_file() {
     let Some(helm) = helm_or_skip() else { return };
