@@ -33,6 +33,11 @@ const SCRAPES_AT_ONCE: usize = 32;
 /// How often a converged EdgeCache is looked at again even without a watch event.
 pub const RESYNC: Duration = Duration::from_secs(300);
 
+/// How soon an EdgeCache whose children still belong to an earlier EdgeCache of its name (being
+/// garbage-collected) is looked at again: the collector works in seconds, and not every child
+/// kind is watched (ServiceAccounts are not).
+pub const PREVIOUS_CHILDREN_RECHECK: Duration = Duration::from_secs(1);
+
 /// Why a reconciliation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -161,6 +166,21 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
     let sharding = desired.peers_config_map.is_some().then_some(peers.len());
     let (applied, changes) = match apply::apply(&ctx.client, &namespace, desired).await {
         Ok(r) => r,
+        Err(e @ apply::Error::PreviousOwner { .. }) => {
+            // A re-create of a deleted EdgeCache: its old children go soon; nothing is touched.
+            let message = format!("waiting for the garbage collector: {e}");
+            let st = status::compute(
+                &ec,
+                Outcome::Waiting {
+                    reason: "PreviousChildren",
+                    message: &message,
+                },
+                &now(),
+            );
+            status::write(&api, &ec, &st).await.map_err(Error::Status)?;
+            info!(error = %e, "children of an earlier EdgeCache of this name; rechecking soon");
+            return Ok(Action::requeue(PREVIOUS_CHILDREN_RECHECK));
+        }
         Err(e @ apply::Error::NameConflict { .. }) => {
             refuse(&ctx, &api, &ec, "NameConflict", "Apply", e.to_string()).await?;
             return Err(Error::NameConflict(e));

@@ -20,6 +20,9 @@ pub enum Outcome<'a> {
     Refused { reason: &'a str, message: &'a str },
     /// `spec.paused`: nothing was applied.
     Paused,
+    /// Nothing is applied yet, for a reason that clears by itself (the children of an earlier
+    /// EdgeCache of this name still being collected): Progressing, not Degraded.
+    Waiting { reason: &'a str, message: &'a str },
     /// The children were applied; this is the DaemonSet the API server returned.
     Applied {
         daemon_set: &'a DaemonSet,
@@ -129,6 +132,16 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                 false,
                 reason,
                 "nothing is rolled out until the Degraded condition clears".into(),
+            );
+        }
+        Outcome::Waiting { reason, message } => {
+            set(condition::PROGRESSING, true, reason, message.to_string());
+            set(condition::DEGRADED, false, "AsExpected", String::new());
+            set(
+                condition::READY,
+                false,
+                reason,
+                "nothing is rolled out yet; see the Progressing condition".into(),
             );
         }
         Outcome::Paused => {

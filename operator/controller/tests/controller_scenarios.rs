@@ -526,6 +526,81 @@ async fn delete_removes_the_children() {
     op.stop().await;
 }
 
+/// Issue 35 defect 14: deleted and created again under the same name while the garbage
+/// collector still has the old children (it works in the background on a real cluster): the
+/// new EdgeCache waits (Progressing, not NameConflict, which waited for the five-minute resync)
+/// and converges within seconds of the last old child going, the ServiceAccount (not watched)
+/// included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_under_the_same_name_it_converges_once_the_old_children_go() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let old_uid = ec_value(&fake).unwrap()["metadata"]["uid"].clone();
+    let children = [
+        (keys::SERVICEACCOUNTS, "web"),
+        (keys::SECRETS, "web-admin-token"),
+        (keys::CONFIGMAPS, "web-config"),
+        (keys::SERVICES, "web"),
+        (keys::DAEMONSETS, "web"),
+    ];
+    let old: Vec<(&str, Value)> = children
+        .iter()
+        .map(|(r, n)| (*r, fake.get(r, Some(NS), n).unwrap()))
+        .collect();
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("children gone", || children_exist(&fake) == [false; 4]).await;
+    // The collector has not got to them yet: the old children are back, owned by the old uid.
+    for (r, obj) in &old {
+        let mut obj = obj.clone();
+        for f in [
+            "uid",
+            "resourceVersion",
+            "managedFields",
+            "creationTimestamp",
+        ] {
+            obj["metadata"].as_object_mut().unwrap().remove(f);
+        }
+        assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], old_uid);
+        fake.put_object(r, Some(NS), obj);
+    }
+    create(&fake, &new_ec("")).await;
+    eventually("waiting for the old children", || {
+        condition(&fake, "Progressing").is_some_and(|c| c.0 == "True" && c.1 == "PreviousChildren")
+    })
+    .await;
+    assert_eq!(
+        condition(&fake, "Degraded").map(|c| (c.0, c.1)),
+        Some(("False".to_string(), "AsExpected".to_string())),
+        "not a conflict"
+    );
+    // The collector removes them one by one, the ServiceAccount last (one written meanwhile
+    // may be gone already: the fake collects a write's dangling owner at once).
+    for (r, n) in children.iter().rev() {
+        fake.delete(r, Some(NS), n);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually_within(Duration::from_secs(5), "Ready soon after", || {
+        is_ready(&fake)
+    })
+    .await;
+    let new_uid = ec_value(&fake).unwrap()["metadata"]["uid"].clone();
+    assert_ne!(new_uid, old_uid);
+    for (r, n) in children {
+        let child = fake.get(r, Some(NS), n).unwrap();
+        assert_eq!(
+            child["metadata"]["ownerReferences"][0]["uid"], new_uid,
+            "{r} {n}"
+        );
+    }
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciling_twice_writes_nothing_the_second_time() {
     let fake = fake();
