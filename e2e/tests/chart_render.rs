@@ -171,6 +171,12 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     // The peers ConfigMap goes when sharding is turned off.
     add("", "configmaps", &["delete"]);
     add("", "serviceaccounts", &["get", "create", "patch"]);
+    // Each EdgeCache's NetworkPolicy (dataplane.networkPolicy, on by default).
+    add(
+        "networking.k8s.io",
+        "networkpolicies",
+        &["get", "create", "patch"],
+    );
     // The admin token Secret: read, created once when missing, never changed, and watched by
     // the operator's label (metadata only). The TLS and CA Secrets an EdgeCache names: read by
     // name, not watched.
@@ -741,6 +747,49 @@ fn the_dataplane_image_and_pull_secrets_reach_the_operator() {
             "--image-pull-secret=other"
         ]
     );
+}
+
+/// Issue 35 defect 9: by default the operator is told its namespace and pod labels, so each
+/// EdgeCache's pods get a NetworkPolicy that lets it reach their admin port; off, neither the
+/// flags nor the RBAC for NetworkPolicies.
+#[test]
+fn the_operators_namespace_and_labels_reach_it_for_the_network_policy() {
+    let Some(helm) = helm_or_skip() else {
+        return;
+    };
+    let r = render(&helm, &[], &[]);
+    let args = operator_args(&r);
+    assert!(
+        args.contains(&format!("--operator-namespace={NS}")),
+        "{args:?}"
+    );
+    // The labels that select the operator's pods (its Deployment's selector).
+    let selector = r.deployments[0]
+        .spec
+        .selector
+        .match_labels
+        .clone()
+        .unwrap_or_default();
+    for (k, v) in &selector {
+        assert!(
+            args.contains(&format!("--operator-pod-label={k}={v}")),
+            "{args:?}"
+        );
+    }
+    assert!(
+        args.iter()
+            .filter(|a| a.starts_with("--operator-pod-label="))
+            .count()
+            >= 2
+    );
+    let r = render(&helm, &[], &["dataplane.networkPolicy=false"]);
+    assert!(
+        !operator_args(&r)
+            .iter()
+            .any(|a| a.starts_with("--operator-"))
+    );
+    let rules = triples(&r.cluster_roles[0].rules.clone().unwrap_or_default());
+    assert!(!rules.iter().any(|(_, res, _)| res == "networkpolicies"));
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -142,6 +143,10 @@ pub async fn apply(
             },
         },
         service: claim::<Service>(client, namespace, &desired.service).await?,
+        network_policy: match &desired.network_policy {
+            Some(p) => claim::<NetworkPolicy>(client, namespace, p).await?,
+            None => None,
+        },
         daemon_set: claim::<DaemonSet>(client, namespace, &desired.daemon_set).await?,
     };
     let mut changes = Vec::with_capacity(5);
@@ -196,6 +201,13 @@ pub async fn apply(
         &mut changes,
     )
     .await?;
+    // Before the DaemonSet: under a default-deny policy its pods are reachable from the start.
+    let network_policy = match &desired.network_policy {
+        Some(p) => {
+            Some(apply_one(client, namespace, p, existing.network_policy, &mut changes).await?)
+        }
+        None => None,
+    };
     let daemon_set = apply_one(
         client,
         namespace,
@@ -212,6 +224,7 @@ pub async fn apply(
             daemon_set,
             admin_secret,
             peers_config_map,
+            network_policy,
             config_hash: desired.config_hash,
             state: PhantomData,
         },
@@ -226,6 +239,7 @@ struct Existing {
     config_map: Option<String>,
     peers_config_map: Option<String>,
     service: Option<String>,
+    network_policy: Option<String>,
     daemon_set: Option<String>,
 }
 
@@ -345,6 +359,7 @@ fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
         "ConfigMap" => "ConfigMap",
         "Service" => "Service",
         "DaemonSet" => "DaemonSet",
+        "NetworkPolicy" => "NetworkPolicy",
         _ => "object",
     }
 }

@@ -5,6 +5,7 @@
 //! checks CEL cannot express well (byte-size arithmetic, the origin URL syntax, the data-plane
 //! config's own rules). Every problem is reported, each naming its field.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 
@@ -87,6 +88,16 @@ pub struct Policy {
     pub dataplane_image: Option<String>,
     /// Secrets (in each EdgeCache's namespace) the data-plane pods pull their image with.
     pub image_pull_secrets: Vec<String>,
+    /// The operator's own pods, which call the data-plane pods' admin port; when known, each
+    /// EdgeCache gets a NetworkPolicy that lets them (`build::network_policy`).
+    pub admin_clients: Option<AdminClients>,
+}
+
+/// Where the operator's pods run and the labels that select them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AdminClients {
+    pub namespace: String,
+    pub pod_labels: BTreeMap<String, String>,
 }
 
 /// An `EdgeCache` that passed validation, with the data-plane config derived from it.
@@ -106,6 +117,8 @@ pub struct ValidatedEdgeCache {
     pub image: String,
     /// The install's [`Policy::image_pull_secrets`].
     pub image_pull_secrets: Vec<String>,
+    /// The install's [`Policy::admin_clients`].
+    pub admin_clients: Option<AdminClients>,
 }
 
 /// The data-plane image of this operator's release: `EDGECACHE_DATAPLANE_IMAGE` at build time
@@ -504,6 +517,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             .or_else(|| policy.dataplane_image.clone())
             .unwrap_or_else(default_image),
         image_pull_secrets: policy.image_pull_secrets.clone(),
+        admin_clients: policy.admin_clients.clone(),
     })
 }
 

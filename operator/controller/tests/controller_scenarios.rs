@@ -601,6 +601,49 @@ async fn recreated_under_the_same_name_it_converges_once_the_old_children_go() {
     op.stop().await;
 }
 
+/// Issue 35 defect 9: with the operator's pods known, the EdgeCache's pods get a NetworkPolicy
+/// (owned, so it goes with the EdgeCache), applied before their DaemonSet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_policy_is_applied_with_the_children() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start_with(&fake, |ctx| {
+        ctx.policy.admin_clients = Some(edgecache_operator::validate::AdminClients {
+            namespace: "edgecache-system".into(),
+            pod_labels: [(
+                "app.kubernetes.io/name".to_string(),
+                "edgecache-operator".to_string(),
+            )]
+            .into(),
+        });
+    });
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let np = fake
+        .get("networking.k8s.io/v1/networkpolicies", Some(NS), "web")
+        .expect("a NetworkPolicy");
+    let uid = ec_value(&fake).unwrap()["metadata"]["uid"].clone();
+    assert_eq!(np["metadata"]["ownerReferences"][0]["uid"], uid);
+    assert_eq!(np["spec"]["ingress"][1]["ports"][0]["port"], 9090);
+    assert_eq!(
+        np["spec"]["ingress"][1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "edgecache-system"
+    );
+    let order: Vec<String> = fake
+        .changes()
+        .iter()
+        .filter(|c| c.resource.ends_with("networkpolicies") || c.resource == keys::DAEMONSETS)
+        .map(|c| c.resource.clone())
+        .collect();
+    assert!(
+        order
+            .first()
+            .is_some_and(|r| r.ends_with("networkpolicies")),
+        "{order:?}"
+    );
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciling_twice_writes_nothing_the_second_time() {
     let fake = fake();

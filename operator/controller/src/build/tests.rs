@@ -1070,3 +1070,64 @@ fn the_install_sets_the_default_image_and_the_pull_secrets() {
     assert_eq!(container(&d).image, Some(crate::validate::default_image()));
     assert_eq!(pod(&d).image_pull_secrets, None);
 }
+
+/// Issue 35 defect 9: with the operator's pods known (the chart's --operator-namespace and
+/// --operator-pod-label), each EdgeCache gets an ingress NetworkPolicy: the serving ports from
+/// anywhere (clients, and the pods' peer fills), the admin port from the operator's pods and
+/// the EdgeCache's own; nothing without them.
+#[test]
+fn the_network_policy_lets_the_operator_reach_the_admin_port_and_clients_the_serving_ports() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let ec = minimal_edgecache(
+        "network:\n  port: 8081\n  adminPort: 9901\ntls:\n  certificates: [{secretName: web-tls}]\n",
+    );
+    assert!(
+        build(&validate(&ec, &Policy::default()).unwrap())
+            .network_policy
+            .is_none()
+    );
+    let policy = Policy {
+        admin_clients: Some(crate::validate::AdminClients {
+            namespace: "edgecache-system".into(),
+            pod_labels: [(
+                "app.kubernetes.io/name".to_string(),
+                "edgecache-operator".to_string(),
+            )]
+            .into(),
+        }),
+        ..Policy::default()
+    };
+    let d = build(&validate(&ec, &policy).unwrap());
+    let np: &NetworkPolicy = d.network_policy.as_ref().unwrap();
+    let v = serde_json::to_value(np).unwrap();
+    assert_eq!(v["metadata"]["name"], "web");
+    assert_eq!(v["metadata"]["ownerReferences"][0]["kind"], "EdgeCache");
+    assert_eq!(
+        v["spec"],
+        serde_json::json!({
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache",
+                                            "app.kubernetes.io/instance": "web"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"ports": [{"port": 8081, "protocol": "TCP"}, {"port": 8443, "protocol": "TCP"}]},
+                {"from": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "edgecache-system"}},
+                     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache-operator"}}},
+                    {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache",
+                                                     "app.kubernetes.io/instance": "web"}}}],
+                 "ports": [{"port": 9901, "protocol": "TCP"}]},
+            ],
+        })
+    );
+    // It selects exactly the DaemonSet's pods.
+    assert_eq!(
+        v["spec"]["podSelector"]["matchLabels"],
+        serde_json::to_value(d.daemon_set.spec.selector.match_labels.as_ref().unwrap()).unwrap()
+    );
+    assert!(
+        d.objects()
+            .unwrap()
+            .iter()
+            .any(|o| o["kind"] == "NetworkPolicy")
+    );
+}
