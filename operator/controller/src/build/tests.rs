@@ -518,6 +518,18 @@ fn admin_listener_on_the_pod_ip_with_a_token_from_the_secret() {
     };
     // Kubernetes expands $(POD_IP) from the container's env; the flag overrides the file.
     assert_eq!(after("--admin"), "$(POD_IP):9901");
+    // Issue 35 defect 6: expanded with an IPv4 or an IPv6 pod IP (bare, as Kubernetes puts
+    // it), it is an address the data plane's --admin takes.
+    for (pod_ip, want) in [
+        ("10.244.0.7", "10.244.0.7:9901"),
+        ("fd00:10:244::7", "[fd00:10:244::7]:9901"),
+    ] {
+        let expanded = after("--admin").replace("$(POD_IP)", pod_ip);
+        assert_eq!(
+            dataplane::parse_socket_addr(&expanded).map(|a| a.to_string()),
+            Ok(want.to_string())
+        );
+    }
     assert_eq!(after("--admin-token-file"), "/etc/edgecache-admin/token");
     let env = c.env.as_ref().unwrap();
     let pod_ip = env.iter().find(|e| e.name == "POD_IP").unwrap();
