@@ -43,6 +43,11 @@ pub enum Outcome<'a> {
 /// The reason of the DaemonSet controller's Event for a pod it could not create.
 pub const FAILED_CREATE: &str = "FailedCreate";
 
+/// How long a `FailedCreate` Event counts after it was last seen. The DaemonSet controller
+/// retries a refused creation with a back-off of at most 1000 s, each retry bumping the Event,
+/// so a refusal that persists is never older than this.
+pub const FAILED_CREATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 /// Pods the DaemonSet should run but has not created (`desiredNumberScheduled` minus
 /// `currentNumberScheduled`). Only then are its `FailedCreate` Events read.
 pub fn pods_missing(daemon_set: &DaemonSet) -> i32 {
@@ -56,8 +61,10 @@ pub fn pods_missing(daemon_set: &DaemonSet) -> i32 {
 /// requires limits, a missing PriorityClass...): the newest of `events` that is a
 /// `FailedCreate` on this DaemonSet (by uid where both have one: the Events of an earlier
 /// DaemonSet of the same name are not its own), while pods are missing. A failure that a later
-/// creation fixed is not reported: no pod is missing then.
-pub fn creation_failure(daemon_set: &DaemonSet, events: &[Event]) -> Option<String> {
+/// creation fixed is not reported: no pod is missing then; nor is one last seen more than
+/// [`FAILED_CREATE_WINDOW`] before `now` (a rollout's short gap between deleting a pod and
+/// creating its successor must not bring back an old, fixed refusal).
+pub fn creation_failure(daemon_set: &DaemonSet, events: &[Event], now: &Time) -> Option<String> {
     let missing = pods_missing(daemon_set);
     if missing == 0 {
         return None;
@@ -66,6 +73,13 @@ pub fn creation_failure(daemon_set: &DaemonSet, events: &[Event]) -> Option<Stri
     let newest = events
         .iter()
         .filter(|e| e.reason.as_deref() == Some(FAILED_CREATE))
+        .filter(|e| {
+            last_seen(e).is_none_or(|t| {
+                // Seconds since it was last seen (negative: a clock ahead of ours, counted).
+                let age = now.0.as_second().saturating_sub(t.as_second());
+                u64::try_from(age).map_or(true, |age| age <= FAILED_CREATE_WINDOW.as_secs())
+            })
+        })
         .filter(|e| {
             let o = &e.involved_object;
             o.kind.as_deref() == Some("DaemonSet")
@@ -199,7 +213,7 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                 format!("{counts}; not ready: {}", node_status::describe(&failing))
             };
             // What needs a human: pods the DaemonSet cannot create, and pods that cannot start.
-            let not_created = creation_failure(daemon_set, failed_creates);
+            let not_created = creation_failure(daemon_set, failed_creates, now);
             let failing_pods = (!stuck.is_empty()).then(|| {
                 format!(
                     "{} of {} cache pods cannot start without a fix: {}",
@@ -675,6 +689,10 @@ mod tests {
         assert_eq!(cond(&st, "Degraded").status, "False");
         assert_eq!(cond(&st, "Ready").status, "True");
         assert_eq!(pods_missing(&fixed), 0);
+        // The same refusal last seen over half an hour ago (fixed since; a rollout's gap):
+        // not degraded.
+        let st = compute(&ec, outcome(&d, &events[1..3]), &t(20 + 31 * 60));
+        assert_eq!(cond(&st, "Degraded").status, "False");
         // Missing pods and no Event (yet): progressing, not degraded.
         let st = compute(&ec, outcome(&d, &[]), &t(300));
         assert_eq!(cond(&st, "Degraded").status, "False");
