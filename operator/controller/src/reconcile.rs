@@ -62,6 +62,9 @@ pub enum Error {
     /// Listing the cache pods (for the peer list and status) failed (transient).
     #[error("listing the cache pods failed: {0}")]
     Pods(#[source] kube::Error),
+    /// Reading the EdgeCache's Service (its IP families) failed (transient).
+    #[error("reading the Service failed: {0}")]
+    Service(#[source] kube::Error),
     /// Another, earlier EdgeCache holds a cache directory or host port this one needs; it waits
     /// (rechecked when that one changes or goes, and at every resync).
     #[error("{0}")]
@@ -89,6 +92,7 @@ impl Error {
             Self::Status(_) => "status",
             Self::List(_) => "list",
             Self::Pods(_) => "pods",
+            Self::Service(_) => "service",
             Self::Conflict(_) => "conflict",
             Self::NamedSecret(r) => r.kind.category(),
             Self::Secrets(_) => "secrets",
@@ -160,6 +164,7 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         }
     }
 
+    let validated = validated.serving_on(&service_ip_families(&ctx, &namespace, &ec).await?);
     let pods = list_pods(&ctx, &namespace, &validated.name).await?;
     let peers = peers::peers(&pods, validated.spec.network.port);
     let desired = build(&validated).with_peers(&peers);
@@ -314,6 +319,21 @@ async fn secrets_named(
         }
     }
     Ok(found)
+}
+
+/// `spec.ipFamilies` of the EdgeCache's Service as stored (empty before it exists).
+async fn service_ip_families(
+    ctx: &Context,
+    namespace: &str,
+    ec: &EdgeCache,
+) -> Result<Vec<String>, Error> {
+    let api: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(ctx.client.clone(), namespace);
+    let service = api.get_opt(&ec.name_any()).await.map_err(Error::Service)?;
+    Ok(service
+        .and_then(|s| s.spec)
+        .and_then(|s| s.ip_families)
+        .unwrap_or_default())
 }
 
 /// The DaemonSet controller's `FailedCreate` Events (core/v1) on `ds`, read only while it misses

@@ -121,6 +121,32 @@ pub struct ValidatedEdgeCache {
     pub admin_clients: Option<AdminClients>,
 }
 
+impl ValidatedEdgeCache {
+    /// The same EdgeCache with its serving listeners (`listen`, `tls.listen`) on the wildcard
+    /// address of the cluster's family as its Service shows it (`spec.ipFamilies`, which the
+    /// API server sets): `[::]` when the Service's first family is IPv6 (an IPv6-only or
+    /// IPv6-first cluster; the socket is dual-stack and the data plane counts IPv4 clients by
+    /// their IPv4 address), else `0.0.0.0` as before, so an IPv4 node without IPv6 keeps a
+    /// listener it can bind (issue 35 defect 6). No Service yet: `0.0.0.0`, and the next
+    /// reconcile (the Service is watched) moves it.
+    pub fn serving_on(mut self, service_ip_families: &[String]) -> Self {
+        let ip = listen_ip(service_ip_families);
+        self.dataplane.listen.set_ip(ip);
+        if let Some(l) = self.dataplane.tls.listen.as_mut() {
+            l.set_ip(ip);
+        }
+        self
+    }
+}
+
+/// The wildcard address to listen on for a Service of `ip_families`.
+pub fn listen_ip(ip_families: &[String]) -> std::net::IpAddr {
+    match ip_families.first().map(String::as_str) {
+        Some("IPv6") => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        _ => std::net::Ipv4Addr::UNSPECIFIED.into(),
+    }
+}
+
 /// The data-plane image of this operator's release: `EDGECACHE_DATAPLANE_IMAGE` at build time
 /// (an image built for a private registry), else the public repository tagged with the
 /// operator's version. What an EdgeCache that names no image runs.

@@ -644,6 +644,44 @@ async fn the_network_policy_is_applied_with_the_children() {
     op.stop().await;
 }
 
+/// Issue 35 defect 6: on an IPv6 cluster (the API server gives the Service `ipFamilies:
+/// [IPv6]`), the data plane listens on `[::]`, not on IPv4's `0.0.0.0` only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_an_ipv6_cluster_the_pods_listen_on_ipv6() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let listen = |fake: &FakeApiServer| {
+        let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
+        let text = cm["data"]["config.yaml"].as_str().unwrap().to_string();
+        // Its shape only: the node name comes from the pod's env.
+        edgecache_api::dataplane::parse_shape(&text)
+            .unwrap()
+            .0
+            .listen
+            .to_string()
+    };
+    assert_eq!(listen(&fake), "0.0.0.0:8080");
+    // What the API server's Service allocation puts there on a single-stack IPv6 cluster.
+    let mut svc = fake.get(keys::SERVICES, Some(NS), "web").unwrap();
+    svc["spec"]["ipFamilies"] = json!(["IPv6"]);
+    svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+    fake.put_object(keys::SERVICES, Some(NS), svc);
+    eventually("the config listens on [::]", || {
+        listen(&fake) == "[::]:8080"
+    })
+    .await;
+    eventually("Ready with the new config", || is_ready(&fake)).await;
+    assert_eq!(
+        fake.get(keys::SERVICES, Some(NS), "web").unwrap()["spec"]["ipFamilies"],
+        json!(["IPv6"]),
+        "the operator's apply leaves the server's families alone"
+    );
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciling_twice_writes_nothing_the_second_time() {
     let fake = fake();

@@ -1143,3 +1143,25 @@ fn the_network_policy_lets_the_operator_reach_the_admin_port_and_clients_the_ser
             .any(|o| o["kind"] == "NetworkPolicy")
     );
 }
+
+/// Issue 35 defect 6: the serving listeners follow the family of the EdgeCache's Service (what
+/// the API server gave it): `[::]` when IPv6 comes first, `0.0.0.0` otherwise and before the
+/// Service exists; a new family is a new config (the pods roll).
+#[test]
+fn the_serving_listeners_follow_the_services_ip_family() {
+    let ec = minimal_edgecache("tls:\n  certificates: [{secretName: web-tls}]\n");
+    let v = validate(&ec, &Policy::default()).unwrap();
+    let families = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v4 = build(&v.clone().serving_on(&[]));
+    assert_eq!(config(&v4).listen.to_string(), "0.0.0.0:8080");
+    let dual_v4 = build(&v.clone().serving_on(&families(&["IPv4", "IPv6"])));
+    assert_eq!(dual_v4, v4, "IPv4 first: as before");
+    let v6 = build(&v.serving_on(&families(&["IPv6"])));
+    let c = config(&v6);
+    assert_eq!(c.listen.to_string(), "[::]:8080");
+    assert_eq!(
+        c.tls.listen.map(|a| a.to_string()).as_deref(),
+        Some("[::]:8443")
+    );
+    assert_ne!(v6.config_hash, v4.config_hash);
+}
