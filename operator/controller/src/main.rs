@@ -92,8 +92,10 @@ struct RunArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "EDGECACHE_WATCH_NAMESPACE")]
     namespace: Option<String>,
-    /// Address of the admin endpoint (/metrics, /healthz, /readyz).
-    #[arg(long, env = "EDGECACHE_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    /// Address of the admin endpoint (/metrics, /healthz, /readyz). `[::]` is dual-stack, and
+    /// falls back to 0.0.0.0 where the node has no IPv6.
+    #[arg(long, env = "EDGECACHE_ADMIN_ADDR", default_value = "[::]:8080",
+          value_parser = edgecache_api::dataplane::parse_socket_addr)]
     admin_addr: std::net::SocketAddr,
     /// EdgeCaches reconciled at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
