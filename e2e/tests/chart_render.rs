@@ -792,6 +792,20 @@ fn the_operators_namespace_and_labels_reach_it_for_the_network_policy() {
     assert!(!rules.iter().any(|(_, res, _)| res == "networkpolicies"));
 }
 
+/// Issue 35 defect 6: the operator's admin endpoint (its probes, /metrics) listens on the IPv6
+/// wildcard (dual-stack; the operator falls back to 0.0.0.0 without IPv6), not on IPv4 only.
+#[test]
+fn the_operators_admin_endpoint_listens_on_both_families() {
+    let Some(helm) = helm_or_skip() else {
+        return;
+    };
+    let args = operator_args(&render(&helm, &[], &["operator.adminPort=8181"]));
+    assert!(
+        args.contains(&"--admin-addr=[::]:8181".to_string()),
+        "{args:?}"
+    );
+}
+
 #[test]
 fn allowed_host_paths_reach_the_operator() {
     let Some(helm) = helm_or_skip() else { return };
