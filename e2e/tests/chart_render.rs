@@ -782,6 +782,18 @@ fn the_operators_namespace_and_labels_reach_it_for_the_network_policy() {
             .count()
             >= 2
     );
+    let r = render(
+        &helm,
+        &[],
+        &["dataplane.networkPolicyAdminCIDRs={10.213.0.0/24,fd00::/64}"],
+    );
+    let args = operator_args(&r);
+    for cidr in ["10.213.0.0/24", "fd00::/64"] {
+        assert!(
+            args.contains(&format!("--admin-from-cidr={cidr}")),
+            "{args:?}"
+        );
+    }
     let r = render(&helm, &[], &["dataplane.networkPolicy=false"]);
     assert!(
         !operator_args(&r)

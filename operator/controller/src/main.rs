@@ -54,12 +54,20 @@ struct PolicyArgs {
     /// A label of the operator's pods, KEY=VALUE (repeat for several), for that NetworkPolicy.
     #[arg(long = "operator-pod-label", value_name = "KEY=VALUE")]
     operator_pod_labels: Vec<String>,
+    /// An address range that may reach the data-plane pods' admin port too, for that
+    /// NetworkPolicy (repeat for several; e.g. the nodes' subnet).
+    #[arg(long = "admin-from-cidr", value_name = "CIDR")]
+    admin_from_cidrs: Vec<String>,
 }
 
 impl PolicyArgs {
     fn policy(&self) -> anyhow::Result<edgecache_operator::validate::Policy> {
         let allowed = edgecache_operator::validate::AllowedHostPaths::new(&self.allowed_host_paths)
             .map_err(|why| anyhow::anyhow!("--allowed-host-path: {why}"))?;
+        for cidr in &self.admin_from_cidrs {
+            edgecache_operator::validate::check_cidr(cidr)
+                .map_err(|why| anyhow::anyhow!("--admin-from-cidr: {why}"))?;
+        }
         let mut pod_labels = std::collections::BTreeMap::new();
         for l in &self.operator_pod_labels {
             let (k, v) = l
@@ -75,6 +83,7 @@ impl PolicyArgs {
             Some(ns) => Some(edgecache_operator::validate::AdminClients {
                 namespace: ns.to_string(),
                 pod_labels,
+                cidrs: self.admin_from_cidrs.clone(),
             }),
             None => None,
         };

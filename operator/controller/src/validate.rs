@@ -93,11 +93,28 @@ pub struct Policy {
     pub admin_clients: Option<AdminClients>,
 }
 
-/// Where the operator's pods run and the labels that select them.
+/// Where the operator's pods run and the labels that select them, and address ranges that may
+/// reach the admin port too (the nodes' subnet, for the API server's pod proxy and a node's
+/// own processes; a Prometheus outside the cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AdminClients {
     pub namespace: String,
     pub pod_labels: BTreeMap<String, String>,
+    /// CIDRs, each checked by [`check_cidr`].
+    pub cidrs: Vec<String>,
+}
+
+/// Whether `cidr` is `ADDRESS/PREFIX` with a prefix the address family allows.
+pub fn check_cidr(cidr: &str) -> Result<(), String> {
+    let bad = || format!("{cidr:?} is not a CIDR like 10.0.0.0/24 or fd00::/64");
+    let (ip, prefix) = cidr.split_once('/').ok_or_else(bad)?;
+    let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
+    let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    if prefix > max {
+        return Err(bad());
+    }
+    Ok(())
 }
 
 /// An `EdgeCache` that passed validation, with the data-plane config derived from it.

@@ -615,6 +615,7 @@ async fn the_network_policy_is_applied_with_the_children() {
                 "edgecache-operator".to_string(),
             )]
             .into(),
+            cidrs: Vec::new(),
         });
     });
     create(&fake, &new_ec("")).await;

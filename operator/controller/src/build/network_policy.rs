@@ -7,13 +7,15 @@
 //!
 //! Ingress only: the serving ports (`http`, and `https` with `spec.tls`) from anywhere, which
 //! covers clients and the pods' peer fills (a hop goes to the owner's serving port); the admin
-//! port from the operator's pods and from the EdgeCache's own pods. Egress is not restricted
+//! port from the operator's pods, from the EdgeCache's own pods and from the install's CIDRs
+//! (`--admin-from-cidr`: the nodes' subnet, so that the API server's pod proxy and kubelets on
+//! other nodes get through where the enforcer does not exempt node traffic). Egress is not restricted
 //! here: an Egress policy would have to list every origin, and a pod selected by one allows
 //! nothing else. Pods on the host network are not subject to NetworkPolicy (a node firewall
 //! governs them).
 
 use k8s_openapi::api::networking::v1::{
-    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    IPBlock, NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
     NetworkPolicySpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -69,13 +71,24 @@ pub(super) fn network_policy(ec: &ValidatedEdgeCache) -> Option<NetworkPolicy> {
                     ports: Some(ports(&serving)),
                 },
                 NetworkPolicyIngressRule {
-                    from: Some(vec![
-                        operator_pods,
-                        NetworkPolicyPeer {
-                            pod_selector: Some(own_pods),
+                    from: Some(
+                        [
+                            operator_pods,
+                            NetworkPolicyPeer {
+                                pod_selector: Some(own_pods),
+                                ..NetworkPolicyPeer::default()
+                            },
+                        ]
+                        .into_iter()
+                        .chain(operator.cidrs.iter().map(|cidr| NetworkPolicyPeer {
+                            ip_block: Some(IPBlock {
+                                cidr: cidr.clone(),
+                                except: None,
+                            }),
                             ..NetworkPolicyPeer::default()
-                        },
-                    ]),
+                        }))
+                        .collect(),
+                    ),
                     ports: Some(ports(&[ec.spec.network.admin_port])),
                 },
             ]),

@@ -1106,6 +1106,7 @@ fn the_network_policy_lets_the_operator_reach_the_admin_port_and_clients_the_ser
                 "edgecache-operator".to_string(),
             )]
             .into(),
+            cidrs: vec!["10.213.0.0/24".into()],
         }),
         ..Policy::default()
     };
@@ -1126,7 +1127,8 @@ fn the_network_policy_lets_the_operator_reach_the_admin_port_and_clients_the_ser
                     {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "edgecache-system"}},
                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache-operator"}}},
                     {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache",
-                                                     "app.kubernetes.io/instance": "web"}}}],
+                                                     "app.kubernetes.io/instance": "web"}}},
+                    {"ipBlock": {"cidr": "10.213.0.0/24"}}],
                  "ports": [{"port": 9901, "protocol": "TCP"}]},
             ],
         })
@@ -1164,4 +1166,15 @@ fn the_serving_listeners_follow_the_services_ip_family() {
         Some("[::]:8443")
     );
     assert_ne!(v6.config_hash, v4.config_hash);
+}
+
+#[test]
+fn admin_cidrs_are_checked() {
+    use crate::validate::check_cidr;
+    for ok in ["10.213.0.0/24", "0.0.0.0/0", "fd00::/64", "192.168.1.7/32"] {
+        assert_eq!(check_cidr(ok), Ok(()), "{ok}");
+    }
+    for bad in ["10.213.0.0", "10.213.0.0/33", "fd00::/129", "nodes/24", ""] {
+        assert!(check_cidr(bad).is_err(), "{bad}");
+    }
 }
