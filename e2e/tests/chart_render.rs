@@ -171,11 +171,20 @@ fn operator_rbac() -> BTreeSet<(String, String, String)> {
     // The peers ConfigMap goes when sharding is turned off.
     add("", "configmaps", &["delete"]);
     add("", "serviceaccounts", &["get", "create", "patch"]);
+    // Each EdgeCache's NetworkPolicy (dataplane.networkPolicy, on by default).
+    add(
+        "networking.k8s.io",
+        "networkpolicies",
+        &["get", "create", "patch"],
+    );
     // The admin token Secret: read, created once when missing, never changed, and watched by
     // the operator's label (metadata only). The TLS and CA Secrets an EdgeCache names: read by
     // name, not watched.
     add("", "secrets", &["get", "list", "watch", "create"]);
     add("events.k8s.io", "events", &["create", "patch"]);
+    // controller.rs/reconcile.rs: the DaemonSets' FailedCreate Events (core/v1), watched and
+    // listed by field selector.
+    add("", "events", &["list", "watch"]);
     // purge.rs: EdgeCachePurges watched, their status written, deleted past the retention;
     // the data-plane pods listed and watched (their IPs and readiness).
     add(
@@ -397,6 +406,71 @@ fn values_schema_is_strict() {
             "values.yaml: {k} has no comment above it"
         );
     }
+}
+
+/// Issue 35 defect 12: `helm upgrade --reuse-values` takes the last release's computed values
+/// as they were, so a key a newer chart adds (and its strict schema requires) is missing and
+/// the upgrade fails. `--reset-then-reuse-values` starts from the new chart's values.yaml and
+/// puts the release's own values over it: that works when every key the schema requires has
+/// a default in values.yaml, and when the README says so and the helm in use knows the flag.
+#[test]
+fn upgrades_reset_then_reuse_values_and_every_required_key_has_a_default() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let values: Value =
+        yaml_serde::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
+            .unwrap();
+    fn walk(path: &str, schema: &Value, values: &Value) {
+        for key in schema["required"].as_array().into_iter().flatten() {
+            let key = key.as_str().unwrap();
+            assert!(
+                values.get(key).is_some(),
+                "{path}.{key} is required by values.schema.json but has no default in \
+                 values.yaml: `helm upgrade --reset-then-reuse-values` would fail"
+            );
+        }
+        for (k, sub) in schema["properties"].as_object().into_iter().flatten() {
+            if let Some(v) = values.get(k).filter(|v| v.is_object()) {
+                walk(&format!("{path}.{k}"), sub, v);
+            }
+        }
+    }
+    walk("values", &schema, &values);
+
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let upgrades: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.contains("helm upgrade"))
+        .collect();
+    assert!(!upgrades.is_empty(), "the README shows an upgrade");
+    for l in &upgrades {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        assert!(
+            !words.contains(&"--reuse-values"),
+            "README: `{l}`: --reuse-values keeps the old chart's values and breaks the first \
+             upgrade that adds a required value"
+        );
+    }
+    assert!(
+        upgrades
+            .iter()
+            .any(|l| l.contains("--reset-then-reuse-values")),
+        "README: {upgrades:?}"
+    );
+    let Some(helm) = helm_or_skip() else {
+        return;
+    };
+    let help = std::process::Command::new(&helm)
+        .args(["upgrade", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("--reset-then-reuse-values"),
+        "{} does not know --reset-then-reuse-values (Helm 3.14 or later does)",
+        helm.display()
+    );
 }
 
 #[test]
@@ -672,6 +746,75 @@ fn the_dataplane_image_and_pull_secrets_reach_the_operator() {
             "--image-pull-secret=regcred",
             "--image-pull-secret=other"
         ]
+    );
+}
+
+/// Issue 35 defect 9: by default the operator is told its namespace and pod labels, so each
+/// EdgeCache's pods get a NetworkPolicy that lets it reach their admin port; off, neither the
+/// flags nor the RBAC for NetworkPolicies.
+#[test]
+fn the_operators_namespace_and_labels_reach_it_for_the_network_policy() {
+    let Some(helm) = helm_or_skip() else {
+        return;
+    };
+    let r = render(&helm, &[], &[]);
+    let args = operator_args(&r);
+    assert!(
+        args.contains(&format!("--operator-namespace={NS}")),
+        "{args:?}"
+    );
+    // The labels that select the operator's pods (its Deployment's selector).
+    let selector = r.deployments[0]
+        .spec
+        .selector
+        .match_labels
+        .clone()
+        .unwrap_or_default();
+    for (k, v) in &selector {
+        assert!(
+            args.contains(&format!("--operator-pod-label={k}={v}")),
+            "{args:?}"
+        );
+    }
+    assert!(
+        args.iter()
+            .filter(|a| a.starts_with("--operator-pod-label="))
+            .count()
+            >= 2
+    );
+    let r = render(
+        &helm,
+        &[],
+        &["dataplane.networkPolicyAdminCIDRs={10.213.0.0/24,fd00::/64}"],
+    );
+    let args = operator_args(&r);
+    for cidr in ["10.213.0.0/24", "fd00::/64"] {
+        assert!(
+            args.contains(&format!("--admin-from-cidr={cidr}")),
+            "{args:?}"
+        );
+    }
+    let r = render(&helm, &[], &["dataplane.networkPolicy=false"]);
+    assert!(
+        !operator_args(&r)
+            .iter()
+            .any(|a| a.starts_with("--operator-"))
+    );
+    let rules = triples(&r.cluster_roles[0].rules.clone().unwrap_or_default());
+    assert!(!rules.iter().any(|(_, res, _)| res == "networkpolicies"));
+}
+
+/// Issue 35 defect 6: the operator's admin endpoint (its probes, /metrics) listens on the IPv6
+/// wildcard (dual-stack; the operator falls back to 0.0.0.0 without IPv6), not on IPv4 only.
+#[test]
+fn the_operators_admin_endpoint_listens_on_both_families() {
+    let Some(helm) = helm_or_skip() else {
+        return;
+    };
+    let args = operator_args(&render(&helm, &[], &["operator.adminPort=8181"]));
+    assert!(
+        args.contains(&"--admin-addr=[::]:8181".to_string()),
+        "{args:?}"
     );
 }
 

@@ -20,11 +20,13 @@ pub struct ServeFlags {
     /// Origin URL, http://host[:port].
     #[arg(long)]
     pub origin: Option<String>,
-    /// Address clients connect to.
-    #[arg(long)]
+    /// Address clients connect to (IP:PORT; an IPv6 address with or without brackets).
+    #[arg(long, value_parser = dataplane::parse_socket_addr)]
     pub listen: Option<SocketAddr>,
-    /// Admin address (/healthz, /readyz, /metrics, PURGE).
-    #[arg(long)]
+    /// Admin address (/healthz, /readyz, /metrics, PURGE): IP:PORT, an IPv6 address with or
+    /// without brackets (the operator passes `$(POD_IP):PORT`, which is unbracketed in a pod
+    /// whose IP is IPv6).
+    #[arg(long, value_parser = dataplane::parse_socket_addr)]
     pub admin: Option<SocketAddr>,
     /// File holding the bearer token that PURGE and the other mutating admin calls need.
     #[arg(long)]
@@ -66,8 +68,9 @@ pub struct ServeFlags {
     /// (sharding.peersFile, sharding.mode: consistent).
     #[arg(long)]
     pub peers: Option<PathBuf>,
-    /// Address TLS clients connect to (tls.listen), e.g. 0.0.0.0:8443.
-    #[arg(long)]
+    /// Address TLS clients connect to (tls.listen), e.g. 0.0.0.0:8443 (IPv6 with or without
+    /// brackets).
+    #[arg(long, value_parser = dataplane::parse_socket_addr)]
     pub tls_listen: Option<SocketAddr>,
     /// PEM certificate chain; repeat with --tls-key for more certificates (chosen by SNI, the
     /// first the default). Replaces tls.certificates; reloaded when the files change.
@@ -299,6 +302,34 @@ mod tests {
             cache_size: Some(ByteSize::gib(1).into()),
             ..Default::default()
         }
+    }
+
+    /// Issue 35 defect 6: `--admin $(POD_IP):9090` in a pod whose IP is IPv6 is `fd00::5:9090`.
+    #[test]
+    fn address_flags_take_an_unbracketed_ipv6_pod_ip() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: ServeFlags,
+        }
+        let cli = Cli::try_parse_from([
+            "serve",
+            "--admin",
+            "fd00:10:244::5:9090",
+            "--listen",
+            "[::]:8080",
+            "--tls-listen",
+            "10.0.0.7:8443",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.flags.admin,
+            Some("[fd00:10:244::5]:9090".parse().unwrap())
+        );
+        assert_eq!(cli.flags.listen, Some("[::]:8080".parse().unwrap()));
+        assert_eq!(cli.flags.tls_listen, Some("10.0.0.7:8443".parse().unwrap()));
+        assert!(Cli::try_parse_from(["serve", "--admin", "fd00::5"]).is_err());
     }
 
     #[test]

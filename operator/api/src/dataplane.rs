@@ -571,6 +571,22 @@ impl Default for ShardingConfig {
     }
 }
 
+/// A socket address as the data plane's address flags (`--listen`, `--admin`, `--tls-listen`)
+/// take it: `IP:PORT`, an IPv6 address in brackets (`[fd00::5]:9090`) or not (`fd00::5:9090`,
+/// split at the last colon). The second form is what the operator's `--admin $(POD_IP):PORT`
+/// expands to in a pod whose IP is IPv6 (Kubernetes substitutes the bare address), so one pod
+/// template serves IPv4 and IPv6 clusters alike (issue 35 defect 6).
+pub fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    let bad = || format!("{s:?} is not IP:PORT (e.g. 0.0.0.0:8080, [::]:8080 or fd00::5:9090)");
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let ip: std::net::Ipv6Addr = host.parse().map_err(|_| bad())?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    Ok(SocketAddr::from((ip, port)))
+}
+
 /// Whether `name` can name a node in a peers file: 1 to 253 visible ASCII characters, no `#`.
 pub fn check_node_name(name: &str) -> Result<(), String> {
     if name.is_empty()
@@ -974,6 +990,27 @@ mod tests {
                 ..Default::default()
             },
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn address_flags_take_ipv6_with_or_without_brackets() {
+        let ok = |s: &str| parse_socket_addr(s).unwrap().to_string();
+        assert_eq!(ok("10.0.0.7:9090"), "10.0.0.7:9090");
+        assert_eq!(ok("[fd00::5]:9090"), "[fd00::5]:9090");
+        // `$(POD_IP):9090` in a pod whose IP is IPv6.
+        assert_eq!(ok("fd00::5:9090"), "[fd00::5]:9090");
+        assert_eq!(ok("2001:db8:0:1::a:8080"), "[2001:db8:0:1::a]:8080");
+        assert_eq!(ok("[::]:8080"), "[::]:8080");
+        for bad in [
+            "fd00::5",
+            "10.0.0.7",
+            "10.0.0.7:99999",
+            "here:80",
+            ":80",
+            "",
+        ] {
+            assert!(parse_socket_addr(bad).is_err(), "{bad}");
         }
     }
 

@@ -1323,4 +1323,7 @@ pub mod condition {
     pub const PROGRESSING: &str = "Progressing";
     /// Something needs a human: an invalid spec, no matching node, a failing apply.
     pub const DEGRADED: &str = "Degraded";
+    /// The operator reaches every ready pod's admin port (metrics, purges); false with reason
+    /// `AdminUnreachable` naming the pods it cannot connect to (a NetworkPolicy, a node firewall).
+    pub const ADMIN_REACHABLE: &str = "AdminReachable";
 }

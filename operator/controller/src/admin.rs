@@ -79,9 +79,17 @@ pub async fn serve(
     }
 }
 
-/// Bind the admin address.
+/// Bind the admin address. The IPv6 wildcard `[::]` (the default: a dual-stack socket, for
+/// IPv4, IPv6 and dual-stack clusters alike) falls back to `0.0.0.0` on a node without IPv6,
+/// where it cannot be bound (issue 35 defect 6: `0.0.0.0` alone never answered an IPv6 probe).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    match TcpListener::bind(addr).await {
+        Err(e) if addr.ip() == std::net::Ipv6Addr::UNSPECIFIED => {
+            let v4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, addr.port()));
+            TcpListener::bind(v4).await.map_err(|_| e)
+        }
+        bound => bound,
+    }
 }
 
 #[cfg(test)]
@@ -91,6 +99,32 @@ mod tests {
 
     use super::*;
     use crate::metrics::{ReasonLabels, WriteLabels};
+
+    /// The default `[::]` takes IPv4 clients too (a dual-stack socket), and IPv6 ones where the
+    /// machine has IPv6.
+    #[tokio::test]
+    async fn the_ipv6_wildcard_takes_ipv4_and_ipv6_clients() {
+        let l = bind("[::]:0".parse().unwrap()).await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accept = tokio::spawn(async move {
+            for _ in 0..2 {
+                let _ = l.accept().await;
+            }
+        });
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("an IPv4 client reaches [::]");
+        if has_ipv6() {
+            tokio::net::TcpStream::connect(("::1", port))
+                .await
+                .expect("an IPv6 client reaches [::]");
+        }
+        accept.abort();
+    }
+
+    fn has_ipv6() -> bool {
+        std::net::TcpListener::bind("[::1]:0").is_ok()
+    }
 
     async fn body(resp: Response<Full<Bytes>>) -> String {
         let b = resp.into_body().collect().await.unwrap().to_bytes();

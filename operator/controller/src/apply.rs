@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -64,6 +65,17 @@ pub enum Error {
         /// Who controls it instead, in words.
         owner: String,
     },
+    /// A child still carries the controller reference of an earlier EdgeCache of the same
+    /// name (deleted: two of one name cannot exist at once), which the garbage collector
+    /// removes in the background; the reconcile waits for it, briefly, and touches nothing.
+    #[error(
+        "{kind} {namespace}/{name} still belongs to an earlier EdgeCache of this name, which the garbage collector is removing"
+    )]
+    PreviousOwner {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
     /// The API server refused or failed a request about one child.
     #[error("{kind} {name}: {source}")]
     Api {
@@ -94,7 +106,7 @@ impl Error {
                 ..
             } => s.message.clone(),
             Self::Api { source, .. } => source.to_string(),
-            Self::NameConflict { .. } => self.to_string(),
+            Self::NameConflict { .. } | Self::PreviousOwner { .. } => self.to_string(),
         }
     }
 }
@@ -131,6 +143,10 @@ pub async fn apply(
             },
         },
         service: claim::<Service>(client, namespace, &desired.service).await?,
+        network_policy: match &desired.network_policy {
+            Some(p) => claim::<NetworkPolicy>(client, namespace, p).await?,
+            None => None,
+        },
         daemon_set: claim::<DaemonSet>(client, namespace, &desired.daemon_set).await?,
     };
     let mut changes = Vec::with_capacity(5);
@@ -185,6 +201,13 @@ pub async fn apply(
         &mut changes,
     )
     .await?;
+    // Before the DaemonSet: under a default-deny policy its pods are reachable from the start.
+    let network_policy = match &desired.network_policy {
+        Some(p) => {
+            Some(apply_one(client, namespace, p, existing.network_policy, &mut changes).await?)
+        }
+        None => None,
+    };
     let daemon_set = apply_one(
         client,
         namespace,
@@ -201,6 +224,7 @@ pub async fn apply(
             daemon_set,
             admin_secret,
             peers_config_map,
+            network_policy,
             config_hash: desired.config_hash,
             state: PhantomData,
         },
@@ -215,6 +239,7 @@ struct Existing {
     config_map: Option<String>,
     peers_config_map: Option<String>,
     service: Option<String>,
+    network_policy: Option<String>,
     daemon_set: Option<String>,
 }
 
@@ -275,9 +300,14 @@ where
     else {
         return Ok(None);
     };
-    match foreign_owner(&stored.metadata, obj.meta()) {
-        None => Ok(Some(stored.metadata.resource_version.unwrap_or_default())),
-        Some(owner) => Err(Error::NameConflict {
+    match owner(&stored.metadata, obj.meta()) {
+        Owner::This => Ok(Some(stored.metadata.resource_version.unwrap_or_default())),
+        Owner::Previous => Err(Error::PreviousOwner {
+            kind: kind_of::<K>(),
+            namespace: namespace.to_string(),
+            name,
+        }),
+        Owner::Other(owner) => Err(Error::NameConflict {
             kind: kind_of::<K>(),
             namespace: namespace.to_string(),
             name,
@@ -286,21 +316,39 @@ where
     }
 }
 
-/// `None` when `stored` has the controller owner reference `desired` asks for; otherwise who
-/// controls it, in words.
-fn foreign_owner(stored: &ObjectMeta, desired: &ObjectMeta) -> Option<String> {
-    let want = desired.owner_references.as_ref()?.first()?;
+/// Who controls a stored child.
+#[derive(Debug, PartialEq, Eq)]
+enum Owner {
+    /// This EdgeCache (the controller reference `desired` asks for, by uid).
+    This,
+    /// An earlier EdgeCache of the same name (same kind and name, another uid): deleted, its
+    /// children not collected yet.
+    Previous,
+    /// Someone else, in words.
+    Other(String),
+}
+
+fn owner(stored: &ObjectMeta, desired: &ObjectMeta) -> Owner {
+    let Some(want) = desired.owner_references.as_ref().and_then(|r| r.first()) else {
+        return Owner::This;
+    };
     let refs = stored.owner_references.as_deref().unwrap_or_default();
-    if refs
-        .iter()
-        .any(|r| r.uid == want.uid && r.controller == Some(true))
+    let Some(controller) = refs.iter().find(|r| r.controller == Some(true)) else {
+        return Owner::Other("it has no controller owner reference".to_string());
+    };
+    if controller.uid == want.uid {
+        Owner::This
+    } else if controller.kind == want.kind
+        && controller.api_version == want.api_version
+        && controller.name == want.name
     {
-        return None;
+        Owner::Previous
+    } else {
+        Owner::Other(format!(
+            "it is controlled by {} {}",
+            controller.kind, controller.name
+        ))
     }
-    Some(match refs.iter().find(|r| r.controller == Some(true)) {
-        Some(r) => format!("it is controlled by {} {}", r.kind, r.name),
-        None => "it has no controller owner reference".to_string(),
-    })
 }
 
 fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
@@ -311,6 +359,7 @@ fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
         "ConfigMap" => "ConfigMap",
         "Service" => "Service",
         "DaemonSet" => "DaemonSet",
+        "NetworkPolicy" => "NetworkPolicy",
         _ => "object",
     }
 }
@@ -456,5 +505,47 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn an_earlier_edgecache_of_the_same_name_is_told_from_other_owners() {
+        use super::{Owner, owner};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+        let by = |kind: &str, name: &str, uid: &str, controller: bool| ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                api_version: "edgecache.dev/v1alpha1".into(),
+                kind: kind.into(),
+                name: name.into(),
+                uid: uid.into(),
+                controller: Some(controller),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        };
+        let desired = by("EdgeCache", "web", "new", true);
+        assert_eq!(
+            owner(&by("EdgeCache", "web", "new", true), &desired),
+            Owner::This
+        );
+        assert_eq!(
+            owner(&by("EdgeCache", "web", "old", true), &desired),
+            Owner::Previous
+        );
+        assert_eq!(
+            owner(&by("EdgeCache", "other", "x", true), &desired),
+            Owner::Other("it is controlled by EdgeCache other".into())
+        );
+        assert_eq!(
+            owner(&by("Deployment", "web", "x", true), &desired),
+            Owner::Other("it is controlled by Deployment web".into())
+        );
+        assert_eq!(
+            owner(&by("EdgeCache", "web", "old", false), &desired),
+            Owner::Other("it has no controller owner reference".into())
+        );
+        assert_eq!(
+            owner(&ObjectMeta::default(), &desired),
+            Owner::Other("it has no controller owner reference".into())
+        );
     }
 }

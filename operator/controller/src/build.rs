@@ -3,6 +3,7 @@
 
 mod config_map;
 mod daemon_set;
+mod network_policy;
 mod peers_config_map;
 pub mod placement;
 mod service;
@@ -14,6 +15,7 @@ use edgecache_api::ByteSize;
 use edgecache_api::v1alpha1::EdgeCache;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 
@@ -59,6 +61,9 @@ pub struct Desired<S> {
     /// The ConfigMap holding the peer list, when sharding is on (see [`Desired::with_peers`]).
     /// Not part of `config_hash`: a change of membership restarts no pod.
     pub peers_config_map: Option<ConfigMap>,
+    /// The pods' NetworkPolicy, when the install names the operator's pods
+    /// ([`crate::validate::Policy::admin_clients`]).
+    pub network_policy: Option<NetworkPolicy>,
     /// sha256 (hex) of the ConfigMap's `config.yaml`.
     pub config_hash: String,
     pub state: PhantomData<S>,
@@ -76,6 +81,9 @@ impl<S> Desired<S> {
             objects.push(serde_json::to_value(peers)?);
         }
         objects.push(serde_json::to_value(&self.service)?);
+        if let Some(policy) = &self.network_policy {
+            objects.push(serde_json::to_value(policy)?);
+        }
         objects.push(serde_json::to_value(&self.daemon_set)?);
         Ok(objects)
     }
@@ -101,6 +109,7 @@ pub fn build(ec: &ValidatedEdgeCache) -> Desired<Prepared> {
         daemon_set: daemon_set::daemon_set(ec, &config_hash),
         admin_secret: admin_secret(ec),
         peers_config_map: peers_config_map::peers_config_map(ec),
+        network_policy: network_policy::network_policy(ec),
         config_map,
         config_hash,
         state: PhantomData,

@@ -1,6 +1,6 @@
 //! The controller: watches EdgeCaches (generation changes only), the children it owns, the
-//! cache pods (for the peer list and per-node status) and the metadata of its own Secrets (the
-//! admin tokens, by label), and runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
+//! cache pods (for the peer list and per-node status), the metadata of its own Secrets (the
+//! admin tokens, by label) and the DaemonSets' `FailedCreate` Events, and runs the reconcile pipeline with bounded concurrency until shutdown. A change to (or the
 //! deletion of) an EdgeCache also reconciles the EdgeCaches sharing a cache directory or host
 //! port with it, so a conflict clears when the earlier EdgeCache goes.
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 use edgecache_api::v1alpha1::EdgeCache;
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Secret, Service};
 use kube::core::PartialObjectMeta;
 use kube::core::error_boundary::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
@@ -265,6 +265,23 @@ pub async fn run(
     // made again at once. The Secrets an EdgeCache names (TLS, origin CA) are not watched: that
     // would need every Secret's list and watch; they are read by name at each reconcile, and
     // rechecked while missing or invalid (`Context::named_secret_recheck`).
+    // The DaemonSet controller's FailedCreate Events (a pod refused by Pod Security, a
+    // ResourceQuota, a missing PriorityClass): such a refusal changes no DaemonSet count after
+    // the first, and its Event may come after the status the reconcile read, so it reconciles
+    // the EdgeCache of the DaemonSet's name (the status's Degraded condition names it).
+    let failed_creates = watch(
+        "the DaemonSets' FailedCreate events",
+        api::<CoreEvent>(&client, ns),
+        watcher::Config::default().fields(&format!(
+            "involvedObject.kind=DaemonSet,reason={}",
+            crate::status::FAILED_CREATE
+        )),
+    );
+    let event_owner = |event: CoreEvent| {
+        let o = event.involved_object;
+        let ns = o.namespace.or(event.metadata.namespace)?;
+        Some(ObjectRef::<DeserializeGuard<EdgeCache>>::new(&o.name?).within(&ns))
+    };
     info!(
         namespace = ns.unwrap_or("(all)"),
         concurrency = cfg.concurrency,
@@ -292,6 +309,7 @@ pub async fn run(
             api::<PartialObjectMeta<Secret>>(&client, ns),
             children,
         ))
+        .watches_stream(failed_creates, event_owner)
         .watches_stream(watch("pods", api::<Pod>(&client, ns), pods), pod_owner)
         .watches_stream(
             watch(

@@ -46,16 +46,52 @@ struct PolicyArgs {
     /// (repeat for several).
     #[arg(long = "image-pull-secret", value_name = "NAME")]
     image_pull_secrets: Vec<String>,
+    /// The operator's own namespace: with it, each EdgeCache gets a NetworkPolicy that lets the
+    /// operator's pods (--operator-pod-label) reach the data-plane pods' admin port and anyone
+    /// their serving ports.
+    #[arg(long = "operator-namespace", value_name = "NAMESPACE")]
+    operator_namespace: Option<String>,
+    /// A label of the operator's pods, KEY=VALUE (repeat for several), for that NetworkPolicy.
+    #[arg(long = "operator-pod-label", value_name = "KEY=VALUE")]
+    operator_pod_labels: Vec<String>,
+    /// An address range that may reach the data-plane pods' admin port too, for that
+    /// NetworkPolicy (repeat for several; e.g. the nodes' subnet).
+    #[arg(long = "admin-from-cidr", value_name = "CIDR")]
+    admin_from_cidrs: Vec<String>,
 }
 
 impl PolicyArgs {
     fn policy(&self) -> anyhow::Result<edgecache_operator::validate::Policy> {
         let allowed = edgecache_operator::validate::AllowedHostPaths::new(&self.allowed_host_paths)
             .map_err(|why| anyhow::anyhow!("--allowed-host-path: {why}"))?;
+        for cidr in &self.admin_from_cidrs {
+            edgecache_operator::validate::check_cidr(cidr)
+                .map_err(|why| anyhow::anyhow!("--admin-from-cidr: {why}"))?;
+        }
+        let mut pod_labels = std::collections::BTreeMap::new();
+        for l in &self.operator_pod_labels {
+            let (k, v) = l
+                .split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("--operator-pod-label {l}: not KEY=VALUE"))?;
+            pod_labels.insert(k.to_string(), v.to_string());
+        }
+        let admin_clients = match self.operator_namespace.as_deref().filter(|n| !n.is_empty()) {
+            Some(_) if pod_labels.is_empty() => {
+                anyhow::bail!("--operator-namespace needs at least one --operator-pod-label")
+            }
+            Some(ns) => Some(edgecache_operator::validate::AdminClients {
+                namespace: ns.to_string(),
+                pod_labels,
+                cidrs: self.admin_from_cidrs.clone(),
+            }),
+            None => None,
+        };
         Ok(edgecache_operator::validate::Policy {
             allowed_host_paths: allowed,
             dataplane_image: self.dataplane_image.clone().filter(|i| !i.is_empty()),
             image_pull_secrets: self.image_pull_secrets.clone(),
+            admin_clients,
         })
     }
 }
@@ -65,8 +101,10 @@ struct RunArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "EDGECACHE_WATCH_NAMESPACE")]
     namespace: Option<String>,
-    /// Address of the admin endpoint (/metrics, /healthz, /readyz).
-    #[arg(long, env = "EDGECACHE_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    /// Address of the admin endpoint (/metrics, /healthz, /readyz). `[::]` is dual-stack, and
+    /// falls back to 0.0.0.0 where the node has no IPv6.
+    #[arg(long, env = "EDGECACHE_ADMIN_ADDR", default_value = "[::]:8080",
+          value_parser = edgecache_api::dataplane::parse_socket_addr)]
     admin_addr: std::net::SocketAddr,
     /// EdgeCaches reconciled at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]

@@ -19,14 +19,19 @@ const MESSAGE_MAX: usize = 512;
 /// Failing nodes named in a condition message; the rest are counted.
 const NAMED_MAX: usize = 5;
 
-/// Waiting reasons that will not clear without a human (a fixed image, a fixed config).
+/// Waiting (and, between restarts, terminated) reasons that will not clear without a human (a
+/// fixed image, a fixed config, a runtime that can start the container).
 const NEEDS_A_HUMAN: &[&str] = &[
     "ErrImagePull",
     "ImagePullBackOff",
+    "ErrImageNeverPull",
     "InvalidImageName",
     "CrashLoopBackOff",
     "CreateContainerConfigError",
     "CreateContainerError",
+    "RunContainerError",
+    "StartError",
+    "ContainerCannotRun",
     "Unschedulable",
 ];
 
@@ -294,6 +299,42 @@ mod tests {
             )
         );
         assert_eq!(n.restarts, 7);
+    }
+
+    #[test]
+    fn a_container_the_runtime_cannot_start_needs_a_human() {
+        // runc refusing the container (issue 35 defect 20): RunContainerError while restarting,
+        // and StartError as the terminated state between two attempts.
+        let message = "failed to create containerd task: runc create failed: unable to start \
+                       container process: unable to apply caps: operation not permitted";
+        let mut container = waiting("RunContainerError", message, 3);
+        container["lastState"] = json!({"terminated": {"exitCode": 128, "reason": "StartError",
+            "message": message}});
+        let p = pod(
+            "web-g",
+            Some("node-g"),
+            json!({"phase": "Pending", "conditions": [not_ready()], "containerStatuses": [container]}),
+        );
+        let n = &nodes(&[p], &BTreeMap::new())[0];
+        assert_eq!(n.reason.as_deref(), Some("RunContainerError"));
+        assert!(
+            n.message
+                .as_deref()
+                .is_some_and(|m| m.contains("last exit code 128 (StartError)")),
+            "{n:?}"
+        );
+        assert_eq!(n.restarts, 3);
+        assert!(needs_a_human(n));
+        let between = pod(
+            "web-h",
+            Some("node-h"),
+            json!({"phase": "Running", "conditions": [not_ready()], "containerStatuses": [{
+                "name": "dataplane", "ready": false, "restartCount": 4, "image": "i", "imageID": "",
+                "state": {"terminated": {"exitCode": 128, "reason": "StartError", "message": message}}}]}),
+        );
+        let n = &nodes(&[between], &BTreeMap::new())[0];
+        assert_eq!(n.reason.as_deref(), Some("StartError"));
+        assert!(needs_a_human(n));
     }
 
     #[test]

@@ -48,6 +48,12 @@ pub enum PodAdminError {
 }
 
 impl PodAdminError {
+    /// Whether no connection was made or nothing answered in time: what a NetworkPolicy or a
+    /// firewall that drops or rejects the admin port looks like (`AdminUnreachable`).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Connect { .. } | Self::Timeout { .. })
+    }
+
     /// A bounded label for metrics and short status messages.
     pub fn category(&self) -> &'static str {
         match self {

@@ -82,7 +82,9 @@ pub async fn run(
         writer,
         Some(synced.clone()),
     );
-    // A pod of an EdgeCache changing (ready, added, replaced) re-sends that EdgeCache's purges.
+    // A pod of an EdgeCache changing (ready, added, replaced) re-sends that EdgeCache's purges
+    // that still need it (`plan::needs_pod`): none when every purge is complete and the pod
+    // confirmed them all.
     let store = reader.clone();
     let of_pod = move |pod: Pod| {
         let (Some(ns), Some(instance)) = (
@@ -99,7 +101,9 @@ pub async fn run(
             .iter()
             .filter(|g| {
                 g.0.as_ref().is_ok_and(|p| {
-                    p.metadata.namespace.as_deref() == Some(ns) && &p.spec.edge_cache == instance
+                    p.metadata.namespace.as_deref() == Some(ns)
+                        && &p.spec.edge_cache == instance
+                        && plan::needs_pod(p.status.as_ref(), &pod)
                 })
             })
             .map(|g| ObjectRef::from_obj(&**g))

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use edgecache_api::v1alpha1::{EdgeCache, condition};
 use futures_util::StreamExt as _;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -31,6 +32,11 @@ const SCRAPES_AT_ONCE: usize = 32;
 
 /// How often a converged EdgeCache is looked at again even without a watch event.
 pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// How soon an EdgeCache whose children still belong to an earlier EdgeCache of its name (being
+/// garbage-collected) is looked at again: the collector works in seconds, and not every child
+/// kind is watched (ServiceAccounts are not).
+pub const PREVIOUS_CHILDREN_RECHECK: Duration = Duration::from_secs(1);
 
 /// Why a reconciliation failed.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +62,9 @@ pub enum Error {
     /// Listing the cache pods (for the peer list and status) failed (transient).
     #[error("listing the cache pods failed: {0}")]
     Pods(#[source] kube::Error),
+    /// Reading the EdgeCache's Service (its IP families) failed (transient).
+    #[error("reading the Service failed: {0}")]
+    Service(#[source] kube::Error),
     /// Another, earlier EdgeCache holds a cache directory or host port this one needs; it waits
     /// (rechecked when that one changes or goes, and at every resync).
     #[error("{0}")]
@@ -83,6 +92,7 @@ impl Error {
             Self::Status(_) => "status",
             Self::List(_) => "list",
             Self::Pods(_) => "pods",
+            Self::Service(_) => "service",
             Self::Conflict(_) => "conflict",
             Self::NamedSecret(r) => r.kind.category(),
             Self::Secrets(_) => "secrets",
@@ -154,12 +164,28 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         }
     }
 
+    let validated = validated.serving_on(&service_ip_families(&ctx, &namespace, &ec).await?);
     let pods = list_pods(&ctx, &namespace, &validated.name).await?;
     let peers = peers::peers(&pods, validated.spec.network.port);
     let desired = build(&validated).with_peers(&peers);
     let sharding = desired.peers_config_map.is_some().then_some(peers.len());
     let (applied, changes) = match apply::apply(&ctx.client, &namespace, desired).await {
         Ok(r) => r,
+        Err(e @ apply::Error::PreviousOwner { .. }) => {
+            // A re-create of a deleted EdgeCache: its old children go soon; nothing is touched.
+            let message = format!("waiting for the garbage collector: {e}");
+            let st = status::compute(
+                &ec,
+                Outcome::Waiting {
+                    reason: "PreviousChildren",
+                    message: &message,
+                },
+                &now(),
+            );
+            status::write(&api, &ec, &st).await.map_err(Error::Status)?;
+            info!(error = %e, "children of an earlier EdgeCache of this name; rechecking soon");
+            return Ok(Action::requeue(PREVIOUS_CHILDREN_RECHECK));
+        }
         Err(e @ apply::Error::NameConflict { .. }) => {
             refuse(&ctx, &api, &ec, "NameConflict", "Apply", e.to_string()).await?;
             return Err(Error::NameConflict(e));
@@ -222,13 +248,17 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         .await;
     }
 
+    let failed_creates = failed_creates(&ctx, &namespace, &applied.daemon_set).await;
+    let scraped = scrape(&ctx, &validated, &pods).await;
     let st = status::compute(
         &ec,
         Outcome::Applied {
             daemon_set: &applied.daemon_set,
             config_hash: &applied.config_hash,
-            nodes: &node_status::nodes(&pods, &scrape(&ctx, &validated, &pods).await),
+            nodes: &node_status::nodes(&pods, &scraped.metrics),
             peers: sharding,
+            failed_creates: &failed_creates,
+            admin_unreachable: scraped.unreachable.as_deref(),
         },
         &now(),
     );
@@ -291,6 +321,45 @@ async fn secrets_named(
     Ok(found)
 }
 
+/// `spec.ipFamilies` of the EdgeCache's Service as stored (empty before it exists).
+async fn service_ip_families(
+    ctx: &Context,
+    namespace: &str,
+    ec: &EdgeCache,
+) -> Result<Vec<String>, Error> {
+    let api: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(ctx.client.clone(), namespace);
+    let service = api.get_opt(&ec.name_any()).await.map_err(Error::Service)?;
+    Ok(service
+        .and_then(|s| s.spec)
+        .and_then(|s| s.ip_families)
+        .unwrap_or_default())
+}
+
+/// The DaemonSet controller's `FailedCreate` Events (core/v1) on `ds`, read only while it misses
+/// pods (`status::pods_missing`). A failure to read them (a 403 where the RBAC lacks `list` on
+/// events) is logged: the status then says what the counts say.
+async fn failed_creates(ctx: &Context, namespace: &str, ds: &DaemonSet) -> Vec<CoreEvent> {
+    let Some(name) = ds.metadata.name.as_deref() else {
+        return Vec::new();
+    };
+    if status::pods_missing(ds) == 0 {
+        return Vec::new();
+    }
+    let api: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), namespace);
+    let fields = format!(
+        "involvedObject.kind=DaemonSet,involvedObject.name={name},reason={}",
+        status::FAILED_CREATE
+    );
+    match api.list(&ListParams::default().fields(&fields)).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            warn!(error = %e, daemonset = name, "cannot read the DaemonSet's FailedCreate events");
+            Vec::new()
+        }
+    }
+}
+
 /// The pods of this EdgeCache's DaemonSet (pods that only carry its labels are left out).
 async fn list_pods(ctx: &Context, namespace: &str, name: &str) -> Result<Vec<Pod>, Error> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
@@ -310,16 +379,29 @@ async fn list_pods(ctx: &Context, namespace: &str, name: &str) -> Result<Vec<Pod
         .collect())
 }
 
-/// The `/metrics` of each ready pod with an IP, by pod name, [`SCRAPES_AT_ONCE`] at a time (a pod that cannot be
-/// read within `ctx.scrape_timeout` is left out and logged: status shows what Kubernetes knows
-/// of it). Nothing when scraping is off or the admin token cannot be read.
-async fn scrape(
-    ctx: &Context,
-    ec: &validate::ValidatedEdgeCache,
-    pods: &[Pod],
-) -> BTreeMap<String, PodMetrics> {
+/// What reading the pods' `/metrics` found.
+#[derive(Default)]
+struct Scraped {
+    /// The figures of each pod that answered, by pod name.
+    metrics: BTreeMap<String, PodMetrics>,
+    /// The pods that could not be reached (`POD (ERROR)`); `None` when none was called.
+    unreachable: Option<Vec<String>>,
+}
+
+/// One pod's `/metrics` call.
+enum Scrape {
+    Read(String, PodMetrics),
+    Unreachable(String),
+    Failed,
+}
+
+/// The `/metrics` of each ready pod with an IP, by pod name, [`SCRAPES_AT_ONCE`] at a time (a pod
+/// that cannot be read within `ctx.scrape_timeout` is left out and logged: status shows what
+/// Kubernetes knows of it, and one that cannot be reached at all is named in `AdminReachable`).
+/// Nothing when scraping is off or the admin token cannot be read.
+async fn scrape(ctx: &Context, ec: &validate::ValidatedEdgeCache, pods: &[Pod]) -> Scraped {
     let Some(timeout) = ctx.scrape_timeout else {
-        return BTreeMap::new();
+        return Scraped::default();
     };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ec.namespace);
     let token = match secrets
@@ -332,7 +414,7 @@ async fn scrape(
             .and_then(|t| String::from_utf8(t.0).ok()),
         Err(e) => {
             warn!(error = %e, "cannot read the admin token; pod metrics not read");
-            return BTreeMap::new();
+            return Scraped::default();
         }
     };
     let port = ec.spec.network.admin_port;
@@ -349,25 +431,42 @@ async fn scrape(
                 let got = pod_admin::call("GET", addr, "/metrics", token.as_deref(), timeout).await;
                 match got {
                     Ok((200, body)) => {
-                        Some((name, pod_metrics::parse(&String::from_utf8_lossy(&body))))
+                        Scrape::Read(name, pod_metrics::parse(&String::from_utf8_lossy(&body)))
                     }
                     Ok((code, _)) => {
                         warn!(pod = %name, code, "pod /metrics refused");
-                        None
+                        Scrape::Failed
+                    }
+                    Err(e) if e.is_unreachable() => {
+                        warn!(pod = %name, error = %e, "pod admin port unreachable");
+                        Scrape::Unreachable(format!("{name} ({e})"))
                     }
                     Err(e) => {
                         warn!(pod = %name, error = %e, "pod /metrics not read");
-                        None
+                        Scrape::Failed
                     }
                 }
             })
         })
         .collect();
-    futures_util::stream::iter(calls)
-        .buffer_unordered(SCRAPES_AT_ONCE)
-        .filter_map(std::future::ready)
-        .collect()
-        .await
+    let mut out = Scraped {
+        metrics: BTreeMap::new(),
+        unreachable: Some(Vec::new()),
+    };
+    let mut results = futures_util::stream::iter(calls).buffer_unordered(SCRAPES_AT_ONCE);
+    while let Some(r) = results.next().await {
+        match r {
+            Scrape::Read(name, m) => {
+                out.metrics.insert(name, m);
+            }
+            Scrape::Unreachable(what) => out.unreachable.get_or_insert_default().push(what),
+            Scrape::Failed => {}
+        }
+    }
+    if let Some(u) = out.unreachable.as_mut() {
+        u.sort();
+    }
+    out
 }
 
 /// Every EdgeCache the operator watches (objects that do not parse are left out: they get no

@@ -1,8 +1,10 @@
 //! Step 4 of the pipeline: the status. `compute` is pure (conditions from the resource, the
-//! outcome of the earlier steps and the DaemonSet status); `write` sends it when it changed.
+//! outcome of the earlier steps, the DaemonSet status, its pods and the DaemonSet controller's
+//! `FailedCreate` Events); `write` sends it when it changed.
 
 use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheStatus, NodeStatus, ShardingStatus, condition};
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -18,6 +20,9 @@ pub enum Outcome<'a> {
     Refused { reason: &'a str, message: &'a str },
     /// `spec.paused`: nothing was applied.
     Paused,
+    /// Nothing is applied yet, for a reason that clears by itself (the children of an earlier
+    /// EdgeCache of this name still being collected): Progressing, not Degraded.
+    Waiting { reason: &'a str, message: &'a str },
     /// The children were applied; this is the DaemonSet the API server returned.
     Applied {
         daemon_set: &'a DaemonSet,
@@ -26,7 +31,85 @@ pub enum Outcome<'a> {
         nodes: &'a [NodeStatus],
         /// Nodes in the peer list; `None` when sharding is off.
         peers: Option<usize>,
+        /// The `FailedCreate` Events on the DaemonSet (read while it misses pods, see
+        /// [`pods_missing`]; [`creation_failure`] decides which still count).
+        failed_creates: &'a [Event],
+        /// The ready pods whose admin port could not be reached (no connection, no answer in
+        /// time), each `POD (ERROR)`; `None` when the pods were not called (scraping off).
+        admin_unreachable: Option<&'a [String]>,
     },
+}
+
+/// The reason of the DaemonSet controller's Event for a pod it could not create.
+pub const FAILED_CREATE: &str = "FailedCreate";
+
+/// How long a `FailedCreate` Event counts after it was last seen. The DaemonSet controller
+/// retries a refused creation with a back-off of at most 1000 s, each retry bumping the Event,
+/// so a refusal that persists is never older than this.
+pub const FAILED_CREATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// Pods the DaemonSet should run but has not created (`desiredNumberScheduled` minus
+/// `currentNumberScheduled`). Only then are its `FailedCreate` Events read.
+pub fn pods_missing(daemon_set: &DaemonSet) -> i32 {
+    let st = daemon_set.status.as_ref();
+    st.map_or(0, |s| {
+        (s.desired_number_scheduled - s.current_number_scheduled).max(0)
+    })
+}
+
+/// Why the DaemonSet's missing pods are not created (Pod Security, a ResourceQuota that
+/// requires limits, a missing PriorityClass...): the newest of `events` that is a
+/// `FailedCreate` on this DaemonSet (by uid where both have one: the Events of an earlier
+/// DaemonSet of the same name are not its own), while pods are missing. A failure that a later
+/// creation fixed is not reported: no pod is missing then; nor is one last seen more than
+/// [`FAILED_CREATE_WINDOW`] before `now` (a rollout's short gap between deleting a pod and
+/// creating its successor must not bring back an old, fixed refusal).
+pub fn creation_failure(daemon_set: &DaemonSet, events: &[Event], now: &Time) -> Option<String> {
+    let missing = pods_missing(daemon_set);
+    if missing == 0 {
+        return None;
+    }
+    let meta = &daemon_set.metadata;
+    let newest = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(FAILED_CREATE))
+        .filter(|e| {
+            last_seen(e).is_none_or(|t| {
+                // Seconds since it was last seen (negative: a clock ahead of ours, counted).
+                let age = now.0.as_second().saturating_sub(t.as_second());
+                u64::try_from(age).map_or(true, |age| age <= FAILED_CREATE_WINDOW.as_secs())
+            })
+        })
+        .filter(|e| {
+            let o = &e.involved_object;
+            o.kind.as_deref() == Some("DaemonSet")
+                && o.name == meta.name
+                && (o.uid.is_none() || meta.uid.is_none() || o.uid == meta.uid)
+        })
+        .max_by_key(|e| last_seen(e))?;
+    let desired = daemon_set
+        .status
+        .as_ref()
+        .map_or(0, |s| s.desired_number_scheduled);
+    let message = newest.message.as_deref().unwrap_or("no message").trim();
+    let times = match newest.count {
+        Some(n) if n > 1 => format!(" ({n} times)"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{missing} of {desired} cache pods cannot be created: {message}{times}"
+    ))
+}
+
+/// When an Event was last seen: its series, its last timestamp, its event time, its creation.
+fn last_seen(e: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
+    e.series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref())
+        .map(|t| t.0)
+        .or(e.last_timestamp.as_ref().map(|t| t.0))
+        .or(e.event_time.as_ref().map(|t| t.0))
+        .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
 /// The status for `ec` after `outcome`, keeping each condition's lastTransitionTime when its
@@ -65,6 +148,16 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                 "nothing is rolled out until the Degraded condition clears".into(),
             );
         }
+        Outcome::Waiting { reason, message } => {
+            set(condition::PROGRESSING, true, reason, message.to_string());
+            set(condition::DEGRADED, false, "AsExpected", String::new());
+            set(
+                condition::READY,
+                false,
+                reason,
+                "nothing is rolled out yet; see the Progressing condition".into(),
+            );
+        }
         Outcome::Paused => {
             set(
                 condition::PROGRESSING,
@@ -78,7 +171,13 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
             config_hash,
             nodes,
             peers,
+            failed_creates,
+            admin_unreachable,
         } => {
+            if let Some(unreachable) = admin_unreachable {
+                let (ok, reason, message) = admin_reachable(unreachable);
+                set(condition::ADMIN_REACHABLE, ok, reason, message);
+            }
             let ds = daemon_set.status.clone().unwrap_or_default();
             let observed = match (ds.observed_generation, daemon_set.metadata.generation) {
                 (Some(o), Some(g)) => o >= g,
@@ -113,22 +212,25 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
             } else {
                 format!("{counts}; not ready: {}", node_status::describe(&failing))
             };
-            let degraded = |set: &mut dyn FnMut(&str, bool, &str, String)| {
-                if stuck.is_empty() {
-                    set(condition::DEGRADED, false, "AsExpected", String::new());
-                } else {
-                    set(
-                        condition::DEGRADED,
-                        true,
-                        "PodsFailing",
-                        format!(
-                            "{} of {} cache pods cannot start without a fix: {}",
-                            stuck.len(),
-                            nodes.len(),
-                            node_status::describe(&stuck)
-                        ),
-                    );
-                }
+            // What needs a human: pods the DaemonSet cannot create, and pods that cannot start.
+            let not_created = creation_failure(daemon_set, failed_creates, now);
+            let failing_pods = (!stuck.is_empty()).then(|| {
+                format!(
+                    "{} of {} cache pods cannot start without a fix: {}",
+                    stuck.len(),
+                    nodes.len(),
+                    node_status::describe(&stuck)
+                )
+            });
+            let blocked = match (not_created, failing_pods) {
+                (Some(c), Some(f)) => Some(("PodCreationFailed", format!("{c}; {f}"))),
+                (Some(c), None) => Some(("PodCreationFailed", c)),
+                (None, Some(f)) => Some(("PodsFailing", f)),
+                (None, None) => None,
+            };
+            let degraded = |set: &mut dyn FnMut(&str, bool, &str, String)| match &blocked {
+                None => set(condition::DEGRADED, false, "AsExpected", String::new()),
+                Some((reason, message)) => set(condition::DEGRADED, true, reason, message.clone()),
             };
             if !observed {
                 set(
@@ -157,7 +259,7 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
             } else if ready == desired
                 && updated == desired
                 && available == desired
-                && stuck.is_empty()
+                && blocked.is_none()
             {
                 // The DaemonSet's counts and the pods are read apart: counts that already say
                 // ready while a pod still says it cannot start are not Ready (nor Ready and
@@ -172,12 +274,48 @@ pub fn compute(ec: &EdgeCache, outcome: Outcome<'_>, now: &Time) -> EdgeCacheSta
                 degraded(&mut set);
             } else {
                 set(condition::READY, false, "NodesNotReady", ready_message);
-                set(condition::PROGRESSING, true, "RollingOut", counts);
+                match &blocked {
+                    // Nothing moves until a human acts: not Progressing for ever.
+                    Some((reason, _)) => set(
+                        condition::PROGRESSING,
+                        false,
+                        reason,
+                        format!("{counts}; the rollout waits until the Degraded condition clears"),
+                    ),
+                    None => set(condition::PROGRESSING, true, "RollingOut", counts),
+                }
                 degraded(&mut set);
             }
         }
     }
     st
+}
+
+/// The `AdminReachable` condition from the pods that could not be reached.
+fn admin_reachable(unreachable: &[String]) -> (bool, &'static str, String) {
+    if unreachable.is_empty() {
+        return (
+            true,
+            "AllPodsAnswer",
+            "every ready pod answers on its admin port".into(),
+        );
+    }
+    let named: Vec<&str> = unreachable.iter().take(5).map(String::as_str).collect();
+    let more = match unreachable.len().saturating_sub(5) {
+        0 => String::new(),
+        n => format!(", and {n} more"),
+    };
+    (
+        false,
+        "AdminUnreachable",
+        format!(
+            "the operator cannot reach the admin port of {} pod(s): {}{more}; purges and \
+             metrics do not reach them (check NetworkPolicies and node firewalls for the \
+             admin port, spec.network.adminPort)",
+            unreachable.len(),
+            named.join(", ")
+        ),
+    )
 }
 
 fn short(hash: &str) -> &str {
@@ -262,7 +400,8 @@ fn order(type_: &str) -> u8 {
         condition::READY => 0,
         condition::PROGRESSING => 1,
         condition::DEGRADED => 2,
-        _ => 3,
+        condition::ADMIN_REACHABLE => 3,
+        _ => 4,
     }
 }
 
@@ -366,6 +505,8 @@ mod tests {
             config_hash: "h",
             nodes: &[],
             peers: None,
+            failed_creates: &[],
+            admin_unreachable: None,
         };
         compute(ec, outcome, &t(secs))
     }
@@ -398,6 +539,8 @@ mod tests {
                 config_hash: "abc",
                 nodes: &[],
                 peers: None,
+                failed_creates: &[],
+                admin_unreachable: None,
             },
             &t(0),
         );
@@ -450,6 +593,8 @@ mod tests {
                 config_hash: "abc",
                 nodes: &[stuck, fine],
                 peers: None,
+                failed_creates: &[],
+                admin_unreachable: None,
             },
             &t(0),
         );
@@ -464,6 +609,136 @@ mod tests {
                 .contains("not ready: nvme-1 (ImagePullBackOff")
         );
         assert_eq!(cond(&st, "Degraded").status, "True");
+    }
+
+    /// A core/v1 Event as the DaemonSet controller records it.
+    fn event(reason: &str, ds_uid: &str, message: &str, last_second: i64, count: i32) -> Event {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("web.{last_second}"), "namespace": "edge"},
+            "involvedObject": {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "web",
+                               "namespace": "edge", "uid": ds_uid},
+            "reason": reason, "message": message, "type": "Warning", "count": count,
+            "lastTimestamp": t(last_second).0.to_string(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_the_daemon_set_cannot_create_are_degraded_with_the_admissions_message() {
+        let ec = minimal_edgecache("");
+        let mut d = ds(1, 1, 2, 0, 0);
+        d.metadata.name = Some("web".into());
+        d.metadata.uid = Some("ds-2".into());
+        if let Some(s) = d.status.as_mut() {
+            s.current_number_scheduled = 0;
+        }
+        let forbidden = "Error creating: pods \"web-x\" is forbidden: violates PodSecurity \
+                         \"baseline:latest\": host namespaces (hostNetwork=true)";
+        let events = [
+            // The DaemonSet of an earlier EdgeCache of this name: not this one's.
+            event(
+                "FailedCreate",
+                "ds-1",
+                "Error creating: an old reason",
+                90,
+                1,
+            ),
+            event(
+                "FailedCreate",
+                "ds-2",
+                "Error creating: an older reason",
+                10,
+                1,
+            ),
+            event("FailedCreate", "ds-2", forbidden, 20, 4),
+            event("SuccessfulCreate", "ds-2", "Created pod: web-y", 30, 1),
+        ];
+        let outcome = |d, failed_creates| Outcome::Applied {
+            daemon_set: d,
+            config_hash: "h",
+            nodes: &[],
+            peers: None,
+            failed_creates,
+            admin_unreachable: None,
+        };
+        let st = compute(&ec, outcome(&d, &events), &t(100));
+        let deg = cond(&st, "Degraded");
+        assert_eq!(
+            (deg.status.as_str(), deg.reason.as_str()),
+            ("True", "PodCreationFailed")
+        );
+        assert_eq!(
+            deg.message,
+            format!("2 of 2 cache pods cannot be created: {forbidden} (4 times)")
+        );
+        let progressing = cond(&st, "Progressing");
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("False", "PodCreationFailed")
+        );
+        assert_eq!(cond(&st, "Ready").status, "False");
+
+        // Fixed (the pods exist now): the same Events no longer count.
+        let mut ec = ec;
+        ec.status = Some(st);
+        let fixed = ds(1, 1, 2, 2, 2);
+        let mut fixed = fixed;
+        fixed.metadata.name = Some("web".into());
+        fixed.metadata.uid = Some("ds-2".into());
+        let st = compute(&ec, outcome(&fixed, &events), &t(200));
+        assert_eq!(cond(&st, "Degraded").status, "False");
+        assert_eq!(cond(&st, "Ready").status, "True");
+        assert_eq!(pods_missing(&fixed), 0);
+        // The same refusal last seen over half an hour ago (fixed since; a rollout's gap):
+        // not degraded.
+        let st = compute(&ec, outcome(&d, &events[1..3]), &t(20 + 31 * 60));
+        assert_eq!(cond(&st, "Degraded").status, "False");
+        // Missing pods and no Event (yet): progressing, not degraded.
+        let st = compute(&ec, outcome(&d, &[]), &t(300));
+        assert_eq!(cond(&st, "Degraded").status, "False");
+        assert_eq!(cond(&st, "Progressing").status, "True");
+    }
+
+    #[test]
+    fn pods_the_operator_cannot_reach_are_named_in_admin_reachable() {
+        let ec = minimal_edgecache("");
+        let d = ds(1, 1, 2, 2, 2);
+        let outcome = |admin_unreachable| Outcome::Applied {
+            daemon_set: &d,
+            config_hash: "h",
+            nodes: &[],
+            peers: None,
+            failed_creates: &[],
+            admin_unreachable,
+        };
+        let gone = ["web-a (cannot connect to 10.0.0.1:9090: Connection refused)".to_string()];
+        let st = compute(&ec, outcome(Some(&gone)), &t(0));
+        let c = cond(&st, "AdminReachable");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "AdminUnreachable")
+        );
+        assert!(
+            c.message.starts_with(
+                "the operator cannot reach the admin port of 1 pod(s): web-a (cannot connect"
+            ),
+            "{}",
+            c.message
+        );
+        assert_eq!(cond(&st, "Ready").status, "True", "serving is judged apart");
+        let types: Vec<_> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            types,
+            ["Ready", "Progressing", "Degraded", "AdminReachable"]
+        );
+        let st = compute(&ec, outcome(Some(&[])), &t(0));
+        assert_eq!(cond(&st, "AdminReachable").reason, "AllPodsAnswer");
+        // Not called (scraping off): no such condition.
+        assert!(
+            compute(&ec, outcome(None), &t(0))
+                .condition("AdminReachable")
+                .is_none()
+        );
     }
 
     #[test]

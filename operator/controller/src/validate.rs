@@ -5,6 +5,7 @@
 //! checks CEL cannot express well (byte-size arithmetic, the origin URL syntax, the data-plane
 //! config's own rules). Every problem is reported, each naming its field.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 
@@ -87,6 +88,33 @@ pub struct Policy {
     pub dataplane_image: Option<String>,
     /// Secrets (in each EdgeCache's namespace) the data-plane pods pull their image with.
     pub image_pull_secrets: Vec<String>,
+    /// The operator's own pods, which call the data-plane pods' admin port; when known, each
+    /// EdgeCache gets a NetworkPolicy that lets them (`build::network_policy`).
+    pub admin_clients: Option<AdminClients>,
+}
+
+/// Where the operator's pods run and the labels that select them, and address ranges that may
+/// reach the admin port too (the nodes' subnet, for the API server's pod proxy and a node's
+/// own processes; a Prometheus outside the cluster).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AdminClients {
+    pub namespace: String,
+    pub pod_labels: BTreeMap<String, String>,
+    /// CIDRs, each checked by [`check_cidr`].
+    pub cidrs: Vec<String>,
+}
+
+/// Whether `cidr` is `ADDRESS/PREFIX` with a prefix the address family allows.
+pub fn check_cidr(cidr: &str) -> Result<(), String> {
+    let bad = || format!("{cidr:?} is not a CIDR like 10.0.0.0/24 or fd00::/64");
+    let (ip, prefix) = cidr.split_once('/').ok_or_else(bad)?;
+    let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
+    let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    if prefix > max {
+        return Err(bad());
+    }
+    Ok(())
 }
 
 /// An `EdgeCache` that passed validation, with the data-plane config derived from it.
@@ -106,6 +134,34 @@ pub struct ValidatedEdgeCache {
     pub image: String,
     /// The install's [`Policy::image_pull_secrets`].
     pub image_pull_secrets: Vec<String>,
+    /// The install's [`Policy::admin_clients`].
+    pub admin_clients: Option<AdminClients>,
+}
+
+impl ValidatedEdgeCache {
+    /// The same EdgeCache with its serving listeners (`listen`, `tls.listen`) on the wildcard
+    /// address of the cluster's family as its Service shows it (`spec.ipFamilies`, which the
+    /// API server sets): `[::]` when the Service's first family is IPv6 (an IPv6-only or
+    /// IPv6-first cluster; the socket is dual-stack and the data plane counts IPv4 clients by
+    /// their IPv4 address), else `0.0.0.0` as before, so an IPv4 node without IPv6 keeps a
+    /// listener it can bind (issue 35 defect 6). No Service yet: `0.0.0.0`, and the next
+    /// reconcile (the Service is watched) moves it.
+    pub fn serving_on(mut self, service_ip_families: &[String]) -> Self {
+        let ip = listen_ip(service_ip_families);
+        self.dataplane.listen.set_ip(ip);
+        if let Some(l) = self.dataplane.tls.listen.as_mut() {
+            l.set_ip(ip);
+        }
+        self
+    }
+}
+
+/// The wildcard address to listen on for a Service of `ip_families`.
+pub fn listen_ip(ip_families: &[String]) -> std::net::IpAddr {
+    match ip_families.first().map(String::as_str) {
+        Some("IPv6") => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        _ => std::net::Ipv4Addr::UNSPECIFIED.into(),
+    }
 }
 
 /// The data-plane image of this operator's release: `EDGECACHE_DATAPLANE_IMAGE` at build time
@@ -501,6 +557,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             .or_else(|| policy.dataplane_image.clone())
             .unwrap_or_else(default_image),
         image_pull_secrets: policy.image_pull_secrets.clone(),
+        admin_clients: policy.admin_clients.clone(),
     })
 }
 

@@ -526,6 +526,163 @@ async fn delete_removes_the_children() {
     op.stop().await;
 }
 
+/// Issue 35 defect 14: deleted and created again under the same name while the garbage
+/// collector still has the old children (it works in the background on a real cluster): the
+/// new EdgeCache waits (Progressing, not NameConflict, which waited for the five-minute resync)
+/// and converges within seconds of the last old child going, the ServiceAccount (not watched)
+/// included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_under_the_same_name_it_converges_once_the_old_children_go() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let old_uid = ec_value(&fake).unwrap()["metadata"]["uid"].clone();
+    let children = [
+        (keys::SERVICEACCOUNTS, "web"),
+        (keys::SECRETS, "web-admin-token"),
+        (keys::CONFIGMAPS, "web-config"),
+        (keys::SERVICES, "web"),
+        (keys::DAEMONSETS, "web"),
+    ];
+    let old: Vec<(&str, Value)> = children
+        .iter()
+        .map(|(r, n)| (*r, fake.get(r, Some(NS), n).unwrap()))
+        .collect();
+    Api::<EdgeCache>::namespaced(fake.client(), NS)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("children gone", || children_exist(&fake) == [false; 4]).await;
+    // The collector has not got to them yet: the old children are back, owned by the old uid.
+    for (r, obj) in &old {
+        let mut obj = obj.clone();
+        for f in [
+            "uid",
+            "resourceVersion",
+            "managedFields",
+            "creationTimestamp",
+        ] {
+            obj["metadata"].as_object_mut().unwrap().remove(f);
+        }
+        assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], old_uid);
+        fake.put_object(r, Some(NS), obj);
+    }
+    create(&fake, &new_ec("")).await;
+    eventually("waiting for the old children", || {
+        condition(&fake, "Progressing").is_some_and(|c| c.0 == "True" && c.1 == "PreviousChildren")
+    })
+    .await;
+    assert_eq!(
+        condition(&fake, "Degraded").map(|c| (c.0, c.1)),
+        Some(("False".to_string(), "AsExpected".to_string())),
+        "not a conflict"
+    );
+    // The collector removes them one by one, the ServiceAccount last (one written meanwhile
+    // may be gone already: the fake collects a write's dangling owner at once).
+    for (r, n) in children.iter().rev() {
+        fake.delete(r, Some(NS), n);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually_within(Duration::from_secs(5), "Ready soon after", || {
+        is_ready(&fake)
+    })
+    .await;
+    let new_uid = ec_value(&fake).unwrap()["metadata"]["uid"].clone();
+    assert_ne!(new_uid, old_uid);
+    for (r, n) in children {
+        let child = fake.get(r, Some(NS), n).unwrap();
+        assert_eq!(
+            child["metadata"]["ownerReferences"][0]["uid"], new_uid,
+            "{r} {n}"
+        );
+    }
+    op.stop().await;
+}
+
+/// Issue 35 defect 9: with the operator's pods known, the EdgeCache's pods get a NetworkPolicy
+/// (owned, so it goes with the EdgeCache), applied before their DaemonSet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_policy_is_applied_with_the_children() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start_with(&fake, |ctx| {
+        ctx.policy.admin_clients = Some(edgecache_operator::validate::AdminClients {
+            namespace: "edgecache-system".into(),
+            pod_labels: [(
+                "app.kubernetes.io/name".to_string(),
+                "edgecache-operator".to_string(),
+            )]
+            .into(),
+            cidrs: Vec::new(),
+        });
+    });
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let np = fake
+        .get("networking.k8s.io/v1/networkpolicies", Some(NS), "web")
+        .expect("a NetworkPolicy");
+    let uid = ec_value(&fake).unwrap()["metadata"]["uid"].clone();
+    assert_eq!(np["metadata"]["ownerReferences"][0]["uid"], uid);
+    assert_eq!(np["spec"]["ingress"][1]["ports"][0]["port"], 9090);
+    assert_eq!(
+        np["spec"]["ingress"][1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "edgecache-system"
+    );
+    let order: Vec<String> = fake
+        .changes()
+        .iter()
+        .filter(|c| c.resource.ends_with("networkpolicies") || c.resource == keys::DAEMONSETS)
+        .map(|c| c.resource.clone())
+        .collect();
+    assert!(
+        order
+            .first()
+            .is_some_and(|r| r.ends_with("networkpolicies")),
+        "{order:?}"
+    );
+    op.stop().await;
+}
+
+/// Issue 35 defect 6: on an IPv6 cluster (the API server gives the Service `ipFamilies:
+/// [IPv6]`), the data plane listens on `[::]`, not on IPv4's `0.0.0.0` only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_an_ipv6_cluster_the_pods_listen_on_ipv6() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let listen = |fake: &FakeApiServer| {
+        let cm = fake.get(keys::CONFIGMAPS, Some(NS), "web-config").unwrap();
+        let text = cm["data"]["config.yaml"].as_str().unwrap().to_string();
+        // Its shape only: the node name comes from the pod's env.
+        edgecache_api::dataplane::parse_shape(&text)
+            .unwrap()
+            .0
+            .listen
+            .to_string()
+    };
+    assert_eq!(listen(&fake), "0.0.0.0:8080");
+    // What the API server's Service allocation puts there on a single-stack IPv6 cluster.
+    let mut svc = fake.get(keys::SERVICES, Some(NS), "web").unwrap();
+    svc["spec"]["ipFamilies"] = json!(["IPv6"]);
+    svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+    fake.put_object(keys::SERVICES, Some(NS), svc);
+    eventually("the config listens on [::]", || {
+        listen(&fake) == "[::]:8080"
+    })
+    .await;
+    eventually("Ready with the new config", || is_ready(&fake)).await;
+    assert_eq!(
+        fake.get(keys::SERVICES, Some(NS), "web").unwrap()["spec"]["ipFamilies"],
+        json!(["IPv6"]),
+        "the operator's apply leaves the server's families alone"
+    );
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciling_twice_writes_nothing_the_second_time() {
     let fake = fake();
@@ -1649,6 +1806,89 @@ async fn status_names_the_node_whose_pod_cannot_pull_its_image() {
     op.stop().await;
 }
 
+/// Issue 35 defect 3: pods the DaemonSet can never create (here Pod Security refuses them) make
+/// the EdgeCache Degraded with the admission's message, read from the DaemonSet controller's
+/// FailedCreate Event, not Progressing for ever with Degraded=False.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_that_cannot_be_created_are_degraded_with_the_failed_create_message() {
+    let fake = fake();
+    nodes(&fake);
+    let forbidden = "pods \"web-nvme-1\" is forbidden: violates PodSecurity \"baseline:latest\": \
+                     host namespaces (hostNetwork=true), hostPath volumes (volume \"cache\")";
+    fake.refuse_pods(NS, Some(forbidden));
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Degraded PodCreationFailed", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "PodCreationFailed")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert_eq!(
+        message,
+        format!("2 of 2 cache pods cannot be created: Error creating: {forbidden}")
+    );
+    let progressing = condition(&fake, "Progressing").unwrap();
+    assert_eq!(
+        (progressing.0.as_str(), progressing.1.as_str()),
+        ("False", "PodCreationFailed")
+    );
+    // Fixed (the namespace's policy relaxed): the pods are made and the condition clears.
+    fake.refuse_pods(NS, None);
+    eventually("Ready", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    // One pod refused later (its node's pod deleted, a ResourceQuota now requires limits):
+    // Degraded again, naming the quota.
+    let quota = "pods \"web-ssd-1\" is forbidden: failed quota: compute: must specify limits.cpu";
+    fake.refuse_pods(NS, Some(quota));
+    assert!(fake.delete(keys::PODS, Some(NS), "web-ssd-1"));
+    eventually("Degraded names the quota", || {
+        condition(&fake, "Degraded").is_some_and(|c| {
+            c.0 == "True"
+                && c.2 == format!("1 of 2 cache pods cannot be created: Error creating: {quota}")
+        })
+    })
+    .await;
+    op.stop().await;
+}
+
+/// Issue 35 defect 20: a data-plane container the runtime cannot start (RunContainerError while
+/// restarting) is Degraded, naming the node and the error, not `Degraded=False AsExpected`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_that_can_never_start_is_degraded() {
+    let fake = fake();
+    nodes(&fake);
+    let op = Operator::start(&fake);
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let caps = "failed to create containerd task: failed to create shim task: OCI runtime create \
+                failed: runc create failed: unable to start container process: unable to apply \
+                caps: operation not permitted: unknown";
+    let failing = json!({"phase": "Running",
+        "conditions": [{"type": "PodScheduled", "status": "True"},
+                       {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        "containerStatuses": [{"name": "dataplane", "image": "edgecache-dataplane", "imageID": "",
+            "ready": false, "restartCount": 5,
+            "state": {"waiting": {"reason": "RunContainerError", "message": caps}},
+            "lastState": {"terminated": {"exitCode": 128, "reason": "StartError", "message": caps}}}]});
+    fake.set_pod_status(NS, "web-nvme-1", Some(failing));
+    eventually("Degraded PodsFailing", || {
+        condition(&fake, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "PodsFailing")
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "Degraded").unwrap();
+    assert!(
+        message.starts_with("1 of 2 cache pods cannot start without a fix: nvme-1 (RunContainerError: failed to create containerd task"),
+        "{message}"
+    );
+    assert!(message.contains("unable to apply caps"), "{message}");
+    assert_eq!(condition(&fake, "Progressing").unwrap().0, "False");
+    assert_eq!(node_entry(&fake, "nvme-1").unwrap()["restarts"], 5);
+    fake.set_pod_status(NS, "web-nvme-1", None);
+    eventually("Ready again", || is_ready(&fake)).await;
+    assert_eq!(condition(&fake, "Degraded").unwrap().0, "False");
+    op.stop().await;
+}
+
 /// A stand-in for a pod's admin endpoint on 127.0.0.1: answers every request with `body` and
 /// keeps each request head.
 async fn admin_endpoint(body: &'static str) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
@@ -1729,6 +1969,24 @@ async fn status_nodes_carry_what_each_pod_reports_on_its_metrics() {
             .all(|h| h.contains(&format!("authorization: bearer {token}"))),
         "{heads:?}"
     );
+    // Issue 35 defect 9: the pod the operator cannot reach is a condition, not silence.
+    eventually("AdminReachable names ssd-1's pod", || {
+        condition(&fake, "AdminReachable").is_some_and(|c| {
+            c.0 == "False" && c.1 == "AdminUnreachable" && c.2.contains("of 1 pod(s): web-ssd-1 (")
+        })
+    })
+    .await;
+    let (_, _, message) = condition(&fake, "AdminReachable").unwrap();
+    assert!(!message.contains("web-nvme-1"), "{message}");
+    assert!(message.contains("NetworkPolicies"), "{message}");
+    assert!(is_ready(&fake), "serving is not judged by the admin port");
+    // Reachable again (the policy fixed): the condition clears.
+    let local = fake.get(keys::PODS, Some(NS), "web-nvme-1").unwrap()["status"].clone();
+    fake.set_pod_status(NS, "web-ssd-1", Some(local));
+    eventually("AdminReachable", || {
+        condition(&fake, "AdminReachable").is_some_and(|c| c.0 == "True" && c.1 == "AllPodsAnswer")
+    })
+    .await;
     op.stop().await;
 }
 

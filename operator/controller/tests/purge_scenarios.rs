@@ -251,7 +251,10 @@ async fn an_unreachable_pod_stays_unconfirmed_and_gets_the_purge_once_back() {
     .await;
     until_confirmed(&fake, "img", "2/3").await;
     let (s, reason, message) = complete(&fake, "img").unwrap();
-    assert_eq!((s.as_str(), reason.as_str()), ("False", "PodsPending"));
+    // Issue 35 defect 9: an unreachable admin port is named as such (a NetworkPolicy, a
+    // firewall), not only "pending".
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "AdminUnreachable"));
+    assert!(message.contains("NetworkPolicies"), "{message}");
     assert!(
         message.contains("node node-c (pod web-c): unreachable"),
         "{message}"
@@ -350,6 +353,69 @@ async fn a_pod_added_later_gets_the_earlier_purges() {
         st["confirmed"] == "3/3" && st["nodes"][2]["podUid"] != uid_before
     })
     .await;
+    op.stop().await;
+}
+
+/// Requests the purge controller made for purge `name` (reads of it) since request `from`.
+fn purge_reads(fake: &FakeApiServer, from: usize, name: &str) -> usize {
+    let path = format!("/edgecachepurges/{name}");
+    fake.requests()[from..]
+        .iter()
+        .filter(|r| {
+            r.method == http::Method::GET
+                && r.uri.split('?').next().is_some_and(|p| p.ends_with(&path))
+        })
+        .count()
+}
+
+/// Issue 35 defect 15: the events of pods that confirmed every purge re-queue no complete
+/// purge (each re-queue read the purge, its EdgeCache and Secret and listed the pods); a new
+/// pod still gets every purge, and a pending purge is still re-queued by its pod's events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_events_requeue_only_the_purges_that_still_need_the_pod() {
+    let port = common_port(&IPS).await;
+    let fake = cluster(port, TOKEN).await;
+    let _a = serving_pod(&fake, port, 0).await;
+    let _b = serving_pod(&fake, port, 1).await;
+    let op =
+        Operator::start_with_resync(&fake, Duration::from_secs(3600), Duration::from_secs(3600));
+    let names = ["one", "two", "three"];
+    for (i, name) in names.iter().enumerate() {
+        create_purge(
+            &fake,
+            name,
+            json!({"edgeCache": "web", "urls": [format!("http://www.example/{i}.css")]}),
+        )
+        .await;
+    }
+    eventually("every purge Complete", || {
+        names.iter().all(|n| is_complete(&fake, n))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mark = fake.requests().len();
+    // Five updates of a confirmed pod (what a kubelet status update looks like to the watch).
+    for i in 0..5 {
+        let mut pod = fake.get(keys::PODS, Some(NS), "web-a").unwrap();
+        pod["metadata"]["annotations"] = json!({"touched": i.to_string()});
+        fake.put_object(keys::PODS, Some(NS), pod);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for name in names {
+        assert_eq!(
+            purge_reads(&fake, mark, name),
+            0,
+            "purge {name} was re-read for a pod that confirmed it"
+        );
+    }
+    // A new pod still gets every purge.
+    let c = serving_pod(&fake, port, 2).await;
+    eventually("every purge confirmed by the new pod", || {
+        names.iter().all(|n| status(&fake, n)["confirmed"] == "3/3")
+    })
+    .await;
+    assert_eq!(c.ids().len(), 3);
     op.stop().await;
 }
 

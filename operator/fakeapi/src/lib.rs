@@ -5,7 +5,8 @@
 //! What it models:
 //! - an object store keyed by group/version/resource, namespace and name, with a global,
 //!   monotonically increasing `resourceVersion`, uids and creation timestamps;
-//! - get, list (label and `metadata.name`/`metadata.namespace` field selectors), create,
+//! - get, list (label selectors; `metadata.name`/`metadata.namespace` and equality field
+//!   selectors on any other field path, e.g. an Event's `involvedObject.name`), create,
 //!   replace (optimistic concurrency on `resourceVersion`), delete;
 //! - watch as a streaming body of newline-delimited events, resumable from a resourceVersion
 //!   through an event history, `410 Gone` for one older than the (compactable) history, and
@@ -48,7 +49,9 @@
 //!   node goes or stops fitting, made again when deleted by hand); pods are ready at once
 //!   unless [`FakeApiServer::set_pods_ready`] says not, a pod's status can be set as its
 //!   kubelet would report it ([`FakeApiServer::set_pod_status`]: an image pull failure, a crash
-//!   loop), the DaemonSet's ready counts follow its pods, and
+//!   loop), pod creation can be refused as admission would refuse it
+//!   ([`FakeApiServer::refuse_pods`]: no pod, a core/v1 `FailedCreate` Event on the DaemonSet),
+//!   the DaemonSet's ready counts follow its pods, and
 //!   a new pod template is rolled out at once, or step by step (`maxUnavailable` pods per
 //!   [`FakeApiServer::advance_rollouts`]) after [`FakeApiServer::set_manual_rollouts`];
 //! - Pods put by the test as well, as the kubelet reports them ([`FakeApiServer::put_pod`]:
@@ -117,6 +120,7 @@ pub mod keys {
     pub const DAEMONSETS: &str = "apps/v1/daemonsets";
     pub const PODS: &str = super::pods::PODS;
     pub const EVENTS: &str = "events.k8s.io/v1/events";
+    pub const CORE_EVENTS: &str = super::pods::CORE_EVENTS;
     pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
     pub const EDGECACHEPURGES: &str = "edgecache.dev/v1alpha1/edgecachepurges";
 }
@@ -241,6 +245,8 @@ struct State {
     rollouts: BTreeMap<ObjKey, (i64, Option<i64>)>,
     /// Pod statuses set by [`FakeApiServer::set_pod_status`], kept until cleared.
     pod_status: BTreeMap<ObjKey, Value>,
+    /// Per namespace, why pod creation is refused there ([`FakeApiServer::refuse_pods`]).
+    pod_refusals: BTreeMap<String, String>,
     /// Addresses handed out so far, and each node's (for `hostNetwork` pods).
     ip_seq: u32,
     node_ips: BTreeMap<String, String>,
@@ -293,6 +299,7 @@ impl FakeApiServer {
                 manual_rollouts: false,
                 rollouts: BTreeMap::new(),
                 pod_status: BTreeMap::new(),
+                pod_refusals: BTreeMap::new(),
                 ip_seq: 0,
                 node_ips: BTreeMap::new(),
                 syncing_pods: false,
@@ -460,6 +467,21 @@ impl FakeApiServer {
         match status {
             Some(s) => st.pod_status.insert(k, s),
             None => st.pod_status.remove(&k),
+        };
+        st.simulate_all();
+    }
+
+    /// Refuse the creation of pods in `namespace` with `message` (what admission answers: Pod
+    /// Security, a ResourceQuota that requires limits, a missing PriorityClass), until called
+    /// again with `None`. The simulated DaemonSet controller then creates no pod there, counts
+    /// only the pods that exist in `currentNumberScheduled`, and records a core/v1 Warning Event
+    /// `FailedCreate` on the DaemonSet (`Error creating: MESSAGE`), as the real one does.
+    /// Re-simulates every DaemonSet.
+    pub fn refuse_pods(&self, namespace: &str, message: Option<&str>) {
+        let mut st = self.lock();
+        match message {
+            Some(m) => st.pod_refusals.insert(namespace.to_string(), m.to_string()),
+            None => st.pod_refusals.remove(namespace),
         };
         st.simulate_all();
     }
@@ -894,6 +916,10 @@ struct Filter {
     labels: LabelSelector,
     name: Option<String>,
     field_namespace: Option<String>,
+    /// Other `a.b=value` field selectors (e.g. an Event's `involvedObject.name`, `reason`): the
+    /// field at that path must be that string. The real server takes only the fields each kind
+    /// declares; the fake takes any path.
+    fields: Vec<(String, String)>,
 }
 
 impl Filter {
@@ -902,6 +928,7 @@ impl Filter {
             .map_err(|e| ApiError::new(400, "BadRequest", e))?;
         let mut name = None;
         let mut field_namespace = None;
+        let mut fields = Vec::new();
         for part in query
             .get("fieldSelector")
             .map_or("", String::as_str)
@@ -913,6 +940,10 @@ impl Filter {
                 Some(("metadata.namespace", v)) => {
                     field_namespace = Some(v.trim_start_matches('=').to_string())
                 }
+                Some((path, v)) if !path.is_empty() && !path.ends_with('!') => fields.push((
+                    format!("/{}", path.replace('.', "/")),
+                    v.trim_start_matches('=').to_string(),
+                )),
                 _ => {
                     return Err(ApiError::new(
                         400,
@@ -928,6 +959,7 @@ impl Filter {
             labels,
             name,
             field_namespace,
+            fields,
         })
     }
 
@@ -941,6 +973,10 @@ impl Filter {
             && self
                 .labels
                 .matches(&sim::string_map(obj.pointer("/metadata/labels")))
+            && self
+                .fields
+                .iter()
+                .all(|(path, v)| obj.pointer(path).and_then(Value::as_str) == Some(v.as_str()))
     }
 
     fn matches_change(&self, c: &Change) -> bool {
@@ -1600,8 +1636,9 @@ impl State {
         };
         self.rollouts.insert(k.clone(), (generation, updated));
         let mut status = daemonset_status(&ds, &nodes, self.pods_ready, updated);
-        let ready = self.sync_pods(k, &ds, &nodes);
+        let (scheduled, ready) = self.sync_pods(k, &ds, &nodes);
         let desired = status["desiredNumberScheduled"].as_i64().unwrap_or(0);
+        status["currentNumberScheduled"] = json!(scheduled);
         status["numberReady"] = json!(ready);
         status["numberAvailable"] = json!(ready);
         match status.as_object_mut() {
@@ -1624,9 +1661,10 @@ impl State {
 
 impl State {
     /// The DaemonSet controller's pods: one per node `ds` fits (created when missing, deleted
-    /// from nodes it no longer fits or that are gone), each with the kubelet's status. Returns
-    /// how many are ready.
-    fn sync_pods(&mut self, k: &ObjKey, ds: &Value, nodes: &[Value]) -> i64 {
+    /// from nodes it no longer fits or that are gone), each with the kubelet's status; none is
+    /// created where [`FakeApiServer::refuse_pods`] refuses them (a `FailedCreate` Event on the
+    /// DaemonSet instead). Returns how many exist and how many are ready.
+    fn sync_pods(&mut self, k: &ObjKey, ds: &Value, nodes: &[Value]) -> (i64, i64) {
         let empty = json!({});
         let pod_spec = ds.pointer("/spec/template/spec").unwrap_or(&empty).clone();
         let host_network = pod_spec["hostNetwork"].as_bool().unwrap_or(false);
@@ -1662,7 +1700,8 @@ impl State {
                 self.syncing_pods = false;
             }
         }
-        let mut ready = 0;
+        let (mut scheduled, mut ready) = (0, 0);
+        let refusal = self.pod_refusals.get(&k.1).cloned();
         for node in fitting {
             let pk = (
                 pods::PODS.to_string(),
@@ -1670,6 +1709,11 @@ impl State {
                 pods::pod_name(&k.2, &node),
             );
             let existing = self.objects.get(&pk).cloned();
+            if let (None, Some(message)) = (&existing, &refusal) {
+                self.failed_create(k, ds, message);
+                continue;
+            }
+            scheduled += 1;
             let ip = match existing
                 .as_ref()
                 .and_then(|p| p.pointer("/status/podIP"))
@@ -1708,7 +1752,35 @@ impl State {
                 ready += 1;
             }
         }
-        ready
+        (scheduled, ready)
+    }
+
+    /// The DaemonSet controller's Warning Event for a pod that admission refused (one per
+    /// DaemonSet and message; written once, so a re-simulation changes nothing).
+    fn failed_create(&mut self, k: &ObjKey, ds: &Value, message: &str) {
+        let uid = ds.pointer("/metadata/uid").cloned().unwrap_or(json!(""));
+        let name = format!("{}.failedcreate", k.2);
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": k.1},
+            "involvedObject": {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": k.2,
+                               "namespace": k.1, "uid": uid},
+            "reason": "FailedCreate",
+            "message": format!("Error creating: {message}"),
+            "type": "Warning",
+            "count": 1,
+            "source": {"component": "daemonset-controller"},
+        });
+        let ek = (pods::CORE_EVENTS.to_string(), k.1.clone(), name);
+        if self
+            .objects
+            .get(&ek)
+            .is_some_and(|e| e["message"] == event["message"] && e["involvedObject"]["uid"] == uid)
+        {
+            return;
+        }
+        let _ = self.commit(&ek, event, DAEMONSET_CONTROLLER, None, "Update");
     }
 
     fn node_ip(&mut self, node: &str) -> String {

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 /// Resource key of Pods.
 pub const PODS: &str = "/v1/pods";
+/// Resource key of core/v1 Events (what the DaemonSet controller records).
+pub const CORE_EVENTS: &str = "/v1/events";
 
 /// The name of the DaemonSet's pod on `node`.
 pub fn pod_name(daemon_set: &str, node: &str) -> String {

@@ -85,6 +85,14 @@ pub fn defaults() -> BTreeMap<String, ResourceInfo> {
         ResourceInfo::new("apps", "v1", "daemonsets", "DaemonSet", true, true),
         ResourceInfo::new("apps", "v1", "deployments", "Deployment", true, true),
         ResourceInfo::new("events.k8s.io", "v1", "events", "Event", true, false),
+        ResourceInfo::new(
+            "networking.k8s.io",
+            "v1",
+            "networkpolicies",
+            "NetworkPolicy",
+            true,
+            false,
+        ),
         ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease", true, false),
         ResourceInfo::new(
             "edgecache.dev",

@@ -518,6 +518,18 @@ fn admin_listener_on_the_pod_ip_with_a_token_from_the_secret() {
     };
     // Kubernetes expands $(POD_IP) from the container's env; the flag overrides the file.
     assert_eq!(after("--admin"), "$(POD_IP):9901");
+    // Issue 35 defect 6: expanded with an IPv4 or an IPv6 pod IP (bare, as Kubernetes puts
+    // it), it is an address the data plane's --admin takes.
+    for (pod_ip, want) in [
+        ("10.244.0.7", "10.244.0.7:9901"),
+        ("fd00:10:244::7", "[fd00:10:244::7]:9901"),
+    ] {
+        let expanded = after("--admin").replace("$(POD_IP)", pod_ip);
+        assert_eq!(
+            dataplane::parse_socket_addr(&expanded).map(|a| a.to_string()),
+            Ok(want.to_string())
+        );
+    }
     assert_eq!(after("--admin-token-file"), "/etc/edgecache-admin/token");
     let env = c.env.as_ref().unwrap();
     let pod_ip = env.iter().find(|e| e.name == "POD_IP").unwrap();
@@ -1074,4 +1086,100 @@ fn the_install_sets_the_default_image_and_the_pull_secrets() {
     let d = desired("");
     assert_eq!(container(&d).image, Some(crate::validate::default_image()));
     assert_eq!(pod(&d).image_pull_secrets, None);
+}
+
+/// Issue 35 defect 9: with the operator's pods known (the chart's --operator-namespace and
+/// --operator-pod-label), each EdgeCache gets an ingress NetworkPolicy: the serving ports from
+/// anywhere (clients, and the pods' peer fills), the admin port from the operator's pods and
+/// the EdgeCache's own; nothing without them.
+#[test]
+fn the_network_policy_lets_the_operator_reach_the_admin_port_and_clients_the_serving_ports() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let ec = minimal_edgecache(
+        "network:\n  port: 8081\n  adminPort: 9901\ntls:\n  certificates: [{secretName: web-tls}]\n",
+    );
+    assert!(
+        build(&validate(&ec, &Policy::default()).unwrap())
+            .network_policy
+            .is_none()
+    );
+    let policy = Policy {
+        admin_clients: Some(crate::validate::AdminClients {
+            namespace: "edgecache-system".into(),
+            pod_labels: [(
+                "app.kubernetes.io/name".to_string(),
+                "edgecache-operator".to_string(),
+            )]
+            .into(),
+            cidrs: vec!["10.213.0.0/24".into()],
+        }),
+        ..Policy::default()
+    };
+    let d = build(&validate(&ec, &policy).unwrap());
+    let np: &NetworkPolicy = d.network_policy.as_ref().unwrap();
+    let v = serde_json::to_value(np).unwrap();
+    assert_eq!(v["metadata"]["name"], "web");
+    assert_eq!(v["metadata"]["ownerReferences"][0]["kind"], "EdgeCache");
+    assert_eq!(
+        v["spec"],
+        serde_json::json!({
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache",
+                                            "app.kubernetes.io/instance": "web"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"ports": [{"port": 8081, "protocol": "TCP"}, {"port": 8443, "protocol": "TCP"}]},
+                {"from": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "edgecache-system"}},
+                     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache-operator"}}},
+                    {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "edgecache",
+                                                     "app.kubernetes.io/instance": "web"}}},
+                    {"ipBlock": {"cidr": "10.213.0.0/24"}}],
+                 "ports": [{"port": 9901, "protocol": "TCP"}]},
+            ],
+        })
+    );
+    // It selects exactly the DaemonSet's pods.
+    assert_eq!(
+        v["spec"]["podSelector"]["matchLabels"],
+        serde_json::to_value(d.daemon_set.spec.selector.match_labels.as_ref().unwrap()).unwrap()
+    );
+    assert!(
+        d.objects()
+            .unwrap()
+            .iter()
+            .any(|o| o["kind"] == "NetworkPolicy")
+    );
+}
+
+/// Issue 35 defect 6: the serving listeners follow the family of the EdgeCache's Service (what
+/// the API server gave it): `[::]` when IPv6 comes first, `0.0.0.0` otherwise and before the
+/// Service exists; a new family is a new config (the pods roll).
+#[test]
+fn the_serving_listeners_follow_the_services_ip_family() {
+    let ec = minimal_edgecache("tls:\n  certificates: [{secretName: web-tls}]\n");
+    let v = validate(&ec, &Policy::default()).unwrap();
+    let families = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v4 = build(&v.clone().serving_on(&[]));
+    assert_eq!(config(&v4).listen.to_string(), "0.0.0.0:8080");
+    let dual_v4 = build(&v.clone().serving_on(&families(&["IPv4", "IPv6"])));
+    assert_eq!(dual_v4, v4, "IPv4 first: as before");
+    let v6 = build(&v.serving_on(&families(&["IPv6"])));
+    let c = config(&v6);
+    assert_eq!(c.listen.to_string(), "[::]:8080");
+    assert_eq!(
+        c.tls.listen.map(|a| a.to_string()).as_deref(),
+        Some("[::]:8443")
+    );
+    assert_ne!(v6.config_hash, v4.config_hash);
+}
+
+#[test]
+fn admin_cidrs_are_checked() {
+    use crate::validate::check_cidr;
+    for ok in ["10.213.0.0/24", "0.0.0.0/0", "fd00::/64", "192.168.1.7/32"] {
+        assert_eq!(check_cidr(ok), Ok(()), "{ok}");
+    }
+    for bad in ["10.213.0.0", "10.213.0.0/33", "fd00::/129", "nodes/24", ""] {
+        assert!(check_cidr(bad).is_err(), "{bad}");
+    }
 }

@@ -164,6 +164,21 @@ fn confirmation<'a>(
         .find(|n| n.pod == pod.name && n.pod_uid == pod.uid)
 }
 
+/// Whether an event of `pod` (one of the purge's EdgeCache) may change what the purge's
+/// `status` says, and so re-queues it: always while it is not complete (the pod may be one it
+/// waits for, or one that went); once complete, only for a live pod that has not confirmed it
+/// under its present uid (a new or replaced pod must get it). The events of confirmed pods
+/// (readiness, status updates) re-queue no complete purge: each re-queue costs reads of the
+/// purge, its EdgeCache and admin Secret and a list of the pods (issue 35 defect 15).
+pub fn needs_pod(status: Option<&EdgeCachePurgeStatus>, pod: &Pod) -> bool {
+    match status {
+        Some(st) if is_complete(st) => {
+            pod_view(pod).is_some_and(|view| confirmation(Some(st), &view).is_none())
+        }
+        _ => true,
+    }
+}
+
 /// Whether `status` says every current pod confirmed.
 pub fn is_complete(status: &EdgeCachePurgeStatus) -> bool {
     status
@@ -292,7 +307,8 @@ pub struct Blocked<'a> {
 /// The status after one round: every current pod is either confirmed (an earlier
 /// confirmation under its uid, or one from `deliveries`, keyed by pod uid) or pending with a
 /// reason. `Complete` is true when there is at least one pod and every one confirmed;
-/// otherwise its reason is `blocked`'s, `NoPods` or `PodsPending`. Its lastTransitionTime is
+/// otherwise its reason is `blocked`'s, `NoPods`, `AdminUnreachable` (a pod that could not be
+/// reached) or `PodsPending`. Its lastTransitionTime is
 /// kept while it holds.
 pub fn compute(
     purge: &EdgeCachePurge,
@@ -352,6 +368,22 @@ pub fn compute(
             "NoPods",
             "the EdgeCache has no data-plane pods yet".to_string(),
         ),
+        // A pod the operator cannot connect to (or that does not answer in time): what a
+        // NetworkPolicy or a node firewall on the admin port looks like.
+        None if deliveries
+            .values()
+            .any(|d| matches!(d, Delivery::Failed(f) if f.cause == Cause::Unreachable)) =>
+        {
+            (
+                false,
+                "AdminUnreachable",
+                format!(
+                    "{}; the operator cannot reach the admin port of some pods (check \
+                     NetworkPolicies and node firewalls for spec.network.adminPort)",
+                    pending_message(&pending, nodes.len(), total)
+                ),
+            )
+        }
         None => (
             false,
             "PodsPending",

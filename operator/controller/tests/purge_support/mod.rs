@@ -46,6 +46,11 @@ pub struct Operator {
 
 impl Operator {
     pub fn start(fake: &FakeApiServer, retention: Duration) -> Self {
+        Self::start_with_resync(fake, retention, Duration::from_secs(1))
+    }
+
+    /// With complete purges looked at again every `resync` (without a watch event).
+    pub fn start_with_resync(fake: &FakeApiServer, retention: Duration, resync: Duration) -> Self {
         let mut ctx = Context::new(fake.client());
         ctx.base_backoff = Duration::from_millis(50);
         ctx.max_backoff = Duration::from_millis(400);
@@ -57,7 +62,7 @@ impl Operator {
             settings: Settings {
                 retention,
                 call_timeout: Duration::from_secs(2),
-                resync: Duration::from_secs(1),
+                resync,
             },
         };
         let ctx = Arc::new(ctx);

@@ -267,10 +267,12 @@ fn complete_when_every_current_pod_confirmed_and_not_after_a_new_pod() {
         }]
     );
     let (s, reason, msg) = complete(&st);
-    assert_eq!((s, reason), ("False", "PodsPending"));
+    assert_eq!((s, reason), ("False", "AdminUnreachable"));
     assert_eq!(
         msg,
-        "2/3 pod(s) confirmed; waiting for node n3 (pod web-c): unreachable"
+        "2/3 pod(s) confirmed; waiting for node n3 (pod web-c): unreachable; the operator cannot \
+         reach the admin port of some pods (check NetworkPolicies and node firewalls for \
+         spec.network.adminPort)"
     );
 
     // Next round: only web-c was sent to; the earlier confirmations are kept as they were.
@@ -374,4 +376,41 @@ fn long_pending_lists_are_cut_short_in_the_message() {
     assert!(msg.starts_with("0/8 pod(s) confirmed; waiting for node n0 (pod web-0)"));
     assert!(msg.ends_with("; and 3 more"), "{msg}");
     assert_eq!(st.pending.len(), 8);
+}
+
+#[test]
+fn a_pod_event_needs_only_the_purges_it_can_change() {
+    let p = purge("tags: [x]\n");
+    let pod_of = |name: &str, uid: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "uid": uid},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"podIP": "10.0.0.7", "phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap()
+    };
+    let views = vec![pod("web-a", "ua", "n1", Some("10.0.0.1"), true)];
+    let confirmed: BTreeMap<String, Delivery> = [(
+        "ua".to_string(),
+        Delivery::Confirmed {
+            node: "n1".into(),
+            objects: 0,
+        },
+    )]
+    .into();
+    let done = compute(&p, &views, &confirmed, None, &t(0));
+    assert!(is_complete(&done));
+    // Complete: the confirmed pod's events need nothing; a new or replaced pod needs it.
+    assert!(!needs_pod(Some(&done), &pod_of("web-a", "ua")));
+    assert!(needs_pod(Some(&done), &pod_of("web-a", "ua-2")));
+    assert!(needs_pod(Some(&done), &pod_of("web-b", "ub")));
+    let mut going = pod_of("web-b", "ub");
+    going.metadata.deletion_timestamp = Some(t(1));
+    assert!(!needs_pod(Some(&done), &going));
+    // Not complete (or never written): every pod's event may change it.
+    let pending = compute(&p, &views, &BTreeMap::new(), None, &t(0));
+    assert!(!is_complete(&pending));
+    assert!(needs_pod(Some(&pending), &pod_of("web-a", "ua")));
+    assert!(needs_pod(None, &pod_of("web-a", "ua")));
 }
