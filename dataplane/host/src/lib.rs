@@ -31,7 +31,7 @@ pub use memory::{
     IN_FLIGHT_NO_LIMIT, IN_FLIGHT_SHARE_PERCENT, IO_BUFFERS_MAX_PER_WORKER,
     IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_NO_LIMIT_PER_WORKER, IO_BUFFERS_SHARE_DIVISOR,
     LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, Part, RamTierSource, Share,
-    connection_budget_per_worker, connections_per_worker, fits, http2_connection_bytes,
-    http2_connections_per_address, http2_limits, io_buffers_per_worker, part_bound, plan_memory,
-    plan_memory_with_ram, read_mem_total, read_mem_total_at,
+    connection_budget_per_worker, connections_per_worker, fits, http2_borrowable,
+    http2_connection_bytes, http2_connections_per_address, http2_limits, io_buffers_per_worker,
+    part_bound, plan_memory, plan_memory_with_ram, read_mem_total, read_mem_total_at,
 };

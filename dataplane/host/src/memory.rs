@@ -14,7 +14,7 @@ pub use http2::{
     HEADER_LIST_COPIES, HTTP2_CONNECTIONS_PER_WORKER, HTTP2_MAX_CONNECTION_WINDOW,
     HTTP2_MAX_HEADER_LIST, HTTP2_MAX_STREAM_WINDOW, HTTP2_MAX_STREAMS, HTTP2_MIN_HEADER_LIST,
     HTTP2_MIN_STREAMS, HTTP2_MIN_WINDOW, HTTP2_PER_ADDRESS_DIVISOR, HTTP2_STREAM_BYTES,
-    Http2Limits, connection_budget_per_worker, http2_connection_bytes,
+    Http2Limits, connection_budget_per_worker, http2_borrowable, http2_connection_bytes,
     http2_connections_per_address, http2_limits,
 };
 

@@ -528,8 +528,9 @@ impl OpenConns {
         self.count.set(self.count.get() + 1);
         shared.metrics.active_connections.inc();
         // Refused: the guard's drop counts the connection out again.
+        let budget = shared.connection_budget_per_worker;
         guard
-            .cover(edgecache_host::CONNECTION_BYTES)
+            .cover(edgecache_host::CONNECTION_BYTES, budget)
             .then_some(guard)
     }
     async fn drained(&self) {
@@ -542,30 +543,40 @@ impl OpenConns {
 impl OpenGuard {
     /// Charge what a connection of `protocol` from `peer` can hold; false (and counted as
     /// refused) when an HTTP/2 connection's worst case does not fit the worker's budget, or its
-    /// address has all the HTTP/2 connections it may have (not a sharding peer's): it is closed.
+    /// address has all the HTTP/2 connections it always gets (not a sharding peer's) and the
+    /// worker has no room to lend past the quarter it keeps for others
+    /// (`edgecache_host::http2_borrowable`): it is closed.
     fn charge(&mut self, protocol: Protocol, peer: SocketAddr, from_peer: bool) -> bool {
         if protocol == Protocol::Http1 {
             return true;
         }
+        let budget = self.shared.connection_budget_per_worker;
         if !from_peer {
-            let Some(g) = self.shared.per_ip_http2.try_enter(peer.ip()) else {
-                self.shared.metrics.connection_refused("per_ip");
-                return false;
-            };
-            self.http2_ip = Some(g);
+            match self.shared.per_ip_http2.try_enter(peer.ip()) {
+                Some(g) => self.http2_ip = Some(g),
+                None => {
+                    let room = edgecache_host::http2_borrowable(budget);
+                    if self.cover(self.shared.http2_connection_bytes, room) {
+                        return true;
+                    }
+                    self.shared.metrics.connection_refused("per_ip");
+                    return false;
+                }
+            }
         }
-        if self.cover(self.shared.http2_connection_bytes) {
+        if self.cover(self.shared.http2_connection_bytes, budget) {
             return true;
         }
         self.shared.metrics.connection_refused("per_worker");
         false
     }
 
-    /// Hold at least `total` bytes of the budget, if they fit.
-    fn cover(&mut self, total: u64) -> bool {
+    /// Hold at least `total` bytes of the budget, if the worker's connections then hold no more
+    /// than `bound` of it.
+    fn cover(&mut self, total: u64, bound: u64) -> bool {
         let extra = total.saturating_sub(self.bytes);
         let held = self.open.bytes.get();
-        if !edgecache_host::fits(held, extra, self.shared.connection_budget_per_worker) {
+        if !edgecache_host::fits(held, extra, bound) {
             return false;
         }
         self.open.bytes.set(held + extra);

@@ -133,6 +133,43 @@ fn many_connections_of_many_streams_stay_inside_a_512_mib_cgroup() {
     drop(held);
 }
 
+/// HTTP/2 connections from one address past the share it always gets (a quarter of those that
+/// fit the workers: 16 in this 512 MiB pod of 2 workers; README): while its worker has room they
+/// are served too (work-conserving, issue 31 section 1: a whole network may be behind one
+/// address; before, the 17th was closed); asking for far more, it is refused past the room the
+/// workers lend (all but a quarter of each budget), and that quarter still takes a fresh
+/// address's HTTP/2 connection, its hits whole.
+#[test]
+fn one_address_alone_borrows_past_its_http2_share_and_leaves_others_a_quarter() {
+    let Some((setup, dp, rss_before)) = warmed("h2_abuse_borrow") else {
+        return;
+    };
+    let refused = |dp: &Dataplane| {
+        metric_value(
+            &dp.metrics(),
+            "edgecache_dataplane_connections_refused_total{reason=\"per_ip\"}",
+        )
+    };
+    let past_share: Vec<Raw> = (0..24)
+        .map(|_| Raw::open_from(Some(HOSTILE), dp.listen, &[]))
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let open = past_share.iter().filter(|r| !r.ended()).count();
+    assert_eq!(
+        (open, refused(&dp)),
+        (24, 0.0),
+        "24 HTTP/2 connections from one address, past its share of 16, while the workers have room"
+    );
+    let more = slow_streams(&dp, HOSTILE, 100, 1);
+    held_inside_the_cgroup(&setup, &dp, rss_before, &more);
+    assert!(
+        refused(&dp) > 0.0,
+        "one address was lent every worker's whole budget"
+    );
+    fresh_hits(dp.listen, "one address holding all the room it may borrow");
+    drop((past_share, more));
+}
+
 /// A data plane with the defaults in a cgroup of its own, its objects stored, and its RSS then;
 /// `None` when `test` is skipped.
 fn warmed(test: &str) -> Option<(Setup, Dataplane, u64)> {

@@ -116,11 +116,21 @@ pub fn http2_limits(budget: u64, configured: &Http2Config) -> Http2Limits {
     }
 }
 
-/// The share of all workers' room for HTTP/2 connections one client address may take: a
+/// The share of all workers' room for HTTP/2 connections one client address always gets: a
 /// quarter, so that one address filling its share leaves the rest to others.
 pub const HTTP2_PER_ADDRESS_DIVISOR: u64 = 4;
 
-/// HTTP/2 connections one client address may have open at once, all workers together (pure):
+/// The part of a worker's connection `budget` an address past its share may fill (pure): all of
+/// it but a quarter, kept for the connections of other addresses. The per-address share is
+/// work-conserving: one address alone (a whole network behind one NAT, a proxy) may open more
+/// HTTP/2 connections than its share while the worker has room, and a newcomer always finds the
+/// reserved quarter (issue 31, section 1).
+pub fn http2_borrowable(budget: u64) -> u64 {
+    budget - budget / HTTP2_PER_ADDRESS_DIVISOR
+}
+
+/// HTTP/2 connections one client address may always have open at once, all workers together
+/// (pure; past them it borrows, [`http2_borrowable`]):
 /// [`HTTP2_PER_ADDRESS_DIVISOR`]th of those that fit the workers' budgets at `connection_bytes`
 /// each, at least 1.
 pub fn http2_connections_per_address(budget: u64, connection_bytes: u64, workers: usize) -> u32 {
@@ -141,6 +151,13 @@ mod tests {
     fn budget(limit: Option<u64>, workers: usize) -> u64 {
         let plan = plan_memory(limit, &MemoryConfig::default(), workers);
         connection_budget_per_worker(connections_per_worker(&plan))
+    }
+
+    #[test]
+    fn an_address_past_its_share_may_fill_all_but_a_quarter_of_the_budget() {
+        assert_eq!(http2_borrowable(34 * MIB), 34 * MIB - 34 * MIB / 4);
+        assert_eq!(http2_borrowable(0), 0);
+        assert_eq!(http2_borrowable(u64::MAX), u64::MAX - u64::MAX / 4);
     }
 
     #[test]
