@@ -79,7 +79,9 @@ for _ in $(seq 1 240); do
 done
 sleep 3
 early=$(operator_pod)
-if [ -n "$early" ] && kc -n edgecache-system logs "$early" 2>/dev/null | grep -q "a watch failed"; then
+# The log read whole first: with pipefail, `kubectl logs | grep -q` fails when grep stops early.
+early_log=$([ -n "$early" ] && kc -n edgecache-system logs "$early" 2>/dev/null)
+if [ -n "$early" ] && grep -q "a watch failed" <<<"$early_log"; then
     pass "the operator started before its CRDs runs and logs the failing watch ($(( $(date +%s) - t )) s)"
 else
     fail "the operator started before its CRDs runs and logs the failing watch"
