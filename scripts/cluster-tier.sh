@@ -18,6 +18,9 @@
 # Env: KEEP_CLUSTER=1, TEST_THREADS (default 1: two cores), SCENARIOS (a cargo test filter),
 #      BUILD_IMAGES=1 (rebuild the images), LAYOUT (default e2e; `default` is one node).
 set -uo pipefail
+# One compound command, read whole before it runs: editing this file during a run (minutes long)
+# cannot change what runs.
+{
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLUSTER="$ROOT/scripts/cluster.sh"
@@ -151,3 +154,5 @@ scenarios() {
 scenarios kind "${TEST_THREADS:-1}"
 # Last, one at a time: these restart the API server and stop the operator's pod.
 scenarios control_plane 1
+exit
+}
