@@ -687,3 +687,56 @@ async fn deleting_the_edgecache_removes_everything_it_created() {
     })
     .await;
 }
+
+/// Issue 35 defect 3: pods the API server refuses to create (here Pod Security `baseline` on the
+/// EdgeCache's namespace: the data plane asks for capabilities beyond it) turn the EdgeCache
+/// Degraded with reason `PodCreationFailed` and the admission's message, instead of Progressing
+/// for ever with Degraded=False; relabelled `privileged`, it becomes Ready.
+#[tokio::test]
+async fn pods_refused_by_pod_security_are_degraded_with_the_admissions_message() {
+    scenario("podsecurity", |client, ns| async move {
+        use k8s_openapi::api::core::v1::Namespace;
+        let namespaces = Api::<Namespace>::all(client.clone());
+        let label = |level: &str| {
+            json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": level,
+                "pod-security.kubernetes.io/warn": level,
+            }}})
+        };
+        namespaces
+            .patch(
+                &ns,
+                &PatchParams::default(),
+                &Patch::Merge(label("baseline")),
+            )
+            .await?;
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let message = eventually("Degraded PodCreationFailed", READY, POLL, || async {
+            let ec = api.get("web").await?;
+            Ok(ec
+                .status
+                .as_ref()
+                .and_then(|s| s.condition("Degraded"))
+                .filter(|c| c.status == "True" && c.reason == "PodCreationFailed")
+                .map(|c| c.message.clone()))
+        })
+        .await?;
+        println!("Degraded PodCreationFailed: {message}");
+        ensure!(
+            message.contains("baseline") || message.contains("PodSecurity"),
+            "the message names the admission's refusal: {message}"
+        );
+        namespaces
+            .patch(
+                &ns,
+                &PatchParams::default(),
+                &Patch::Merge(label("privileged")),
+            )
+            .await?;
+        wait_ready(&client, &ns, "web").await?;
+        Ok(())
+    })
+    .await;
+}
