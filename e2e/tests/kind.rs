@@ -740,3 +740,36 @@ async fn pods_refused_by_pod_security_are_degraded_with_the_admissions_message()
     })
     .await;
 }
+
+/// Issue 35 defect 14: an EdgeCache deleted and at once created again under its name converges
+/// as soon as the garbage collector has taken the old children (before, the new one saw them as
+/// another owner's, NameConflict, until the five-minute resync).
+#[tokio::test]
+async fn an_edgecache_deleted_and_created_again_under_its_name_converges_promptly() {
+    scenario("recreate", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        let ec = edgecache(&ns, "web", json!({}));
+        create(&client, &ec).await?;
+        wait_ready(&client, &ns, "web").await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        api.delete("web", &DeleteParams::background()).await?;
+        eventually("the old EdgeCache gone", READY, POLL, || async {
+            Ok(api.get_opt("web").await?.is_none().then_some(()))
+        })
+        .await?;
+        let again = std::time::Instant::now();
+        create(&client, &ec).await?;
+        wait_ready(&client, &ns, "web").await?;
+        println!(
+            "created again, Ready {:.1} s later",
+            again.elapsed().as_secs_f64()
+        );
+        ensure!(
+            again.elapsed() < Duration::from_secs(120),
+            "Ready only {:?} after it was created again",
+            again.elapsed()
+        );
+        Ok(())
+    })
+    .await;
+}
