@@ -2240,16 +2240,23 @@ async fn two_sites_wait_for_their_origin_ca_secret_then_roll_out() {
     );
 
     // A rotated bundle (new data, same Secret) restarts no pod: the kubelet updates the file.
+    // Named Secrets are not watched (the operator watches only its own), so a rotation alone
+    // causes no reconcile: one is caused here, by deleting a child, and it reads the new bundle.
     let hash = template_hash(&fake).unwrap();
-    let before = op.ctx.metrics.reconciles.get();
     patch_secret(
         &fake,
         "img-ca",
         json!({"bundle.pem": format!("{CERT_PEM}{CERT_PEM}")}),
     )
     .await;
+    let before = op.ctx.metrics.reconciles.get();
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(fake.client(), NS)
+        .delete("web-config", &Default::default())
+        .await
+        .unwrap();
     eventually("a reconcile after the rotation", || {
         op.ctx.metrics.reconciles.get() > before
+            && fake.get(keys::CONFIGMAPS, Some(NS), "web-config").is_some()
     })
     .await;
     assert_eq!(template_hash(&fake).unwrap(), hash);
