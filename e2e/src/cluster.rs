@@ -166,6 +166,14 @@ pub async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<Str
     Ok(ns_name)
 }
 
+/// Whether `pod`'s Ready condition is True.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// Poll `check` every `poll` until it returns `Some`, or fail after `timeout` with the last
 /// error or "still not" message.
 pub async fn eventually<T, F, Fut>(

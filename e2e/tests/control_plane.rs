@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use edgecache_api::v1alpha1::EdgeCache;
-use edgecache_e2e::cluster::{OPERATOR_NAMESPACE, eventually, scenario};
+use edgecache_e2e::cluster::{OPERATOR_NAMESPACE, eventually, pod_ready, scenario};
 use edgecache_e2e::scenarios::edgecache;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -142,13 +142,6 @@ fn running(pod: &Pod) -> bool {
         })
 }
 
-fn ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// Issue 35, section 2: SIGTERM at any moment, the operator's process exits within the pod's
 /// grace period: once while it reconciles, once as soon as its replacement runs (before or
 /// about its first sync). A third pod then becomes Ready and reconciles.
@@ -160,7 +153,7 @@ async fn sigterm_stops_the_operator_promptly_in_any_state() {
     }
     scenario("sigterm", |client, ns| async move {
         let pods = operator_pods(&client).await?;
-        let Some(first) = pods.iter().find(|p| ready(p)) else {
+        let Some(first) = pods.iter().find(|p| pod_ready(p)) else {
             bail!("no Ready operator pod in {OPERATOR_NAMESPACE}");
         };
         let took = stop_operator_pod(&client, first).await?;
@@ -202,7 +195,7 @@ async fn sigterm_stops_the_operator_promptly_in_any_state() {
                     Ok(operator_pods(&client)
                         .await?
                         .into_iter()
-                        .find(|p| !gone.contains(&p.name_any()) && ready(p)))
+                        .find(|p| !gone.contains(&p.name_any()) && pod_ready(p)))
                 }
             },
         )

@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail, ensure};
 use edgecache_api::purge::EdgeCachePurge;
 use edgecache_api::v1alpha1::EdgeCache;
 use edgecache_e2e::cluster::{
-    ProxyResponse, eventually, info_label, nodes_with, proxy_get, scenario,
+    ProxyResponse, eventually, info_label, nodes_with, pod_ready, proxy_get, scenario,
 };
 use edgecache_e2e::scenarios::{
     ADMIN_PORT, ORIGIN_PORT, PORT, ROLLOUT_TTL, dataplane_image, edgecache, placement,
@@ -137,12 +137,7 @@ async fn pods_by_node(
     Ok(pods
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
+        .filter(pod_ready)
         .filter_map(|p| Some((p.spec.as_ref()?.node_name.clone()?, p)))
         .collect())
 }
