@@ -132,6 +132,19 @@ impl Authority {
         Ok(Self { text, host_end })
     }
 
+    /// The same authority normalised for `scheme` instead of the one it was parsed for: without
+    /// its port when that is `scheme`'s default (`a.test:80` parsed for `https` is `a.test` for
+    /// `http`). No parsing: the host is already normal.
+    pub fn for_scheme(&self, scheme: &str) -> std::borrow::Cow<'_, Authority> {
+        match self.port() {
+            Some(p) if Some(p) == default_port(scheme) => std::borrow::Cow::Owned(Authority {
+                text: self.text[..self.host_end].to_string(),
+                host_end: self.host_end,
+            }),
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+
     /// `host` or `host:port`.
     pub fn as_str(&self) -> &str {
         &self.text

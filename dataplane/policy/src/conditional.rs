@@ -6,10 +6,9 @@
 
 use std::time::SystemTime;
 
-use http::header::{ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
+use http::header::{ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH};
 use http::{HeaderMap, Method};
 
-use super::freshness::date_value;
 use super::stored::StoredResponse;
 use super::syntax::{self, EntityTag};
 
@@ -39,7 +38,7 @@ pub fn evaluate(method: &Method, request: &HeaderMap, stored: &StoredResponse) -
         return Precondition::Serve;
     }
     if request.contains_key(IF_NONE_MATCH) {
-        return if none_match_fails(request, &stored.headers) {
+        return if none_match_fails(request, stored.headers()) {
             Precondition::NotModified
         } else {
             Precondition::Serve
@@ -86,6 +85,8 @@ fn none_match_fails(request: &HeaderMap, stored: &HeaderMap) -> bool {
 /// The stored response's modification time for If-Modified-Since (4.3.2): Last-Modified, else
 /// Date, else the time it was received.
 fn last_modified(stored: &StoredResponse) -> SystemTime {
-    syntax::date_field(&stored.headers, LAST_MODIFIED)
-        .unwrap_or_else(|| date_value(&stored.headers, stored.response_time))
+    stored
+        .basis()
+        .last_modified
+        .unwrap_or_else(|| stored.date_value())
 }

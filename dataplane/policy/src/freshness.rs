@@ -78,71 +78,126 @@ pub fn date_value(headers: &HeaderMap, response_time: SystemTime) -> SystemTime 
     syntax::date_field(headers, DATE).unwrap_or(response_time)
 }
 
-/// `freshness_lifetime` (4.2.1) for a shared cache: s-maxage, then max-age, then Expires minus
-/// Date, then a heuristic (4.2.2) where one is allowed. Invalid values give 0 (stale).
+/// What freshness needs of a response's fields (its directives, Date, Expires, Last-Modified
+/// and Age), read once: a stored response keeps it, so a hit parses none of them again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Basis {
+    /// The response directives (RFC 9213 2.2 selection).
+    pub directives: ResponseDirectives,
+    /// [`date_value`].
+    pub date_value: SystemTime,
+    /// Expires when it is present and counts (`None`: absent or not used; `Some(None)`: present
+    /// but invalid, which means already expired, 5.3).
+    pub expires: Option<Option<SystemTime>>,
+    /// Last-Modified, when valid.
+    pub last_modified: Option<SystemTime>,
+    /// [`age_value`].
+    pub age_value: u64,
+}
+
+impl Basis {
+    /// Read the fields of a response received at `response_time`.
+    pub fn of(headers: &HeaderMap, response_time: SystemTime) -> Self {
+        let directives = ResponseDirectives::of(headers);
+        let expires = (directives.uses_expires() && headers.contains_key(EXPIRES))
+            .then(|| syntax::date_field(headers, EXPIRES));
+        Self {
+            date_value: date_value(headers, response_time),
+            expires,
+            last_modified: syntax::date_field(headers, LAST_MODIFIED),
+            age_value: age_value(headers),
+            directives,
+        }
+    }
+
+    /// `freshness_lifetime` (4.2.1) for a shared cache: s-maxage, then max-age, then Expires
+    /// minus Date, then a heuristic (4.2.2) where one is allowed. Invalid values give 0 (stale).
+    pub fn lifetime(&self, status: StatusCode, cfg: &PolicyConfig) -> Lifetime {
+        let cc = &self.directives.cc;
+        let explicit = |d: Delta, source| Lifetime {
+            secs: d.seconds().unwrap_or(0),
+            source,
+        };
+        if let Some(d) = cc.s_maxage {
+            return explicit(d, LifetimeSource::SMaxAge);
+        }
+        if let Some(d) = cc.max_age {
+            return explicit(d, LifetimeSource::MaxAge);
+        }
+        if let Some(expires) = self.expires {
+            // 5.3: an invalid Expires (e.g. "0") means already expired.
+            let secs = match expires {
+                Some(expires) => expires
+                    .duration_since(self.date_value)
+                    .map_or(0, |d| d.as_secs().min(DELTA_SECONDS_MAX)),
+                None => 0,
+            };
+            return Lifetime {
+                secs,
+                source: LifetimeSource::Expires,
+            };
+        }
+        let none = Lifetime {
+            secs: 0,
+            source: LifetimeSource::None,
+        };
+        if !heuristic_allowed(status, &self.directives) {
+            return none;
+        }
+        if let Some(ttl) = cfg.default_ttl {
+            return Lifetime {
+                secs: ttl.as_secs().min(DELTA_SECONDS_MAX),
+                source: LifetimeSource::DefaultTtl,
+            };
+        }
+        if !cfg.heuristic_freshness {
+            return none;
+        }
+        let Some(last_modified) = self.last_modified else {
+            return none;
+        };
+        let since = self
+            .date_value
+            .duration_since(last_modified)
+            .unwrap_or(Duration::ZERO);
+        let secs = (since
+            .as_secs()
+            .saturating_mul(u64::from(cfg.heuristic_percent))
+            / 100)
+            .min(cfg.heuristic_max.as_secs())
+            .min(DELTA_SECONDS_MAX);
+        Lifetime {
+            secs,
+            source: LifetimeSource::Heuristic,
+        }
+    }
+
+    /// `corrected_initial_age` (4.2.3): the age when the response was received.
+    pub fn corrected_initial_age(
+        &self,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Duration {
+        let apparent_age = since(response_time, self.date_value);
+        let response_delay = since(response_time, request_time);
+        let corrected_age_value =
+            Duration::from_secs(self.age_value).saturating_add(response_delay);
+        apparent_age.max(corrected_age_value)
+    }
+}
+
+fn since(later: SystemTime, earlier: SystemTime) -> Duration {
+    later.duration_since(earlier).unwrap_or(Duration::ZERO)
+}
+
+/// `freshness_lifetime` (4.2.1) of a response's fields: [`Basis::lifetime`].
 pub fn lifetime(
     status: StatusCode,
     headers: &HeaderMap,
-    directives: &ResponseDirectives,
     response_time: SystemTime,
     cfg: &PolicyConfig,
 ) -> Lifetime {
-    let cc = &directives.cc;
-    let explicit = |d: Delta, source| Lifetime {
-        secs: d.seconds().unwrap_or(0),
-        source,
-    };
-    if let Some(d) = cc.s_maxage {
-        return explicit(d, LifetimeSource::SMaxAge);
-    }
-    if let Some(d) = cc.max_age {
-        return explicit(d, LifetimeSource::MaxAge);
-    }
-    if directives.uses_expires() && headers.contains_key(EXPIRES) {
-        // 5.3: an invalid Expires (e.g. "0") means already expired.
-        let secs = match syntax::date_field(headers, EXPIRES) {
-            Some(expires) => expires
-                .duration_since(date_value(headers, response_time))
-                .map_or(0, |d| d.as_secs().min(DELTA_SECONDS_MAX)),
-            None => 0,
-        };
-        return Lifetime {
-            secs,
-            source: LifetimeSource::Expires,
-        };
-    }
-    let none = Lifetime {
-        secs: 0,
-        source: LifetimeSource::None,
-    };
-    if !heuristic_allowed(status, directives) {
-        return none;
-    }
-    if let Some(ttl) = cfg.default_ttl {
-        return Lifetime {
-            secs: ttl.as_secs().min(DELTA_SECONDS_MAX),
-            source: LifetimeSource::DefaultTtl,
-        };
-    }
-    if !cfg.heuristic_freshness {
-        return none;
-    }
-    let Some(last_modified) = syntax::date_field(headers, LAST_MODIFIED) else {
-        return none;
-    };
-    let since = date_value(headers, response_time)
-        .duration_since(last_modified)
-        .unwrap_or(Duration::ZERO);
-    let secs = (since
-        .as_secs()
-        .saturating_mul(u64::from(cfg.heuristic_percent))
-        / 100)
-        .min(cfg.heuristic_max.as_secs())
-        .min(DELTA_SECONDS_MAX);
-    Lifetime {
-        secs,
-        source: LifetimeSource::Heuristic,
-    }
+    Basis::of(headers, response_time).lifetime(status, cfg)
 }
 
 /// `age_value` (4.2.3): the first member of Age (5.1: "SHOULD use the first member"), or 0
@@ -156,24 +211,17 @@ pub fn age_value(headers: &HeaderMap) -> u64 {
         .unwrap_or(0)
 }
 
-/// `current_age` (4.2.3), computed exactly as the RFC writes it.
+/// `current_age` (4.2.3), computed exactly as the RFC writes it:
+/// `corrected_initial_age + resident_time`.
 pub fn current_age(
     headers: &HeaderMap,
     request_time: SystemTime,
     response_time: SystemTime,
     now: SystemTime,
 ) -> Duration {
-    let date_value = date_value(headers, response_time);
-    let since = |later: SystemTime, earlier: SystemTime| {
-        later.duration_since(earlier).unwrap_or(Duration::ZERO)
-    };
-    let apparent_age = since(response_time, date_value);
-    let response_delay = since(response_time, request_time);
-    let corrected_age_value =
-        Duration::from_secs(age_value(headers)).saturating_add(response_delay);
-    let corrected_initial_age = apparent_age.max(corrected_age_value);
-    let resident_time = since(now, response_time);
-    corrected_initial_age.saturating_add(resident_time)
+    Basis::of(headers, response_time)
+        .corrected_initial_age(request_time, response_time)
+        .saturating_add(since(now, response_time))
 }
 
 /// The freshness of a response at some instant.
@@ -196,10 +244,12 @@ impl Freshness {
         now: SystemTime,
         cfg: &PolicyConfig,
     ) -> Self {
-        let directives = ResponseDirectives::of(headers);
+        let basis = Basis::of(headers, response_time);
         Self {
-            lifetime: lifetime(status, headers, &directives, response_time, cfg),
-            age: current_age(headers, request_time, response_time, now),
+            lifetime: basis.lifetime(status, cfg),
+            age: basis
+                .corrected_initial_age(request_time, response_time)
+                .saturating_add(since(now, response_time)),
         }
     }
 

@@ -8,7 +8,6 @@ use http::header::{
 };
 
 use super::cache_control::TARGET_LIST;
-use super::freshness;
 use super::stored::{StoredResponse, is_hop_by_hop};
 
 /// Remove the targeted cache-control fields meant for this cache (RFC 9213 2.2 allows a cache
@@ -28,7 +27,7 @@ pub fn strip_targeted(headers: &mut HeaderMap) {
 /// (Date preserved), without the targeted fields, with `Age` set to the current age (4: "a cache
 /// MUST generate an Age header field ... replacing any present").
 pub fn for_client(stored: &StoredResponse, now: SystemTime) -> HeaderMap {
-    let mut headers = stored.headers.clone();
+    let mut headers = stored.headers().clone();
     strip_targeted(&mut headers);
     // Stored fields never include hop-by-hop ones; this guards blobs written by other builds.
     if headers.keys().any(is_hop_by_hop) {
@@ -59,7 +58,7 @@ pub fn not_modified(stored: &StoredResponse, now: SystemTime) -> HeaderMap {
         VARY,
         LAST_MODIFIED,
     ] {
-        for v in stored.headers.get_all(&name) {
+        for v in stored.headers().get_all(&name) {
             headers.append(name.clone(), v.clone());
         }
     }
@@ -68,12 +67,9 @@ pub fn not_modified(stored: &StoredResponse, now: SystemTime) -> HeaderMap {
 }
 
 fn set_age(headers: &mut HeaderMap, stored: &StoredResponse, now: SystemTime) {
-    let age = freshness::current_age(
-        &stored.headers,
-        stored.request_time,
-        stored.response_time,
-        now,
-    );
-    let secs = age.as_secs().min(super::syntax::DELTA_SECONDS_MAX);
+    let secs = stored
+        .current_age(now)
+        .as_secs()
+        .min(super::syntax::DELTA_SECONDS_MAX);
     headers.insert(AGE, HeaderValue::from(secs));
 }

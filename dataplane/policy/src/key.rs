@@ -52,8 +52,10 @@ impl std::error::Error for KeyError {}
 
 impl CacheKey {
     /// The key of a request. `default_scheme` (`"http"` or `"https"`) applies to origin-form
-    /// targets, where the scheme is the connection's. The authority is the request's one
-    /// ([`Authority::of_request`]: an absolute-form target's, else Host's).
+    /// targets, where the scheme is the connection's. The authority is the request's one: the
+    /// [`Authority`] in its extensions when routing put it there (normalised for the key's
+    /// scheme, without parsing again), else [`Authority::of_request`] (an absolute-form
+    /// target's, else Host's).
     pub fn from_parts(req: &request::Parts, default_scheme: &str) -> Result<Self, KeyError> {
         let uri = &req.uri;
         let path = uri.path();
@@ -61,6 +63,16 @@ impl CacheKey {
             return Err(KeyError::NotOriginForm);
         }
         let scheme = uri.scheme_str().unwrap_or(default_scheme);
+        if uri.authority().is_none()
+            && let Some(routed) = req.extensions.get::<Authority>()
+        {
+            return Ok(Self::new(
+                scheme,
+                &routed.for_scheme(scheme),
+                path,
+                uri.query(),
+            ));
+        }
         let authority = Authority::of_request(req, scheme)?;
         Ok(Self::new(scheme, &authority, path, uri.query()))
     }

@@ -136,8 +136,8 @@ pub fn evaluate(
     evaluate_fields(
         method,
         request,
-        stored.status,
-        &stored.headers,
+        stored.status(),
+        stored.headers(),
         complete_length,
     )
 }

@@ -56,20 +56,20 @@ pub fn from_cache(
         };
     }
     let mut h = headers::for_client(stored, now);
-    let has_body = !matches!(stored.status.as_u16(), 204 | 304);
+    let has_body = !matches!(stored.status().as_u16(), 204 | 304);
     if has_body {
         h.insert(CONTENT_LENGTH, HeaderValue::from(body_len));
     }
     if req.method == Method::HEAD {
         return CachedResponse {
-            status: stored.status,
+            status: stored.status(),
             headers: h,
             body: BodyPart::Empty,
         };
     }
     match range::evaluate(&req.method, &req.headers, stored, body_len) {
         RangeOutcome::Full => CachedResponse {
-            status: stored.status,
+            status: stored.status(),
             headers: h,
             body: if has_body {
                 BodyPart::Full
@@ -112,7 +112,7 @@ pub fn from_partial(
     stored: &StoredResponse,
     now: SystemTime,
 ) -> Option<CachedResponse> {
-    let held = partial::stored_range(&stored.headers)?;
+    let held = partial::stored_range(stored.headers())?;
     let complete_length = held.complete_length?;
     if req.method != Method::GET {
         return None;
@@ -131,7 +131,7 @@ pub fn from_partial(
     let outcome = partial::serve_from_partial(
         &req.method,
         &req.headers,
-        &stored.headers,
+        stored.headers(),
         &ranges,
         complete_length,
     );

@@ -226,7 +226,7 @@ pub fn decide(
         return forward(Reason::OriginPrecondition);
     }
     let freshness = stored.freshness(now, cfg);
-    let cc = stored.directives().cc;
+    let cc = &stored.directives().cc;
     let revalidate = |reason, stale_if_error| {
         if rcc.only_if_cached {
             ServeDecision::GatewayTimeout
@@ -239,7 +239,7 @@ pub fn decide(
             }
         }
     };
-    if req.headers.contains_key(AUTHORIZATION) && !allows_authorized(&cc) {
+    if req.headers.contains_key(AUTHORIZATION) && !allows_authorized(cc) {
         return revalidate(Reason::Authorization, false);
     }
     if cc.no_cache == Some(Scope::All) {
@@ -315,7 +315,7 @@ pub fn stale_if_error(
     now: SystemTime,
     cfg: &PolicyConfig,
 ) -> bool {
-    let cc = stored.directives().cc;
+    let cc = &stored.directives().cc;
     if cc.forbids_stale() {
         return false;
     }

@@ -119,7 +119,8 @@ pub fn storable(
     if req.method != Method::GET {
         return Err(NoStoreReason::Method);
     }
-    let directives = ResponseDirectives::of(&resp.headers);
+    let basis = freshness::Basis::of(&resp.headers, now);
+    let directives = &basis.directives;
     let cc = &directives.cc;
     if cc.must_understand && !understood_status(status) {
         return Err(NoStoreReason::MustUnderstand);
@@ -151,13 +152,11 @@ pub fn storable(
     if resp.headers.contains_key(SET_COOKIE) && !cookie_allowed(cc, cfg.cookie_policy) {
         return Err(NoStoreReason::SetCookie);
     }
-    let explicit = cc.max_age.is_some()
-        || cc.s_maxage.is_some()
-        || (directives.uses_expires() && resp.headers.contains_key(http::header::EXPIRES));
-    if !explicit && !freshness::heuristic_allowed(status, &directives) {
+    let explicit = cc.max_age.is_some() || cc.s_maxage.is_some() || basis.expires.is_some();
+    if !explicit && !freshness::heuristic_allowed(status, directives) {
         return Err(NoStoreReason::NotCacheable);
     }
-    let lifetime = freshness::lifetime(status, &resp.headers, &directives, now, cfg);
+    let lifetime = basis.lifetime(status, cfg);
     Ok(Storable { lifetime })
 }
 

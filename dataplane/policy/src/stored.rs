@@ -25,7 +25,7 @@ use http::{HeaderMap, StatusCode, request, response};
 
 use super::cache_control::ResponseDirectives;
 use super::config::PolicyConfig;
-use super::freshness::{Freshness, current_age};
+use super::freshness::{Basis, Freshness};
 use super::syntax;
 use super::vary::{Vary, VaryKey};
 
@@ -51,23 +51,24 @@ pub fn is_hop_by_hop(name: &HeaderName) -> bool {
     NOT_STORED.contains(&name.as_str())
 }
 
-/// A stored response without its body.
+/// A stored response without its body. Its fields are read-only: what freshness and Vary need
+/// of them is read once, when it is made (a hit parses none of them again); a changed response
+/// (a freshening 304) is a new one ([`StoredResponse::from_parts`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResponse {
-    /// The status code.
-    pub status: StatusCode,
-    /// The stored header fields (see the module docs for what is left out).
-    pub headers: HeaderMap,
-    /// When the request that fetched it was sent (`request_time`, RFC 9111 4.2.3).
-    pub request_time: SystemTime,
-    /// When the response was received (`response_time`).
-    pub response_time: SystemTime,
-    /// The normalized values of the request fields named by Vary (4.1).
-    pub vary: VaryKey,
+    status: StatusCode,
+    headers: HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+    vary: VaryKey,
     /// Stale from this instant on whatever its freshness lifetime says: set by the cache for a
     /// soft purge (the next request revalidates; RFC 5861 stale-* still count from here).
     /// Not part of the stored blob: the cache sets it after [`StoredResponse::decode`].
     pub expired_at: Option<SystemTime>,
+    /// Read from `headers` when made.
+    basis: Basis,
+    /// Its Vary, read from `headers` when made.
+    selecting: Vary,
 }
 
 impl StoredResponse {
@@ -107,7 +108,20 @@ impl StoredResponse {
         {
             headers.insert(DATE, date);
         }
+        Self::from_parts(status, headers, request_time, response_time, vary)
+    }
+
+    /// A stored response of these parts as they are (`headers` already the stored fields).
+    pub fn from_parts(
+        status: StatusCode,
+        headers: HeaderMap,
+        request_time: SystemTime,
+        response_time: SystemTime,
+        vary: VaryKey,
+    ) -> Self {
         Self {
+            basis: Basis::of(&headers, response_time),
+            selecting: Vary::of(&headers),
             status,
             headers,
             request_time,
@@ -117,24 +131,70 @@ impl StoredResponse {
         }
     }
 
+    /// The status code.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stored header fields (see the module docs for what is left out).
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// When the request that fetched it was sent (`request_time`, RFC 9111 4.2.3).
+    pub fn request_time(&self) -> SystemTime {
+        self.request_time
+    }
+
+    /// When the response was received (`response_time`).
+    pub fn response_time(&self) -> SystemTime {
+        self.response_time
+    }
+
+    /// The normalized values of the request fields named by Vary (4.1).
+    pub fn vary(&self) -> &VaryKey {
+        &self.vary
+    }
+
+    /// Its Vary field, read.
+    pub fn selecting(&self) -> &Vary {
+        &self.selecting
+    }
+
     /// The response directives this cache obeys (RFC 9213 2.2 selection).
-    pub fn directives(&self) -> ResponseDirectives {
-        ResponseDirectives::of(&self.headers)
+    pub fn directives(&self) -> &ResponseDirectives {
+        &self.basis.directives
+    }
+
+    /// What freshness needs of its fields, read when it was made.
+    pub fn basis(&self) -> &Basis {
+        &self.basis
+    }
+
+    /// The date the origin generated it (RFC 9110 6.6.1), or when it was received.
+    pub fn date_value(&self) -> SystemTime {
+        self.basis.date_value
+    }
+
+    /// `current_age` (4.2.3) at `now`.
+    pub fn current_age(&self, now: SystemTime) -> Duration {
+        self.basis
+            .corrected_initial_age(self.request_time, self.response_time)
+            .saturating_add(
+                now.duration_since(self.response_time)
+                    .unwrap_or(Duration::ZERO),
+            )
     }
 
     /// Freshness at `now`.
     pub fn freshness(&self, now: SystemTime, cfg: &PolicyConfig) -> Freshness {
-        let mut f = Freshness::at(
-            self.status,
-            &self.headers,
-            self.request_time,
-            self.response_time,
-            now,
-            cfg,
-        );
+        let mut f = Freshness {
+            lifetime: self.basis.lifetime(self.status, cfg),
+            age: self.current_age(now),
+        };
         if let Some(at) = self.expired_at {
             // Its lifetime ends at the age it had then: stale since `at`, by `now - at`.
-            let age_then = current_age(&self.headers, self.request_time, self.response_time, at);
+            let age_then = self.current_age(at);
             f.lifetime.secs = f.lifetime.secs.min(age_then.as_secs());
         }
         f
@@ -142,7 +202,7 @@ impl StoredResponse {
 
     /// Whether this response may be selected for a request with these header fields (4.1).
     pub fn matches(&self, request_headers: &HeaderMap) -> bool {
-        match Vary::of(&self.headers) {
+        match &self.selecting {
             Vary::Any => false,
             Vary::None => true,
             Vary::Fields(names) => {
@@ -231,14 +291,13 @@ impl StoredResponse {
         if !r.0.is_empty() {
             return Err(DecodeError::TrailingBytes);
         }
-        Ok(Self {
+        Ok(Self::from_parts(
             status,
             headers,
             request_time,
             response_time,
-            vary: VaryKey(vary),
-            expired_at: None,
-        })
+            VaryKey(vary),
+        ))
     }
 }
 

@@ -27,13 +27,13 @@ const NOT_UPDATED: [HeaderName; 4] = [
 /// when the stored response has no validator: the request is then unconditional.
 pub fn conditional_headers(stored: &StoredResponse) -> HeaderMap {
     let mut h = HeaderMap::new();
-    if let Some(etag) = stored.headers.get(ETAG)
+    if let Some(etag) = stored.headers().get(ETAG)
         && etag.to_str().ok().and_then(EntityTag::parse).is_some()
     {
         h.insert(IF_NONE_MATCH, etag.clone());
     }
-    if let Some(lm) = stored.headers.get(LAST_MODIFIED)
-        && syntax::date_field(&stored.headers, LAST_MODIFIED).is_some()
+    if let Some(lm) = stored.headers().get(LAST_MODIFIED)
+        && stored.basis().last_modified.is_some()
     {
         h.insert(IF_MODIFIED_SINCE, lm.clone());
     }
@@ -44,7 +44,7 @@ pub fn conditional_headers(stored: &StoredResponse) -> HeaderMap {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Freshen {
     /// The 304 selects the stored response: here it is with updated fields and times.
-    Updated(StoredResponse),
+    Updated(Box<StoredResponse>),
     /// The 304 carries a validator the stored response lacks (4.3.4: "MUST NOT use the new
     /// response to update"): fetch the response again without conditions.
     Mismatch,
@@ -87,23 +87,23 @@ pub fn freshen(
     response_time: SystemTime,
 ) -> Freshen {
     if not_modified.status != StatusCode::NOT_MODIFIED
-        || !selects(&stored.headers, &not_modified.headers)
+        || !selects(stored.headers(), &not_modified.headers)
     {
         return Freshen::Mismatch;
     }
-    Freshen::Updated(update(
+    Freshen::Updated(Box::new(update(
         stored,
         &not_modified.headers,
         request_time,
         response_time,
-    ))
+    )))
 }
 
 /// The outcome of a HEAD response for a stored GET response (4.3.5).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeadUpdate {
     /// Validators and Content-Length agree: the stored response with updated fields.
-    Updated(StoredResponse),
+    Updated(Box<StoredResponse>),
     /// They differ: the stored response is to be considered stale (the proxy drops it or
     /// revalidates it before the next use).
     Stale,
@@ -123,10 +123,15 @@ pub fn freshen_with_head(
     }
     let same = |name: HeaderName| match head.headers.get(&name) {
         None => true,
-        Some(v) => stored.headers.get(&name) == Some(v),
+        Some(v) => stored.headers().get(&name) == Some(v),
     };
     if same(ETAG) && same(LAST_MODIFIED) && same(CONTENT_LENGTH) {
-        HeadUpdate::Updated(update(stored, &head.headers, request_time, response_time))
+        HeadUpdate::Updated(Box::new(update(
+            stored,
+            &head.headers,
+            request_time,
+            response_time,
+        )))
     } else {
         HeadUpdate::Stale
     }
@@ -141,7 +146,7 @@ fn update(
     response_time: SystemTime,
 ) -> StoredResponse {
     let fields = storable_fields(received);
-    let mut headers = stored.headers.clone();
+    let mut headers = stored.headers().clone();
     for name in fields.keys() {
         if NOT_UPDATED.contains(name) {
             continue;
@@ -163,12 +168,11 @@ fn update(
             headers.insert(DATE, date);
         }
     }
-    StoredResponse {
-        status: stored.status,
+    StoredResponse::from_parts(
+        stored.status(),
         headers,
         request_time,
         response_time,
-        vary: stored.vary.clone(),
-        expired_at: None,
-    }
+        stored.vary().clone(),
+    )
 }

@@ -138,16 +138,11 @@ pub fn select<'a>(
     candidates
         .iter()
         .filter(|s| s.matches(&request.headers))
-        .max_by_key(|s| {
-            (
-                super::freshness::date_value(&s.headers, s.response_time),
-                s.response_time,
-            )
-        })
+        .max_by_key(|s| (s.date_value(), s.response_time()))
 }
 
 /// Whether two stored responses are variants of each other that a new one should replace (it
 /// answered a request with the same secondary key).
 pub fn same_variant(a: &StoredResponse, b: &StoredResponse) -> bool {
-    a.vary == b.vary
+    a.vary() == b.vary()
 }

@@ -9,7 +9,7 @@ use edgecache_policy::stored::DecodeError;
 use policy_support::*;
 
 fn sample() -> StoredResponse {
-    let mut s = StoredResponse::new(
+    StoredResponse::new(
         &get(&[("accept-encoding", "gzip, br"), ("accept-language", "fr")]),
         &resp(
             200,
@@ -22,11 +22,9 @@ fn sample() -> StoredResponse {
                 ("x-bin", "caf\u{e9}"),
             ],
         ),
-        at(-1),
+        at(-1) + std::time::Duration::from_nanos(123),
         at(0),
-    );
-    s.request_time += std::time::Duration::from_nanos(123);
-    s
+    )
 }
 
 #[test]
@@ -35,7 +33,7 @@ fn policy_round_trip() {
     let blob = s.encode();
     assert_eq!(StoredResponse::decode(&blob), Ok(s.clone()));
     let names: Vec<_> = s
-        .vary
+        .vary()
         .0
         .iter()
         .map(|(n, v)| (n.as_str(), v.is_some()))

@@ -124,7 +124,7 @@ fn policy_variants_and_client_conditional_rfc9111_4_1_and_4_3_2() {
     ];
     let variants = [fill(&gz, &fields, 0), fill(&br, &fields, 1)];
     let picked = vary::select(&br, &variants).expect("br variant");
-    assert_eq!(picked.response_time, at(1));
+    assert_eq!(picked.response_time(), at(1));
     assert!(vary::select(&get(&[]), &variants).is_none());
     assert!(matches!(
         serve::vary_miss(&get(&[])),

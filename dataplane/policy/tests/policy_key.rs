@@ -366,3 +366,35 @@ fn policy_strip_for_fill() {
     names.sort();
     assert_eq!(names, ["accept", "if-match"]);
 }
+
+/// Routing parses the authority once, for the listener's scheme, and leaves it in the request's
+/// extensions (and as the head's one Host field); the key takes it from there instead of parsing
+/// again. Whatever the listener, the key is the one a parse of the routed head's Host gives
+/// (the port dropped when it is the key scheme's default, kept otherwise).
+#[test]
+fn policy_key_from_the_routed_authority_is_the_parsed_one() {
+    use edgecache_policy::Authority;
+    let hosts = [
+        "a.example",
+        "A.Example.:80",
+        "a.example:443",
+        "a.example:8080",
+        "[::1]:80",
+        "[::1]:443",
+        "10.0.0.1:80",
+    ];
+    for host in hosts {
+        for listener in ["http", "https"] {
+            let mut routed = req_with("GET", "/p?q=1", &[("host", host)]);
+            let authority = Authority::of_request(&routed, listener).unwrap();
+            // As routing leaves the head: Host the normalised authority, the value beside it.
+            routed
+                .headers
+                .insert("host", authority.as_str().parse().unwrap());
+            let want = CacheKey::from_parts(&routed, "http").unwrap();
+            routed.extensions.insert(authority);
+            let got = CacheKey::from_parts(&routed, "http").unwrap();
+            assert_eq!(got, want, "Host {host} on an {listener} listener");
+        }
+    }
+}

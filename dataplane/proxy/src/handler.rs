@@ -272,7 +272,7 @@ async fn lookup(
     // slices, a new version makes a new manifest); otherwise it is fetched again (with an
     // unchanged validator, under a new manifest).
     if let Selected::One(r, stored, _) = &selected
-        && let Some(manifest) = crate::slices::Manifest::of(&stored.headers)
+        && let Some(manifest) = crate::slices::Manifest::of(stored.headers())
     {
         let d = serve::decide(&parts, stored, now, ctx.policy_for(&parts));
         let status = d.cache_status(&ctx.policy.name);
@@ -394,7 +394,7 @@ async fn lookup(
                 key,
                 peer,
                 r,
-                *stored,
+                Arc::unwrap_or_clone(stored),
                 conditional,
                 stale_if_error,
                 reason.fwd(),
@@ -520,7 +520,7 @@ fn purged(ctx: &Ctx, key: &CacheKey, selected: Selected) -> Selected {
                 .purge_hits
                 .get_or_create(&[("verdict", "stale".into())])
                 .inc();
-            stored.expired_at = Some(at);
+            Arc::make_mut(&mut stored).expired_at = Some(at);
             Selected::One(r, stored, obj)
         }
     }
@@ -529,7 +529,7 @@ fn purged(ctx: &Ctx, key: &CacheKey, selected: Selected) -> Selected {
 enum Selected {
     /// The stored response that may answer, the complete ref of its object, and the object as
     /// opened (its body not read yet, beyond what the one read of its record brought).
-    One(ObjectRef, Box<StoredResponse>, Opened),
+    One(ObjectRef, Arc<StoredResponse>, Opened),
     VaryMiss,
     None,
 }
@@ -583,18 +583,18 @@ async fn select_in(
         let Ok(obj) = ctx.store.open(&r).await else {
             continue;
         };
-        let Ok(stored) = StoredResponse::decode(&obj.meta) else {
+        let Some(stored) = stored_response(ctx, &obj) else {
             continue;
         };
         if stored.matches(req_headers) {
             let r = obj.object_ref.clone();
             let obj = Box::new(obj);
-            return Selected::One(r, Box::new(stored), Opened { obj, slot });
+            return Selected::One(r, stored, Opened { obj, slot });
         }
         if want.is_none() {
-            match policy::vary::Vary::of(&stored.headers) {
+            match stored.selecting() {
                 policy::vary::Vary::Fields(names) => {
-                    let variant = policy::vary::VaryKey::for_request(&names, req_headers);
+                    let variant = policy::vary::VaryKey::for_request(names, req_headers);
                     want = Some(store.variant_tag(&variant.to_bytes()));
                 }
                 // No Vary always matches; `Vary: *` never does, nor any variant of it.
@@ -603,6 +603,20 @@ async fn select_in(
         }
     }
     Selected::VaryMiss
+}
+
+/// The stored response of an opened object: decoded from its meta, or as decoded by an earlier
+/// hit when the object came from the RAM tier (which keeps it with its copy). `None` when the
+/// meta is not a stored response.
+fn stored_response(ctx: &Ctx, obj: &StoredObject) -> Option<Arc<StoredResponse>> {
+    if let Some(parsed) = &obj.parsed
+        && let Ok(stored) = Arc::clone(parsed).downcast::<StoredResponse>()
+    {
+        return Some(stored);
+    }
+    let stored = Arc::new(StoredResponse::decode(&obj.meta).ok()?);
+    ctx.store.keep_parsed(obj, stored.clone());
+    Some(stored)
 }
 
 /// Stored bodies larger than this (one read chunk) take a stream slot of their client's address.
@@ -624,10 +638,10 @@ async fn serve_stored(
     cache_status: CacheStatus,
 ) -> Option<Response<Body>> {
     // A manifest has no body of its own: the caller fetches (`lookup` serves manifests).
-    if crate::slices::Manifest::of(&stored.headers).is_some() {
+    if crate::slices::Manifest::of(stored.headers()).is_some() {
         return None;
     }
-    let from_partial = if stored.status == StatusCode::PARTIAL_CONTENT {
+    let from_partial = if stored.status() == StatusCode::PARTIAL_CONTENT {
         Some(respond::from_partial(parts, stored, now)?)
     } else {
         None

@@ -73,7 +73,7 @@ impl Rule {
     /// Whether the rule names an object stored under `key` with `stored`'s fields and times:
     /// rule by rule, the reference [`Index`] is tested against.
     pub fn matches(&self, key: &str, stored: &StoredResponse) -> bool {
-        if secs(stored.response_time) >= self.at {
+        if secs(stored.response_time()) >= self.at {
             return false;
         }
         match &self.selector {
@@ -89,7 +89,7 @@ impl Rule {
 fn tags(stored: &StoredResponse) -> impl Iterator<Item = &str> {
     TAG_FIELDS.iter().flat_map(move |f| {
         stored
-            .headers
+            .headers()
             .get_all(*f)
             .iter()
             .filter_map(|v| v.to_str().ok())
@@ -335,7 +335,7 @@ impl Index {
         if self.rules.is_empty() {
             return Verdict::Keep;
         }
-        let received = secs(stored.response_time);
+        let received = secs(stored.response_time());
         let mut met = Met::default();
         self.all.meet(received, &mut met);
         if let Some(t) = self.urls.get(key) {

@@ -55,6 +55,11 @@ pub struct StoredObject {
     /// The complete ref (variant key, meta and lengths from the header): for
     /// `StoreWorker::update_meta`, revalidation and fills without another read.
     pub object_ref: super::ObjectRef,
+    /// From the RAM tier: the caller's parsed form of `meta`, when one was kept with the copy
+    /// ([`super::StoreWorker::keep_parsed`]).
+    pub parsed: Option<super::ram::Parsed>,
+    /// Its RAM copy holds `meta` (a RAM hit, or a disk hit that copied the record in).
+    pub(crate) in_ram: bool,
     pub(crate) inner: Inner,
 }
 

@@ -277,6 +277,7 @@ pub use error::StoreError;
 pub use growing::Growing;
 pub use layout::Layout;
 pub use metrics::{LatencyHistogram, StoreStats, WriteKind};
+pub use ram::Parsed;
 pub use worker::StoreWorker;
 pub use writer::ObjectWriter;
 

@@ -25,8 +25,9 @@
 //!   has under the same primary key; purges, replacements, rewrites, index evictions and
 //!   segment reclaims remove entries.
 
+use std::any::Any;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -40,8 +41,16 @@ pub const RAM_MAX_RECORD: u64 = 256 * 1024;
 
 type Key = LocId;
 
+/// The caller's parsed form of a record's meta (the data plane's decoded stored response),
+/// kept with its RAM copy so that a RAM hit does not parse the meta again. Opaque to the store.
+pub type Parsed = Arc<dyn Any + Send + Sync>;
+
+/// What a parsed meta is counted as beyond the meta's own length (its parsed fields, their
+/// allocations and the `Arc`).
+pub const PARSED_OVERHEAD: u64 = 1024;
+
 /// A record's copy: what a RAM hit returns.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Copy {
     pub primary: Bytes,
     pub variant: Bytes,
@@ -49,6 +58,19 @@ pub(crate) struct Copy {
     pub header_len: u32,
     pub seq: u64,
     pub body: Bytes,
+    /// Attached by [`RamTier::attach`] after the first RAM hit.
+    pub parsed: Option<Parsed>,
+}
+
+impl std::fmt::Debug for Copy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Copy")
+            .field("meta", &self.meta.len())
+            .field("body", &self.body.len())
+            .field("seq", &self.seq)
+            .field("parsed", &self.parsed.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The sketch's hash of a record.
@@ -66,6 +88,8 @@ struct Slot {
     /// The record's [`hash_of`] (its frequency sketch entry), computed once at insert.
     hash: u64,
     referenced: bool,
+    /// What its parsed meta is counted as (0 until one is attached).
+    parsed_cost: u64,
 }
 
 /// Heap bytes of a slot beyond its key, meta and body bytes: the map slot, the CLOCK ring
@@ -77,7 +101,9 @@ const SLOT_OVERHEAD: u64 = 1024;
 impl Slot {
     fn cost(&self) -> u64 {
         let c = &self.copy;
-        (c.meta.len() + c.body.len() + c.primary.len() + c.variant.len()) as u64 + SLOT_OVERHEAD
+        (c.meta.len() + c.body.len() + c.primary.len() + c.variant.len()) as u64
+            + SLOT_OVERHEAD
+            + self.parsed_cost
     }
 }
 
@@ -226,6 +252,7 @@ impl RamTier {
             id,
             hash,
             referenced: false,
+            parsed_cost: 0,
         };
         let cost = slot.cost();
         if cost > cap {
@@ -266,6 +293,30 @@ impl RamTier {
                 g.bytes -= s.cost();
             }
         }
+    }
+
+    /// Keep `parsed`, the caller's parsed form of `meta`, with the copy at `at`, if the copy
+    /// has none yet and still holds these very bytes (the same allocation: the caller holds
+    /// `meta`, so it cannot have been freed and reused). It counts towards the tier's bytes
+    /// (`meta`'s length plus [`PARSED_OVERHEAD`]), which may evict entries.
+    pub fn attach(&self, at: LocId, meta: &Bytes, parsed: Parsed) {
+        if !self.enabled() {
+            return;
+        }
+        let cap = self.cap;
+        let mut g = self.lock();
+        let Some(slot) = g.map.get_mut(&at) else {
+            return;
+        };
+        let c = &mut slot.copy;
+        if c.parsed.is_some() || c.meta.as_ptr() != meta.as_ptr() || c.meta.len() != meta.len() {
+            return;
+        }
+        c.parsed = Some(parsed);
+        let cost = meta.len() as u64 + PARSED_OVERHEAD;
+        slot.parsed_cost = cost;
+        g.bytes += cost;
+        Self::evict(&mut g, cap);
     }
 
     pub fn remove(&self, at: LocId) {
@@ -321,6 +372,7 @@ mod tests {
             header_len: 4096,
             seq: 1,
             body: Bytes::from(vec![0u8; len]),
+            parsed: None,
         }
     }
 
@@ -348,6 +400,41 @@ mod tests {
         assert!(t.get(b"1", at("0", 1)).is_none(), "another key is a miss");
         t.remove(at("0", 1));
         assert!(!has(&t, "0"));
+    }
+
+    /// A parsed meta is kept only with the copy that holds the very bytes it was parsed from,
+    /// once, and counted in the tier's bytes until the copy goes.
+    #[test]
+    fn a_parsed_meta_stays_with_its_own_copy_and_is_counted() {
+        let t = RamTier::for_entries(1 << 20);
+        let mut c = copy("a", 100);
+        c.meta = Bytes::from(vec![7u8; 50]);
+        let meta = c.meta.clone();
+        t.insert(at("a", 1), c);
+        let before = t.usage().0;
+        // Equal bytes in another allocation: not the copy's meta, nothing kept.
+        t.attach(at("a", 1), &Bytes::from(vec![7u8; 50]), Arc::new(1u32));
+        assert!(t.get(b"a", at("a", 1)).unwrap().parsed.is_none());
+        assert_eq!(t.usage().0, before);
+        // The copy's own bytes: kept, returned by later hits, counted.
+        let got = t.get(b"a", at("a", 1)).unwrap();
+        t.attach(at("a", 1), &got.meta, Arc::new(2u32));
+        let parsed = t.get(b"a", at("a", 1)).unwrap().parsed.unwrap();
+        assert_eq!(parsed.downcast_ref::<u32>(), Some(&2));
+        assert_eq!(t.usage().0, before + 50 + PARSED_OVERHEAD);
+        // Only once: a second attach changes nothing.
+        t.attach(at("a", 1), &meta, Arc::new(3u32));
+        let parsed = t.get(b"a", at("a", 1)).unwrap().parsed.unwrap();
+        assert_eq!(parsed.downcast_ref::<u32>(), Some(&2));
+        assert_eq!(t.usage().0, before + 50 + PARSED_OVERHEAD);
+        // A new copy at the location (a rewritten meta) starts without one; removal frees all.
+        let mut c = copy("a", 100);
+        c.meta = Bytes::from(vec![8u8; 50]);
+        t.insert(at("a", 1), c);
+        assert!(t.get(b"a", at("a", 1)).unwrap().parsed.is_none());
+        assert_eq!(t.usage().0, before);
+        t.remove(at("a", 1));
+        assert_eq!(t.usage(), (0, 0));
     }
 
     fn fill(t: &RamTier, n: usize, prefix: &str) {

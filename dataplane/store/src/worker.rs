@@ -9,7 +9,7 @@ use super::body::{DiskBody, Inner, Source, StoredObject, chunk_for, read_timed, 
 use super::combine::Combiner;
 use super::growing::{Growing, Readable};
 use super::index::MAX_BLOCKS;
-use super::ram::{Copy as RamCopy, RAM_MAX_RECORD};
+use super::ram::{Copy as RamCopy, Parsed, RAM_MAX_RECORD};
 use super::record::{self, BLOCK, RecordHeader};
 use super::rewrite::{Begin, REWRITE_RETRIES, RewriteGuard};
 use super::state::Loc;
@@ -130,6 +130,16 @@ impl StoreWorker {
     /// while a rewrite may have overlapped it waits for the rewrite to end and reads again (see
     /// `src/rewrite.rs`); after `REWRITE_RETRIES` (8) such reads it is `MissingOrReplaced`,
     /// and the record stays.
+    /// Keep `parsed`, the caller's parsed form of `obj.meta`, with `obj`'s RAM copy, so later
+    /// RAM hits return it as [`StoredObject::parsed`]. Nothing for an object with no RAM copy.
+    pub fn keep_parsed(&self, obj: &StoredObject, parsed: Parsed) {
+        if obj.in_ram && obj.parsed.is_none() {
+            self.store
+                .ram()
+                .attach(obj.object_ref.loc.id(), &obj.meta, parsed);
+        }
+    }
+
     pub async fn open(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
         let store = &self.store;
         let loc = &r.loc;
@@ -145,6 +155,8 @@ impl StoreWorker {
                 body_len,
                 source: Source::Ram,
                 object_ref,
+                parsed: c.parsed,
+                in_ram: true,
                 inner: Inner::Whole(c.body),
             });
         }
@@ -242,6 +254,7 @@ impl StoreWorker {
                 }
                 store.mark_verified(&r.primary, &full);
             }
+            let mut in_ram = false;
             if to_ram && !generation.in_progress() {
                 store.ram().insert(
                     loc.id(),
@@ -252,12 +265,15 @@ impl StoreWorker {
                         header_len: hdr.header_len,
                         seq: hdr.seq,
                         body: Bytes::copy_from_slice(&body),
+                        parsed: None,
                     },
                 );
                 // A rewrite that started since the read may have ended (and cleared the RAM
                 // copy) before this insert: its meta is newer than ours, drop our copy.
                 if store.rewrite_gen(&r.primary, loc) != Some(generation) {
                     store.ram().remove(loc.id());
+                } else {
+                    in_ram = true;
                 }
             }
             return Ok(StoredObject {
@@ -265,6 +281,8 @@ impl StoreWorker {
                 body_len,
                 source: Source::Disk,
                 object_ref,
+                parsed: None,
+                in_ram,
                 inner: Inner::Whole(body),
             });
         }
@@ -281,6 +299,8 @@ impl StoreWorker {
             body_len,
             source: Source::Disk,
             object_ref,
+            parsed: None,
+            in_ram: false,
             inner: Inner::Disk(Box::new(DiskBody {
                 io: Rc::clone(&self.io),
                 budget: self.budget.clone(),

@@ -19,7 +19,7 @@ impl Miss {
     /// For `parts`, given the stored response the lookup selected (if any).
     pub fn of(parts: &request::Parts, selected: Option<(&ObjectRef, &StoredResponse)>) -> Self {
         let held = selected
-            .filter(|(_, s)| s.status == StatusCode::PARTIAL_CONTENT)
+            .filter(|(_, s)| s.status() == StatusCode::PARTIAL_CONTENT)
             .map(|(r, s)| (r.clone(), s.clone()));
         let complete_stored = selected.is_some() && held.is_none();
         Miss {
@@ -209,7 +209,7 @@ async fn follow(
         || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
     // A 206 the origin sent for a whole fetch answers only the leader.
     if !head.shareable
-        || head.stored.status == StatusCode::PARTIAL_CONTENT
+        || head.stored.status() == StatusCode::PARTIAL_CONTENT
         || !head.stored.matches(&parts.headers)
         || authorized_refused
         || origin_precondition
@@ -235,14 +235,14 @@ async fn follow(
         return fetch(ctx, parts, key, peer, None, fwd).await;
     }
     ctx.shared.metrics.request(Outcome::Coalesced);
-    let mut headers = head.stored.headers.clone();
+    let mut headers = head.stored.headers().clone();
     downstream(&mut headers);
     let status = CacheStatus::forward(&ctx.policy.name, fwd)
-        .fwd_status(head.stored.status.as_u16())
+        .fwd_status(head.stored.status().as_u16())
         .collapsed(true);
-    let content_length = policy::partial::content_length(&head.stored.headers);
+    let content_length = policy::partial::content_length(head.stored.headers());
     let answer = ClientAnswer::of(&parts, &head.stored, content_length, ctx.shared.clock.now());
-    let (code, client_body) = answer.apply(head.stored.status, &mut headers);
+    let (code, client_body) = answer.apply(head.stored.status(), &mut headers);
     let Some(client_range) = client_body else {
         return respond(code, headers, status, body::empty());
     };
@@ -375,7 +375,7 @@ pub(super) async fn relay_origin_response(
             // Replacing a stored variant (RFC 9111 4.3.4 / 3.2): the new one wins at finish().
             match ctx.store.begin_write(
                 Bytes::copy_from_slice(key.as_bytes()),
-                Bytes::from(to_store.vary.to_bytes()),
+                Bytes::from(to_store.vary().to_bytes()),
                 to_store.encode(),
                 store_len,
             ) {
@@ -526,7 +526,7 @@ impl ClientAnswer {
         let asks = h.contains_key(header::IF_NONE_MATCH)
             || h.contains_key(header::IF_MODIFIED_SINCE)
             || h.contains_key(header::RANGE);
-        if !asks || stored.status != StatusCode::OK {
+        if !asks || stored.status() != StatusCode::OK {
             return ClientAnswer::AsReceived { head_only };
         }
         let out = match content_length {
@@ -615,9 +615,9 @@ impl Splice {
         response_time: SystemTime,
     ) -> Option<Splice> {
         use policy::partial;
-        let held = partial::stored_range(&old.headers)?;
+        let held = partial::stored_range(old.headers())?;
         let length = held.complete_length?;
-        if !partial::combinable(&old.headers, length, &new.headers) {
+        if !partial::combinable(old.headers(), length, &new.headers) {
             return None;
         }
         let c = partial::combine(held, partial::stored_range(&new.headers)?)?;

@@ -60,8 +60,8 @@ impl Repair {
             ctx: ctx.clone(),
             parts: fetch,
             peer,
-            status: stored.status,
-            stored: stored.headers.clone(),
+            status: stored.status(),
+            stored: stored.headers().clone(),
             body_len,
             fill: false,
         }

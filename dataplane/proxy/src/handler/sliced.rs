@@ -327,7 +327,7 @@ impl Asked {
         };
         ctx.shared.metrics.request(Outcome::Revalidated);
         let status = CacheStatus::forward(&ctx.policy.name, self.fwd).fwd_status(304);
-        let response_time = updated.response_time;
+        let response_time = updated.response_time();
         Answer::Slices(updated, status, response_time)
     }
 
@@ -376,14 +376,14 @@ impl Asked {
         else {
             return None;
         };
-        if Manifest::of(&updated.headers).as_ref() != Some(manifest) {
+        if Manifest::of(updated.headers()).as_ref() != Some(manifest) {
             return None;
         }
         match ctx.store.update_meta(r, updated.encode()).await {
             Ok(()) => ctx.shared.metrics.slice_manifest(ManifestEvent::Freshened),
             Err(e) => debug!("cannot update a manifest's stored headers after 304: {e}"),
         }
-        Some(updated)
+        Some(*updated)
     }
 }
 
@@ -446,7 +446,7 @@ async fn write_manifest(
 ) -> Result<(), edgecache_store::StoreError> {
     let mut w = ctx.store.begin_write(
         Bytes::copy_from_slice(key.as_bytes()),
-        Bytes::from(stored.vary.to_bytes()),
+        Bytes::from(stored.vary().to_bytes()),
         stored.encode(),
         Some(0),
     )?;
@@ -508,7 +508,7 @@ pub(super) async fn serve(
         peer,
         key: key.clone(),
         manifest,
-        stored: stored.headers.clone(),
+        stored: stored.headers().clone(),
         manifest_ref,
         room,
     });
