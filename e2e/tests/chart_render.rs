@@ -1246,3 +1246,73 @@ fn the_alerts_render_only_when_enabled_with_their_thresholds() {
     assert_eq!(hit["for"], "30m");
     assert_eq!(hit["labels"]["severity"], "warning");
 }
+
+/// The dashboard file is one Grafana can lay out and the sidecar can load: unique panel ids,
+/// panels within the 24-column grid without overlapping, every panel on the data-source
+/// variable with unique query refIds, and every data-plane query filtered by the dashboard's
+/// variables (namespace, edgecache, node), which the PodMonitor's labels fill.
+#[test]
+fn the_dashboard_is_laid_out_and_filtered_by_its_variables() {
+    let file = chart_dir().join("dashboards").join("edgecache.json");
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let variables: BTreeSet<&str> = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        variables,
+        BTreeSet::from(["datasource", "namespace", "edgecache", "node"])
+    );
+    let mut ids = BTreeSet::new();
+    let mut cells: Vec<(u64, u64, u64, u64, String)> = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap().to_string();
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "{title}: id repeated"
+        );
+        let g = &p["gridPos"];
+        let (x, y, w, h) = (
+            g["x"].as_u64().unwrap(),
+            g["y"].as_u64().unwrap(),
+            g["w"].as_u64().unwrap(),
+            g["h"].as_u64().unwrap(),
+        );
+        assert!(x + w <= 24 && w > 0 && h > 0, "{title}: {g}");
+        for (x2, y2, w2, h2, other) in &cells {
+            let apart = x + w <= *x2 || x2 + w2 <= x || y + h <= *y2 || y2 + h2 <= y;
+            assert!(apart, "{title} overlaps {other}");
+        }
+        cells.push((x, y, w, h, title.clone()));
+        if p["type"] == "row" {
+            continue;
+        }
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{title}");
+        assert!(p["description"].is_string(), "{title}: a description");
+        let mut refs = BTreeSet::new();
+        for t in p["targets"].as_array().unwrap() {
+            assert!(refs.insert(t["refId"].as_str().unwrap()), "{title}: refId");
+            let expr = t["expr"].as_str().unwrap();
+            // Each selector of a data-plane metric carries the three filters.
+            for part in expr.split("edgecache_dataplane_").skip(1) {
+                let after =
+                    part.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+                let selector = after.strip_prefix('{').unwrap_or_else(|| {
+                    panic!("{title}: a data-plane metric without a selector in {expr}")
+                });
+                for filter in [
+                    r#"namespace=~"$namespace""#,
+                    r#"edgecache=~"$edgecache""#,
+                    r#"node=~"$node""#,
+                ] {
+                    assert!(
+                        selector.starts_with(filter) || selector.contains(&format!(", {filter}")),
+                        "{title}: {filter} missing in {expr}"
+                    );
+                }
+            }
+        }
+    }
+}
