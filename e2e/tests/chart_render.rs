@@ -1245,6 +1245,21 @@ fn the_alerts_render_only_when_enabled_with_their_thresholds() {
     assert!(expr.contains("[30m]") && expr.contains("> 5)"), "{expr}");
     assert_eq!(hit["for"], "30m");
     assert_eq!(hit["labels"]["severity"], "warning");
+    // Every alert off: no PrometheusRule (a rule group needs rules).
+    let mut off = vec!["metrics.prometheusRule.enabled=true".to_string()];
+    for a in [
+        "hitRatio",
+        "originErrors",
+        "diskErrors",
+        "notReady",
+        "purgesNotConfirmed",
+        "memoryNearLimit",
+    ] {
+        off.push(format!("metrics.prometheusRule.{a}.enabled=false"));
+    }
+    let off: Vec<&str> = off.iter().map(String::as_str).collect();
+    let r = render(&helm, &[values("default-values.yaml")], &off);
+    assert!(prometheus_rule(&r).is_none());
 }
 
 /// The dashboard file is one Grafana can lay out and the sidecar can load: unique panel ids,
