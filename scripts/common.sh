@@ -47,3 +47,22 @@ ensure_build_deps() {
         libcap2-bin util-linux python3 procps nghttp2-client openssl
     ensure_rust
 }
+
+# Prometheus and promtool (Debian's package) for the dashboard test
+# (operator/controller/tests/dashboard_prometheus.rs), which runs /usr/bin/prometheus itself with
+# its own config on a loopback port: the package's service must not start, nor stay enabled.
+ensure_prometheus() {
+    dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q "install ok installed" && return 0
+    local policy=/usr/sbin/policy-rc.d added=
+    if [ ! -e "$policy" ]; then
+        # invoke-rc.d asks this before starting a service: 101, not now.
+        printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+        as_root chmod 0755 "$policy"
+        added=1
+    fi
+    apt_install prometheus
+    if [ -n "$added" ]; then as_root rm -f "$policy"; fi
+    if [ -d /run/systemd/system ]; then
+        as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
+}

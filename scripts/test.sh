@@ -3,6 +3,8 @@
 # namespaces run for real as root), generated-file drift checks, and the Helm chart checks.
 . "$(dirname "$0")/common.sh"
 ensure_build_deps
+# The dashboard test's Prometheus and promtool (it must not skip under CI=true).
+ensure_prometheus
 cd "$ROOT"
 
 log "helm (charts/install-helm.sh, cached in $EDGECACHE_TOOLS)"

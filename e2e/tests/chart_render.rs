@@ -12,7 +12,7 @@ use edgecache_api::v1alpha1::EdgeCache;
 use edgecache_e2e::chart::{self, chart_dir, ci_values, documents, template};
 use edgecache_e2e::repo_root;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Serialize;
@@ -72,6 +72,7 @@ struct Rendered {
     deployments: Vec<Deployment>,
     pods: Vec<Pod>,
     edgecaches: Vec<EdgeCache>,
+    config_maps: Vec<ConfigMap>,
     others: Vec<Value>,
 }
 
@@ -107,7 +108,8 @@ fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Rendered {
                 serde_json::from_value(doc.clone())
                     .unwrap_or_else(|e| panic!("the sample EdgeCache does not parse: {e}")),
             ),
-            ("monitoring.coreos.com/v1", "ServiceMonitor" | "PodMonitor")
+            ("v1", "ConfigMap") => r.config_maps.push(typed(&doc)),
+            ("monitoring.coreos.com/v1", "ServiceMonitor" | "PodMonitor" | "PrometheusRule")
             | ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule") => r.others.push(doc),
             (api, kind) => panic!("unexpected object {api} {kind} in the chart"),
         }
@@ -690,7 +692,11 @@ fn defaults_render_the_documented_objects_only() {
     let r = render(&helm, &[values("default-values.yaml")], &[]);
     assert!(
         r.others.is_empty(),
-        "ServiceMonitor and NodeFeatureRule are off by default"
+        "ServiceMonitor, PodMonitor, PrometheusRule and NodeFeatureRule are off by default"
+    );
+    assert!(
+        r.config_maps.is_empty(),
+        "the Grafana dashboard is off by default"
     );
     assert!(r.edgecaches.is_empty(), "the sample is off by default");
     assert_eq!(r.services.len(), 1, "the metrics Service is on by default");
@@ -1088,6 +1094,15 @@ fn the_pod_monitor_scrapes_the_data_plane_pods_of_every_edgecache() {
     );
     assert_eq!(ep["path"], "/metrics");
     assert_eq!(pm["spec"]["namespaceSelector"]["any"], true);
+    // The labels the dashboard and the alerts group by, besides namespace and pod.
+    assert_eq!(
+        ep["relabelings"],
+        serde_json::json!([
+            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"},
+            {"sourceLabels": ["__meta_kubernetes_pod_label_app_kubernetes_io_instance"],
+             "targetLabel": "edgecache"},
+        ])
+    );
 
     // Watching one namespace: the EdgeCaches, and so their pods, are there only.
     let r = render(
@@ -1103,4 +1118,216 @@ fn the_pod_monitor_scrapes_the_data_plane_pods_of_every_edgecache() {
         pm["spec"]["namespaceSelector"],
         serde_json::json!({"matchNames": ["edge"]})
     );
+}
+
+/// The chart's PrometheusRule, if it renders one.
+fn prometheus_rule(r: &Rendered) -> Option<&Value> {
+    r.others.iter().find(|d| d["kind"] == "PrometheusRule")
+}
+
+/// The alerts of a PrometheusRule by name.
+fn rules_by_name(rule: &Value) -> std::collections::BTreeMap<String, Value> {
+    rule["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap().iter())
+        .map(|r| (r["alert"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
+#[test]
+fn the_grafana_dashboard_renders_only_when_enabled_with_the_sidecars_label() {
+    let Some(helm) = helm_or_skip() else { return };
+    let file = chart_dir().join("dashboards").join("edgecache.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(dashboard["uid"], "edgecache-overview");
+
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["metrics.grafanaDashboard.enabled=true"],
+    );
+    assert_eq!(r.config_maps.len(), 1, "one dashboard ConfigMap");
+    let cm = &r.config_maps[0];
+    assert_eq!(cm.metadata.name.as_deref(), Some("ec-edgecache-dashboard"));
+    assert_eq!(cm.metadata.namespace.as_deref(), Some(NS));
+    let labels = cm.metadata.labels.clone().unwrap();
+    assert_eq!(
+        labels["grafana_dashboard"], "1",
+        "the sidecar's default label"
+    );
+    assert_eq!(labels["app.kubernetes.io/part-of"], "edgecache");
+    let data = cm.data.clone().unwrap();
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        ["edgecache.json"],
+        "the one dashboard file"
+    );
+    let shipped: Value = serde_json::from_str(&data["edgecache.json"]).unwrap();
+    assert_eq!(shipped, dashboard, "the file, unchanged by the template");
+
+    // Another sidecar label and value, namespace and folder annotation (ci/monitoring-values.yaml).
+    let r = render(&helm, &[values("monitoring-values.yaml")], &[]);
+    let cm = &r.config_maps[0];
+    assert_eq!(cm.metadata.namespace.as_deref(), Some("monitoring"));
+    let labels = cm.metadata.labels.clone().unwrap();
+    assert_eq!(labels["grafana_dashboard_edge"], "yes");
+    assert!(!labels.contains_key("grafana_dashboard"));
+    assert_eq!(
+        cm.metadata.annotations.clone().unwrap()["grafana_folder"],
+        "EdgeCache"
+    );
+}
+
+#[test]
+fn the_alerts_render_only_when_enabled_with_their_thresholds() {
+    let Some(helm) = helm_or_skip() else { return };
+    let r = render(&helm, &[values("default-values.yaml")], &[]);
+    assert!(prometheus_rule(&r).is_none(), "off by default");
+
+    let r = render(
+        &helm,
+        &[values("default-values.yaml")],
+        &["metrics.prometheusRule.enabled=true"],
+    );
+    let rule = prometheus_rule(&r).expect("a PrometheusRule");
+    assert_eq!(rule["metadata"]["namespace"], NS);
+    assert_eq!(
+        rule["metadata"]["labels"]["app.kubernetes.io/part-of"],
+        "edgecache"
+    );
+    let alerts = rules_by_name(rule);
+    assert_eq!(
+        alerts.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "EdgeCacheDiskErrors",
+            "EdgeCacheHitRatioLow",
+            "EdgeCacheMemoryNearLimit",
+            "EdgeCacheNodeNotReady",
+            "EdgeCacheOriginErrors",
+            "EdgeCachePurgesNotConfirmed",
+        ]
+    );
+    for (name, a) in &alerts {
+        assert!(a["labels"]["severity"].is_string(), "{name}: a severity");
+        assert!(a["annotations"]["summary"].is_string(), "{name}: a summary");
+        // Prometheus's own template, not Helm's, fills in the labels.
+        assert!(
+            a["annotations"]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("{{ $labels."),
+            "{name}: {}",
+            a["annotations"]["summary"]
+        );
+    }
+    let hit = &alerts["EdgeCacheHitRatioLow"];
+    let expr = hit["expr"].as_str().unwrap();
+    assert!(expr.trim_end().ends_with("< 0.5"), "{expr}");
+    assert!(expr.contains("[15m]") && expr.contains("> 1)"), "{expr}");
+    assert_eq!(hit["for"], "15m");
+
+    // ci/monitoring-values.yaml: its release label, a team label on every alert, its hit-ratio
+    // threshold and window, the memory alert off.
+    let r = render(&helm, &[values("monitoring-values.yaml")], &[]);
+    let rule = prometheus_rule(&r).unwrap();
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    let alerts = rules_by_name(rule);
+    assert_eq!(alerts.len(), 5);
+    assert!(!alerts.contains_key("EdgeCacheMemoryNearLimit"));
+    for (name, a) in &alerts {
+        assert_eq!(a["labels"]["team"], "edge", "{name}");
+    }
+    let hit = &alerts["EdgeCacheHitRatioLow"];
+    let expr = hit["expr"].as_str().unwrap();
+    assert!(expr.trim_end().ends_with("< 0.3"), "{expr}");
+    assert!(expr.contains("[30m]") && expr.contains("> 5)"), "{expr}");
+    assert_eq!(hit["for"], "30m");
+    assert_eq!(hit["labels"]["severity"], "warning");
+    // Every alert off: no PrometheusRule (a rule group needs rules).
+    let mut off = vec!["metrics.prometheusRule.enabled=true".to_string()];
+    for a in [
+        "hitRatio",
+        "originErrors",
+        "diskErrors",
+        "notReady",
+        "purgesNotConfirmed",
+        "memoryNearLimit",
+    ] {
+        off.push(format!("metrics.prometheusRule.{a}.enabled=false"));
+    }
+    let off: Vec<&str> = off.iter().map(String::as_str).collect();
+    let r = render(&helm, &[values("default-values.yaml")], &off);
+    assert!(prometheus_rule(&r).is_none());
+}
+
+/// The dashboard file is one Grafana can lay out and the sidecar can load: unique panel ids,
+/// panels within the 24-column grid without overlapping, every panel on the data-source
+/// variable with unique query refIds, and every data-plane query filtered by the dashboard's
+/// variables (namespace, edgecache, node), which the PodMonitor's labels fill.
+#[test]
+fn the_dashboard_is_laid_out_and_filtered_by_its_variables() {
+    let file = chart_dir().join("dashboards").join("edgecache.json");
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let variables: BTreeSet<&str> = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        variables,
+        BTreeSet::from(["datasource", "namespace", "edgecache", "node"])
+    );
+    let mut ids = BTreeSet::new();
+    let mut cells: Vec<(u64, u64, u64, u64, String)> = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap().to_string();
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "{title}: id repeated"
+        );
+        let g = &p["gridPos"];
+        let (x, y, w, h) = (
+            g["x"].as_u64().unwrap(),
+            g["y"].as_u64().unwrap(),
+            g["w"].as_u64().unwrap(),
+            g["h"].as_u64().unwrap(),
+        );
+        assert!(x + w <= 24 && w > 0 && h > 0, "{title}: {g}");
+        for (x2, y2, w2, h2, other) in &cells {
+            let apart = x + w <= *x2 || x2 + w2 <= x || y + h <= *y2 || y2 + h2 <= y;
+            assert!(apart, "{title} overlaps {other}");
+        }
+        cells.push((x, y, w, h, title.clone()));
+        if p["type"] == "row" {
+            continue;
+        }
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{title}");
+        assert!(p["description"].is_string(), "{title}: a description");
+        let mut refs = BTreeSet::new();
+        for t in p["targets"].as_array().unwrap() {
+            assert!(refs.insert(t["refId"].as_str().unwrap()), "{title}: refId");
+            let expr = t["expr"].as_str().unwrap();
+            // Each selector of a data-plane metric carries the three filters.
+            for part in expr.split("edgecache_dataplane_").skip(1) {
+                let after =
+                    part.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+                let selector = after.strip_prefix('{').unwrap_or_else(|| {
+                    panic!("{title}: a data-plane metric without a selector in {expr}")
+                });
+                for filter in [
+                    r#"namespace=~"$namespace""#,
+                    r#"edgecache=~"$edgecache""#,
+                    r#"node=~"$node""#,
+                ] {
+                    assert!(
+                        selector.starts_with(filter) || selector.contains(&format!(", {filter}")),
+                        "{title}: {filter} missing in {expr}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -162,6 +162,9 @@ pub struct Metrics {
     pub request_duration: RequestHistograms,
     /// From a request's head to its response head handed to hyper.
     pub request_first_byte: RequestHistograms,
+    /// Response body bytes sent to clients, with the labels of the request histograms (the
+    /// byte hit ratio by site).
+    pub served_bytes: Family<RequestLabels, Counter>,
     /// Access-log lines written to stdout.
     pub access_log_lines: Counter,
     /// Access-log lines dropped, by reason (`queue_full`, `write_error`).
@@ -253,6 +256,41 @@ impl Collector for MemoryCollector {
     }
 }
 
+/// Exports `resident_memory_bytes`, the process's resident set (VmRSS of /proc/self/status)
+/// read at scrape time: what the memory plan's limit (`memory_limit_bytes`) is there to keep
+/// under. Left out where /proc cannot be read.
+#[derive(Debug)]
+pub struct ResidentCollector;
+
+/// The resident set in bytes from the text of /proc/self/status.
+pub fn resident_bytes(status: &str) -> Option<u64> {
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+impl Collector for ResidentCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        if let Some(bytes) = resident_bytes(&status) {
+            let g = ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX));
+            g.encode(encoder.encode_descriptor(
+                "resident_memory_bytes",
+                "Resident memory of the process now (VmRSS), to compare with memory_limit_bytes",
+                None,
+                g.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
+}
+
 impl Metrics {
     /// Create the handles and register them in `registry`, with unbounded memory parts.
     #[cfg(test)]
@@ -263,6 +301,7 @@ impl Metrics {
     /// Create the handles and register them (and the collector of `memory`) in `registry`.
     pub fn register_with(registry: &mut Registry, memory: MemoryParts) -> Arc<Self> {
         registry.register_collector(Box::new(MemoryCollector(memory.clone())));
+        registry.register_collector(Box::new(ResidentCollector));
         let m = Self {
             requests: Family::default(),
             response_bytes: Counter::default(),
@@ -292,6 +331,7 @@ impl Metrics {
             memory,
             request_duration: Family::new_with_constructor(request_histogram),
             request_first_byte: Family::new_with_constructor(request_histogram),
+            served_bytes: Family::default(),
             access_log_lines: Counter::default(),
             access_log_dropped: Family::default(),
             http2_streams: Family::default(),
@@ -450,6 +490,12 @@ impl Metrics {
             "Time from a request's head to its response head, with the labels of \
              request_duration_seconds",
             m.request_first_byte.clone(),
+        );
+        r.register(
+            "served_bytes",
+            "Response body bytes sent to clients, with the labels of request_duration_seconds \
+             (cache, status, site): the byte hit ratio by site",
+            m.served_bytes.clone(),
         );
         r.register(
             "access_log_lines",
@@ -823,5 +869,27 @@ impl Collector for StoreCollector {
             None,
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resident_set_is_read_from_proc_status_and_exported() {
+        let status = "Name:\tedgecache\nVmHWM:\t  9000 kB\nVmRSS:\t    5120 kB\nThreads:\t4\n";
+        assert_eq!(resident_bytes(status), Some(5120 * 1024));
+        assert_eq!(resident_bytes("Name:\tx\n"), None);
+        let mut registry = Registry::default();
+        let _m = Metrics::register(&mut registry);
+        let mut out = String::new();
+        assert!(prometheus_client::encoding::text::encode(&mut out, &registry).is_ok());
+        let value = out
+            .lines()
+            .find_map(|l| l.strip_prefix("resident_memory_bytes "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_default();
+        assert!(value > 1e6, "a test process holds more than 1 MB:\n{out}");
     }
 }

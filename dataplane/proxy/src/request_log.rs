@@ -149,8 +149,8 @@ pub const UNROUTED: &str = "unknown";
 /// Seeds of the workers' draws, one apart each.
 static WORKERS: AtomicU64 = AtomicU64::new(0);
 
-/// The histogram handles of one label set: duration, time to first byte.
-type Handles = (Histogram, Histogram);
+/// The handles of one label set: duration, time to first byte, body bytes sent.
+type Handles = (Histogram, Histogram, Counter);
 
 /// One worker's handle on the request log. It keeps its own copies of the site labels and
 /// histogram handles it has used, so a request takes no lock the workers share.
@@ -206,6 +206,7 @@ impl WorkerLog {
         let h = (
             m.request_duration.get_or_create(&labels).clone(),
             m.request_first_byte.get_or_create(&labels).clone(),
+            m.served_bytes.get_or_create(&labels).clone(),
         );
         self.handles.borrow_mut().insert(key, h.clone());
         h
@@ -451,10 +452,11 @@ impl Record {
 impl Drop for Record {
     fn drop(&mut self) {
         let total = self.ended.unwrap_or_else(Instant::now) - self.start;
-        let (duration, first_byte) =
+        let (duration, first_byte, served) =
             self.log
                 .histograms(self.cache, status_class(self.status), self.site);
         duration.observe(total.as_secs_f64());
+        served.inc_by(self.bytes);
         if let Some(t) = self.ttfb {
             first_byte.observe(t.as_secs_f64());
         }

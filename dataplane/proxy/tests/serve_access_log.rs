@@ -198,7 +198,8 @@ fn the_histograms_by_outcome_status_and_site() {
     let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
     let site = [("Host", "WWW.Example.ORG:8080")];
     assert_eq!(dp.request("GET", "/obj/1k/h", &site).status, 200);
-    assert!(dp.request("GET", "/obj/1k/h", &site).is_hit());
+    let hit = dp.request("GET", "/obj/1k/h", &site);
+    assert!(hit.is_hit());
     assert_eq!(
         dp.request("GET", "/obj/1k/h?status=404&cc=no-store", &site)
             .status,
@@ -258,6 +259,12 @@ fn the_histograms_by_outcome_status_and_site() {
         let key = format!("edgecache_dataplane_{name}{}", labels(cache, status, site));
         assert_eq!(metric_value(&m, &key), n, "{key}\n{m}");
     }
+    // The bytes of the hit's body, under its labels (the byte hit ratio by site).
+    let key = format!(
+        "edgecache_dataplane_served_bytes_total{}",
+        labels("hit", "2xx", "default")
+    );
+    assert_eq!(metric_value(&m, &key), hit.body.len() as f64, "{key}\n{m}");
     assert!(
         !m.contains("s0.example") && !m.contains("site=\"other\""),
         "{m}"

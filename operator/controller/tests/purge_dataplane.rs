@@ -10,17 +10,19 @@
 //! `SKIPPED` and passes.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
 
+mod dataplane_support;
 mod purge_support;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use dataplane_support::*;
 use edgecache_operator::pod_admin;
 use http_body_util::Full;
 use hyper::service::service_fn;
@@ -28,16 +30,6 @@ use hyper_util::rt::TokioIo;
 use purge_support::*;
 use serde_json::json;
 use tokio::net::TcpListener;
-
-fn dataplane_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("EDGECACHE_DATAPLANE_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    // target/debug/deps/purge_dataplane-HASH -> target/debug/edgecache-dataplane
-    let exe = std::env::current_exe().ok()?;
-    let bin = exe.parent()?.parent()?.join("edgecache-dataplane");
-    bin.is_file().then_some(bin)
-}
 
 /// An origin that counts the requests per path and tags every object `product-42`.
 async fn origin() -> (SocketAddr, Arc<Mutex<BTreeMap<String, usize>>>) {
@@ -75,19 +67,12 @@ async fn origin() -> (SocketAddr, Arc<Mutex<BTreeMap<String, usize>>>) {
 
 /// One data-plane process; killed on drop.
 struct Dataplane {
-    child: Child,
+    child: Killed,
     args: Vec<String>,
     node: &'static str,
     listen: SocketAddr,
     admin: SocketAddr,
     log: PathBuf,
-}
-
-impl Drop for Dataplane {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Dataplane {
@@ -102,37 +87,10 @@ impl Dataplane {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let token = dir.join("token");
-        std::fs::write(&token, TOKEN).unwrap();
-        let args: Vec<String> = [
-            "serve",
-            "--origin",
-            &format!("http://{origin}"),
-            "--listen",
-            &listen.to_string(),
-            "--admin",
-            &admin.to_string(),
-            "--admin-token-file",
-            &token.display().to_string(),
-            "--cache-dir",
-            &dir.join("cache").display().to_string(),
-            "--cache-size",
-            "64MiB",
-            "--io-engine",
-            "threads",
-            "--workers",
-            "1",
-            "--steering",
-            "off",
-            "--memory-limit",
-            "512MiB",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let args = serve_args(origin, listen, admin, dir, TOKEN);
         let log = dir.join(format!("dataplane-{node}.log"));
         let mut dp = Self {
-            child: spawn(bin, &args, node, &log),
+            child: Killed(spawn(bin, &args, node, &log)),
             args,
             node,
             listen,
@@ -144,23 +102,7 @@ impl Dataplane {
     }
 
     async fn wait_ready(&mut self) {
-        for _ in 0..300 {
-            if let Ok((200, _)) =
-                pod_admin::call("GET", self.admin, "/readyz", None, Duration::from_secs(1)).await
-            {
-                return;
-            }
-            assert!(
-                self.child.try_wait().unwrap().is_none(),
-                "the data plane exited: {}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "the data plane is not ready: {}",
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
+        wait_ready(&mut self.child, self.admin, &self.log).await;
     }
 
     fn stop(&mut self) {
@@ -171,7 +113,7 @@ impl Dataplane {
     /// Start again on the same cache directory and addresses (a restarted pod).
     async fn restart(&mut self, bin: &Path) {
         self.stop();
-        self.child = spawn(bin, &self.args, self.node, &self.log);
+        self.child = Killed(spawn(bin, &self.args, self.node, &self.log));
         self.wait_ready().await;
     }
 
@@ -183,29 +125,10 @@ impl Dataplane {
     }
 }
 
-fn spawn(bin: &Path, args: &[String], node: &str, log: &Path) -> Child {
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    Command::new(bin)
-        .args(args)
-        .env("EDGECACHE_NODE_NAME", node)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("spawn edgecache-dataplane")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_data_planes_purge_what_they_stored_before_the_purge_even_when_late() {
     let Some(bin) = dataplane_bin() else {
-        println!(
-            "SKIPPED: edgecache-dataplane not built (cargo build -p edgecache-dataplane, or set EDGECACHE_DATAPLANE_BIN)"
-        );
+        println!("SKIPPED: {NOT_BUILT}");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
