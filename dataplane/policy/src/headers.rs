@@ -8,7 +8,7 @@ use http::header::{
 };
 
 use super::cache_control::TARGET_LIST;
-use super::stored::{StoredResponse, is_hop_by_hop};
+use super::stored::StoredResponse;
 
 /// Remove the targeted cache-control fields meant for this cache (RFC 9213 2.2 allows a cache
 /// to forward them; this one does not, so they never reach clients). Use on every response sent
@@ -27,19 +27,9 @@ pub fn strip_targeted(headers: &mut HeaderMap) {
 /// (Date preserved), without the targeted fields, with `Age` set to the current age (4: "a cache
 /// MUST generate an Age header field ... replacing any present").
 pub fn for_client(stored: &StoredResponse, now: SystemTime) -> HeaderMap {
-    let mut headers = stored.headers().clone();
-    strip_targeted(&mut headers);
-    // Stored fields never include hop-by-hop ones; this guards blobs written by other builds.
-    if headers.keys().any(is_hop_by_hop) {
-        let hop: Vec<_> = headers
-            .keys()
-            .filter(|n| is_hop_by_hop(n))
-            .cloned()
-            .collect();
-        for name in hop {
-            headers.remove(name);
-        }
-    }
+    let mut headers = stored.client_fields().clone();
+    // Room for what the response adds (Age, Content-Length, Cache-Status): one allocation.
+    headers.reserve(3);
     set_age(&mut headers, stored, now);
     headers
 }

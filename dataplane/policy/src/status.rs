@@ -149,7 +149,13 @@ impl CacheStatus {
     /// The field value (always valid: names and strings are serialized as sf-token or
     /// sf-string, dropping bytes a string cannot carry).
     pub fn header_value(&self) -> HeaderValue {
-        HeaderValue::from_str(&self.to_string()).unwrap_or(HeaderValue::from_static("edgecache"))
+        // Written once into a buffer sized for it, then handed over without another copy.
+        let mut text = String::with_capacity(self.name.len() + 48);
+        if fmt::Write::write_fmt(&mut text, format_args!("{self}")).is_err() {
+            return HeaderValue::from_static("edgecache");
+        }
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
+            .unwrap_or(HeaderValue::from_static("edgecache"))
     }
 
     /// Append this member to the response's Cache-Status.

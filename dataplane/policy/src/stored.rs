@@ -23,7 +23,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{CONNECTION, DATE, HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode, request, response};
 
-use super::cache_control::ResponseDirectives;
+use super::cache_control::{ResponseDirectives, TARGET_LIST};
 use super::config::PolicyConfig;
 use super::freshness::{Basis, Freshness};
 use super::syntax;
@@ -69,6 +69,9 @@ pub struct StoredResponse {
     basis: Basis,
     /// Its Vary, read from `headers` when made.
     selecting: Vary,
+    /// `headers` without the fields never sent to clients (the targeted cache-control fields,
+    /// and hop-by-hop ones a blob of another build may hold), when it has any.
+    client: Option<HeaderMap>,
 }
 
 impl StoredResponse {
@@ -122,6 +125,7 @@ impl StoredResponse {
         Self {
             basis: Basis::of(&headers, response_time),
             selecting: Vary::of(&headers),
+            client: not_for_clients(&headers),
             status,
             headers,
             request_time,
@@ -149,6 +153,13 @@ impl StoredResponse {
     /// When the response was received (`response_time`).
     pub fn response_time(&self) -> SystemTime {
         self.response_time
+    }
+
+    /// The stored fields that may be sent to a client: [`StoredResponse::headers`] without the
+    /// targeted cache-control fields (RFC 9213 2.2: this cache does not forward them) and
+    /// hop-by-hop fields (never stored; this guards blobs written by other builds).
+    pub fn client_fields(&self) -> &HeaderMap {
+        self.client.as_ref().unwrap_or(&self.headers)
     }
 
     /// The normalized values of the request fields named by Vary (4.1).
@@ -299,6 +310,21 @@ impl StoredResponse {
             VaryKey(vary),
         ))
     }
+}
+
+/// `headers` without the fields a client is never sent, or `None` when it has none of them.
+fn not_for_clients(headers: &HeaderMap) -> Option<HeaderMap> {
+    let dropped = |n: &HeaderName| is_hop_by_hop(n) || TARGET_LIST.contains(n);
+    if !headers.keys().any(dropped) {
+        return None;
+    }
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !dropped(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    Some(out)
 }
 
 /// The fields of a received response that may be stored (3.1).

@@ -128,8 +128,19 @@ pub struct ConnClock {
     /// HTTP/2: frames arrive at any time, so a read does not start a request head.
     multiplexed: bool,
     write_blocked_since: Cell<Option<Instant>>,
-    /// Wakes the watchdog when the phase changes (its next deadline may be earlier).
+    /// Wakes the watchdog when the phase changes to one whose deadline is earlier.
     changed: tokio::sync::Notify,
+    /// When the watchdog looks next (set by [`watch`] before it sleeps), and the header and
+    /// idle timeouts it applies: a phase change wakes it only when its own deadline is earlier.
+    /// A later one is seen when the watchdog wakes at the earlier.
+    armed: Cell<Option<Armed>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Armed {
+    next: Instant,
+    header: Duration,
+    idle: Duration,
 }
 
 impl ConnClock {
@@ -149,6 +160,7 @@ impl ConnClock {
             multiplexed,
             write_blocked_since: Cell::new(None),
             changed: tokio::sync::Notify::new(),
+            armed: Cell::new(None),
         })
     }
 
@@ -180,7 +192,20 @@ impl ConnClock {
 
     fn set_phase(&self, phase: Phase) {
         self.phase.set(phase);
-        self.changed.notify_one();
+        let Some(armed) = self.armed.get() else {
+            self.changed.notify_one();
+            return;
+        };
+        // What the new phase may expire at ([`check`]); busy, only a blocked write (which
+        // wakes the watchdog itself, `write_result`).
+        let due = match phase {
+            Phase::Idle(since) => since + armed.idle,
+            Phase::Head(since) => since + armed.header,
+            Phase::Busy => return,
+        };
+        if due < armed.next {
+            self.changed.notify_one();
+        }
     }
 
     fn state(&self) -> (Phase, Option<Instant>) {
@@ -231,9 +256,19 @@ pub async fn watch(
             Err(e) => return e,
             Ok(next) => {
                 let next = stalls.map_or(next, |s| next.min(s));
+                // Never asleep longer than a head or an idle spell may last: a phase that
+                // starts later ends later than this, so it has no need to wake the watchdog
+                // (`set_phase`), which then looks about once a header timeout on a busy
+                // keep-alive connection instead of on every request.
+                let next = next.min(Instant::now() + t.header.min(t.idle));
                 if let Some(s) = &streams {
                     s.sleeping_until(next);
                 }
+                clock.armed.set(Some(Armed {
+                    next,
+                    header: t.header,
+                    idle: t.idle,
+                }));
                 tokio::select! {
                     _ = tokio::time::sleep_until(next) => {}
                     _ = clock.changed.notified() => {}
@@ -454,5 +489,55 @@ mod tests {
         );
         clock.write_result(true);
         assert_eq!(clock.state().1, None);
+    }
+
+    /// Run `dog` for `d` of (paused) time: its expiry if it ended.
+    async fn run_for(
+        dog: &mut Pin<&mut impl std::future::Future<Output = Expiry>>,
+        d: Duration,
+    ) -> Option<Expiry> {
+        tokio::select! {
+            e = dog.as_mut() => Some(e),
+            _ = tokio::time::sleep(d) => None,
+        }
+    }
+
+    /// The watchdog is woken only by a phase whose deadline is earlier than the one it sleeps
+    /// until; a later one is seen when it wakes. No deadline moves: a head that starts while
+    /// the watchdog sleeps until an earlier head's deadline still expires `header` after its
+    /// first byte, and an idle connection `idle` after its last request.
+    #[tokio::test(start_paused = true)]
+    async fn phases_that_do_not_wake_the_watchdog_still_expire_on_time() {
+        use std::os::fd::AsRawFd;
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (room, _room_guard) = SendRoom::new(a.as_raw_fd());
+        let clock = ConnClock::new();
+        let t0 = Instant::now();
+        let dog = watch(clock.clone(), T, || false, room.clone(), None);
+        tokio::pin!(dog);
+        assert_eq!(run_for(&mut dog, s(1)).await, None);
+        // A request: its head (the watchdog now sleeps until t0 + 11), then busy, then idle.
+        clock.read_bytes();
+        let request = clock.begin_request();
+        assert_eq!(run_for(&mut dog, s(1)).await, None);
+        drop(request);
+        // A second head at t0 + 3: its deadline (t0 + 13) is later than the first's.
+        assert_eq!(run_for(&mut dog, s(1)).await, None);
+        clock.read_bytes();
+        assert_eq!(run_for(&mut dog, s(60)).await, Some(Expiry::Header));
+        assert_eq!(Instant::now(), t0 + s(13));
+
+        // Idle after a request: closed `idle` after it ended, not at an earlier deadline.
+        let clock = ConnClock::new();
+        let t0 = Instant::now();
+        let dog = watch(clock.clone(), T, || false, room, None);
+        tokio::pin!(dog);
+        assert_eq!(run_for(&mut dog, s(1)).await, None);
+        clock.read_bytes();
+        let request = clock.begin_request();
+        assert_eq!(run_for(&mut dog, s(5)).await, None);
+        drop(request);
+        assert_eq!(run_for(&mut dog, s(120)).await, Some(Expiry::Idle));
+        assert_eq!(Instant::now(), t0 + s(66));
     }
 }

@@ -24,6 +24,9 @@ use std::time::Duration;
 
 use edgecache_api::dataplane::Http2Config;
 use edgecache_host::Http2Limits;
+use futures_util::StreamExt;
+use futures_util::future::LocalBoxFuture;
+use futures_util::stream::FuturesUnordered;
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version, header};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
@@ -198,6 +201,9 @@ pub async fn serve<S>(
 }
 
 /// Run `conn` against its watchdog and the worker's shutdown; the error it ended with, if any.
+/// The watchdog and the shutdown are polled only when their own wakers fired (a
+/// `FuturesUnordered`), not each time the connection's task wakes for its socket: polling them
+/// on every wake cost a keep-alive request about as much as routing it.
 async fn drive<C, E>(
     ctx: &Rc<Ctx>,
     peer: SocketAddr,
@@ -210,24 +216,35 @@ where
     C: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
+    enum Stop {
+        Expired(conn_timer::Expiry),
+        Shutdown,
+    }
     tokio::pin!(conn);
-    tokio::pin!(watchdog);
-    let res = tokio::select! {
-        res = conn.as_mut() => res,
-        expiry = watchdog.as_mut() => {
-            debug!(%peer, reason = expiry.as_str(), "closing the connection");
-            ctx.shared.metrics.connection_closed(expiry.as_str());
-            return None;
-        }
-        _ = shutdown.changed() => {
-            graceful(conn.as_mut());
-            tokio::select! {
-                res = conn.as_mut() => res,
-                expiry = watchdog => {
+    let mut stops: FuturesUnordered<LocalBoxFuture<'_, Stop>> = FuturesUnordered::new();
+    stops.push(Box::pin(async move { Stop::Expired(watchdog.await) }));
+    stops.push(Box::pin(async move {
+        // A closed sender is a shutdown too (the worker is going away).
+        let _ = shutdown.changed().await;
+        Stop::Shutdown
+    }));
+    let mut graceful = Some(graceful);
+    let res = loop {
+        tokio::select! {
+            biased;
+            res = conn.as_mut() => break res,
+            Some(stop) = stops.next() => match stop {
+                Stop::Expired(expiry) => {
+                    debug!(%peer, reason = expiry.as_str(), "closing the connection");
                     ctx.shared.metrics.connection_closed(expiry.as_str());
                     return None;
                 }
-            }
+                Stop::Shutdown => {
+                    if let Some(graceful) = graceful.take() {
+                        graceful(conn.as_mut());
+                    }
+                }
+            },
         }
     };
     let e = res.err()?;

@@ -118,7 +118,12 @@ impl Sites {
         scheme: &str,
     ) -> Result<usize, Unrouted> {
         let authority = Authority::of_request(parts, scheme).map_err(Unrouted::Authority)?;
-        if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+        // Most clients send the normal form already: then the field stays as it is.
+        let normal = parts
+            .headers
+            .get(http::header::HOST)
+            .is_some_and(|h| h.as_bytes() == authority.as_str().as_bytes());
+        if !normal && let Ok(host) = HeaderValue::from_str(authority.as_str()) {
             parts.headers.insert(http::header::HOST, host);
         }
         let site = self.route(authority.host());
