@@ -14,28 +14,15 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use edgecache_docgen::shell_blocks::{Block, Marker, blocks};
-use edgecache_e2e::{chart, repo_root};
+use edgecache_e2e::{chart, docs_pages, repo_root};
 
 /// The longest a `test: run` block may take: they are meant to be cheap.
 const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// README.md and every page under docs/, with their blocks.
 fn pages() -> Vec<(PathBuf, Vec<Block>)> {
-    let root = repo_root();
-    let mut files = vec![root.join("README.md")];
-    let mut dirs = vec![root.join("docs")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
+    docs_pages()
+        .unwrap()
         .into_iter()
         .map(|f| {
             let text = std::fs::read_to_string(&f).unwrap();
