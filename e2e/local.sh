@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's walk-through on the cluster of scripts/cluster.sh: the test origin (bench/origin)
+# The README's quick start on the cluster of scripts/cluster.sh: the test origin (bench/origin)
 # as a Deployment and Service, an EdgeCache sized for this machine (e2e/local/edgecache.yaml:
 # operator/controller/examples/edgecache.yaml asks for 4 CPUs, 8Gi and 200GiB), then a request
 # through the node's port from the node itself: a MISS, then a HIT.

@@ -9,6 +9,7 @@
 //!   API server (`tests/scenarios_offline.rs`).
 //! - [`dockerfile`]: the runtime stage of a Dockerfile, to prove the shipped and the local image
 //!   builds equivalent (`tests/images.rs`).
+//! - [`docs_pages`]: README.md and docs/, for the docs' tests (`tests/docs_*.rs`).
 
 use std::path::PathBuf;
 
@@ -28,4 +29,23 @@ pub fn repo_root() -> PathBuf {
         .ancestors()
         .find(|d| d.join("Cargo.lock").is_file())
         .map_or_else(|| built.join(".."), PathBuf::from)
+}
+
+/// README.md and every markdown page under `docs/`, sorted: what the docs' tests read.
+pub fn docs_pages() -> std::io::Result<Vec<PathBuf>> {
+    let root = repo_root();
+    let mut files = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
 }

@@ -414,7 +414,8 @@ fn values_schema_is_strict() {
 /// as they were, so a key a newer chart adds (and its strict schema requires) is missing and
 /// the upgrade fails. `--reset-then-reuse-values` starts from the new chart's values.yaml and
 /// puts the release's own values over it: that works when every key the schema requires has
-/// a default in values.yaml, and when the README says so and the helm in use knows the flag.
+/// a default in values.yaml, and when the docs say so (docs/install-kubernetes.md) and the helm
+/// in use knows the flag.
 #[test]
 fn upgrades_reset_then_reuse_values_and_every_required_key_has_a_default() {
     let schema: Value = serde_json::from_str(
@@ -441,17 +442,19 @@ fn upgrades_reset_then_reuse_values_and_every_required_key_has_a_default() {
     }
     walk("values", &schema, &values);
 
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let upgrades: Vec<&str> = readme
+    // The upgrade the docs show (the install page; the README links to it).
+    let page = "docs/install-kubernetes.md";
+    let guide = std::fs::read_to_string(repo_root().join(page)).unwrap();
+    let upgrades: Vec<&str> = guide
         .lines()
         .filter(|l| l.contains("helm upgrade"))
         .collect();
-    assert!(!upgrades.is_empty(), "the README shows an upgrade");
+    assert!(!upgrades.is_empty(), "{page} shows an upgrade");
     for l in &upgrades {
         let words: Vec<&str> = l.split_whitespace().collect();
         assert!(
             !words.contains(&"--reuse-values"),
-            "README: `{l}`: --reuse-values keeps the old chart's values and breaks the first \
+            "{page}: `{l}`: --reuse-values keeps the old chart's values and breaks the first \
              upgrade that adds a required value"
         );
     }
@@ -459,7 +462,7 @@ fn upgrades_reset_then_reuse_values_and_every_required_key_has_a_default() {
         upgrades
             .iter()
             .any(|l| l.contains("--reset-then-reuse-values")),
-        "README: {upgrades:?}"
+        "{page}: {upgrades:?}"
     );
     let Some(helm) = helm_or_skip() else {
         return;
@@ -943,7 +946,7 @@ fn the_sample_edgecache_is_created_after_the_crds() {
 
 #[test]
 fn the_repo_sample_renders_through_the_chart() {
-    // The README's sample (operator/controller/examples/edgecache.yaml) as sample.spec.
+    // The docs' sample (operator/controller/examples/edgecache.yaml) as sample.spec.
     let Some(helm) = helm_or_skip() else { return };
     let text =
         std::fs::read_to_string(repo_root().join("operator/controller/examples/edgecache.yaml"))

@@ -3,7 +3,8 @@
 //! `serve` loads the config (file and flags), reads the cgroup limits, plans memory, opens the
 //! disk store (rebuilding its index), binds one SO_REUSEPORT listener per worker, attaches
 //! connection steering, starts the pinned workers and the admin endpoint, then waits for
-//! SIGTERM or SIGINT. `check-config FILE` reports every problem in a config file.
+//! SIGTERM or SIGINT. `check-config FILE` reports every problem in a config file. `reference
+//! PAGE` prints a page of docs/reference/ (src/reference.rs).
 
 mod admin;
 mod body;
@@ -29,6 +30,7 @@ mod paced;
 mod peer_auth;
 mod popularity;
 mod purges;
+mod reference;
 mod request_log;
 mod ring;
 mod send_room;
@@ -51,7 +53,7 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -73,6 +75,16 @@ enum Command {
         /// The YAML file to check.
         file: std::path::PathBuf,
     },
+    /// Print one of this binary's reference pages (markdown, as committed in docs/reference/),
+    /// or write them all.
+    Reference {
+        /// Which page.
+        #[arg(required_unless_present = "write")]
+        page: Option<reference::Page>,
+        /// Write every page into this directory instead (scripts/reference-docs.sh).
+        #[arg(long, value_name = "DIR", conflicts_with = "page")]
+        write: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -80,6 +92,22 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
+        Command::Reference { page, write } => {
+            let done = match (page, write) {
+                (Some(page), _) => reference::render(page, Cli::command())
+                    .map(|text| print!("{text}"))
+                    .map_err(anyhow::Error::from),
+                (None, Some(dir)) => reference::write_all(&dir, &Cli::command()).map(|_| ()),
+                (None, None) => Err(anyhow::anyhow!("name a page or --write DIR")),
+            };
+            match done {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("edgecache-dataplane: reference: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::CheckConfig { file } => match config::check_file(&file) {
             Ok(_) => {
                 println!("{}: ok", file.display());

@@ -194,33 +194,18 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     // Every in-flight part of the plan is bounded and exported (`memory_bytes{part}`).
     let memory = MemoryParts::with_store(&store);
     memory.set_bounds(&plan);
-    let mut registry = Registry::with_prefix("edgecache_dataplane");
+    let mut registry = Registry::with_prefix(metrics::PREFIX);
     let metrics = Metrics::register_with(&mut registry, memory);
     registry.register_collector(Box::new(StoreCollector(store.clone())));
-    metrics::register_info(
+    metrics::register_plan(
         &mut registry,
-        "io_engine",
-        "The disk I/O engine in use",
-        vec![("engine", store.engine().as_str().into())],
-    );
-    metrics::register_const(&mut registry, "workers", "Worker threads", workers as i64);
-    metrics::register_const(
-        &mut registry,
-        "memory_limit_bytes",
-        "Memory limit planned with (0 = none)",
-        plan.limit.unwrap_or(0) as i64,
-    );
-    metrics::register_const(
-        &mut registry,
-        "ram_tier_capacity_bytes",
-        "RAM tier size from the memory plan (with what the store's index cannot use)",
-        split.ram_tier as i64,
-    );
-    metrics::register_const(
-        &mut registry,
-        "index_reserve_bytes",
-        "Memory the plan keeps for the store index and connections",
-        plan.index_reserve as i64,
+        &metrics::PlanFacts {
+            engine: store.engine().as_str(),
+            workers: workers as i64,
+            memory_limit: plan.limit.unwrap_or(0) as i64,
+            ram_tier: split.ram_tier as i64,
+            index_reserve: plan.index_reserve as i64,
+        },
     );
 
     let listeners = edgecache_steering::bind_group(cfg.listen, workers, supervisor::BACKLOG)
@@ -245,12 +230,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         metrics.steering_fallbacks.inc();
     }
     let mode: SteeringMode = steering.mode_in_effect();
-    metrics::register_info(
-        &mut registry,
-        "steering",
-        "Connection steering mode in effect",
-        vec![("mode", mode.as_str().into())],
-    );
+    metrics::register_steering(&mut registry, mode);
     // TLS: the certificates must load at start; later changes that do not load keep the
     // ones in force (src/tls.rs). Its listeners are a second group, steered the same way.
     let (tls, tls_group) = match cfg.tls.listen {

@@ -86,7 +86,8 @@ impl SupervisorMetrics {
         m
     }
 
-    fn show(&self, routes: &[Route]) {
+    /// Export `routes` as `steering_route`.
+    pub(crate) fn show(&self, routes: &[Route]) {
         for r in routes {
             self.routes
                 .get_or_create(&route_labels(r))

@@ -81,7 +81,8 @@ impl TlsMetrics {
         m
     }
 
-    fn handshake(&self, result: &'static str) {
+    /// Count one handshake that ended as `result`.
+    pub(crate) fn handshake(&self, result: &'static str) {
         self.handshakes
             .get_or_create(&[("result", result.to_string())])
             .inc();

@@ -134,7 +134,7 @@ fn many_connections_of_many_streams_stay_inside_a_512_mib_cgroup() {
 }
 
 /// HTTP/2 connections from one address past the share it always gets (a quarter of those that
-/// fit the workers: 16 in this 512 MiB pod of 2 workers; README): while its worker has room they
+/// fit the workers: 16 in this 512 MiB pod of 2 workers; docs/tls-and-http2.md): while its worker has room they
 /// are served too (work-conserving, issue 31 section 1: a whole network may be behind one
 /// address; before, the 17th was closed); asking for far more, it is refused past the room the
 /// workers lend (all but a quarter of each budget), and that quarter still takes a fresh

@@ -102,7 +102,7 @@ impl Counters {
 }
 
 /// A snapshot of the disk read latency histogram, ready for a Prometheus histogram export.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LatencyHistogram {
     /// Bucket upper bounds in microseconds.
     pub bounds_us: &'static [u64],
@@ -120,8 +120,9 @@ impl LatencyHistogram {
     }
 }
 
-/// A snapshot of the store's state and counters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A snapshot of the store's state and counters (all zero by default: a store nobody opened,
+/// as the data plane's metrics reference shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StoreStats {
     /// Objects in the disk index.
     pub objects: u64,

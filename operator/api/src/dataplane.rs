@@ -34,6 +34,7 @@ pub const PURGE_RULES_MAX: u32 = 1_000_000;
 
 /// The whole data-plane config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct DataplaneConfig {
     /// Format version. Default: 1 (the only one).
@@ -99,6 +100,7 @@ impl Default for DataplaneConfig {
 
 /// Access to the admin endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct AdminAccessConfig {
     /// A file holding the bearer token that PURGE and every other mutating admin call need
@@ -121,6 +123,7 @@ impl Default for AdminAccessConfig {
 
 /// Per-client timeouts and connection caps, on the client listener and the admin listener.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct ClientLimitsConfig {
     /// Time allowed for a whole request head, from its first byte. Default: `10s`.
@@ -170,6 +173,7 @@ impl Default for ClientLimitsConfig {
 
 /// The origin server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct OriginConfig {
     /// `http://host[:port]` of the origin. Required; no default.
@@ -201,6 +205,7 @@ impl Default for OriginConfig {
 
 /// The Host header sent to the origin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum HostHeader {
     /// Keep the client's Host header.
@@ -214,7 +219,7 @@ pub enum HostHeader {
 
 /// Which disk I/O engine reads and writes the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum IoEngineKind {
     /// io_uring when the kernel and seccomp allow it, else the thread pool.
@@ -238,7 +243,7 @@ impl IoEngineKind {
 
 /// Which misses are written to the disk (`storage.admission`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum AdmissionPolicy {
     /// Every storable miss.
@@ -263,6 +268,7 @@ impl AdmissionPolicy {
 
 /// The disk store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct StorageConfig {
     /// Directory of the cache on the node's NVMe. Default: `/var/cache/edgecache`.
@@ -334,6 +340,7 @@ impl Default for StorageConfig {
 
 /// Memory sizing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct MemoryConfig {
     /// Use this limit instead of the cgroup's. Default: unset (read the cgroup limit).
@@ -356,7 +363,7 @@ impl Default for MemoryConfig {
 
 /// How connections are spread over workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum SteeringMode {
     /// By the NIC receive queue (`skb->queue_mapping`), for Intel ADQ. Needs CAP_BPF.
@@ -413,6 +420,7 @@ impl std::str::FromStr for SteeringMode {
 
 /// Workers and steering.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct WorkersConfig {
     /// Worker threads, each pinned to one CPU. Default: 0 = one per CPU the process may run on.
@@ -439,7 +447,7 @@ impl Default for WorkersConfig {
 
 /// What to do with responses that carry Set-Cookie.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum CookiePolicy {
     /// Store them as any other response (RFC 9111 allows it); Set-Cookie is stored and replayed.
@@ -453,6 +461,7 @@ pub enum CookiePolicy {
 
 /// Caching policy overrides. The defaults conform to RFC 9111.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct CachePolicyConfig {
     /// Freshness for cacheable responses that carry none. Default: unset (no default TTL).
@@ -497,7 +506,7 @@ impl Default for CachePolicyConfig {
 
 /// Whether the nodes of an EdgeCache share one cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ShardingMode {
     /// Every node caches what its own clients ask for.
@@ -521,6 +530,7 @@ impl ShardingMode {
 /// N nodes hold about N times the distinct objects of one and the fleet makes one origin fetch
 /// per object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct ShardingConfig {
     /// `off` or `consistent`. Default: `off`.

@@ -59,17 +59,45 @@ text_schema!(
     "A duration: a whole number with a unit (ms, s, m, h or d)."
 );
 
+/// The quantity types by the names the reference pages give them, with an example each.
+pub const QUANTITY_FORMATS: [edgecache_docgen::schema::NamedFormat; 3] = [
+    edgecache_docgen::schema::NamedFormat {
+        pattern: BYTE_SIZE_PATTERN,
+        name: "byte size",
+        example: "256MiB",
+    },
+    edgecache_docgen::schema::NamedFormat {
+        pattern: DISK_SIZE_PATTERN,
+        name: "disk size",
+        example: "auto",
+    },
+    edgecache_docgen::schema::NamedFormat {
+        pattern: DURATION_PATTERN,
+        name: "duration",
+        example: "30s",
+    },
+];
+
+/// The data-plane config's JSON schema: every field's name, type, default and doc comment, as
+/// serde reads the file (the source of `docs/reference/dataplane-config.md`).
+pub fn dataplane_config_schema() -> serde_json::Value {
+    schemars::schema_for!(crate::dataplane::DataplaneConfig).to_value()
+}
+
+#[cfg(feature = "crd")]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
     JSONSchemaPropsOrStringArray,
 };
 
 /// The EdgeCache CRD as the API server gets it (`crds/`, the chart, `edgecache-operator crd`).
+#[cfg(feature = "crd")]
 pub fn edgecache_crd() -> CustomResourceDefinition {
     for_api_server(<crate::v1alpha1::EdgeCache as kube::CustomResourceExt>::crd())
 }
 
 /// The EdgeCachePurge CRD as the API server gets it.
+#[cfg(feature = "crd")]
 pub fn edgecache_purge_crd() -> CustomResourceDefinition {
     for_api_server(<crate::purge::EdgeCachePurge as kube::CustomResourceExt>::crd())
 }
@@ -80,6 +108,7 @@ pub fn edgecache_purge_crd() -> CustomResourceDefinition {
 /// on every apply otherwise. `uint8`/`uint16` become `int32`, `uint32`/`uint64` `int64` (the
 /// server stores every integer as an int64); the `minimum: 0` schemars also writes still keeps
 /// them unsigned.
+#[cfg(feature = "crd")]
 pub fn for_api_server(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         if let Some(schema) = version
@@ -94,6 +123,7 @@ pub fn for_api_server(mut crd: CustomResourceDefinition) -> CustomResourceDefini
 }
 
 /// The signed format the API server knows for an unsigned one schemars writes.
+#[cfg(feature = "crd")]
 fn known_integer_format(format: &str) -> Option<&'static str> {
     match format {
         "uint8" | "uint16" => Some("int32"),
@@ -102,6 +132,7 @@ fn known_integer_format(format: &str) -> Option<&'static str> {
     }
 }
 
+#[cfg(feature = "crd")]
 fn normalise_formats(s: &mut JSONSchemaProps) {
     if let Some(known) = s.format.as_deref().and_then(known_integer_format) {
         s.format = Some(known.to_string());

@@ -92,7 +92,7 @@ fn schema_bounds_and_columns() {
     assert_eq!(status["conditions"]["x-kubernetes-list-type"], "map");
 }
 
-/// The sample the README and the chart's notes point to passes the schema's CEL rules.
+/// The sample the docs (docs/purging.md) and the chart's notes point to passes the schema's CEL rules.
 #[test]
 fn the_sample_passes() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

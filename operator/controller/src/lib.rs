@@ -20,6 +20,7 @@ pub mod pod_admin;
 pub mod pod_metrics;
 pub mod purge;
 pub mod reconcile;
+pub mod reference;
 pub mod render;
 pub mod status;
 pub mod strict;

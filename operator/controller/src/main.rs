@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// The EdgeCache operator.
 #[derive(Parser)]
@@ -29,6 +29,16 @@ enum Command {
         file: PathBuf,
         #[command(flatten)]
         policy: PolicyArgs,
+    },
+    /// Print one of the operator's reference pages (markdown, as committed in docs/reference/),
+    /// or write them all.
+    Reference {
+        /// Which page.
+        #[arg(required_unless_present = "write")]
+        page: Option<edgecache_operator::reference::Page>,
+        /// Write every page into this directory instead (scripts/reference-docs.sh).
+        #[arg(long, value_name = "DIR", conflicts_with = "page")]
+        write: Option<PathBuf>,
     },
 }
 
@@ -135,6 +145,19 @@ fn main() -> ExitCode {
         Command::Crd {
             plural: Some(plural),
         } => edgecache_operator::crd::crd_yaml_of(&plural).map_err(anyhow::Error::from),
+        Command::Reference {
+            page: Some(page), ..
+        } => {
+            edgecache_operator::reference::render(page, Cli::command()).map_err(anyhow::Error::from)
+        }
+        Command::Reference {
+            page: None,
+            write: Some(dir),
+        } => edgecache_operator::reference::write_all(&dir, &Cli::command()).map(|_| String::new()),
+        Command::Reference {
+            page: None,
+            write: None,
+        } => Err(anyhow::anyhow!("name a page or --write DIR")),
         Command::Render { file, policy } => policy.policy().and_then(|policy| {
             let text = read(&file)?;
             edgecache_operator::render::render(&text, &policy).map_err(anyhow::Error::from)

@@ -9,6 +9,7 @@ use crate::quantity::{ByteSize, Duration};
 
 /// TLS termination. Off unless `listen` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct TlsConfig {
     /// Where TLS clients connect, e.g. `0.0.0.0:8443`. Default: none (no TLS listener).
@@ -44,6 +45,7 @@ impl Default for TlsConfig {
 
 /// One certificate chain and its key, as PEM files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct CertificateFiles {
     /// The certificate chain, leaf first (a Secret's `tls.crt`).
@@ -54,7 +56,7 @@ pub struct CertificateFiles {
 
 /// A TLS protocol version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum TlsVersion {
     #[default]
     #[serde(rename = "1.2")]
@@ -79,6 +81,7 @@ impl TlsVersion {
 /// and handler state) fit its connection budget (the data plane's log line `http2 limits`
 /// says which). A value set here is kept, and each connection is charged what it allows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct Http2Config {
     /// Serve HTTP/2. Default: true.
@@ -120,8 +123,9 @@ impl Default for Http2Config {
     }
 }
 
-/// One structured line per request, to stdout (fields: README, "Access log and request metrics").
+/// One structured line per request, to stdout (fields: docs/observability.md, "Access log").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct AccessLogConfig {
     /// `json`, `combined` or `off`. Default: `json`.
@@ -141,7 +145,7 @@ impl Default for AccessLogConfig {
 
 /// How access-log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum AccessLogFormat {
     /// One JSON object a line.

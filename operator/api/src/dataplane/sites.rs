@@ -9,6 +9,7 @@ use crate::quantity::Duration;
 
 /// One site: the hostnames it answers for and where it fills from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct SiteConfig {
     /// Hostnames, exact (`www.example.com`) or one-label wildcards (`*.example.com`),
@@ -59,7 +60,7 @@ impl Default for SiteConfig {
 
 /// How a request picks an origin of the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "crd", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Balance {
     /// Each healthy origin in turn.
@@ -71,6 +72,7 @@ pub enum Balance {
 
 /// Active and passive health checks of a pool's origins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct HealthCheckConfig {
     /// Path requested from each origin every `interval` (active checks; a 2xx or 3xx is
@@ -102,6 +104,7 @@ impl Default for HealthCheckConfig {
 
 /// TLS to the origins of a site.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct OriginTlsConfig {
     /// PEM file of the CAs that sign the origins' certificates (a Secret's `ca.crt`).
@@ -114,6 +117,7 @@ pub struct OriginTlsConfig {
 
 /// A site's cache-policy overrides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct SitePolicyConfig {
     /// Freshness for cacheable responses that carry none.
