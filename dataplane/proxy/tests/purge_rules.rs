@@ -117,6 +117,47 @@ fn a_soft_purge_of_everything_makes_the_next_request_revalidate_and_keeps_the_ob
     assert_eq!(o.requests_for(p), asked);
 }
 
+/// An object served from the RAM tier, whose copy keeps the stored response decoded by its
+/// first RAM hit: a soft purge still makes the next request revalidate (the purge's mark is
+/// the request's own, never written into the kept response), and what is served after is the
+/// object, fresh again.
+#[test]
+fn a_soft_purge_reaches_an_object_held_decoded_in_the_ram_tier() {
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start_with_yaml(&o.url(), dir.path(), "", 1, &[]);
+    let p = "/obj/4k/soft-ram";
+    store_all(&dp, &[p]);
+    let ram = r#"edgecache_dataplane_requests_total{cache="hit_ram"}"#;
+    for _ in 0..3 {
+        let r = dp.get(p);
+        assert!(r.is_hit(), "{}", r.cache_status());
+        check_body(4096, "soft-ram", &r.body).unwrap();
+    }
+    assert!(dp.metric(ram) >= 2.0, "served from the RAM tier");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(purge(&dp, "id=ram-soft&all&soft").status, 200);
+    let r = dp.get(p);
+    check_body(4096, "soft-ram", &r.body).unwrap();
+    assert!(
+        r.cache_status().contains("fwd=stale"),
+        "{}",
+        r.cache_status()
+    );
+    assert_eq!(o.requests_for(p), 2);
+    // Revalidated again in a later second than the purge's (a rule covers its whole second),
+    // then fresh: hits, the origin asked no more.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    check_body(4096, "soft-ram", &dp.get(p).body).unwrap();
+    let asked = o.requests_for(p);
+    for _ in 0..3 {
+        let r = dp.get(p);
+        assert!(r.is_hit(), "{}", r.cache_status());
+        check_body(4096, "soft-ram", &r.body).unwrap();
+    }
+    assert_eq!(o.requests_for(p), asked);
+}
+
 #[test]
 fn a_bad_purge_call_is_refused_with_the_reason() {
     let o = origin();
