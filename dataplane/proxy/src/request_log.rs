@@ -160,7 +160,9 @@ pub struct WorkerLog {
     /// The state of this worker's draws (splitmix64).
     draw: Cell<u64>,
     /// By outcome, status class and site (its label's address: each name is kept once).
-    handles: RefCell<HashMap<(CacheOutcome, &'static str, usize), Handles>>,
+    /// Keyed by label sets of the process's own (foldhash, not SipHash: no client picks them).
+    handles:
+        RefCell<HashMap<(CacheOutcome, &'static str, usize), Handles, foldhash::fast::RandomState>>,
     /// `http2_streams_total{result="completed"}` and `{result="cancelled"}`, once used.
     h2_streams: RefCell<Option<(Counter, Counter)>>,
 }

@@ -108,7 +108,8 @@ impl Slot {
 }
 
 struct Inner {
-    map: HashMap<Key, Slot>,
+    /// Keyed by locations the store made: foldhash, not SipHash (no client picks them).
+    map: HashMap<Key, Slot, foldhash::fast::RandomState>,
     ring: VecDeque<(Key, u64)>,
     bytes: u64,
     next_id: u64,
@@ -178,7 +179,7 @@ impl RamTier {
         RamTier {
             cap,
             inner: Mutex::new(Inner {
-                map: HashMap::new(),
+                map: HashMap::default(),
                 ring: VecDeque::new(),
                 bytes: 0,
                 next_id: 0,
