@@ -96,6 +96,8 @@ fn split_outside_quotes(s: &str, sep: u8) -> Pieces<'_> {
     Pieces {
         s,
         sep,
+        // Without a quote every separator cuts: found by a plain (memchr) search.
+        quoted: s.as_bytes().contains(&b'"'),
         done: false,
     }
 }
@@ -103,7 +105,27 @@ fn split_outside_quotes(s: &str, sep: u8) -> Pieces<'_> {
 struct Pieces<'a> {
     s: &'a str,
     sep: u8,
+    quoted: bool,
     done: bool,
+}
+
+impl Pieces<'_> {
+    fn first_cut(&self) -> Option<usize> {
+        if self.quoted {
+            cuts(self.s, self.sep).next()
+        } else {
+            self.s.bytes().position(|b| b == self.sep)
+        }
+    }
+
+    fn last_cut(&self) -> Option<usize> {
+        if self.quoted {
+            // Quotes are only known from the front: the last cut is the last of a forward scan.
+            cuts(self.s, self.sep).last()
+        } else {
+            self.s.bytes().rposition(|b| b == self.sep)
+        }
+    }
 }
 
 /// The positions of the `sep`s of `s` outside quoted strings, from the front.
@@ -129,8 +151,7 @@ impl<'a> Iterator for Pieces<'a> {
             return None;
         }
         let s = self.s;
-        let first = cuts(s, self.sep).next();
-        match first {
+        match self.first_cut() {
             Some(i) => {
                 self.s = &s[i + 1..];
                 Some(&s[..i])
@@ -149,9 +170,7 @@ impl<'a> DoubleEndedIterator for Pieces<'a> {
             return None;
         }
         let s = self.s;
-        // Quotes are only known from the front: the last cut is the last of a forward scan.
-        let last = cuts(s, self.sep).last();
-        match last {
+        match self.last_cut() {
             Some(i) => {
                 self.s = &s[..i];
                 Some(&s[i + 1..])
@@ -169,6 +188,40 @@ mod tests {
     use super::*;
     use edgecache_policy::status::{CacheStatus, Fwd};
     use http::HeaderValue;
+
+    /// Without a quote, the plain search cuts where the quote-aware scan does, from both ends.
+    #[test]
+    fn the_plain_split_cuts_where_the_scan_does() {
+        for text in [
+            "",
+            ";",
+            "a",
+            "a;b",
+            ";a;;b;",
+            "edgecache; hit; ttl=5",
+            "x,y, z ,",
+        ] {
+            for sep in [b';', b','] {
+                let scanned: Vec<usize> = cuts(text, sep).collect();
+                let plain: Vec<usize> = text
+                    .bytes()
+                    .enumerate()
+                    .filter(|(_, b)| *b == sep)
+                    .map(|(i, _)| i)
+                    .collect();
+                assert_eq!(scanned, plain, "{text:?}");
+                let forward: Vec<&str> = split_outside_quotes(text, sep).collect();
+                let mut backward: Vec<&str> = split_outside_quotes(text, sep).rev().collect();
+                backward.reverse();
+                assert_eq!(
+                    forward,
+                    text.split(sep as char).collect::<Vec<_>>(),
+                    "{text:?}"
+                );
+                assert_eq!(backward, forward, "{text:?}");
+            }
+        }
+    }
 
     #[test]
     fn members_as_the_handler_writes_them() {
