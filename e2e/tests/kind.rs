@@ -768,3 +768,55 @@ async fn an_edgecache_deleted_and_created_again_under_its_name_converges_promptl
     })
     .await;
 }
+
+/// What the operator's status writes rest on (issue 35, the flake of
+/// `foreground_and_orphan_deletion_of_an_edgecache`): the API server refuses a status JSON patch
+/// whose `test` of `metadata.uid` fails, so a reconcile that read an EdgeCache since deleted
+/// cannot write onto one created again under its name. A JSON merge patch could not do this:
+/// on the status subresource the stored metadata is put back over the patch, so its
+/// `metadata.uid` is ignored and the write lands.
+#[tokio::test]
+async fn a_status_write_tested_on_an_old_uid_is_refused() {
+    scenario("status-uid", |client, ns| async move {
+        // Paused: the operator writes its status and makes nothing.
+        let ec = edgecache(&ns, "web", json!({"paused": true}));
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let old = create(&client, &ec).await?;
+        api.delete("web", &DeleteParams::background()).await?;
+        eventually(
+            "the old EdgeCache gone",
+            READY,
+            Duration::from_millis(200),
+            || async { Ok(api.get_opt("web").await?.is_none().then_some(())) },
+        )
+        .await?;
+        let new = create(&client, &ec).await?;
+        let old_uid = old.metadata.uid.clone().context("no uid")?;
+        ensure!(Some(&old_uid) != new.metadata.uid.as_ref());
+        let stale = |uid: &str| {
+            serde_json::from_value::<json_patch::Patch>(json!([
+                {"op": "test", "path": "/metadata/uid", "value": uid},
+                {"op": "add", "path": "/status", "value": {"configHash": "stale"}},
+            ]))
+        };
+        let params = PatchParams::default();
+        match api
+            .patch_status("web", &params, &Patch::Json::<()>(stale(&old_uid)?))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 422 => println!("refused: {}", e.message),
+            other => bail!("a status patch tested on the old uid: {other:?}"),
+        }
+        let now = api.get("web").await?;
+        ensure!(
+            now.status.as_ref().and_then(|s| s.config_hash.as_deref()) != Some("stale"),
+            "the stale status landed"
+        );
+        // Tested on its own uid, it is written.
+        let uid = new.metadata.uid.clone().context("no uid")?;
+        api.patch_status("web", &params, &Patch::Json::<()>(stale(&uid)?))
+            .await?;
+        Ok(())
+    })
+    .await;
+}

@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::core::error_boundary::{DeserializeGuard, InvalidObject};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
@@ -582,18 +582,14 @@ async fn report_unreadable(invalid: &InvalidObject, ctx: &Context) -> Result<(),
         &t,
     );
     let api: Api<DeserializeGuard<EdgeCache>> = Api::namespaced(ctx.client.clone(), namespace);
-    let patch =
-        serde_json::json!({"status": {"observedGeneration": generation, "conditions": conditions}});
-    api.patch_status(
-        name,
-        &PatchParams {
-            field_manager: Some(crate::build::MANAGER.into()),
-            ..PatchParams::default()
-        },
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::Status)?;
+    let st = serde_json::json!({"observedGeneration": generation, "conditions": conditions});
+    // Onto this object only, not a namesake created since (see status::patch_status_if_changed).
+    let written = status::patch_status_if_changed(&api, meta, None::<&serde_json::Value>, &st)
+        .await
+        .map_err(Error::Status)?;
+    if !written {
+        return Ok(());
+    }
     let reference = ObjectReference {
         api_version: Some(EdgeCache::api_version(&()).into_owned()),
         kind: Some(EdgeCache::kind(&()).into_owned()),

@@ -1457,6 +1457,48 @@ async fn foreground_and_orphan_deletion_of_an_edgecache() {
     op.stop().await;
 }
 
+/// A reconcile still running on an EdgeCache that is deleted and created again under its name
+/// (it read the old one) writes nothing onto the new one: the status write is a JSON patch that
+/// tests `metadata.uid` first. Before, it merge-patched by name, and the new EdgeCache showed
+/// the old one's Ready status before its own children existed (the flake of
+/// `foreground_and_orphan_deletion_of_an_edgecache`: Ready again, orphaned, no children left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_reconcile_cannot_write_its_status_onto_a_namesake() {
+    use edgecache_api::v1alpha1::EdgeCacheStatus;
+    let fake = fake();
+    let api = Api::<EdgeCache>::namespaced(fake.client(), NS);
+    let old = create(&fake, &new_ec("")).await;
+    api.delete("web", &DeleteParams::background())
+        .await
+        .unwrap();
+    let new = create(&fake, &new_ec("")).await;
+    assert_ne!(old.metadata.uid, new.metadata.uid);
+    let stale = EdgeCacheStatus {
+        observed_generation: Some(1),
+        config_hash: Some("stale".into()),
+        ..EdgeCacheStatus::default()
+    };
+    let wrote = edgecache_operator::status::write(&api, &old, &stale)
+        .await
+        .unwrap();
+    assert!(!wrote, "nothing is written onto the namesake");
+    assert!(
+        ec_value(&fake)
+            .unwrap()
+            .get("status")
+            .is_none_or(|s| s.get("configHash").is_none()),
+        "{:?}",
+        ec_value(&fake).unwrap()["status"]
+    );
+    // The object it read: written.
+    assert!(
+        edgecache_operator::status::write(&api, &new, &stale)
+            .await
+            .unwrap()
+    );
+    assert_eq!(ec_value(&fake).unwrap()["status"]["configHash"], "stale");
+}
+
 // Sharding: the peer list follows the pods; per-node status.
 
 fn peer_lines(fake: &FakeApiServer) -> Option<Vec<String>> {
