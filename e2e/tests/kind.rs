@@ -935,3 +935,55 @@ async fn a_status_write_tested_on_an_old_uid_is_refused() {
     })
     .await;
 }
+
+/// Issue 35 defect 20 on the real cluster: cache pods that can never start (here an image tag no
+/// node has, with `imagePullPolicy: Never`: the kubelet's `ErrImageNeverPull`) turn the
+/// EdgeCache Degraded `PodsFailing` with the kubelet's reason, instead of Progressing for ever;
+/// the image fixed, it becomes Ready.
+#[tokio::test]
+async fn pods_that_cannot_start_are_degraded_with_the_kubelets_reason() {
+    scenario("pods-failing", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        let image = dataplane_image();
+        let (repo, _) = image.rsplit_once(':').context("an image with a tag")?;
+        let missing = format!("{repo}:no-such-tag");
+        create(
+            &client,
+            &edgecache(
+                &ns,
+                "web",
+                json!({"image": missing, "imagePullPolicy": "Never"}),
+            ),
+        )
+        .await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let started = std::time::Instant::now();
+        let message = eventually("Degraded PodsFailing", READY, POLL, || async {
+            let ec = api.get("web").await?;
+            Ok(ec
+                .status
+                .as_ref()
+                .and_then(|s| s.condition("Degraded"))
+                .filter(|c| c.status == "True" && c.reason == "PodsFailing")
+                .map(|c| c.message.clone()))
+        })
+        .await?;
+        println!(
+            "Degraded PodsFailing {:.1} s after the create: {message}",
+            started.elapsed().as_secs_f64()
+        );
+        ensure!(
+            message.contains("ErrImageNeverPull"),
+            "the message names the kubelet's reason: {message}"
+        );
+        api.patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": image, "imagePullPolicy": "IfNotPresent"}})),
+        )
+        .await?;
+        wait_ready(&client, &ns, "web").await?;
+        Ok(())
+    })
+    .await;
+}
