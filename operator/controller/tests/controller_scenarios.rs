@@ -2001,8 +2001,13 @@ async fn status_nodes_carry_what_each_pod_reports_on_its_metrics() {
         serde_json::from_value(secret["data"]["token"].clone()).unwrap();
     let token = String::from_utf8(token.0).unwrap();
     let heads = heads.lock().unwrap().clone();
+    // `/metrics` read, and the peer list pushed (sharding is on by default), both with it.
     assert!(
-        heads.iter().all(|h| h.starts_with("get /metrics http/1.1")),
+        heads.iter().any(|h| h.starts_with("get /metrics http/1.1"))
+            && heads.iter().any(|h| h.starts_with("put /peers http/1.1"))
+            && heads.iter().all(|h| {
+                h.starts_with("get /metrics http/1.1") || h.starts_with("put /peers http/1.1")
+            }),
         "{heads:?}"
     );
     assert!(
