@@ -509,23 +509,6 @@ async fn pods_not_ready_is_progressing() {
     op.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_removes_the_children() {
-    let fake = fake();
-    nodes(&fake);
-    let op = Operator::start(&fake);
-    create(&fake, &new_ec("")).await;
-    eventually("Ready", || is_ready(&fake)).await;
-    Api::<EdgeCache>::namespaced(fake.client(), NS)
-        .delete("web", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("children gone", || children_exist(&fake) == [false; 4]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(children_exist(&fake), [false; 4], "nothing recreates them");
-    op.stop().await;
-}
-
 /// Issue 35 defect 14: deleted and created again under the same name while the garbage
 /// collector still has the old children (it works in the background on a real cluster): the
 /// new EdgeCache waits (Progressing, not NameConflict, which waited for the five-minute resync)
