@@ -38,9 +38,8 @@ pub fn edgecache(ns: &str, name: &str, spec: Value) -> EdgeCache {
     let mut s = json!({
         "origin": {"url": format!("http://origin.{ns}.svc.cluster.local:{ORIGIN_PORT}")},
         "storage": {"hostPath": format!("/mnt/nvme0/{ns}-{name}"), "size": "512MiB"},
-        // The default cache.maxObjectSize (1GiB) exceeds this storage.size, which the operator
-        // refuses ("spec.cache.maxObjectSize: must be positive and at most storage.size").
-        "cache": {"maxObjectSize": "64MiB"},
+        // No cache.maxObjectSize: unset, it is an eighth of this storage.size, 64MiB (its 1GiB
+        // default had exceeded this storage.size, and the operator refused every scenario).
         "resources": {"memory": "256Mi"},
         "steering": {"mode": "cpu"},
         "network": {"port": PORT, "adminPort": ADMIN_PORT},

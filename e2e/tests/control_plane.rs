@@ -16,7 +16,7 @@ use edgecache_e2e::cluster::{OPERATOR_NAMESPACE, eventually, pod_ready, scenario
 use edgecache_e2e::scenarios::edgecache;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
 
@@ -63,6 +63,129 @@ async fn reconciled(client: &Client, ns: &str, name: &str, within: Duration) -> 
         }
     })
     .await
+}
+
+/// Run `scripts/cluster.sh exec --node I iptables ARGS` for the node named `edgecache-node-I`.
+fn node_iptables(script: &str, node: &str, args: &[&str]) -> anyhow::Result<()> {
+    let i = node
+        .strip_prefix("edgecache-node-")
+        .with_context(|| format!("{node} is not a scripts/cluster.sh node"))?;
+    let status = Command::new(script)
+        .args(["exec", "--node", i, "iptables"])
+        .args(args)
+        .status()
+        .context("scripts/cluster.sh exec iptables")?;
+    ensure!(status.success(), "iptables {args:?} on {node}: {status}");
+    Ok(())
+}
+
+/// The EdgeCache's `AdminReachable` condition once it is `status`: its reason and message.
+async fn admin_reachable(
+    api: &Api<EdgeCache>,
+    status: &str,
+    within: Duration,
+) -> anyhow::Result<(String, String)> {
+    eventually(
+        &format!("AdminReachable {status}"),
+        within,
+        POLL,
+        || async {
+            Ok(api
+                .get("web")
+                .await?
+                .status
+                .as_ref()
+                .and_then(|s| s.condition("AdminReachable"))
+                .filter(|c| c.status == status)
+                .map(|c| (c.reason.clone(), c.message.clone())))
+        },
+    )
+    .await
+}
+
+/// Issue 35 defect 9 on the real cluster: a ready cache pod whose admin port the operator
+/// cannot reach (here a firewall rule on its node dropping what is forwarded to that port; the
+/// kubelet's probes, from the node itself, still pass) turns `AdminReachable` False, reason
+/// `AdminUnreachable`, naming the pod; the rule gone, True again. Each step is seen at the
+/// reconcile a change of the pod causes (an annotation), not at the five-minute resync.
+#[tokio::test]
+async fn a_firewalled_admin_port_turns_admin_reachable_false() {
+    let Some(script) = cluster_script() else {
+        println!("SKIPPED: EDGECACHE_CLUSTER_SH is not set (scripts/cluster-tier.sh sets it)");
+        return;
+    };
+    scenario("admin-unreachable", |client, ns| async move {
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        api.create(&PostParams::default(), &edgecache(&ns, "web", json!({})))
+            .await?;
+        eventually("Ready", Duration::from_secs(120), POLL, || async {
+            let ec = api.get("web").await?;
+            let st = ec.status.as_ref();
+            Ok(st
+                .and_then(|s| s.condition("Ready"))
+                .is_some_and(|c| c.status == "True")
+                .then_some(()))
+        })
+        .await?;
+        admin_reachable(&api, "True", Duration::from_secs(10)).await?;
+        // A pod on another node than the operator's: its calls are forwarded by the pod's node
+        // (within one node they are bridged, past iptables).
+        let operator_nodes: Vec<String> = operator_pods(&client)
+            .await?
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        let (pod, node, ip) = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=web"))
+            .await?
+            .into_iter()
+            .filter(pod_ready)
+            .find_map(|p| {
+                let node = p.spec.as_ref()?.node_name.clone()?;
+                let ip = p.status.as_ref()?.pod_ip.clone()?;
+                (!operator_nodes.contains(&node)).then(|| (p.name_any(), node, ip))
+            })
+            .context("no ready cache pod away from the operator's node")?;
+        let port = edgecache_e2e::scenarios::ADMIN_PORT.to_string();
+        let rule = [
+            "FORWARD", "-d", &ip, "-p", "tcp", "--dport", &port, "-j", "DROP",
+        ];
+        let poke = |n: u32| {
+            let pods = pods.clone();
+            let pod = pod.clone();
+            async move {
+                let patch =
+                    json!({"metadata": {"annotations": {"edgecache.dev/e2e-poke": n.to_string()}}});
+                pods.patch(&pod, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map(|_| ())
+            }
+        };
+        node_iptables(&script, &node, &[&["-I"][..], &rule[..]].concat())?;
+        let started = Instant::now();
+        let unreachable = async {
+            poke(1).await?;
+            admin_reachable(&api, "False", Duration::from_secs(60)).await
+        }
+        .await;
+        // The rule goes whatever happened.
+        let removed = node_iptables(&script, &node, &[&["-D"][..], &rule[..]].concat());
+        let (reason, message) = unreachable?;
+        removed?;
+        println!(
+            "AdminReachable False {:.1} s after the rule: {reason}: {message}",
+            started.elapsed().as_secs_f64()
+        );
+        ensure!(
+            reason == "AdminUnreachable" && message.contains(&pod),
+            "the reason and the pod: {reason}: {message}"
+        );
+        poke(2).await?;
+        admin_reachable(&api, "True", Duration::from_secs(60)).await?;
+        Ok(())
+    })
+    .await;
 }
 
 /// Issue 35 defect 21: etcd and kube-apiserver killed with SIGKILL and back 20 s later; an

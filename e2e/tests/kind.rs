@@ -768,3 +768,222 @@ async fn an_edgecache_deleted_and_created_again_under_its_name_converges_promptl
     })
     .await;
 }
+
+/// The pods' peer lists, each `GET /peers` of its admin endpoint (`# source: ...` then the
+/// lines), by node.
+async fn peer_lists(
+    client: &Client,
+    ns: &str,
+    pods: &BTreeMap<String, Pod>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for (node, pod) in pods {
+        let r = proxy_get(client, ns, &pod.name_any(), ADMIN_PORT, "/peers").await?;
+        ensure!(
+            r.status.is_success(),
+            "/peers of {}: {}",
+            pod.name_any(),
+            r.status
+        );
+        out.insert(node.clone(), String::from_utf8_lossy(&r.body).into_owned());
+    }
+    Ok(out)
+}
+
+/// The peer list `pods` make, as `GET /peers` shows a pushed one.
+fn pushed_list(pods: &BTreeMap<String, Pod>) -> String {
+    let mut text = String::from("# source: pushed\n");
+    for (node, p) in pods {
+        let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+        text.push_str(&format!("{node} {}:{PORT}\n", ip.unwrap_or_default()));
+    }
+    text
+}
+
+/// Issue 35 defect 22, second half: after a pod restart the other nodes learnt of it only when
+/// the kubelet next refreshed their peers ConfigMap volume, a minute or more later, and worked
+/// from the old list meanwhile. The operator now pushes the list to every ready pod's admin
+/// endpoint (`PUT /peers`, with the admin token) as it reconciles: a deleted pod leaves the
+/// survivors' lists, and its successor joins them, within seconds.
+#[tokio::test]
+async fn a_restarted_pod_is_in_its_peers_lists_within_seconds() {
+    const PROMPTLY: Duration = Duration::from_secs(10);
+    const FAST_POLL: Duration = Duration::from_millis(250);
+    scenario("peer-push", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        create(&client, &edgecache(&ns, "web", sharding())).await?;
+        wait_ready(&client, &ns, "web").await?;
+        let pods = pods_by_node(&client, &ns, "web").await?;
+        ensure!(
+            pods.len() >= 2,
+            "sharding needs two nodes, got {}",
+            pods.len()
+        );
+        let want = pushed_list(&pods);
+        eventually("every pod's list pushed", READY, POLL, || async {
+            let lists = peer_lists(&client, &ns, &pods).await?;
+            Ok(lists.values().all(|l| *l == want).then_some(()))
+        })
+        .await?;
+
+        let (node, victim) = pods.iter().next_back().context("no pod")?;
+        let survivors: BTreeMap<String, Pod> = pods
+            .iter()
+            .filter(|(n, _)| *n != node)
+            .map(|(n, p)| (n.clone(), p.clone()))
+            .collect();
+        let deleted = std::time::Instant::now();
+        Api::<Pod>::namespaced(client.clone(), &ns)
+            .delete(&victim.name_any(), &DeleteParams::default())
+            .await?;
+        let line = format!("\n{node} ");
+        eventually(
+            "the survivors drop the deleted pod",
+            PROMPTLY,
+            FAST_POLL,
+            || async {
+                let lists = peer_lists(&client, &ns, &survivors).await?;
+                Ok(lists.values().all(|l| !l.contains(&line)).then_some(()))
+            },
+        )
+        .await?;
+        let dropped = deleted.elapsed();
+
+        let old_uid = victim.metadata.uid.clone();
+        let back = eventually("the pod back on its node, ready", READY, FAST_POLL, || {
+            let (client, ns, node, old_uid) =
+                (client.clone(), ns.clone(), node.clone(), old_uid.clone());
+            async move {
+                let now = pods_by_node(&client, &ns, "web").await?;
+                let back = now.get(&node).is_some_and(|p| p.metadata.uid != old_uid);
+                Ok(back.then_some(now))
+            }
+        })
+        .await?;
+        let ready = std::time::Instant::now();
+        let want = pushed_list(&back);
+        eventually(
+            "the survivors list its successor",
+            PROMPTLY,
+            FAST_POLL,
+            || async {
+                let lists = peer_lists(&client, &ns, &survivors).await?;
+                Ok(lists.values().all(|l| *l == want).then_some(()))
+            },
+        )
+        .await?;
+        let joined = ready.elapsed();
+        println!(
+            "the survivors dropped the deleted pod {:.1} s after the delete and listed its \
+             successor {:.1} s after it was seen Ready",
+            dropped.as_secs_f64(),
+            joined.as_secs_f64()
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// What the operator's status writes rest on (issue 35, the flake of
+/// `foreground_and_orphan_deletion_of_an_edgecache`): the API server refuses a status JSON patch
+/// whose `test` of `metadata.uid` fails, so a reconcile that read an EdgeCache since deleted
+/// cannot write onto one created again under its name. A JSON merge patch could not do this:
+/// on the status subresource the stored metadata is put back over the patch, so its
+/// `metadata.uid` is ignored and the write lands.
+#[tokio::test]
+async fn a_status_write_tested_on_an_old_uid_is_refused() {
+    scenario("status-uid", |client, ns| async move {
+        // Paused: the operator writes its status and makes nothing.
+        let ec = edgecache(&ns, "web", json!({"paused": true}));
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let old = create(&client, &ec).await?;
+        api.delete("web", &DeleteParams::background()).await?;
+        eventually(
+            "the old EdgeCache gone",
+            READY,
+            Duration::from_millis(200),
+            || async { Ok(api.get_opt("web").await?.is_none().then_some(())) },
+        )
+        .await?;
+        let new = create(&client, &ec).await?;
+        let old_uid = old.metadata.uid.clone().context("no uid")?;
+        ensure!(Some(&old_uid) != new.metadata.uid.as_ref());
+        let stale = |uid: &str| {
+            serde_json::from_value::<json_patch::Patch>(json!([
+                {"op": "test", "path": "/metadata/uid", "value": uid},
+                {"op": "add", "path": "/status", "value": {"configHash": "stale"}},
+            ]))
+        };
+        let params = PatchParams::default();
+        match api
+            .patch_status("web", &params, &Patch::Json::<()>(stale(&old_uid)?))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 422 => println!("refused: {}", e.message),
+            other => bail!("a status patch tested on the old uid: {other:?}"),
+        }
+        let now = api.get("web").await?;
+        ensure!(
+            now.status.as_ref().and_then(|s| s.config_hash.as_deref()) != Some("stale"),
+            "the stale status landed"
+        );
+        // Tested on its own uid, it is written.
+        let uid = new.metadata.uid.clone().context("no uid")?;
+        api.patch_status("web", &params, &Patch::Json::<()>(stale(&uid)?))
+            .await?;
+        Ok(())
+    })
+    .await;
+}
+
+/// Issue 35 defect 20 on the real cluster: cache pods that can never start (here an image tag no
+/// node has, with `imagePullPolicy: Never`: the kubelet's `ErrImageNeverPull`) turn the
+/// EdgeCache Degraded `PodsFailing` with the kubelet's reason, instead of Progressing for ever;
+/// the image fixed, it becomes Ready.
+#[tokio::test]
+async fn pods_that_cannot_start_are_degraded_with_the_kubelets_reason() {
+    scenario("pods-failing", |client, ns| async move {
+        deploy_origin(&client, &ns).await?;
+        let image = dataplane_image();
+        let (repo, _) = image.rsplit_once(':').context("an image with a tag")?;
+        let missing = format!("{repo}:no-such-tag");
+        create(
+            &client,
+            &edgecache(
+                &ns,
+                "web",
+                json!({"image": missing, "imagePullPolicy": "Never"}),
+            ),
+        )
+        .await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let started = std::time::Instant::now();
+        let message = eventually("Degraded PodsFailing", READY, POLL, || async {
+            let ec = api.get("web").await?;
+            Ok(ec
+                .status
+                .as_ref()
+                .and_then(|s| s.condition("Degraded"))
+                .filter(|c| c.status == "True" && c.reason == "PodsFailing")
+                .map(|c| c.message.clone()))
+        })
+        .await?;
+        println!(
+            "Degraded PodsFailing {:.1} s after the create: {message}",
+            started.elapsed().as_secs_f64()
+        );
+        ensure!(
+            message.contains("ErrImageNeverPull"),
+            "the message names the kubelet's reason: {message}"
+        );
+        api.patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": image, "imagePullPolicy": "IfNotPresent"}})),
+        )
+        .await?;
+        wait_ready(&client, &ns, "web").await?;
+        Ok(())
+    })
+    .await;
+}

@@ -1,7 +1,10 @@
 //! The admin endpoint: `/healthz`, `/readyz`, `/metrics` (Prometheus text), `PURGE` of a
 //! URL (`curl -X PURGE -H 'Host: www.example' http://ADMIN/path?query` removes every stored
 //! variant of `http://www.example/path?query`), and `POST /purge?...` for purges by prefix,
-//! tag or everything, soft or hard (src/purges.rs).
+//! tag or everything, soft or hard (src/purges.rs). When sharding is on, `GET /peers` shows the
+//! peer list in force and `PUT /peers` (the peers file's format) replaces it at once: the
+//! operator pushes it so, a ConfigMap volume being refreshed only a minute or more later
+//! (src/sharding.rs).
 //!
 //! Mutating calls need the bearer token of `adminAccess.tokenFile` (src/admin/access.rs). The
 //! listener has the client listener's header timeout, caps on open connections per address and
@@ -61,6 +64,8 @@ pub struct Admin {
     /// Fills answered while their store write lands: what reads or changes the store waits for
     /// those answered before it (src/landing.rs).
     pub landing: Arc<crate::landing::Landing>,
+    /// The peer list (`GET` and `PUT /peers`), when sharding is on.
+    pub sharding: Option<Arc<crate::sharding::Sharding>>,
 }
 
 /// How long a metrics scrape or a purge waits at most for the store writes of fills already
@@ -157,6 +162,10 @@ impl Admin {
                     ),
                 }
             }
+            ("GET", "/peers") => match &self.sharding {
+                Some(s) => text(StatusCode::OK, s.list_text()),
+                None => text(StatusCode::NOT_FOUND, "sharding is off: no peer list\n"),
+            },
             ("PURGE", _) => self.purge(req),
             ("POST", "/purge") => self.purge_rules(req),
             ("POST", "/debug/clock") if self.clock.adjustable() => {
@@ -177,7 +186,7 @@ impl Admin {
             }
             _ if req.method() == Method::GET => text(
                 StatusCode::NOT_FOUND,
-                "not found: try /healthz, /readyz, /metrics or PURGE\n",
+                "not found: try /healthz, /readyz, /metrics, /peers or PURGE\n",
             ),
             _ => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
         }
@@ -371,6 +380,9 @@ impl Admin {
         if self.settles(&req) {
             self.landing.settled(SETTLE_WITHIN).await;
         }
+        if (req.method(), req.uri().path()) == (&Method::PUT, "/peers") {
+            return self.put_peers(req).await;
+        }
         if (req.method(), req.uri().path()) == (&Method::POST, "/purge") {
             let admin = self.clone();
             return tokio::task::spawn_blocking(move || admin.answer(&req))
@@ -383,6 +395,38 @@ impl Admin {
                 });
         }
         self.answer(&req)
+    }
+}
+
+impl Admin {
+    /// `PUT /peers`: the body (the peers file's format, at most [`PUSH_MAX`] bytes) becomes the
+    /// peer list in force. 200 `changed` or `unchanged`; 400 naming the line of a mistake; 404
+    /// when sharding is off.
+    ///
+    /// [`PUSH_MAX`]: crate::sharding::PUSH_MAX
+    async fn put_peers(&self, req: Request<Incoming>) -> Resp {
+        use http_body_util::BodyExt as _;
+        let Some(sharding) = &self.sharding else {
+            return text(StatusCode::NOT_FOUND, "sharding is off: no peer list\n");
+        };
+        let body = http_body_util::Limited::new(req.into_body(), crate::sharding::PUSH_MAX);
+        let bytes = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the peer list: {e}\n"),
+                );
+            }
+        };
+        match sharding.push(&bytes) {
+            Ok(true) => text(StatusCode::OK, "changed\n"),
+            Ok(false) => text(StatusCode::OK, "unchanged\n"),
+            Err(e) => {
+                warn!("a pushed peer list was refused: {e}");
+                text(StatusCode::BAD_REQUEST, format!("bad peer list: {e}\n"))
+            }
+        }
     }
 }
 

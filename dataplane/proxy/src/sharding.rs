@@ -13,6 +13,13 @@
 //! covers a ConfigMap update (kubelet swaps the `..data` symlink: the path now opens another
 //! file), an atomic replace (rename over it) and an edit in place. A file that cannot be read or
 //! has a mistake is logged and counted once, and the previous list stays in force.
+//!
+//! The operator also pushes the list to the admin endpoint (`PUT /peers`, with the admin token)
+//! whenever it reconciles: a ConfigMap reaches a running pod only at the kubelet's next sync of
+//! its volumes, a minute or more after the change, while a push lands at once. From the first
+//! push on, the pushed list is the one in force and the file is no longer read (it may lag
+//! behind the pushes and would put an older list back); the file stays the source at start.
+//! `GET /peers` shows the list in force and where it came from.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -150,8 +157,14 @@ pub struct Sharding {
     health: Mutex<HashMap<String, Health>>,
     popularity: Popularity,
     seen: Mutex<Seen>,
+    /// The last list pushed through the admin endpoint; once there is one, the file is not
+    /// read again.
+    pushed: Mutex<Option<Vec<u8>>>,
     metrics: Arc<Metrics>,
 }
+
+/// The largest peer list `PUT /peers` takes (a line is under 100 bytes: thousands of nodes).
+pub const PUSH_MAX: usize = 1 << 20;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -164,8 +177,8 @@ fn read_peers(path: &Path) -> Result<Vec<u8>, PeersError> {
     })
 }
 
-fn parse_peers(path: &Path, bytes: &[u8]) -> Result<Vec<Peer>, PeersError> {
-    let parsed = match std::str::from_utf8(bytes) {
+fn parse_bytes(bytes: &[u8]) -> Result<Vec<Peer>, ParseError> {
+    match std::str::from_utf8(bytes) {
         Ok(text) => ring::parse(text),
         Err(e) => Err(ParseError {
             line: 1 + bytes[..e.valid_up_to()]
@@ -174,8 +187,11 @@ fn parse_peers(path: &Path, bytes: &[u8]) -> Result<Vec<Peer>, PeersError> {
                 .count(),
             reason: "not UTF-8 text".into(),
         }),
-    };
-    parsed.map_err(|error| PeersError::Parse {
+    }
+}
+
+fn parse_peers(path: &Path, bytes: &[u8]) -> Result<Vec<Peer>, PeersError> {
+    parse_bytes(bytes).map_err(|error| PeersError::Parse {
         path: path.to_path_buf(),
         error,
     })
@@ -203,6 +219,7 @@ impl Sharding {
             ring: RwLock::new(Arc::new(Ring::default())),
             health: Mutex::new(HashMap::new()),
             seen: Mutex::new(Seen::Text(bytes)),
+            pushed: Mutex::new(None),
             metrics,
         };
         s.install(peers);
@@ -329,8 +346,48 @@ impl Sharding {
         }
     }
 
-    /// Take the peers file if its bytes changed; a bad one is logged and counted once.
+    /// Take a peer list pushed by the operator (the peers file's format), in force at once for
+    /// every worker (one swap of the ring). Returns whether it changed the list in force; a list
+    /// with a mistake is refused and the one in force stays.
+    pub fn push(&self, bytes: &[u8]) -> Result<bool, ParseError> {
+        let peers = parse_bytes(bytes)?;
+        let mut pushed = lock(&self.pushed);
+        if pushed.as_deref() == Some(bytes) {
+            return Ok(false);
+        }
+        *pushed = Some(bytes.to_vec());
+        // Under the lock: two pushes at once install in the order they are recorded.
+        self.count_reload("pushed");
+        self.install(peers);
+        Ok(true)
+    }
+
+    /// The list in force, `NAME ADDRESS` a line sorted by name, after a comment saying where it
+    /// came from (`file` or `pushed`).
+    pub fn list_text(&self) -> String {
+        let source = if lock(&self.pushed).is_some() {
+            "pushed"
+        } else {
+            "file"
+        };
+        let ring = self.ring();
+        let mut peers: Vec<&Peer> = ring.peers().collect();
+        peers.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut text = format!("# source: {source}\n");
+        for p in peers {
+            text.push_str(&format!("{} {}\n", p.name, p.addr));
+        }
+        text
+    }
+
+    /// Take the peers file if its bytes changed (not once a list was pushed); a bad one is
+    /// logged and counted once.
     pub fn reload(&self) {
+        // Held to the end: a push meanwhile is not undone by this reload's install.
+        let pushed = lock(&self.pushed);
+        if pushed.is_some() {
+            return;
+        }
         let path = &self.settings.peers_file;
         let (now_seen, peers) = match read_peers(path) {
             Ok(bytes) => {
@@ -588,6 +645,38 @@ mod tests {
         assert_eq!(reloads(&m, "ok"), 1);
         // c left: its keys go to a or b.
         assert!(!matches!(s.route(&k), Route::Peer { ref owner, .. } if owner.name == "c"));
+    }
+
+    #[test]
+    fn a_pushed_list_is_in_force_at_once_and_the_file_is_no_longer_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("peers");
+        write(&file, THREE);
+        let m = metrics();
+        let s = Sharding::open(settings(&file, "a"), m.clone()).unwrap();
+        assert!(s.list_text().starts_with("# source: file\n"));
+        let k = key_owned_by(&s, "c");
+        // c comes back at another address: pushed, in force with no reload.
+        let moved = "# pushed\na 127.0.0.1:1\nb 127.0.0.2:1\nc 127.0.0.9:1\n";
+        assert_eq!(s.push(moved.as_bytes()), Ok(true));
+        assert!(
+            matches!(s.route(&k), Route::Peer { ref owner, .. } if owner.addr.to_string() == "127.0.0.9:1")
+        );
+        assert_eq!(
+            s.list_text(),
+            "# source: pushed\na 127.0.0.1:1\nb 127.0.0.2:1\nc 127.0.0.9:1\n"
+        );
+        assert_eq!(s.push(moved.as_bytes()), Ok(false), "the same list again");
+        assert_eq!(reloads(&m, "pushed"), 1);
+        // The file (behind the pushes) no longer counts.
+        write(&file, "a 127.0.0.1:1\n");
+        s.reload();
+        assert_eq!(reloads(&m, "ok"), 0);
+        assert!(s.list_text().contains("c 127.0.0.9:1"));
+        // A push with a mistake is refused; the list in force stays.
+        let err = s.push(b"a 127.0.0.1:1\nb nowhere\n").unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(s.list_text().contains("c 127.0.0.9:1"));
     }
 
     #[test]

@@ -365,6 +365,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         node: cfg.sharding.node_name.clone().unwrap_or_default(),
         sites: sites.clone(),
         landing,
+        sharding: sharding.clone(),
     });
     info!(
         listen = %cfg.listen,

@@ -701,9 +701,10 @@ pub struct CacheSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_ttl: Option<Duration>,
     /// Largest object stored; larger responses are proxied without being stored. At most
-    /// `storage.size`. Default: `1GiB`.
-    #[serde(default = "default_max_object")]
-    pub max_object_size: ByteSize,
+    /// `storage.size`. Default: `1GiB`, or an eighth of `storage.size` when that is less (a
+    /// `512MiB` store keeps objects of up to `64MiB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_object_size: Option<ByteSize>,
     /// Responses with Set-Cookie: `store`, `no-store-unless-public` or `never-store`.
     /// Default: `no-store-unless-public`.
     #[serde(default)]
@@ -742,7 +743,7 @@ impl Default for CacheSpec {
     fn default() -> Self {
         Self {
             default_ttl: None,
-            max_object_size: default_max_object(),
+            max_object_size: None,
             cookie_policy: CookiePolicy::NoStoreUnlessPublic,
             ignore_client_no_cache: false,
             heuristic_freshness: true,
@@ -755,8 +756,26 @@ impl Default for CacheSpec {
     }
 }
 
-fn default_max_object() -> ByteSize {
-    ByteSize::gib(1)
+/// `cache.maxObjectSize` when it is not set: [`MAX_OBJECT_SIZE_DEFAULT`], or an eighth of
+/// `storage.size` when that is less (`auto`: the default; the size is known only at start).
+pub fn default_max_object_size(storage: DiskSize) -> ByteSize {
+    match storage.size() {
+        Some(s) if s.bytes() / 8 < MAX_OBJECT_SIZE_DEFAULT.bytes() => ByteSize::b(s.bytes() / 8),
+        _ => MAX_OBJECT_SIZE_DEFAULT,
+    }
+}
+
+/// `cache.maxObjectSize` when it is not set and `storage.size` is at least 8 times it.
+pub const MAX_OBJECT_SIZE_DEFAULT: ByteSize = ByteSize::gib(1);
+
+impl EdgeCacheSpec {
+    /// `cache.maxObjectSize` in effect: as set, or derived from `storage.size`
+    /// ([`default_max_object_size`]).
+    pub fn max_object_size(&self) -> ByteSize {
+        self.cache
+            .max_object_size
+            .unwrap_or_else(|| default_max_object_size(self.storage.size))
+    }
 }
 fn default_max_variants() -> u32 {
     StorageConfig::default().max_variants_per_key

@@ -1,4 +1,5 @@
-//! A minimal HTTP/1.1 client for the data-plane pods' admin endpoints (purges, metrics).
+//! A minimal HTTP/1.1 client for the data-plane pods' admin endpoints (purges, metrics, the
+//! peer list).
 //!
 //! One connection per call (calls are rare and go to many pods), the whole call bounded by a
 //! timeout, and the answer's body bounded in size, so a slow or misbehaving pod can neither
@@ -8,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
@@ -76,7 +77,20 @@ pub async fn call(
     token: Option<&str>,
     timeout: Duration,
 ) -> Result<(u16, Bytes), PodAdminError> {
-    match tokio::time::timeout(timeout, exchange(method, addr, path_and_query, token)).await {
+    call_with_body(method, addr, path_and_query, token, Bytes::new(), timeout).await
+}
+
+/// [`call`] with a request body (sent with its length).
+pub async fn call_with_body(
+    method: &str,
+    addr: SocketAddr,
+    path_and_query: &str,
+    token: Option<&str>,
+    body: Bytes,
+    timeout: Duration,
+) -> Result<(u16, Bytes), PodAdminError> {
+    let exchange = exchange(method, addr, path_and_query, token, body);
+    match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,
         Err(_) => Err(PodAdminError::Timeout { addr, timeout }),
     }
@@ -87,6 +101,7 @@ async fn exchange(
     addr: SocketAddr,
     path_and_query: &str,
     token: Option<&str>,
+    body: Bytes,
 ) -> Result<(u16, Bytes), PodAdminError> {
     let mut req = http::Request::builder()
         .method(method)
@@ -97,7 +112,7 @@ async fn exchange(
         req = req.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
     }
     let req = req
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(body))
         .map_err(|source| PodAdminError::Request { addr, source })?;
     let stream = TcpStream::connect(addr)
         .await

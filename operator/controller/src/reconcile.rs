@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::core::error_boundary::{DeserializeGuard, InvalidObject};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
@@ -32,6 +32,10 @@ const SCRAPES_AT_ONCE: usize = 32;
 
 /// How often a converged EdgeCache is looked at again even without a watch event.
 pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// How soon an EdgeCache whose peer list did not reach every ready pod is reconciled again (a
+/// pod that took a push reads its peers file no more, so a failed push is retried).
+pub const PEERS_RETRY: Duration = Duration::from_secs(10);
 
 /// How soon an EdgeCache whose children still belong to an earlier EdgeCache of its name (being
 /// garbage-collected) is looked at again: the collector works in seconds, and not every child
@@ -248,6 +252,12 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
         .await;
     }
 
+    // The peer list to every ready pod at once (the ConfigMap reaches running pods only at the
+    // kubelet's next volume sync, a minute or more later).
+    let peers_delivered = match sharding {
+        Some(_) => push_peers(&ctx, &validated, &pods, &peers::render(&peers)).await,
+        None => true,
+    };
     let failed_creates = failed_creates(&ctx, &namespace, &applied.daemon_set).await;
     let scraped = scrape(&ctx, &validated, &pods).await;
     let st = status::compute(
@@ -264,7 +274,11 @@ pub async fn reconcile(ec: Arc<EdgeCache>, ctx: Arc<Context>) -> Result<Action, 
     );
     status::write(&api, &ec, &st).await.map_err(Error::Status)?;
     ctx.reset_backoff(&key(&ec));
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(if peers_delivered {
+        RESYNC
+    } else {
+        PEERS_RETRY
+    }))
 }
 
 /// The Degraded reason for an apply the API server refused (as opposed to one that may pass
@@ -403,15 +417,8 @@ async fn scrape(ctx: &Context, ec: &validate::ValidatedEdgeCache, pods: &[Pod]) 
     let Some(timeout) = ctx.scrape_timeout else {
         return Scraped::default();
     };
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ec.namespace);
-    let token = match secrets
-        .get_opt(&crate::build::admin_secret_name(&ec.name))
-        .await
-    {
-        Ok(s) => s
-            .and_then(|s| s.data)
-            .and_then(|d| d.get(crate::build::ADMIN_TOKEN_KEY).cloned())
-            .and_then(|t| String::from_utf8(t.0).ok()),
+    let token = match admin_token(ctx, ec).await {
+        Ok(t) => t,
         Err(e) => {
             warn!(error = %e, "cannot read the admin token; pod metrics not read");
             return Scraped::default();
@@ -467,6 +474,89 @@ async fn scrape(ctx: &Context, ec: &validate::ValidatedEdgeCache, pods: &[Pod]) 
         u.sort();
     }
     out
+}
+
+/// The EdgeCache's admin token (`None` when its Secret or key is missing).
+async fn admin_token(
+    ctx: &Context,
+    ec: &validate::ValidatedEdgeCache,
+) -> Result<Option<String>, kube::Error> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ec.namespace);
+    Ok(secrets
+        .get_opt(&crate::build::admin_secret_name(&ec.name))
+        .await?
+        .and_then(|s| s.data)
+        .and_then(|d| d.get(crate::build::ADMIN_TOKEN_KEY).cloned())
+        .and_then(|t| String::from_utf8(t.0).ok()))
+}
+
+/// `PUT /peers` with the peer list `text` to the admin endpoint of each ready pod with an IP
+/// (the pods the list names, and only they need it: a pod that is not ready yet read the
+/// ConfigMap when it started). Each pod takes it at once and reads its peers file no more
+/// (dataplane/proxy/src/sharding.rs). Whether every such pod took it; a pod whose data plane
+/// has no `/peers` (an older image, 404 or 405) counts as served: it still reads the file.
+/// Nothing is sent when pods are not called (`scrape_timeout` unset).
+async fn push_peers(
+    ctx: &Context,
+    ec: &validate::ValidatedEdgeCache,
+    pods: &[Pod],
+    text: &str,
+) -> bool {
+    let Some(timeout) = ctx.scrape_timeout else {
+        return true;
+    };
+    let token = match admin_token(ctx, ec).await {
+        Ok(t) => t,
+        Err(e) => {
+            warn!(error = %e, "cannot read the admin token; the peer list is not pushed");
+            return false;
+        }
+    };
+    let body = bytes::Bytes::from(text.to_string());
+    let port = ec.spec.network.admin_port;
+    let calls: Vec<_> = pods
+        .iter()
+        .filter(|p| peers::is_ready(p) && p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let ip: std::net::IpAddr = p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()?;
+            let (token, body) = (token.clone(), body.clone());
+            Some(async move {
+                let addr = std::net::SocketAddr::new(ip, port);
+                let got = pod_admin::call_with_body(
+                    "PUT",
+                    addr,
+                    "/peers",
+                    token.as_deref(),
+                    body,
+                    timeout,
+                )
+                .await;
+                match got {
+                    Ok((200, answer)) => {
+                        if answer.starts_with(b"changed") {
+                            info!(pod = %name, "peer list pushed");
+                        }
+                        true
+                    }
+                    Ok((404 | 405, _)) => true,
+                    Ok((code, answer)) => {
+                        let answer = String::from_utf8_lossy(&answer);
+                        warn!(pod = %name, code, answer = %answer.trim(), "peer list refused");
+                        false
+                    }
+                    Err(e) => {
+                        warn!(pod = %name, error = %e, "peer list not pushed");
+                        false
+                    }
+                }
+            })
+        })
+        .collect();
+    futures_util::stream::iter(calls)
+        .buffer_unordered(SCRAPES_AT_ONCE)
+        .fold(true, |all, ok| async move { all && ok })
+        .await
 }
 
 /// Every EdgeCache the operator watches (objects that do not parse are left out: they get no
@@ -582,18 +672,14 @@ async fn report_unreadable(invalid: &InvalidObject, ctx: &Context) -> Result<(),
         &t,
     );
     let api: Api<DeserializeGuard<EdgeCache>> = Api::namespaced(ctx.client.clone(), namespace);
-    let patch =
-        serde_json::json!({"status": {"observedGeneration": generation, "conditions": conditions}});
-    api.patch_status(
-        name,
-        &PatchParams {
-            field_manager: Some(crate::build::MANAGER.into()),
-            ..PatchParams::default()
-        },
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::Status)?;
+    let st = serde_json::json!({"observedGeneration": generation, "conditions": conditions});
+    // Onto this object only, not a namesake created since (see status::patch_status_if_changed).
+    let written = status::patch_status_if_changed(&api, meta, None::<&serde_json::Value>, &st)
+        .await
+        .map_err(Error::Status)?;
+    if !written {
+        return Ok(());
+    }
     let reference = ObjectReference {
         api_version: Some(EdgeCache::api_version(&()).into_owned()),
         kind: Some(EdgeCache::kind(&()).into_owned()),

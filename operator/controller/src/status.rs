@@ -5,9 +5,9 @@
 use edgecache_api::v1alpha1::{EdgeCache, EdgeCacheStatus, NodeStatus, ShardingStatus, condition};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use kube::Api;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::build::MANAGER;
@@ -405,20 +405,32 @@ fn order(type_: &str) -> u8 {
     }
 }
 
-/// Write `status` unless it equals what the object already has. Returns whether it wrote.
+/// Write `status` unless it equals what the object already has. Returns whether it wrote; a
+/// write onto an EdgeCache of the same name created since `ec` was read (`ec` deleted meanwhile)
+/// is not made (see [`patch_status_if_changed`]).
 pub async fn write(
     api: &Api<EdgeCache>,
     ec: &EdgeCache,
     status: &EdgeCacheStatus,
 ) -> Result<bool, kube::Error> {
-    patch_status_if_changed(api, &ec.name_any(), ec.status.as_ref(), status).await
+    patch_status_if_changed(api, &ec.metadata, ec.status.as_ref(), status).await
 }
 
-/// Merge-patch `status` onto the object `name` (field manager [`MANAGER`]) unless it equals
-/// `current`. Returns whether it wrote.
+/// Replace the status of the object `meta` names (field manager [`MANAGER`]) with `status`
+/// unless it equals `current`. Returns whether it wrote.
+///
+/// The write is one JSON patch that first tests `metadata.uid`: a reconcile still running on an
+/// object that was deleted and created again under its name (it read the old one) must not
+/// write the old one's status onto the new one. The API server refuses the patch (422) when the
+/// test fails; the object is then read again, and if it is gone or another one, nothing was
+/// written and `Ok(false)` is returned (the new object has its own reconcile). A JSON merge
+/// patch cannot do this on the status subresource: the API server's status strategy puts the
+/// stored metadata back over the patched object, so a `metadata.uid` in a merge patch is
+/// ignored there (seen on Kubernetes v1.37; on the main resource it is a 422, "field is
+/// immutable").
 pub async fn patch_status_if_changed<K, S>(
     api: &Api<K>,
-    name: &str,
+    meta: &ObjectMeta,
     current: Option<&S>,
     status: &S,
 ) -> Result<bool, kube::Error>
@@ -429,46 +441,47 @@ where
     if current == Some(status) {
         return Ok(false);
     }
+    let name = meta.name.as_deref().unwrap_or_default();
     let new = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
-    let old = current
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(kube::Error::SerdeError)?;
-    let patch = json!({ "status": merge_patch(old.as_ref(), new) });
-    api.patch_status(
-        name,
-        &PatchParams {
-            field_manager: Some(MANAGER.into()),
-            ..PatchParams::default()
-        },
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(true)
+    let patch = status_patch(meta.uid.as_deref(), new).map_err(kube::Error::SerdeError)?;
+    let params = PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match api
+        .patch_status(name, &params, &Patch::Json::<()>(patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 422 && meta.uid.is_some() => {
+            let now = api.get_metadata_opt(name).await?;
+            let now_uid = now.as_ref().and_then(|o| o.metadata.uid.as_deref());
+            if now_uid == meta.uid.as_deref() {
+                return Err(kube::Error::Api(e));
+            }
+            tracing::info!(
+                name,
+                "the object was deleted (and perhaps created again) since it was read; its \
+                 status is not written"
+            );
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
-/// The JSON merge patch (RFC 7386) from `old` to `new`: `new` with a `null` for every key of
-/// `old` that `new` lacks, in nested objects too. A status type skips empty fields when it is
-/// serialised (`nodes: []`, `sharding: None`), and a merge patch leaves a field it does not name
-/// as it was: without the nulls, the last `status.nodes` stayed after every node had gone.
-fn merge_patch(old: Option<&serde_json::Value>, new: serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match (old, new) {
-        (Some(Value::Object(old)), Value::Object(mut new)) => {
-            for (key, was) in old {
-                match new.remove(key) {
-                    Some(now) => {
-                        new.insert(key.clone(), merge_patch(Some(was), now));
-                    }
-                    None => {
-                        new.insert(key.clone(), Value::Null);
-                    }
-                }
-            }
-            Value::Object(new)
-        }
-        (_, new) => new,
+/// The JSON patch (RFC 6902) that replaces `.status` with `status`, if `metadata.uid` is `uid`.
+pub fn status_patch(
+    uid: Option<&str>,
+    status: serde_json::Value,
+) -> Result<json_patch::Patch, serde_json::Error> {
+    let mut ops = Vec::with_capacity(2);
+    if let Some(uid) = uid {
+        ops.push(json!({"op": "test", "path": "/metadata/uid", "value": uid}));
     }
+    // `add` replaces a member that exists and makes one that does not.
+    ops.push(json!({"op": "add", "path": "/status", "value": status}));
+    serde_json::from_value(serde_json::Value::Array(ops))
 }
 
 #[cfg(test)]
@@ -516,16 +529,16 @@ mod tests {
     }
 
     #[test]
-    fn the_merge_patch_nulls_what_the_new_status_lacks() {
-        let old = json!({"nodes": [{"pod": "web-a"}], "sharding": {"mode": "consistent", "peers": 1},
-                         "readyNodes": 1, "configHash": "x"});
-        let new = json!({"sharding": {"mode": "consistent"}, "readyNodes": 0});
+    fn the_status_patch_tests_the_uid_then_replaces_the_status() {
+        let st = json!({"readyNodes": 0, "conditions": []});
+        let p = serde_json::to_value(status_patch(Some("u-1"), st.clone()).unwrap()).unwrap();
         assert_eq!(
-            merge_patch(Some(&old), new.clone()),
-            json!({"nodes": null, "sharding": {"mode": "consistent", "peers": null},
-                   "readyNodes": 0, "configHash": null})
+            p,
+            json!([{"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                   {"op": "add", "path": "/status", "value": st}])
         );
-        assert_eq!(merge_patch(None, new.clone()), new);
+        let p = serde_json::to_value(status_patch(None, st.clone()).unwrap()).unwrap();
+        assert_eq!(p, json!([{"op": "add", "path": "/status", "value": st}]));
     }
 
     #[test]

@@ -275,27 +275,27 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             ),
         );
     }
-    if spec.cache.max_object_size.bytes() == 0
-        || !spec.storage.size.may_hold(spec.cache.max_object_size)
-    {
+    let max_object = spec.max_object_size();
+    if max_object.bytes() == 0 || !spec.storage.size.may_hold(max_object) {
         bad(
             "cache.maxObjectSize",
             format!(
-                "must be positive and at most storage.size {} (got {})",
-                spec.storage.size, spec.cache.max_object_size
+                "must be positive and at most storage.size {} (got {max_object}; unset, it is \
+                 {} or an eighth of storage.size when that is less)",
+                spec.storage.size,
+                edgecache_api::v1alpha1::MAX_OBJECT_SIZE_DEFAULT
             ),
         );
     }
     let slice = spec.storage.slice_size;
     if slice.bytes() != 0
-        && (slice < SLICE_SIZE_MIN || slice > SLICE_SIZE_MAX || slice > spec.cache.max_object_size)
+        && (slice < SLICE_SIZE_MIN || slice > SLICE_SIZE_MAX || slice > max_object)
     {
         bad(
             "storage.sliceSize",
             format!(
                 "must be 0 (off) or {SLICE_SIZE_MIN} to {SLICE_SIZE_MAX}, and at most \
-                 cache.maxObjectSize {} (got {slice})",
-                spec.cache.max_object_size
+                 cache.maxObjectSize {max_object} (got {slice})"
             ),
         );
     }
@@ -468,7 +468,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             size: spec.storage.size,
             direct_io_threshold: spec.storage.direct_io_threshold,
             io_engine: spec.storage.io_engine,
-            max_object_size: spec.cache.max_object_size,
+            max_object_size: spec.max_object_size(),
             slice_size: spec.storage.slice_size,
             reads_in_flight: spec.storage.reads_in_flight,
             verify_every_read: spec.storage.verify_every_read,
@@ -880,7 +880,8 @@ mod tests {
                 "spec.storage.size",
                 "spec.storage.directIoThreshold",
                 "spec.storage.readsInFlight",
-                "spec.cache.maxObjectSize",
+                // maxObjectSize unset: an eighth of the 1MiB, 128KiB, below the 4MiB slices.
+                "spec.storage.sliceSize",
                 "spec.resources.memory",
                 "spec.resources.cpu",
                 "spec.network.adminPort",
@@ -902,6 +903,46 @@ mod tests {
         assert_eq!(
             default.dataplane.storage.reinsertion,
             StorageConfig::default().reinsertion
+        );
+    }
+
+    /// Issue 35: the default maxObjectSize (1GiB) exceeded a small storage.size, and an
+    /// EdgeCache that set neither more than that was refused. Unset, it is now an eighth of a
+    /// storage.size below 8GiB; set above storage.size, it is refused saying what the default is.
+    #[test]
+    fn max_object_size_unset_is_an_eighth_of_a_small_store() {
+        let max_object = |yaml: &str| {
+            validate(&minimal_edgecache(yaml), &Policy::default())
+                .unwrap()
+                .dataplane
+                .storage
+                .max_object_size
+        };
+        for (size, want) in [
+            ("512MiB", ByteSize::mib(64)),
+            ("4GiB", ByteSize::mib(512)),
+            ("8GiB", ByteSize::gib(1)),
+            ("10GiB", ByteSize::gib(1)),
+            ("auto", ByteSize::gib(1)),
+        ] {
+            assert_eq!(
+                max_object(&format!("storage:\n  size: {size}\n")),
+                want,
+                "{size}"
+            );
+        }
+        assert_eq!(
+            max_object("storage:\n  size: 512MiB\ncache:\n  maxObjectSize: 256MiB\n"),
+            ByteSize::mib(256),
+            "as set"
+        );
+        let err = message("storage:\n  size: 512MiB\ncache:\n  maxObjectSize: 1GiB\n");
+        assert!(
+            err.contains(
+                "spec.cache.maxObjectSize: must be positive and at most storage.size 512MiB (got \
+                 1GiB; unset, it is 1GiB or an eighth of storage.size when that is less)"
+            ),
+            "{err}"
         );
     }
 

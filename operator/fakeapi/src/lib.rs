@@ -1065,6 +1065,26 @@ impl State {
                     ns_key(&target.namespace),
                     name.clone(),
                 );
+                // DeleteOptions.preconditions.uid, as the API server checks it (409).
+                let options: Option<Value> = serde_json::from_slice(body).ok();
+                let want_uid = options
+                    .as_ref()
+                    .and_then(|o| o.pointer("/preconditions/uid"))
+                    .and_then(Value::as_str);
+                if let (Some(want), Some(obj)) = (want_uid, self.objects.get(&k))
+                    && obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(want)
+                {
+                    return Err(ApiError::new(
+                        409,
+                        "Conflict",
+                        format!(
+                            "Precondition failed: UID in precondition: {want}, UID in object meta: {}",
+                            obj.pointer("/metadata/uid")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                        ),
+                    ));
+                }
                 let policy =
                     Propagation::parse(query.get("propagationPolicy").map(String::as_str), body)?;
                 self.delete_object(&k, policy).map(|o| (200, o))

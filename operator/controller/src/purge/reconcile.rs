@@ -141,12 +141,19 @@ pub async fn reconcile(
     let left = time_left(&purge, settings.retention, now);
     if left.is_zero() {
         info!("past the retention; deleting");
-        return match api
-            .delete(&purge.name_any(), &DeleteParams::default())
-            .await
-        {
+        // This object only: a namesake created since it was read is not deleted (409).
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: purge.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        return match api.delete(&purge.name_any(), &params).await {
             Ok(_) => Ok(Action::await_change()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Action::await_change()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                Ok(Action::await_change())
+            }
             Err(e) => Err(Error::Delete(e)),
         };
     }
@@ -158,7 +165,7 @@ pub async fn reconcile(
     });
     let status = plan::compute(&purge, &round.pods, &round.deliveries, blocked, &Time(now));
     let complete = plan::is_complete(&status);
-    crate::status::patch_status_if_changed(&api, &purge.name_any(), purge.status.as_ref(), &status)
+    crate::status::patch_status_if_changed(&api, &purge.metadata, purge.status.as_ref(), &status)
         .await
         .map_err(Error::Status)?;
     if round.invalid {
