@@ -736,6 +736,62 @@ async fn pods_refused_by_pod_security_are_degraded_with_the_admissions_message()
     .await;
 }
 
+/// Issue 35 defect 3, its two other causes on the real cluster: pods that a ResourceQuota or a
+/// missing PriorityClass refuses leave the EdgeCache Degraded `PodCreationFailed` with the
+/// admission's message (before: Progressing forever, Degraded=False); once the cause is gone it
+/// turns Ready.
+#[tokio::test]
+async fn pods_refused_by_a_quota_or_a_missing_priority_class_are_degraded() {
+    scenario("quota", |client, ns| async move {
+        use k8s_openapi::api::core::v1::ResourceQuota;
+        deploy_origin(&client, &ns).await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let degraded = |want: &'static str| {
+            let api = api.clone();
+            async move {
+                let message = eventually("Degraded PodCreationFailed", READY, POLL, || async {
+                    let ec = api.get("web").await?;
+                    Ok(ec
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.condition("Degraded"))
+                        .filter(|c| {
+                            c.status == "True"
+                                && c.reason == "PodCreationFailed"
+                                && c.message.contains(want)
+                        })
+                        .map(|c| c.message.clone()))
+                })
+                .await?;
+                println!("Degraded PodCreationFailed: {message}");
+                anyhow::Ok(())
+            }
+        };
+        // A quota of one pod, which the origin's pod already uses.
+        let quotas = Api::<ResourceQuota>::namespaced(client.clone(), &ns);
+        let quota: ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "one-pod"},
+            "spec": {"hard": {"pods": "1"}},
+        }))?;
+        quotas.create(&PostParams::default(), &quota).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        degraded("quota").await?;
+        quotas.delete("one-pod", &DeleteParams::default()).await?;
+        wait_ready(&client, &ns, "web").await?;
+        // A PriorityClass that does not exist.
+        let missing = json!({"spec": {"placement": {"priorityClassName": "no-such-class"}}});
+        api.patch("web", &PatchParams::default(), &Patch::Merge(missing))
+            .await?;
+        degraded("no-such-class").await?;
+        let back = json!({"spec": {"placement": {"priorityClassName": null}}});
+        api.patch("web", &PatchParams::default(), &Patch::Merge(back))
+            .await?;
+        wait_ready(&client, &ns, "web").await?;
+        Ok(())
+    })
+    .await;
+}
+
 /// Issue 35 defect 14: an EdgeCache deleted and at once created again under its name converges
 /// as soon as the garbage collector has taken the old children (before, the new one saw them as
 /// another owner's, NameConflict, until the five-minute resync).
