@@ -190,16 +190,6 @@ fn since(later: SystemTime, earlier: SystemTime) -> Duration {
     later.duration_since(earlier).unwrap_or(Duration::ZERO)
 }
 
-/// `freshness_lifetime` (4.2.1) of a response's fields: [`Basis::lifetime`].
-pub fn lifetime(
-    status: StatusCode,
-    headers: &HeaderMap,
-    response_time: SystemTime,
-    cfg: &PolicyConfig,
-) -> Lifetime {
-    Basis::of(headers, response_time).lifetime(status, cfg)
-}
-
 /// `age_value` (4.2.3): the first member of Age (5.1: "SHOULD use the first member"), or 0
 /// when absent or invalid (5.1: "a cache SHOULD ignore the field").
 pub fn age_value(headers: &HeaderMap) -> u64 {
@@ -234,25 +224,6 @@ pub struct Freshness {
 }
 
 impl Freshness {
-    /// Compute the freshness of a response received at `response_time` for a request sent at
-    /// `request_time`, at instant `now`.
-    pub fn at(
-        status: StatusCode,
-        headers: &HeaderMap,
-        request_time: SystemTime,
-        response_time: SystemTime,
-        now: SystemTime,
-        cfg: &PolicyConfig,
-    ) -> Self {
-        let basis = Basis::of(headers, response_time);
-        Self {
-            lifetime: basis.lifetime(status, cfg),
-            age: basis
-                .corrected_initial_age(request_time, response_time)
-                .saturating_add(since(now, response_time)),
-        }
-    }
-
     /// `response_is_fresh = (freshness_lifetime > current_age)` (4.2).
     pub fn is_fresh(&self) -> bool {
         Duration::from_secs(self.lifetime.secs) > self.age
