@@ -708,17 +708,7 @@ async fn pods_refused_by_pod_security_are_degraded_with_the_admissions_message()
         deploy_origin(&client, &ns).await?;
         create(&client, &edgecache(&ns, "web", json!({}))).await?;
         let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
-        let message = eventually("Degraded PodCreationFailed", READY, POLL, || async {
-            let ec = api.get("web").await?;
-            Ok(ec
-                .status
-                .as_ref()
-                .and_then(|s| s.condition("Degraded"))
-                .filter(|c| c.status == "True" && c.reason == "PodCreationFailed")
-                .map(|c| c.message.clone()))
-        })
-        .await?;
-        println!("Degraded PodCreationFailed: {message}");
+        let message = pod_creation_failed(&api, "web", "").await?;
         ensure!(
             message.contains("baseline") || message.contains("PodSecurity"),
             "the message names the admission's refusal: {message}"
@@ -736,6 +726,29 @@ async fn pods_refused_by_pod_security_are_degraded_with_the_admissions_message()
     .await;
 }
 
+/// Wait until EdgeCache `name` is Degraded `PodCreationFailed` with a message containing `want`
+/// (any message for ""): the message.
+async fn pod_creation_failed(
+    api: &Api<EdgeCache>,
+    name: &str,
+    want: &str,
+) -> anyhow::Result<String> {
+    let message = eventually("Degraded PodCreationFailed", READY, POLL, || async {
+        let ec = api.get(name).await?;
+        Ok(ec
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("Degraded"))
+            .filter(|c| {
+                c.status == "True" && c.reason == "PodCreationFailed" && c.message.contains(want)
+            })
+            .map(|c| c.message.clone()))
+    })
+    .await?;
+    println!("Degraded PodCreationFailed: {message}");
+    Ok(message)
+}
+
 /// Issue 35 defect 3, its two other causes on the real cluster: pods that a ResourceQuota or a
 /// missing PriorityClass refuses leave the EdgeCache Degraded `PodCreationFailed` with the
 /// admission's message (before: Progressing forever, Degraded=False); once the cause is gone it
@@ -746,27 +759,6 @@ async fn pods_refused_by_a_quota_or_a_missing_priority_class_are_degraded() {
         use k8s_openapi::api::core::v1::ResourceQuota;
         deploy_origin(&client, &ns).await?;
         let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
-        let degraded = |want: &'static str| {
-            let api = api.clone();
-            async move {
-                let message = eventually("Degraded PodCreationFailed", READY, POLL, || async {
-                    let ec = api.get("web").await?;
-                    Ok(ec
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.condition("Degraded"))
-                        .filter(|c| {
-                            c.status == "True"
-                                && c.reason == "PodCreationFailed"
-                                && c.message.contains(want)
-                        })
-                        .map(|c| c.message.clone()))
-                })
-                .await?;
-                println!("Degraded PodCreationFailed: {message}");
-                anyhow::Ok(())
-            }
-        };
         // A quota of one pod, which the origin's pod already uses.
         let quotas = Api::<ResourceQuota>::namespaced(client.clone(), &ns);
         let quota: ResourceQuota = serde_json::from_value(json!({
@@ -775,14 +767,14 @@ async fn pods_refused_by_a_quota_or_a_missing_priority_class_are_degraded() {
         }))?;
         quotas.create(&PostParams::default(), &quota).await?;
         create(&client, &edgecache(&ns, "web", json!({}))).await?;
-        degraded("quota").await?;
+        pod_creation_failed(&api, "web", "quota").await?;
         quotas.delete("one-pod", &DeleteParams::default()).await?;
         wait_ready(&client, &ns, "web").await?;
         // A PriorityClass that does not exist.
         let missing = json!({"spec": {"placement": {"priorityClassName": "no-such-class"}}});
         api.patch("web", &PatchParams::default(), &Patch::Merge(missing))
             .await?;
-        degraded("no-such-class").await?;
+        pod_creation_failed(&api, "web", "no-such-class").await?;
         let back = json!({"spec": {"placement": {"priorityClassName": null}}});
         api.patch("web", &PatchParams::default(), &Patch::Merge(back))
             .await?;
