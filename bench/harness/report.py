@@ -103,6 +103,66 @@ def caches_in(recs):
     return [c for c in ORDER if c in seen]
 
 
+def round_ratio(rs, cache, base):
+    """Median of per-round req/s ratios of `cache` against `base` in one row."""
+    by_round = defaultdict(dict)
+    for r in rs:
+        by_round[r["round"]][r["cache"]] = r
+    xs = [v[cache]["req_per_s"] / v[base]["req_per_s"] for v in by_round.values()
+          if cache in v and base in v and v[base]["req_per_s"] > 0]
+    return med(xs)
+
+
+def lead_table(recs, caches):
+    """The one current table BENCHMARKS.md leads with: req/s of every cache in every row (hits from
+    disk and RAM, misses), EdgeCache's ratios, and the static-file ceiling."""
+    rounds = [r for r in recs if r.get("kind") == "round" and not r.get("died")]
+    miss = [r for r in recs if r.get("kind") == "miss"]
+    ceil = ceilings(recs)
+    peers = [c for c in caches if c != "edgecache"]
+    meta = next((r for r in recs if r.get("kind") == "meta"), {})
+    out = [f"### The current figures: req/s, one core per cache, {sources(meta.get('args', {}))}", ""]
+    w = out.append
+    w("| row | " + " | ".join(LABEL[c] for c in caches) + " | ceiling | "
+      + " | ".join(f"EdgeCache vs {LABEL[c]}" for c in peers) + " | EdgeCache vs ceiling |")
+    w("|---|" + "---|" * (len(caches) + 1 + len(peers) + 1))
+    rows = defaultdict(list)
+    for r in rounds:
+        rows[(r["size"], r["dist"])].append(r)
+
+    def ratio_cell(x):
+        return "–" if x is None else f"{x:.2f}x"
+
+    for (size, dist) in sorted(rows, key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform", k[1])):
+        rs = rows[(size, dist)]
+        where = "RAM" if size in ROW_TITLE else "disk"
+        c_r = ceil.get(object_size(rs[0]))
+        cells = [f(med([r["req_per_s"] for r in rs if r["cache"] == c])) for c in caches]
+        e = med([r["req_per_s"] for r in rs if r["cache"] == "edgecache"])
+        vs_ceil = e / c_r["req_per_s"] if (e and c_r and c_r.get("req_per_s")) else None
+        w(f"| hits from {where}, {object_size(rs[0])} x {rs[0].get('count', 0):,}, {dist} | " + " | ".join(cells)
+          + f" | {f(c_r['req_per_s']) if c_r else '–'} | "
+          + " | ".join(ratio_cell(round_ratio(rs, "edgecache", c)) for c in peers)
+          + f" | {'–' if vs_ceil is None else f'{vs_ceil:.2f}x'} |")
+    for size in SIZE_ORDER:
+        ms = {r["cache"]: r for r in miss if r["size"] == size}
+        if not ms or size in ROW_TITLE:  # a resident row's warm-up is the plain row's miss again
+            continue
+        e = ms.get("edgecache")
+        cells = [f(ms[c]["req_per_s"]) if c in ms else "–" for c in caches]
+        ratios = [ratio_cell(e["req_per_s"] / ms[c]["req_per_s"])
+                  if e and c in ms and ms[c]["req_per_s"] else "–" for c in peers]
+        count = next(iter(ms.values()))["count"]
+        w(f"| misses, {size} x {count:,} (first pass, 32 connections) | " + " | ".join(cells) + " | – | "
+          + " | ".join(ratios) + " | – |")
+    w("")
+    w("A ratio below 1.00x is a row where EdgeCache loses. Hit rows: medians of per-round ratios; miss rows: one "
+      "pass each. The ceiling is nginx serving one static file of the row's size from RAM on the same core. "
+      "Details of every row follow.")
+    w("")
+    return out
+
+
 def build(recs, png_rel):
     meta = next((r for r in recs if r.get("kind") == "meta"), {})
     args = meta.get("args", {})
@@ -148,6 +208,9 @@ def build(recs, png_rel):
                 w(f"- **{LABEL[c]}: no measured round at {size}**: the process had exited after the warm-up "
                   f"(see results/{run}.log and the kernel log for an OOM kill)")
     w("")
+
+    if rounds:
+        out += lead_table(recs, caches)
 
     # Machine limits.
     fio = [r for r in recs if r.get("kind") == "fio" and "mb_per_s" in r]
