@@ -19,12 +19,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::Store;
+use super::ram::Copy as RamCopy;
 use super::record::BLOCK;
+use super::rewrite::Generation;
 use super::state::Loc;
 use crate::io::{AlignedBuf, FileId, IoBudget, IoEngine, WorkerIo, align_up};
 
@@ -99,6 +101,82 @@ pub(crate) struct DiskBody {
     pub first: Option<Bytes>,
     /// The read of the next chunk, submitted before the current one is handed out.
     pub ahead: Option<(u64, Ahead)>,
+    /// The RAM tier admitted the record: its copy, made as the verified chunks pass.
+    pub ram_fill: Option<RamFill>,
+}
+
+/// The RAM copy of a large record, made from a disk hit's verified chunks as they stream (see
+/// "Eligible" in `src/ram.rs`). Its bytes are held in the tier from the start
+/// ([`RamTier::reserve`](super::ram::RamTier::reserve)) and given back when it is dropped,
+/// whether it was inserted or not. Inserted only when the whole body passed, in order, and the
+/// record was neither replaced nor rewritten meanwhile.
+pub(crate) struct RamFill {
+    store: Arc<Store>,
+    copy: RamCopy,
+    body: BytesMut,
+    body_len: u64,
+    generation: Generation,
+}
+
+impl RamFill {
+    /// A copy of a `body_len`-byte body to come, if the tier has room for one more in progress.
+    pub(crate) fn start(
+        store: &Arc<Store>,
+        copy: RamCopy,
+        body_len: u64,
+        generation: Generation,
+    ) -> Option<RamFill> {
+        let len = usize::try_from(body_len).ok()?;
+        if !store.ram().reserve(body_len) {
+            return None;
+        }
+        Some(RamFill {
+            store: Arc::clone(store),
+            copy,
+            body: BytesMut::with_capacity(len),
+            body_len,
+            generation,
+        })
+    }
+
+    /// Add verified body bytes `data` that start at body offset `base`; `false` when they do
+    /// not continue the copy (a range, or a stream that skipped), which ends it.
+    fn extend(&mut self, base: u64, data: &[u8]) -> bool {
+        if base != self.body.len() as u64 {
+            return false;
+        }
+        self.body.extend_from_slice(data);
+        true
+    }
+
+    fn complete(&self) -> bool {
+        self.body.len() as u64 == self.body_len
+    }
+
+    /// Insert the finished copy of the record at `loc`.
+    fn insert(mut self, primary: &[u8], loc: &Loc) {
+        let store = Arc::clone(&self.store);
+        if store.rewrite_gen(primary, loc) != Some(self.generation) {
+            return;
+        }
+        let generation = self.generation;
+        let mut copy = self.copy.clone();
+        copy.body = std::mem::take(&mut self.body).freeze();
+        // Its reservation goes back first, so the insert evicts only what the copy needs.
+        drop(self);
+        store.ram().insert(loc.id(), copy);
+        // A rewrite that started since may have ended (and cleared the RAM copy) before this
+        // insert: its meta is newer than ours.
+        if store.rewrite_gen(primary, loc) != Some(generation) {
+            store.ram().remove(loc.id());
+        }
+    }
+}
+
+impl Drop for RamFill {
+    fn drop(&mut self) {
+        self.store.ram().release(self.body_len);
+    }
 }
 
 type ReadFuture = Pin<Box<dyn Future<Output = io::Result<AlignedBuf>>>>;
@@ -276,6 +354,15 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
                 if d.verified_to == body_len {
                     d.store.mark_verified(&d.primary, &d.loc);
                 }
+            }
+        }
+        if let Some(fill) = d.ram_fill.as_mut() {
+            if !fill.extend(base, &data[..valid as usize]) {
+                d.ram_fill = None;
+            } else if fill.complete()
+                && let Some(fill) = d.ram_fill.take()
+            {
+                fill.insert(&d.primary, &d.loc);
             }
         }
         st.pos = base + valid;

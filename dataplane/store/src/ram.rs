@@ -4,8 +4,12 @@
 //!   and keeps the total within its capacity (the disk index has its own bounded share of the
 //!   memory plan, `StoreConfig::index_bytes`).
 //! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (256 KiB, one read
-//!   chunk: read whole in one read, then copied in). Larger objects are streamed with O_DIRECT
-//!   in chunks and cost little CPU per byte; keeping them would hold few objects for the memory.
+//!   chunk: read whole in one read, then copied in), and larger ones of at most a
+//!   [`LARGE_SHARE`]th of the tier ([`RamTier::max_record`]): those are streamed from disk in
+//!   chunks and copied in as the verified chunks pass, when a disk hit streams the whole body
+//!   (never from a range or a stream dropped part way). What such copies in progress hold is
+//!   counted in the tier's bytes from their start ([`RamTier::reserve`]), at most an eighth of
+//!   the tier at a time.
 //! - Admission: an object enters on a *disk hit*, never on write. A response seen once (the
 //!   miss that stored it) stays on disk only; the one-hit wonders that dominate CDN traffic
 //!   never take RAM. While the tier has room every disk hit is admitted. Once it is full, the
@@ -38,6 +42,14 @@ use super::state::LocId;
 /// rejected: zipf gained 40% at first, but copying 1 MiB records in and out made the worker
 /// CPU-bound and got slower over a full run (bench/BENCHMARKS.md, tuning log).
 pub const RAM_MAX_RECORD: u64 = 256 * 1024;
+
+/// A record larger than [`RAM_MAX_RECORD`] may be kept when it takes at most this fraction of
+/// the tier: a popular 1 MiB video segment or download lives in RAM once the tier has 64 MiB,
+/// and no single object can empty a tier of small ones.
+pub const LARGE_SHARE: u64 = 64;
+
+/// Copies of large records in progress may hold at most this fraction of the tier.
+const RESERVED_SHARE: u64 = 8;
 
 type Key = LocId;
 
@@ -115,6 +127,8 @@ struct Inner {
     next_id: u64,
     /// Lookups per key in the current window (admission once the tier is full).
     sketch: FrequencySketch,
+    /// Bytes of `bytes` held for copies of large records in progress ([`RamTier::reserve`]).
+    reserved: u64,
 }
 
 /// Lookups within the sketch's window a record needs before it may replace another in a full
@@ -135,21 +149,32 @@ impl Inner {
         self.sketch.increment(hash, sample);
     }
 
-    /// The estimated frequency of the entry the CLOCK hand would evict next: the first
-    /// unreferenced live entry among the next few, else the next live one. `None` when empty.
-    fn victim_frequency(&self) -> Option<u8> {
-        let mut first = None;
-        for (k, id) in self.ring.iter().take(VICTIM_SCAN) {
+    /// The highest estimated frequency among the entries the CLOCK hand would evict next to
+    /// free `need` bytes: the unreferenced live entries among the next few (more for a large
+    /// record) until their bytes cover `need`, else the next live one. `None` when empty.
+    fn victim_frequency(&self, need: u64) -> Option<u8> {
+        let scan = if need > RAM_MAX_RECORD {
+            4 * VICTIM_SCAN
+        } else {
+            VICTIM_SCAN
+        };
+        let (mut first, mut most, mut freed) = (None, None::<u8>, 0u64);
+        for (k, id) in self.ring.iter().take(scan) {
             let Some(s) = self.map.get(k).filter(|s| s.id == *id) else {
                 continue;
             };
             let f = self.sketch.estimate(s.hash);
-            if !s.referenced {
-                return Some(f);
-            }
             first.get_or_insert(f);
+            if s.referenced {
+                continue;
+            }
+            most = Some(most.map_or(f, |m| m.max(f)));
+            freed += s.cost();
+            if freed >= need {
+                break;
+            }
         }
-        first
+        most.or(first)
     }
 }
 
@@ -184,12 +209,42 @@ impl RamTier {
                 bytes: 0,
                 next_id: 0,
                 sketch,
+                reserved: 0,
             }),
         }
     }
 
     pub fn enabled(&self) -> bool {
         self.cap > 0
+    }
+
+    /// The largest record the tier keeps: [`RAM_MAX_RECORD`], or a [`LARGE_SHARE`]th of the
+    /// tier when that is more.
+    pub fn max_record(&self) -> u64 {
+        RAM_MAX_RECORD.max(self.cap / LARGE_SHARE)
+    }
+
+    /// Hold `len` bytes of the tier for a copy of a large record in progress (evicting what
+    /// that needs, as an insert would); `false` when copies in progress already hold an
+    /// eighth of the tier. Give them back with [`RamTier::release`] before inserting the copy.
+    pub fn reserve(&self, len: u64) -> bool {
+        let cap = self.cap;
+        let mut g = self.lock();
+        if g.reserved.saturating_add(len) > cap / RESERVED_SHARE {
+            return false;
+        }
+        g.reserved += len;
+        g.bytes += len;
+        Self::evict(&mut g, cap);
+        true
+    }
+
+    /// Give back bytes held by [`RamTier::reserve`].
+    pub fn release(&self, len: u64) {
+        let mut g = self.lock();
+        let len = len.min(g.reserved);
+        g.reserved -= len;
+        g.bytes -= len.min(g.bytes);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -227,14 +282,15 @@ impl RamTier {
         let mut g = self.lock();
         g.seen(hash);
         let cost = len.saturating_add(SLOT_OVERHEAD);
-        if cost > cap {
+        if cost > cap || len > self.max_record() {
             return false;
         }
         if g.bytes.saturating_add(cost) <= cap {
             return true;
         }
         let candidate = g.sketch.estimate(hash);
-        candidate >= ADMIT_MIN_LOOKUPS && g.victim_frequency().is_none_or(|v| candidate > v)
+        let need = (g.bytes + cost).saturating_sub(cap);
+        candidate >= ADMIT_MIN_LOOKUPS && g.victim_frequency(need).is_none_or(|v| candidate > v)
     }
 
     /// Insert the copy of the record at `at`.
@@ -383,6 +439,58 @@ mod tests {
 
     fn has(t: &RamTier, name: &str) -> bool {
         t.get(name.as_bytes(), at(name, 1)).is_some()
+    }
+
+    /// A large record replaces many small entries at once: it must be asked for more often than
+    /// every one it would evict, not only the first. Copies in progress hold their bytes from
+    /// the start, at most an eighth of the tier.
+    #[test]
+    fn a_large_record_must_beat_every_entry_it_would_evict() {
+        let cap = 64 * 1024 * 1024;
+        let t = RamTier::for_entries(cap);
+        let big = 1 << 20;
+        assert_eq!(t.max_record(), big, "a 64th of the tier");
+        assert!(
+            !t.admit(b"huge", at("huge", 1), big + 1),
+            "more than a 64th"
+        );
+        // Fill the tier with 64 KiB entries; the one the hand reaches second is popular.
+        let n = cap as usize / (64 * 1024 + SLOT_OVERHEAD as usize);
+        for i in 0..n {
+            put(&t, &format!("s{i}"), 64 * 1024);
+        }
+        for _ in 0..6 {
+            t.admit(b"s1", at("s1", 1), 64 * 1024);
+        }
+        // Seen 4 times: more than the first victim (s0, never looked up), fewer than s1.
+        for _ in 0..3 {
+            assert!(!t.admit(b"big", at("big", 1), big));
+        }
+        assert!(
+            !t.admit(b"big", at("big", 1), big),
+            "s1 would go too and is asked for more often"
+        );
+        for _ in 0..4 {
+            t.admit(b"big", at("big", 1), big);
+        }
+        assert!(
+            t.admit(b"big", at("big", 1), big),
+            "now more popular than all"
+        );
+        // Reservations: counted at once, bounded, given back.
+        let before = t.usage().0;
+        assert!(t.reserve(4 * big));
+        assert!(t.reserve(4 * big));
+        assert!(!t.reserve(big), "an eighth of the tier in progress");
+        assert!(t.usage().0 <= cap);
+        t.release(4 * big);
+        t.release(4 * big);
+        assert!(
+            t.usage().0 < before,
+            "what the reservations evicted stays evicted"
+        );
+        assert!(t.reserve(big));
+        t.release(big);
     }
 
     #[test]

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::body::{DiskBody, Inner, Source, StoredObject, chunk_for, read_timed, verify_blocks};
+use super::body::{
+    DiskBody, Inner, RamFill, Source, StoredObject, chunk_for, read_timed, verify_blocks,
+};
 use super::combine::Combiner;
 use super::growing::{Growing, Readable};
 use super::index::MAX_BLOCKS;
@@ -168,10 +170,11 @@ impl StoreWorker {
         // A record of at most one staging buffer (every packed one) is read whole whatever
         // this worker's chunk: a packed body does not start at a block boundary.
         let whole = exact && rec_len <= self.chunk.max(STAGE as u64);
-        // Only whole reads can be copied into RAM. `admit` counts the lookup in the tier's
-        // frequency sketch, so it runs once per disk hit of an eligible record.
-        let to_ram =
-            whole && rec_len <= RAM_MAX_RECORD && store.ram().admit(&r.primary, loc.id(), rec_len);
+        // A whole read is copied into RAM here; a larger record as its verified chunks stream
+        // (`body::RamFill`). `admit` counts the lookup in the tier's frequency sketch, so it
+        // runs once per disk hit of an eligible record.
+        let eligible = exact && (rec_len <= RAM_MAX_RECORD || !whole);
+        let to_ram = eligible && store.ram().admit(&r.primary, loc.id(), rec_len);
         let mut want = if whole { rec_len } else { self.chunk };
         let direct = rec_len >= store.config().direct_io_threshold;
         let file = FileId {
@@ -294,6 +297,24 @@ impl StoreWorker {
             avail
         };
         let first_body = data.slice(hl as usize..(hl + keep) as usize);
+        let ram_fill = (to_ram && !generation.in_progress())
+            .then(|| {
+                RamFill::start(
+                    store,
+                    RamCopy {
+                        primary: r.primary.clone(),
+                        variant: hdr.variant.clone(),
+                        meta: hdr.meta.clone(),
+                        header_len: hdr.header_len,
+                        seq: hdr.seq,
+                        body: Bytes::new(),
+                        parsed: None,
+                    },
+                    body_len,
+                    generation,
+                )
+            })
+            .flatten();
         Ok(StoredObject {
             meta: hdr.meta,
             body_len,
@@ -314,6 +335,7 @@ impl StoreWorker {
                 direct,
                 first: Some(first_body),
                 ahead: None,
+                ram_fill,
             })),
         })
     }

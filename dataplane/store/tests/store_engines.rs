@@ -32,6 +32,7 @@ engine_suite!(
     variants_replace_purge_and_meta,
     variants_whose_tags_collide_both_stay,
     ram_tier_serves_second_hit,
+    large_records_enter_the_ram_tier_when_streamed_whole,
     reopen_keeps_objects,
     eviction_stays_within_budget,
     flipped_body_byte_is_not_served,
@@ -331,6 +332,85 @@ fn ram_tier_serves_second_hit(engine: EngineChoice) {
         }
         assert_eq!(store.remove(b"/hot"), 1);
         assert!(w.open(r).await.is_err());
+    });
+}
+
+/// A 256 MiB store with a RAM tier of `tier` bytes.
+fn with_ram_tier(
+    engine: EngineChoice,
+    tier: u64,
+) -> (tempfile::TempDir, std::sync::Arc<edgecache_store::Store>) {
+    let dir = tmp();
+    let mut c = cfg(dir.path(), 256 * MIB, engine);
+    c.ram_tier_bytes = tier;
+    let store = edgecache_store::Store::open(c).unwrap();
+    (dir, store)
+}
+
+/// A worker, and `/big` (900,000 bytes, four read chunks) stored through it.
+async fn put_big(
+    store: &std::sync::Arc<edgecache_store::Store>,
+    seed: u64,
+) -> (StoreWorker, Vec<u8>) {
+    let w = StoreWorker::new(store.clone()).unwrap();
+    let body = content("/big", seed, 900_000);
+    put(&w, "/big", "", "m", &body, true, 64 << 10)
+        .await
+        .unwrap();
+    (w, body)
+}
+
+/// A record larger than one read chunk enters the RAM tier from a disk hit that streamed its
+/// whole body (verified chunk by chunk), never from a range or a stream dropped part way, and
+/// only when it is a small part of the tier; later hits are RAM hits with every byte the same.
+fn large_records_enter_the_ram_tier_when_streamed_whole(engine: EngineChoice) {
+    let (_dir, store) = with_ram_tier(engine, 64 * MIB);
+    run(engine, async {
+        let (w, body) = put_big(&store, 7).await;
+        let r = &store.lookup(b"/big")[0];
+        // A range, and a whole stream dropped after its first chunk: still on disk only.
+        let part = w.open(r).await.unwrap();
+        assert_eq!(part.source, Source::Disk);
+        assert_eq!(
+            collect(part, Some(300_000..300_100)).await.unwrap(),
+            &body[300_000..300_100]
+        );
+        {
+            let cut = w.open(r).await.unwrap();
+            let mut s = std::pin::pin!(cut.body(None));
+            assert!(futures_util::StreamExt::next(&mut s).await.unwrap().is_ok());
+        }
+        let whole = w.open(r).await.unwrap();
+        assert_eq!(
+            whole.source,
+            Source::Disk,
+            "not in RAM before a whole stream"
+        );
+        assert_eq!(collect(whole, None).await.unwrap(), body);
+        let reads = store.stats().disk_reads;
+        let again = w.open(r).await.unwrap();
+        assert_eq!(again.source, Source::Ram, "streamed whole: copied in");
+        assert_eq!(collect(again, None).await.unwrap(), body);
+        assert_eq!(
+            store.stats().disk_reads,
+            reads,
+            "a RAM hit does no disk read"
+        );
+        assert_eq!(store.stats().ram_tier_objects, 1);
+        assert_eq!(store.remove(b"/big"), 1);
+        assert!(w.open(r).await.is_err(), "purged: gone from RAM too");
+    });
+    // In a small tier a large record is too big a share: it stays on disk.
+    let (_dir, store) = with_ram_tier(engine, 8 * MIB);
+    run(engine, async {
+        let (w, body) = put_big(&store, 8).await;
+        let r = &store.lookup(b"/big")[0];
+        for _ in 0..3 {
+            let o = w.open(r).await.unwrap();
+            assert_eq!(o.source, Source::Disk);
+            assert_eq!(collect(o, None).await.unwrap(), body);
+        }
+        assert_eq!(store.stats().ram_tier_objects, 0);
     });
 }
 
