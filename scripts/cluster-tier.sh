@@ -13,7 +13,9 @@
 #   4. the cluster-agnostic scenarios of e2e/tests/kind.rs against the cluster's KUBECONFIG;
 #   5. e2e/tests/control_plane.rs, one at a time: the API server killed and started again
 #      (scripts/cluster.sh restart-api), the operator's pod stopped in any state;
-#   6. scripts/cluster.sh down (KEEP_CLUSTER=1 keeps it).
+#   6. e2e/tests/helm_release.rs, one at a time: helm upgrade to a changed CRD schema, helm
+#      uninstall with and without crds.keep (the release and its CRDs go and come back: last);
+#   7. scripts/cluster.sh down (KEEP_CLUSTER=1 keeps it).
 # Prints `cluster-tier: N passed, M failed`; exits non-zero on any failure. Root only.
 # Env: KEEP_CLUSTER=1, TEST_THREADS (default 1: two cores), SCENARIOS (a cargo test filter),
 #      BUILD_IMAGES=1 (rebuild the images), LAYOUT (default e2e; `default` is one node).
@@ -132,7 +134,7 @@ scenarios() {
     t=$(date +%s)
     log "cargo test -p edgecache-e2e --test $target (on this cluster)"
     log_file=$(mktemp "/tmp/cluster-tier-$target.XXXXXX")
-    (cd "$ROOT" && EDGECACHE_E2E_ANY_CONTEXT=1 EDGECACHE_CLUSTER_SH="$CLUSTER" \
+    (cd "$ROOT" && EDGECACHE_E2E_ANY_CONTEXT=1 EDGECACHE_CLUSTER_SH="$CLUSTER" EDGECACHE_HELM="$HELM" \
         EDGECACHE_E2E_DATAPLANE_IMAGE=docker.io/library/edgecache-dataplane:dev \
         EDGECACHE_E2E_ORIGIN_IMAGE=docker.io/library/edgecache-origin:dev \
         cargo test -p edgecache-e2e --test "$target" -- --nocapture \
@@ -152,7 +154,10 @@ scenarios() {
     log "$target scenarios: $(( $(date +%s) - t )) s (log: $log_file)"
 }
 scenarios kind "${TEST_THREADS:-1}"
-# Last, one at a time: these restart the API server and stop the operator's pod.
+# Then, one at a time: these restart the API server and stop the operator's pod.
 scenarios control_plane 1
+# Last, one at a time: these upgrade, uninstall and install again the release and its CRDs
+# (every EdgeCache goes with the CRDs), so nothing may run beside or after them.
+scenarios helm_release 1
 exit
 }
