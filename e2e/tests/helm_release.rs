@@ -2,8 +2,9 @@
 //! CRD schema changed, and `helm uninstall` with and without `crds.keep`. They upgrade, uninstall
 //! and install again the release `edgecache` in `edgecache-system` that the other scenarios run
 //! against (the CRDs are cluster-wide and belong to that release: another release cannot install
-//! them), so `scripts/cluster-tier.sh` runs them last, after `control_plane.rs`, one at a time,
-//! with the helm binary in `EDGECACHE_HELM`. Each leaves the release as the tier installed it
+//! them), so `scripts/cluster-tier.sh` runs them alone, one at a time, after `kind.rs` and before
+//! `control_plane.rs` (whose API server restart the cluster is slow to recover from), with the
+//! helm binary in `EDGECACHE_HELM`. Each leaves the release as the tier installed it
 //! (the chart with `charts/edgecache/values-local.yaml`), whatever happened. Without
 //! `EDGECACHE_HELM`, or without a cluster, each prints `SKIPPED: ...` and passes; a plain
 //! `cargo test` does not run them (`test = false`).

@@ -437,6 +437,29 @@ async fn a_spec_change_rolls_the_pods() {
     .await;
 }
 
+/// Purge everything EdgeCache `web` of `ns` stored (the EdgeCachePurge `everything`) and wait
+/// until it is Complete with each of its `pods` pods confirmed: its status then.
+async fn purge_everything(
+    client: &Client,
+    ns: &str,
+    pods: usize,
+) -> anyhow::Result<edgecache_api::purge::EdgeCachePurgeStatus> {
+    let purge: EdgeCachePurge = serde_json::from_value(json!({
+        "apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCachePurge",
+        "metadata": {"name": "everything", "namespace": ns},
+        "spec": {"edgeCache": "web", "all": true},
+    }))?;
+    let api = Api::<EdgeCachePurge>::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &purge).await?;
+    let want = format!("{pods}/{pods}");
+    eventually("the purge Complete on every node", READY, POLL, || async {
+        let st = api.get("everything").await?.status.unwrap_or_default();
+        let complete = st.condition("Complete").is_some_and(|c| c.status == "True");
+        Ok((complete && st.confirmed == want).then_some(st))
+    })
+    .await
+}
+
 /// An EdgeCachePurge reaches every node's pod through its admin endpoint: Complete with every
 /// node confirmed, and what each node had stored is a miss afterwards.
 #[tokio::test]
@@ -455,21 +478,7 @@ async fn an_edgecachepurge_reaches_every_node() {
             )
             .await?;
         }
-        let purge: EdgeCachePurge = serde_json::from_value(json!({
-            "apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCachePurge",
-            "metadata": {"name": "everything", "namespace": ns},
-            "spec": {"edgeCache": "web", "all": true},
-        }))?;
-        let api = Api::<EdgeCachePurge>::namespaced(client.clone(), &ns);
-        api.create(&PostParams::default(), &purge).await?;
-        let want = format!("{}/{}", pods.len(), pods.len());
-        let done = eventually("the purge Complete on every node", READY, POLL, || async {
-            let p = api.get("everything").await?;
-            let st = p.status.unwrap_or_default();
-            let complete = st.condition("Complete").is_some_and(|c| c.status == "True");
-            Ok((complete && st.confirmed == want).then_some(st))
-        })
-        .await?;
+        let done = purge_everything(&client, &ns, pods.len()).await?;
         let confirmed: BTreeSet<&str> = done.nodes.iter().map(|n| n.node.as_str()).collect();
         let nodes: BTreeSet<&str> = pods.keys().map(String::as_str).collect();
         ensure!(
@@ -1361,6 +1370,107 @@ async fn spec_edits_racing_the_operators_writes_are_all_kept_and_converged_on() 
             "the replace was lost"
         );
         operator_quiet(&client, &ns, since, "during the edits").await?;
+        Ok(())
+    })
+    .await;
+}
+
+/// What a shell command run in a pod of its own printed: the pod (`restartPolicy: Never`, image
+/// `EDGECACHE_E2E_TOOLBOX_IMAGE`, default scripts/cluster.sh's busybox) on node `node`, its log
+/// once it has finished.
+async fn run_in_pod(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    node: &str,
+    script: &str,
+) -> anyhow::Result<String> {
+    let image = std::env::var("EDGECACHE_E2E_TOOLBOX_IMAGE")
+        .unwrap_or_else(|_| "localhost/edgecache-toolbox:v1".into());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "sh", "image": image, "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script],
+            }],
+        },
+    }))?;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    pods.create(&PostParams::default(), &pod).await?;
+    eventually(&format!("pod {name} finished"), READY, POLL, || async {
+        let p = pods.get(name).await?;
+        let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+        Ok(matches!(phase.as_str(), "Succeeded" | "Failed").then_some(()))
+    })
+    .await?;
+    Ok(pods.logs(name, &LogParams::default()).await?)
+}
+
+/// Issue 35 §3: a default-deny NetworkPolicy in the EdgeCache's namespace, enforced (on the
+/// cluster of `scripts/cluster.sh up --netpol`, where `EDGECACHE_E2E_NETPOL=1` says so), beside
+/// the policy the operator makes for the EdgeCache's pods: a purge still reaches every pod (the
+/// operator to their admin port), and a pod of the namespace that the policy does not name, on
+/// another node, reaches a cache pod's serving port but not its admin port.
+#[tokio::test]
+async fn under_a_default_deny_policy_purges_reach_the_pods_and_other_pods_only_serving() {
+    if std::env::var_os("EDGECACHE_E2E_NETPOL").is_none() {
+        println!(
+            "SKIPPED: EDGECACHE_E2E_NETPOL is not set (a cluster enforcing NetworkPolicies: \
+             scripts/cluster.sh up --netpol)"
+        );
+        return;
+    }
+    scenario("netpol", |client, ns| async move {
+        use k8s_openapi::api::networking::v1::NetworkPolicy;
+        let deny: NetworkPolicy = serde_json::from_value(json!({
+            "metadata": {"name": "default-deny"},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        }))?;
+        let policies = Api::<NetworkPolicy>::namespaced(client.clone(), &ns);
+        policies.create(&PostParams::default(), &deny).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        wait_ready(&client, &ns, "web").await?;
+        ensure!(
+            policies.get_opt("web").await?.is_some(),
+            "the operator made no NetworkPolicy for the EdgeCache"
+        );
+        let pods = pods_by_node(&client, &ns, "web").await?;
+        purge_everything(&client, &ns, pods.len()).await?;
+        let (_, target) = pods.iter().next().context("no cache pod")?;
+        let ip = target
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .context("the cache pod has no IP")?;
+        let all = nodes_with(&client, &BTreeMap::new()).await?;
+        let elsewhere = all
+            .iter()
+            .find(|n| !pods.contains_key(*n))
+            .context("no node without a cache pod")?;
+        // A request line each port answers at once (400) with busybox nc (its wget crashes in
+        // this image): the first bytes of the answer, or nothing after 5 s without a connection.
+        let script = format!(
+            "for p in {PORT} {ADMIN_PORT}; do \
+               echo \"port $p: $(printf 'BOGUS\\r\\n\\r\\n' | nc -w 5 {ip} $p | head -c 8)\"; \
+             done"
+        );
+        let out = run_in_pod(&client, &ns, "outsider", elsewhere, &script).await?;
+        println!("a pod the policy does not name, on {elsewhere}, to {ip}:\n{out}");
+        let answered = |port: u16| {
+            out.lines()
+                .any(|l| l.starts_with(&format!("port {port}: HTTP/")))
+        };
+        ensure!(
+            answered(PORT),
+            "the serving port is open to every pod: {out}"
+        );
+        ensure!(
+            !answered(ADMIN_PORT),
+            "the admin port answered a pod the policy does not name: {out}"
+        );
         Ok(())
     })
     .await;
