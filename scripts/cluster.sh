@@ -2,7 +2,7 @@
 # A real Kubernetes (upstream v1.37.2, built here from its Go modules) on this one machine, with
 # no VM, no kind and no registry: what `kind create cluster` is for a kind user (issue 35).
 #
-#   scripts/cluster.sh up [--nodes N] [--adq] [--layout e2e]
+#   scripts/cluster.sh up [--nodes N] [--adq] [--layout e2e] [--netpol]
 #                                  build what is missing, start the cluster, wait for Ready nodes
 #                                  labelled as the chart's defaults select (NFD's non-rotational
 #                                  disk label and edgecache.dev/nvme; --adq adds edgecache.dev/adq);
@@ -10,6 +10,8 @@
 #                                  harmless. --layout e2e: the three nodes e2e/kind.yaml describes
 #                                  (node 1 plain and the control plane, node 2 NVMe+ADQ, node 3
 #                                  NVMe with seccompDefault and the deny-io-uring profile).
+#                                  --netpol: NetworkPolicies enforced on every node (the agent
+#                                  of scripts/cluster/netpol/main.go, kube-network-policies).
 #   scripts/cluster.sh load-images [--build]   import edgecache-{dataplane,operator,origin}:dev
 #                                  (images/build-local.sh, via Docker) into every node's
 #                                  containerd, as docker.io/library/NAME:dev.
@@ -245,10 +247,12 @@ make_pki() {
     cert scheduler system:kube-scheduler
     cert kube-proxy system:kube-proxy
     cert coredns edgecache:coredns
+    cert netpol edgecache:netpol
     kubeconfig "$KUBECONFIG_FILE" admin
     kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager
     kubeconfig "$STATE/scheduler.kubeconfig" scheduler
     kubeconfig "$STATE/coredns.kubeconfig" coredns
+    kubeconfig "$STATE/netpol.kubeconfig" netpol
     for i in $(seq 1 "$nodes"); do
         # The Node authorizer and NodeRestriction know a kubelet by this name and group.
         cert "kubelet-$i" "system:node:$(node_name "$i")" system:nodes
@@ -521,22 +525,63 @@ seccomp_default() { [ "$(layout)/$1" = e2e/3 ] && echo true || echo false; }
 nodes_up_now() { # how many nodes the last `up` started
     cat "$STATE/nodes" 2>/dev/null || echo 0
 }
+netpol_on() { [ "$(cat "$STATE/netpol" 2>/dev/null)" = 1 ]; }
+node_daemons() { # the processes of a node
+    echo holder containerd kubelet kube-proxy
+    netpol_on && echo netpol
+    return 0
+}
 all_alive() {
     local n=$1 i p
     for p in etcd kube-apiserver kube-controller-manager kube-scheduler coredns; do alive "$p" || return 1; done
     for i in $(seq 1 "$n"); do
-        for p in holder containerd kubelet kube-proxy; do alive "node$i-$p" || return 1; done
+        for p in $(node_daemons); do alive "node$i-$p" || return 1; done
+    done
+}
+
+# --- NetworkPolicy (--netpol) ---------------------------------------------------------------------
+# The agent's queue. Its own nftables rules need CONFIG_NFT_QUEUE, which this kernel lacks
+# (scripts/cluster/netpol/main.go); these iptables rules (nft_compat's NFQUEUE target) send it
+# what its rules would: every new connection to or from a pod, as it leaves the node's routing
+# (before SNAT), except DNS and what the node's root processes send (the kubelet's probes, the API
+# server's pod proxy on node 1), both of which its rules exempt too. --queue-bypass: while no
+# agent listens, packets pass.
+NETPOL_QUEUE=100
+netpol_rules() {
+    local i=$1
+    local ipt=(in_node "$i" iptables -w -t mangle)
+    "${ipt[@]}" -N EC-NETPOL 2>/dev/null || "${ipt[@]}" -F EC-NETPOL
+    "${ipt[@]}" -A EC-NETPOL -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+    "${ipt[@]}" -A EC-NETPOL -m owner --uid-owner 0 -j RETURN
+    "${ipt[@]}" -A EC-NETPOL -p udp --dport 53 -j RETURN
+    "${ipt[@]}" -A EC-NETPOL -s "$CLUSTER_CIDR" -j NFQUEUE --queue-num "$NETPOL_QUEUE" --queue-bypass
+    "${ipt[@]}" -A EC-NETPOL -d "$CLUSTER_CIDR" -j NFQUEUE --queue-num "$NETPOL_QUEUE" --queue-bypass
+    "${ipt[@]}" -C POSTROUTING -j EC-NETPOL 2>/dev/null || "${ipt[@]}" -A POSTROUTING -j EC-NETPOL
+}
+netpol_up() {
+    local nodes=$1 i
+    "$HERE/build-netpol.sh"
+    kctl apply -f "$HERE/netpol-rbac.yaml" >/dev/null
+    for i in $(seq 1 "$nodes"); do
+        netpol_rules "$i"
+        if ! alive "node$i-netpol"; then
+            log "starting node $i: the NetworkPolicy agent"
+            spawn "node$i-netpol" $(node_cmd "$i") "$KBIN/edgecache-netpol" \
+                --kubeconfig "$STATE/netpol.kubeconfig" --node-name "$(node_name "$i")" \
+                --nfqueue-id "$NETPOL_QUEUE" --v=1
+        fi
     done
 }
 
 cmd_up() {
-    local nodes=1 adq=0 i start lay=default
+    local nodes=1 adq=0 i start lay=default netpol=0
     while [ $# -gt 0 ]; do
         case "$1" in
             --nodes) nodes=$2; shift ;;
             --adq) adq=1 ;;
             --layout) lay=$2; shift ;;
-            *) die "usage: cluster.sh up [--nodes N] [--adq] [--layout e2e]" ;;
+            --netpol) netpol=1 ;;
+            *) die "usage: cluster.sh up [--nodes N] [--adq] [--layout e2e] [--netpol]" ;;
         esac
         shift
     done
@@ -550,7 +595,8 @@ cmd_up() {
     local running
     running=$(nodes_up_now)
     if [ "$running" != 0 ]; then
-        if [ "$running" = "$nodes" ] && [ "$(layout)" = "$lay" ] && all_alive "$nodes"; then
+        if [ "$running" = "$nodes" ] && [ "$(layout)" = "$lay" ] && all_alive "$nodes" \
+            && [ "$(cat "$STATE/netpol" 2>/dev/null || echo 0)" = "$netpol" ]; then
             log "the cluster is already up ($nodes node(s))"
             for i in $(seq 1 "$nodes"); do label_node "$i" "$adq"; done
             echo "$KUBECONFIG_FILE"
@@ -565,6 +611,7 @@ cmd_up() {
     start=$(date +%s)
     echo "$nodes" >"$STATE/nodes"
     echo "$lay" >"$STATE/layout"
+    echo "$netpol" >"$STATE/netpol"
     make_pki "$nodes"
     net_up "$nodes"
     control_plane_up
@@ -574,6 +621,7 @@ cmd_up() {
         wait_for 180 "node $(node_name "$i") Ready" node_ready "$i"
         label_node "$i" "$adq"
     done
+    netpol_on && netpol_up "$nodes"
     log "cluster up in $(( $(date +%s) - start )) s: KUBECONFIG=$KUBECONFIG_FILE"
     echo "$KUBECONFIG_FILE"
 }
@@ -591,6 +639,7 @@ cmd_down() {
     for i in $(seq "$n" -1 1); do
         dir=$(node_dir "$i")
         log "stopping node $i"
+        stop "node$i-netpol"
         stop "node$i-kube-proxy"
         stop "node$i-kubelet"
         # Every container of the node (pods' processes are in its cgroups), then containerd.
@@ -633,7 +682,7 @@ cmd_down() {
     # The cluster's state goes; each node's image store (containerd root) stays unless --purge,
     # so the next `up` does not import the images again.
     rm -rf "$STATE/etcd" "$STATE/pki" "$STATE"/*.kubeconfig "$KUBECONFIG_FILE" "$RUN" "$STATE/nodes" \
-        "$STATE/layout"
+        "$STATE/layout" "$STATE/netpol"
     for dir in "$STATE"/node*; do
         [ -d "$dir" ] || continue
         if [ "$purge" = 1 ]; then rm -rf "$dir"; else
@@ -713,7 +762,7 @@ cmd_status() {
         printf '%-28s %s\n' "$p" "$(alive "$p" && echo "running ($(pid_of "$p"))" || echo STOPPED)"
     done
     for i in $(seq 1 "$n"); do
-        for p in holder containerd kubelet kube-proxy; do
+        for p in $(node_daemons); do
             printf '%-28s %s\n' "node$i-$p" "$(alive "node$i-$p" && echo "running ($(pid_of "node$i-$p"))" || echo STOPPED)"
         done
     done

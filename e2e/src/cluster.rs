@@ -12,6 +12,7 @@ use http_body_util::BodyExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
 use kube::{Api, Client, ResourceExt as _};
 
@@ -19,6 +20,42 @@ use kube::{Api, Client, ResourceExt as _};
 pub const OPERATOR_NAMESPACE: &str = "edgecache-system";
 /// Label on every test namespace (so `e2e/run.sh` can list and delete leftovers).
 pub const TEST_LABEL: &str = "edgecache.dev/e2e";
+/// The label selector of the operator's pods (the chart's Deployment).
+pub const OPERATOR_PODS: &str = "app.kubernetes.io/name=edgecache-operator";
+
+/// The operator's pods.
+pub async fn operator_pods(client: &Client) -> anyhow::Result<Vec<Pod>> {
+    Ok(Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
+        .list(&ListParams::default().labels(OPERATOR_PODS))
+        .await?
+        .items)
+}
+
+/// The lines every operator pod logged at or after `since` (by the kubelet's timestamp of each
+/// line, which the API server's `sinceTime` rounds to the second), one pod after the other.
+pub async fn operator_log_since(client: &Client, since: Timestamp) -> anyhow::Result<String> {
+    let api = Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let params = LogParams {
+        // A second early: the API server rounds sinceTime to the second.
+        since_time: Some(since.saturating_sub(SignedDuration::from_secs(1))?),
+        timestamps: true,
+        ..LogParams::default()
+    };
+    let mut out = String::new();
+    for pod in operator_pods(client).await? {
+        let log = api.logs(&pod.name_any(), &params).await?;
+        for line in log.lines() {
+            let Some((at, text)) = line.split_once(' ') else {
+                continue;
+            };
+            if at.parse::<Timestamp>().is_ok_and(|at| at >= since) {
+                out.push_str(text);
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
+}
 
 /// A reachable kind cluster with the chart installed.
 pub struct Kind {

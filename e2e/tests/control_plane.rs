@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use edgecache_api::v1alpha1::EdgeCache;
-use edgecache_e2e::cluster::{OPERATOR_NAMESPACE, eventually, pod_ready, scenario};
+use edgecache_e2e::cluster::{OPERATOR_NAMESPACE, eventually, operator_pods, pod_ready, scenario};
 use edgecache_e2e::scenarios::edgecache;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -21,7 +21,6 @@ use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
 
 const POLL: Duration = Duration::from_millis(500);
-const OPERATOR_PODS: &str = "app.kubernetes.io/name=edgecache-operator";
 
 /// `scripts/cluster.sh`, or None (the scenario then skips).
 fn cluster_script() -> Option<String> {
@@ -218,14 +217,6 @@ async fn the_api_server_restarting_leaves_the_operator_reconciling_promptly() {
         Ok(())
     })
     .await;
-}
-
-/// The operator's pods.
-async fn operator_pods(client: &Client) -> anyhow::Result<Vec<Pod>> {
-    Ok(Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
-        .list(&ListParams::default().labels(OPERATOR_PODS))
-        .await?
-        .items)
 }
 
 /// Delete `pod` (its grace period as the chart sets it) and return how long it took to go.

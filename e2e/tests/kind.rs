@@ -437,6 +437,29 @@ async fn a_spec_change_rolls_the_pods() {
     .await;
 }
 
+/// Purge everything EdgeCache `web` of `ns` stored (the EdgeCachePurge `everything`) and wait
+/// until it is Complete with each of its `pods` pods confirmed: its status then.
+async fn purge_everything(
+    client: &Client,
+    ns: &str,
+    pods: usize,
+) -> anyhow::Result<edgecache_api::purge::EdgeCachePurgeStatus> {
+    let purge: EdgeCachePurge = serde_json::from_value(json!({
+        "apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCachePurge",
+        "metadata": {"name": "everything", "namespace": ns},
+        "spec": {"edgeCache": "web", "all": true},
+    }))?;
+    let api = Api::<EdgeCachePurge>::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &purge).await?;
+    let want = format!("{pods}/{pods}");
+    eventually("the purge Complete on every node", READY, POLL, || async {
+        let st = api.get("everything").await?.status.unwrap_or_default();
+        let complete = st.condition("Complete").is_some_and(|c| c.status == "True");
+        Ok((complete && st.confirmed == want).then_some(st))
+    })
+    .await
+}
+
 /// An EdgeCachePurge reaches every node's pod through its admin endpoint: Complete with every
 /// node confirmed, and what each node had stored is a miss afterwards.
 #[tokio::test]
@@ -455,21 +478,7 @@ async fn an_edgecachepurge_reaches_every_node() {
             )
             .await?;
         }
-        let purge: EdgeCachePurge = serde_json::from_value(json!({
-            "apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCachePurge",
-            "metadata": {"name": "everything", "namespace": ns},
-            "spec": {"edgeCache": "web", "all": true},
-        }))?;
-        let api = Api::<EdgeCachePurge>::namespaced(client.clone(), &ns);
-        api.create(&PostParams::default(), &purge).await?;
-        let want = format!("{}/{}", pods.len(), pods.len());
-        let done = eventually("the purge Complete on every node", READY, POLL, || async {
-            let p = api.get("everything").await?;
-            let st = p.status.unwrap_or_default();
-            let complete = st.condition("Complete").is_some_and(|c| c.status == "True");
-            Ok((complete && st.confirmed == want).then_some(st))
-        })
-        .await?;
+        let done = purge_everything(&client, &ns, pods.len()).await?;
         let confirmed: BTreeSet<&str> = done.nodes.iter().map(|n| n.node.as_str()).collect();
         let nodes: BTreeSet<&str> = pods.keys().map(String::as_str).collect();
         ensure!(
@@ -639,44 +648,12 @@ async fn deleting_the_edgecache_removes_everything_it_created() {
         Api::<EdgeCache>::namespaced(client.clone(), &ns)
             .delete("web", &DeleteParams::foreground())
             .await?;
-        let selector =
-            "app.kubernetes.io/managed-by=edgecache-operator,app.kubernetes.io/instance=web";
-        eventually("every child gone", READY, POLL, || {
-            let (client, ns) = (client.clone(), ns.clone());
-            async move {
-                let lp = ListParams::default().labels(selector);
-                let left = Api::<DaemonSet>::namespaced(client.clone(), &ns)
-                    .list(&lp)
-                    .await?
-                    .items
-                    .len()
-                    + Api::<ConfigMap>::namespaced(client.clone(), &ns)
-                        .list(&lp)
-                        .await?
-                        .items
-                        .len()
-                    + Api::<Service>::namespaced(client.clone(), &ns)
-                        .list(&lp)
-                        .await?
-                        .items
-                        .len()
-                    + Api::<ServiceAccount>::namespaced(client.clone(), &ns)
-                        .list(&lp)
-                        .await?
-                        .items
-                        .len()
-                    + Api::<Pod>::namespaced(client.clone(), &ns)
-                        .list(&lp)
-                        .await?
-                        .items
-                        .len()
-                    + Api::<EdgeCache>::namespaced(client.clone(), &ns)
-                        .list(&ListParams::default())
-                        .await?
-                        .items
-                        .len();
-                Ok((left == 0).then_some(()))
-            }
+        eventually("every child gone", READY, POLL, || async {
+            let left = children(&client, &ns, "web").await?;
+            let edgecaches = Api::<EdgeCache>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await?;
+            Ok((left.is_empty() && edgecaches.items.is_empty()).then_some(()))
         })
         .await
     })
@@ -1031,6 +1008,469 @@ async fn pods_that_cannot_start_are_degraded_with_the_kubelets_reason() {
         )
         .await?;
         wait_ready(&client, &ns, "web").await?;
+        Ok(())
+    })
+    .await;
+}
+
+/// Every object the operator made for EdgeCache `name` (by its labels) and the pods of its
+/// DaemonSet, as `Kind/name uid`.
+async fn children(client: &Client, ns: &str, name: &str) -> anyhow::Result<BTreeSet<String>> {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    async fn of<K>(client: &Client, ns: &str, lp: &ListParams) -> anyhow::Result<Vec<String>>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let list = Api::<K>::namespaced(client.clone(), ns).list(lp).await?;
+        Ok(list
+            .into_iter()
+            .map(|o| {
+                let uid = o.uid().unwrap_or_default();
+                format!("{}/{} {uid}", K::kind(&()), o.name_any())
+            })
+            .collect())
+    }
+    let lp = ListParams::default().labels(&format!(
+        "app.kubernetes.io/managed-by=edgecache-operator,app.kubernetes.io/instance={name}"
+    ));
+    let mut out = BTreeSet::new();
+    out.extend(of::<DaemonSet>(client, ns, &lp).await?);
+    out.extend(of::<ConfigMap>(client, ns, &lp).await?);
+    out.extend(of::<Service>(client, ns, &lp).await?);
+    out.extend(of::<ServiceAccount>(client, ns, &lp).await?);
+    out.extend(of::<Secret>(client, ns, &lp).await?);
+    out.extend(of::<NetworkPolicy>(client, ns, &lp).await?);
+    out.extend(of::<Pod>(client, ns, &lp).await?);
+    Ok(out)
+}
+
+/// The operator's log lines naming namespace `ns` that are warnings or errors, or that record a
+/// child it created.
+fn complaints<'a>(log: &'a str, ns: &str) -> Vec<&'a str> {
+    log.lines()
+        .filter(|l| l.contains(ns))
+        .filter(|l| {
+            l.contains("WARN")
+                || l.contains("ERROR")
+                || (l.contains("applied") && l.contains("created"))
+        })
+        .collect()
+}
+
+/// Check that the operator's log since `since` has no complaint about namespace `ns` (see
+/// [`complaints`]); that log.
+async fn operator_quiet(
+    client: &Client,
+    ns: &str,
+    since: k8s_openapi::jiff::Timestamp,
+    during: &str,
+) -> anyhow::Result<String> {
+    let log = edgecache_e2e::cluster::operator_log_since(client, since).await?;
+    let bad = complaints(&log, ns);
+    ensure!(bad.is_empty(), "the operator {during}:\n{}", bad.join("\n"));
+    Ok(log)
+}
+
+/// Issue 35 §2, namespace deletion: deleting the namespace that holds a Ready EdgeCache (its pods
+/// running) takes the EdgeCache and every child with it, the namespace is gone within three
+/// minutes, and meanwhile the operator neither complains about it (no warning or error naming
+/// the namespace, as a reconcile failing in a loop would log) nor makes anything there.
+#[tokio::test]
+async fn deleting_the_namespace_of_an_edgecache_takes_everything_quietly() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::jiff::Timestamp;
+    scenario("ns-delete", |client, ns| async move {
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        wait_ready(&client, &ns, "web").await?;
+        let namespaces = Api::<Namespace>::all(client.clone());
+        let since = Timestamp::now();
+        let started = std::time::Instant::now();
+        namespaces.delete(&ns, &DeleteParams::background()).await?;
+        eventually(
+            "the namespace gone",
+            Duration::from_secs(180),
+            Duration::from_millis(500),
+            || async { Ok(namespaces.get_opt(&ns).await?.is_none().then_some(())) },
+        )
+        .await?;
+        let took = started.elapsed();
+        // A reconcile failing in a loop would come back within 5 s (its first backoff).
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let log = operator_quiet(&client, &ns, since, "while the namespace terminated").await?;
+        let naming = log.lines().filter(|l| l.contains(&ns)).count();
+        println!(
+            "the namespace went {:.1} s after its deletion; {naming} operator log lines name it",
+            took.as_secs_f64()
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// A finalizer of the tests' own, holding a child while its owner is deleted.
+const HOLD: &str = "e2e.edgecache.dev/hold";
+
+/// Issue 35 §2, foreground deletion on the real garbage collector: deleted with
+/// `propagationPolicy: Foreground` (what `kubectl delete --cascade=foreground` sends), the
+/// EdgeCache stays, with a deletionTimestamp and the `foregroundDeletion` finalizer, until its
+/// last child is gone (here its ConfigMap, held by a finalizer of the test's), and goes once that
+/// child is released. Meanwhile the operator, which sees its other children go and is made to
+/// look again by an edit of the held one, makes none of them again.
+#[tokio::test]
+async fn foreground_deletion_waits_for_every_child_and_the_operator_makes_none_again() {
+    use k8s_openapi::jiff::Timestamp;
+    scenario("foreground", |client, ns| async move {
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        let held = "web-config";
+        eventually("the DaemonSet made", READY, POLL, || async {
+            let made = children(&client, &ns, "web").await?;
+            Ok(made
+                .iter()
+                .any(|c| c.starts_with("DaemonSet/"))
+                .then_some(()))
+        })
+        .await?;
+        let merge = |v: serde_json::Value| Patch::Merge(v);
+        cms.patch(
+            held,
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"finalizers": [HOLD]}})),
+        )
+        .await?;
+        let since = Timestamp::now();
+        api.delete("web", &DeleteParams::foreground()).await?;
+        let only_held = |c: &String| c.starts_with(&format!("ConfigMap/{held} "));
+        eventually("every child but the held one gone", READY, POLL, || async {
+            let now = children(&client, &ns, "web").await?;
+            Ok(now.iter().all(only_held).then_some(()))
+        })
+        .await?;
+        // An edit of the held child: the operator reconciles the EdgeCache being deleted.
+        cms.patch(
+            held,
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"annotations": {"edgecache.dev/e2e-poke": "1"}}})),
+        )
+        .await?;
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < until {
+            let ec = api
+                .get_opt("web")
+                .await?
+                .context("the EdgeCache went before its last child")?;
+            ensure!(
+                ec.metadata.deletion_timestamp.is_some()
+                    && ec.finalizers().iter().any(|f| f == "foregroundDeletion"),
+                "the EdgeCache is not waiting in foreground deletion: {:?}",
+                ec.metadata
+            );
+            let now = children(&client, &ns, "web").await?;
+            let again: Vec<&String> = now.iter().filter(|c| !only_held(c)).collect();
+            ensure!(
+                again.is_empty(),
+                "made again while the EdgeCache was being deleted: {again:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        cms.patch(
+            held,
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+        let released = std::time::Instant::now();
+        eventually(
+            "the EdgeCache gone after its last child",
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+            || async { Ok(api.get_opt("web").await?.is_none().then_some(())) },
+        )
+        .await?;
+        println!(
+            "the EdgeCache went {:.1} s after its last child was released",
+            released.elapsed().as_secs_f64()
+        );
+        let left = children(&client, &ns, "web").await?;
+        ensure!(left.is_empty(), "left behind: {left:?}");
+        operator_quiet(&client, &ns, since, "during the deletion").await?;
+        Ok(())
+    })
+    .await;
+}
+
+/// The DaemonSet's `revisionHistoryLimit` as stored.
+fn history_limit(ds: &DaemonSet) -> Option<i32> {
+    ds.spec.revision_history_limit
+}
+
+/// The managed-fields entry of `manager` on `ds`, as JSON text ("" when it has none).
+fn fields_of(ds: &DaemonSet, manager: &str) -> String {
+    ds.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some(manager))
+        .filter_map(|m| m.fields_v1.as_ref())
+        .map(|f| f.0.to_string())
+        .collect()
+}
+
+/// Issue 35 §2, a conflicting field manager on the real server: another manager's server-side
+/// apply of a field the operator applies on its DaemonSet (`revisionHistoryLimit`) is refused
+/// with a 409 naming the operator's manager; forced (`kubectl apply --server-side
+/// --force-conflicts --field-manager=intruder`), it lands, and the operator's next reconcile (the
+/// change of its DaemonSet is one) forces its own value back and owns the field again, while a
+/// label only the intruder applies stays the intruder's.
+#[tokio::test]
+async fn a_field_another_manager_takes_on_a_child_is_forced_back() {
+    scenario("intruder", |client, ns| async move {
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        let dss = Api::<DaemonSet>::namespaced(client.clone(), &ns);
+        let ours = eventually("the DaemonSet made", READY, POLL, || async {
+            Ok(dss.get_opt("web").await?.and_then(|d| history_limit(&d)))
+        })
+        .await?;
+        let label = "e2e.edgecache.dev/intruder";
+        let theirs = ours + 3;
+        let body = json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "web", "labels": {label: "yes"}},
+            "spec": {"revisionHistoryLimit": theirs},
+        });
+        match dss
+            .patch("web", &PatchParams::apply("intruder"), &Patch::Apply(&body))
+            .await
+        {
+            Err(kube::Error::Api(e))
+                if e.code == 409 && e.message.contains("edgecache-operator") =>
+            {
+                println!("an unforced apply: {}", e.message);
+            }
+            other => bail!("an unforced apply of the operator's field: {other:?}"),
+        }
+        let taken = dss
+            .patch(
+                "web",
+                &PatchParams::apply("intruder").force(),
+                &Patch::Apply(&body),
+            )
+            .await?;
+        ensure!(
+            history_limit(&taken) == Some(theirs),
+            "the forced apply did not land"
+        );
+        let started = std::time::Instant::now();
+        let back = eventually(
+            "revisionHistoryLimit forced back",
+            Duration::from_secs(30),
+            Duration::from_millis(250),
+            || async {
+                let ds = dss.get("web").await?;
+                Ok((history_limit(&ds) == Some(ours)).then_some(ds))
+            },
+        )
+        .await?;
+        println!(
+            "the operator's value back {:.1} s after the intruder's forced apply",
+            started.elapsed().as_secs_f64()
+        );
+        let (operator, intruder) = (
+            fields_of(&back, "edgecache-operator"),
+            fields_of(&back, "intruder"),
+        );
+        ensure!(
+            operator.contains("f:revisionHistoryLimit"),
+            "the operator does not own revisionHistoryLimit: {operator}"
+        );
+        ensure!(
+            !intruder.contains("f:revisionHistoryLimit") && intruder.contains(label),
+            "the intruder's fields: {intruder}"
+        );
+        ensure!(
+            back.labels().get(label).map(String::as_str) == Some("yes"),
+            "the intruder's own label was removed"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// Issue 35 §2, resourceVersion conflicts on the real server: spec edits in quick succession
+/// (each its own annotation and a new `updateStrategy.maxUnavailable`) race the operator's
+/// reconciles and status writes. The operator writes its status without a resourceVersion
+/// precondition (a JSON patch tested on the uid), so none of its writes is refused for them, and
+/// none loses an edit: every annotation is kept, and the operator converges on the last spec
+/// (observedGeneration, the DaemonSet's maxUnavailable, the config hash). A client that edits
+/// with optimistic concurrency (a replace with the resourceVersion it read before the edits) is
+/// refused with 409 and succeeds when it reads again, and its edit survives the operator's next
+/// writes.
+#[tokio::test]
+async fn spec_edits_racing_the_operators_writes_are_all_kept_and_converged_on() {
+    use k8s_openapi::jiff::Timestamp;
+    const EDITS: i32 = 8;
+    scenario("race", |client, ns| async move {
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        let api = Api::<EdgeCache>::namespaced(client.clone(), &ns);
+        let reconciled = |ec: &EdgeCache| {
+            ec.status.as_ref().and_then(|s| s.observed_generation) == ec.metadata.generation
+        };
+        eventually("reconciled once", READY, POLL, || async {
+            let ec = api.get("web").await?;
+            Ok(reconciled(&ec).then_some(()))
+        })
+        .await?;
+        let stale = api.get("web").await?;
+        let since = Timestamp::now();
+        for i in 1..=EDITS {
+            let edit = json!({
+                "metadata": {"annotations": {format!("e2e.edgecache.dev/edit-{i}"): "yes"}},
+                "spec": {"updateStrategy": {"maxUnavailable": i}},
+            });
+            api.patch("web", &PatchParams::default(), &Patch::Merge(edit))
+                .await?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let label = "e2e.edgecache.dev/replaced";
+        let mut edited = stale.clone();
+        edited.labels_mut().insert(label.into(), "yes".into());
+        match api.replace("web", &PostParams::default(), &edited).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => println!("a stale replace: {}", e.message),
+            other => bail!("a replace with a resourceVersion from before the edits: {other:?}"),
+        }
+        let mut fresh = api.get("web").await?;
+        fresh.labels_mut().insert(label.into(), "yes".into());
+        api.replace("web", &PostParams::default(), &fresh).await?;
+        let dss = Api::<DaemonSet>::namespaced(client.clone(), &ns);
+        let ec = eventually("converged on the last edit", READY, POLL, || async {
+            let ec = api.get("web").await?;
+            let ds = dss.get("web").await?;
+            let ds_json = serde_json::to_value(&ds)?;
+            let max = ds_json.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable");
+            let hash =
+                ds_json.pointer("/spec/template/metadata/annotations/edgecache.dev~1config-hash");
+            let status_hash = ec.status.as_ref().and_then(|s| s.config_hash.clone());
+            let done = reconciled(&ec)
+                && max == Some(&json!(EDITS))
+                && hash.and_then(|h| h.as_str()) == status_hash.as_deref();
+            Ok(done.then_some(ec))
+        })
+        .await?;
+        for i in 1..=EDITS {
+            let key = format!("e2e.edgecache.dev/edit-{i}");
+            ensure!(ec.annotations().contains_key(&key), "edit {i} was lost");
+        }
+        ensure!(
+            ec.labels().get(label).map(String::as_str) == Some("yes"),
+            "the replace was lost"
+        );
+        operator_quiet(&client, &ns, since, "during the edits").await?;
+        Ok(())
+    })
+    .await;
+}
+
+/// What a shell command run in a pod of its own printed: the pod (`restartPolicy: Never`, image
+/// `EDGECACHE_E2E_TOOLBOX_IMAGE`, default scripts/cluster.sh's busybox) on node `node`, its log
+/// once it has finished.
+async fn run_in_pod(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    node: &str,
+    script: &str,
+) -> anyhow::Result<String> {
+    let image = std::env::var("EDGECACHE_E2E_TOOLBOX_IMAGE")
+        .unwrap_or_else(|_| "localhost/edgecache-toolbox:v1".into());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "sh", "image": image, "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script],
+            }],
+        },
+    }))?;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    pods.create(&PostParams::default(), &pod).await?;
+    eventually(&format!("pod {name} finished"), READY, POLL, || async {
+        let p = pods.get(name).await?;
+        let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+        Ok(matches!(phase.as_str(), "Succeeded" | "Failed").then_some(()))
+    })
+    .await?;
+    Ok(pods.logs(name, &LogParams::default()).await?)
+}
+
+/// Issue 35 §3: a default-deny NetworkPolicy in the EdgeCache's namespace, enforced (on the
+/// cluster of `scripts/cluster.sh up --netpol`, where `EDGECACHE_E2E_NETPOL=1` says so), beside
+/// the policy the operator makes for the EdgeCache's pods: a purge still reaches every pod (the
+/// operator to their admin port), and a pod of the namespace that the policy does not name, on
+/// another node, reaches a cache pod's serving port but not its admin port.
+#[tokio::test]
+async fn under_a_default_deny_policy_purges_reach_the_pods_and_other_pods_only_serving() {
+    if std::env::var_os("EDGECACHE_E2E_NETPOL").is_none() {
+        println!(
+            "SKIPPED: EDGECACHE_E2E_NETPOL is not set (a cluster enforcing NetworkPolicies: \
+             scripts/cluster.sh up --netpol)"
+        );
+        return;
+    }
+    scenario("netpol", |client, ns| async move {
+        use k8s_openapi::api::networking::v1::NetworkPolicy;
+        let deny: NetworkPolicy = serde_json::from_value(json!({
+            "metadata": {"name": "default-deny"},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        }))?;
+        let policies = Api::<NetworkPolicy>::namespaced(client.clone(), &ns);
+        policies.create(&PostParams::default(), &deny).await?;
+        create(&client, &edgecache(&ns, "web", json!({}))).await?;
+        wait_ready(&client, &ns, "web").await?;
+        ensure!(
+            policies.get_opt("web").await?.is_some(),
+            "the operator made no NetworkPolicy for the EdgeCache"
+        );
+        let pods = pods_by_node(&client, &ns, "web").await?;
+        purge_everything(&client, &ns, pods.len()).await?;
+        let (_, target) = pods.iter().next().context("no cache pod")?;
+        let ip = target
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .context("the cache pod has no IP")?;
+        let all = nodes_with(&client, &BTreeMap::new()).await?;
+        let elsewhere = all
+            .iter()
+            .find(|n| !pods.contains_key(*n))
+            .context("no node without a cache pod")?;
+        // A request line each port answers at once (400) with busybox nc (its wget crashes in
+        // this image): the first bytes of the answer, or nothing after 5 s without a connection.
+        let script = format!(
+            "for p in {PORT} {ADMIN_PORT}; do \
+               echo \"port $p: $(printf 'BOGUS\\r\\n\\r\\n' | nc -w 5 {ip} $p | head -c 8)\"; \
+             done"
+        );
+        let out = run_in_pod(&client, &ns, "outsider", elsewhere, &script).await?;
+        println!("a pod the policy does not name, on {elsewhere}, to {ip}:\n{out}");
+        let answered = |port: u16| {
+            out.lines()
+                .any(|l| l.starts_with(&format!("port {port}: HTTP/")))
+        };
+        ensure!(
+            answered(PORT),
+            "the serving port is open to every pod: {out}"
+        );
+        ensure!(
+            !answered(ADMIN_PORT),
+            "the admin port answered a pod the policy does not name: {out}"
+        );
         Ok(())
     })
     .await;
