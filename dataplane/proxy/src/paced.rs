@@ -3,8 +3,9 @@
 //! A large disk hit is read in chunks from the worker's I/O budget. Handed whole to hyper, a
 //! chunk would stay in hyper's write buffer for as long as its client does not read, so
 //! readers that stall hold the budget and fresh clients' hits wait for them. Here a chunk goes
-//! to hyper whole only when the socket has room for all of it ([`SendRoom`]); otherwise a copy
-//! of what the socket takes now goes (at least [`MIN_PIECE`]), and the chunk, with the store's
+//! to hyper whole only when the socket has room for all of it ([`SendRoom`]); otherwise what the
+//! socket takes now goes (a slice of the chunk; a copy when the least piece, [`MIN_PIECE`], is
+//! more than the room), and the chunk, with the store's
 //! stream and its read-ahead, is kept here. While requests on the worker wait for buffer memory,
 //! the worker's [`Keepers`] sweep gives back what a stream keeps whose client took nothing for
 //! twice [`RELEASE_AFTER`] (no piece sent, and the socket's unsent bytes went down by less than
@@ -251,10 +252,18 @@ async fn next(st: &mut State) -> io::Result<Option<Bytes>> {
         k.unsent_seen = None;
         return Ok(Some(data));
     }
-    // Only what the socket takes now goes, as a copy; the chunk stays here.
+    // Only what the socket takes now goes; the chunk stays here. Within the room the socket
+    // takes the piece at once, so hyper drops it at once: a slice of the chunk, no copy. The
+    // least piece may be more than the room: hyper could hold it while the client stalls, so
+    // it is a copy and the sweep can still give the chunk back.
     let take = room.max(MIN_PIECE).min(n) as usize;
-    let piece = Bytes::copy_from_slice(&data[..take]);
-    data.advance(take);
+    let piece = if take as u64 <= room {
+        data.split_to(take)
+    } else {
+        let piece = Bytes::copy_from_slice(&data[..take]);
+        data.advance(take);
+        piece
+    };
     st.pos += take as u64;
     {
         let mut k = st.kept.borrow_mut();
@@ -279,7 +288,7 @@ fn list(st: &State) {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
@@ -391,6 +400,66 @@ mod tests {
             let all = reader.join().unwrap();
             assert!(all.iter().enumerate().all(|(i, &x)| x == byte(i as u64)));
             assert_eq!(opened.get(), 2, "opened again after the release");
+        });
+    }
+
+    /// A piece the socket has room for is a slice of its chunk, not a copy; every byte still
+    /// comes in order.
+    #[test]
+    fn pieces_within_the_room_are_slices_of_their_chunk() {
+        let (mut server, mut client) = pair();
+        let (room, _guard) = SendRoom::new(server.as_raw_fd());
+        let (len, chunk) = (8u64 << 20, 256u64 << 10);
+        let made = Rc::new(RefCell::new(Vec::<Bytes>::new()));
+        let m = made.clone();
+        let src: Chunks = Box::pin(chunks(0..len, chunk, &Rc::new(Cell::new(0))).map(move |c| {
+            let c = c.unwrap();
+            m.borrow_mut().push(c.clone());
+            Ok(c)
+        }));
+        let never: Reopen = Rc::new(|_| Box::pin(async { Err(io::Error::other("no reopen")) }));
+        let mut body = Box::pin(paced(src, 0..len, room, Rc::new(Keepers::default()), never));
+        let inside = |p: &Bytes| {
+            made.borrow().iter().any(|c| {
+                let (start, end) = (c.as_ptr() as usize, c.as_ptr() as usize + c.len());
+                (start..end).contains(&(p.as_ptr() as usize))
+            })
+        };
+        rt().block_on(async {
+            let (mut got, mut sliced) = (Vec::new(), 0);
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let b = match tokio::time::timeout(RELEASE_AFTER, body.next()).await {
+                    Ok(None) => break,
+                    Ok(Some(b)) => b.unwrap(),
+                    Err(_) => {
+                        // No room: the client reads some of what is queued.
+                        let n = client.read(&mut buf).unwrap();
+                        got.extend_from_slice(&buf[..n]);
+                        continue;
+                    }
+                };
+                if (b.len() as u64) < chunk && b.len() as u64 > MIN_PIECE {
+                    assert!(inside(&b), "a piece within the room was copied");
+                    sliced += 1;
+                }
+                let mut n = 0;
+                while n < b.len() {
+                    match server.write(&b[n..]) {
+                        Ok(k) => n += k,
+                        Err(_) => {
+                            let r = client.read(&mut buf).unwrap();
+                            got.extend_from_slice(&buf[..r]);
+                        }
+                    }
+                }
+            }
+            server.set_nonblocking(false).unwrap();
+            drop(server);
+            client.read_to_end(&mut got).unwrap();
+            assert_eq!(got.len() as u64, len);
+            assert!(got.iter().enumerate().all(|(i, &x)| x == byte(i as u64)));
+            assert!(sliced > 0, "no piece was smaller than a chunk");
         });
     }
 
