@@ -163,6 +163,12 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "panic with a non-string payload".into())
 }
 
+/// A worker thread's stack. Polling a connection nests hyper's, the handler's and the body's
+/// futures; unoptimised builds lay them out on the stack at several times their release size,
+/// and at the std default of 2 MiB `tests/memory_hostile.rs` overflowed worker-0's stack in
+/// about one debug run in two. Untouched stack pages cost no memory.
+const WORKER_STACK: usize = 8 << 20;
+
 /// Start a worker on `env.cpu`, serving `listener`. The thread owns the listener: when the
 /// worker stops, panics or fails, the listener is closed before the exit is reported on
 /// `env.exits`.
@@ -174,6 +180,7 @@ pub fn spawn_worker(
     let index = env.index;
     std::thread::Builder::new()
         .name(format!("worker-{index}"))
+        .stack_size(WORKER_STACK)
         .spawn(move || {
             let mut report = ExitReport {
                 index,
