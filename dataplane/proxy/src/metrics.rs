@@ -169,7 +169,7 @@ pub struct Metrics {
     pub peer_forwards: Family<Label, Counter>,
     /// Sharding: requests another node forwarded here.
     pub peer_served: Counter,
-    /// Sharding: hop headers without a valid proof (src/peer_auth.rs), by reason.
+    /// Sharding: hop headers without a valid proof (edgecache_fleet::peer_auth), by reason.
     pub peer_hops_refused: Family<Label, Counter>,
     /// Sharding: the other nodes of the peer list, by state.
     pub peers: Family<Label, Gauge>,

@@ -44,7 +44,7 @@ use tracing::{info, warn};
 use crate::body::Body;
 use crate::conn_info::{self, ConnInfo};
 use crate::metrics::Metrics;
-use crate::ring::mix64;
+use edgecache_fleet::ring::mix64;
 
 pub use outcome::CacheOutcome;
 
