@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use edgecache_api::dataplane::Http2Config;
 use edgecache_host::Http2Limits;
+use edgecache_observe::conn_info::ConnInfo;
 use futures_util::StreamExt;
 use futures_util::future::LocalBoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -38,14 +39,13 @@ use tokio::sync::watch;
 use tracing::debug;
 
 use crate::body;
-use crate::conn_info::ConnInfo;
 use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimForwarder, InterimIo, InterimSlot};
 use crate::send_room::SendRoom;
 use crate::tls::TlsInfo;
 
-pub use crate::conn_info::Protocol;
+pub use edgecache_observe::conn_info::Protocol;
 
 /// Serve one connection until it ends, a client limit expires or shutdown finishes it.
 /// `fd` is the TCP socket under `stream` (for the send-queue pacing of stored bodies).

@@ -1,13 +1,16 @@
 //! The operator contract (`edgecache_api::dataplane`, the config file the operator writes) mapped
-//! onto the library crates' own config types: the policy and the store know no deployment schema.
+//! onto the library crates' own config types: the policy, the store and the access log know no
+//! deployment schema.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
-    AdmissionPolicy, CachePolicyConfig, CookiePolicy, IoEngineKind, StorageConfig,
+    AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
+    IoEngineKind, StorageConfig,
 };
+use edgecache_observe::request_log;
 use edgecache_policy::PolicyConfig;
 use edgecache_store::{Admission, EngineChoice, StoreConfig};
 
@@ -72,6 +75,18 @@ pub fn admission(a: AdmissionPolicy) -> Admission {
     }
 }
 
+/// The access log of `accessLog`.
+pub fn access_log(c: &AccessLogConfig) -> request_log::Settings {
+    request_log::Settings {
+        format: match c.format {
+            AccessLogFormat::Json => request_log::Format::Json,
+            AccessLogFormat::Combined => request_log::Format::Combined,
+            AccessLogFormat::Off => request_log::Format::Off,
+        },
+        sample: c.sample,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +110,21 @@ mod tests {
         assert_eq!(engine_choice(IoEngineKind::Uring), EngineChoice::Uring);
         assert_eq!(engine_choice(IoEngineKind::Threads), EngineChoice::Threads);
         assert_eq!(engine_choice(IoEngineKind::Auto), EngineChoice::Auto);
+    }
+
+    #[test]
+    fn every_access_log_format_maps_to_its_namesake() {
+        for format in [
+            AccessLogFormat::Json,
+            AccessLogFormat::Combined,
+            AccessLogFormat::Off,
+        ] {
+            let c = AccessLogConfig {
+                format,
+                ..AccessLogConfig::default()
+            };
+            assert_eq!(access_log(&c).format.as_str(), format.as_str());
+        }
     }
 
     #[test]

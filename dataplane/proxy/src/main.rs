@@ -12,7 +12,6 @@ mod client_caps;
 mod clock;
 mod coalesce;
 mod config;
-mod conn_info;
 mod conn_timer;
 mod connection;
 mod contract;
@@ -23,13 +22,11 @@ mod index_budget;
 mod interim;
 mod key;
 mod landing;
-mod line_queue;
 mod metrics;
 mod origin;
 mod paced;
 mod purges;
 mod reference;
-mod request_log;
 mod send_room;
 mod server;
 mod sharding;
@@ -44,6 +41,7 @@ mod tls;
 // Modules that moved to crates of their own, under the paths the request pipeline's files
 // (handler.rs and handler/, left as they are while they are being edited) still name them by.
 use edgecache_fleet::{peer_auth, ring};
+use edgecache_observe::{conn_info, request_log};
 
 use std::process::ExitCode;
 
@@ -127,13 +125,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            startup::init_tracing(&cfg.log);
+            edgecache_observe::tracing_log::init(&cfg.log);
             let result = startup::serve(cfg);
             if let Err(e) = &result {
                 tracing::error!("{e:#}");
             }
             // The log's last lines, before the process goes.
-            startup::flush_tracing(std::time::Duration::from_secs(2));
+            edgecache_observe::tracing_log::flush(std::time::Duration::from_secs(2));
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

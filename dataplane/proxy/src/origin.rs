@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgecache_api::dataplane::{HostHeader, OriginConfig};
+use edgecache_observe::request_log::UpstreamNote;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
@@ -25,7 +26,6 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::error::ProxyError;
 use crate::interim::InterimForwarder;
-use crate::request_log::UpstreamNote;
 use crate::sites::{Balance, HealthRules, Pool};
 
 pub type OriginBody = BoxBody<Bytes, hyper::Error>;
@@ -257,7 +257,7 @@ impl Origin {
         if let Some(interim) = parts.extensions.get::<InterimForwarder>() {
             b = b.extension(interim.clone());
         }
-        // A logged request notes where its fetches went (src/request_log.rs).
+        // A logged request notes where its fetches went (edgecache_observe::request_log).
         if let Some(note) = parts.extensions.get::<UpstreamNote>() {
             b = b.extension(note.clone());
         }

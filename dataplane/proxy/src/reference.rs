@@ -146,8 +146,9 @@ fn sample_every_family(
     let _ = m.request_duration.get_or_create(&request);
     let _ = m.request_first_byte.get_or_create(&request);
     let _ = m.served_bytes.get_or_create(&request);
-    let _ = m.access_log_dropped("queue_full");
-    let _ = m.http2_streams("completed");
+    let log = m.request_log();
+    let _ = log.access_log_dropped("queue_full");
+    let _ = log.http2_streams("completed");
     m.http2_connection_error("io");
     m.slice(SliceSource::Store);
     m.slice_manifest(ManifestEvent::Written);

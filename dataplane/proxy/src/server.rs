@@ -20,6 +20,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use edgecache_observe::request_log::RequestLog;
 use edgecache_store::{EngineKind, Store, StoreWorker};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
@@ -65,8 +66,8 @@ pub struct Shared {
     pub tls: Option<Arc<Tls>>,
     /// The sites and their origin pools.
     pub sites: Arc<crate::sites::Sites>,
-    /// The access log and the request histograms (src/request_log.rs).
-    pub requests: Arc<crate::request_log::RequestLog>,
+    /// The access log and the request histograms (edgecache_observe::request_log).
+    pub requests: Arc<RequestLog>,
 }
 
 /// A worker's listeners: the plain one, and the TLS one when TLS is on. Each is the worker's

@@ -45,14 +45,9 @@ pub struct Site {
     pub health: Option<(String, Duration, Duration)>,
 }
 
-/// The site a request was routed to, in its extensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SiteId {
-    /// Its place in [`Sites::list`].
-    pub index: usize,
-    /// Its name, as metric labels carry it.
-    pub label: &'static str,
-}
+/// The site a request was routed to, in its extensions (its `index` is its place in
+/// [`Sites::list`]); the request log reads it.
+pub use edgecache_observe::request_log::SiteId;
 
 /// Every site, and which Host goes where.
 #[derive(Debug)]
