@@ -22,7 +22,7 @@ use std::time::Duration;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use tokio::time::Instant;
 
-use crate::send_room::SendRoom;
+use edgecache_edge::send_room::SendRoom;
 
 /// The limits.
 #[derive(Debug, Clone, Copy)]

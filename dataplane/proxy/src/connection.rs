@@ -42,8 +42,8 @@ use crate::body;
 use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimForwarder, InterimIo, InterimSlot};
-use crate::send_room::SendRoom;
-use crate::tls::TlsInfo;
+use edgecache_edge::send_room::SendRoom;
+use edgecache_edge::tls::TlsInfo;
 
 pub use edgecache_observe::conn_info::Protocol;
 

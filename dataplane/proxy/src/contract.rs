@@ -1,6 +1,6 @@
 //! The operator contract (`edgecache_api::dataplane`, the config file the operator writes) mapped
-//! onto the library crates' own config types: the policy, the store and the access log know no
-//! deployment schema.
+//! onto the library crates' own config types: the policy, the store, the access log and TLS know
+//! no deployment schema.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,8 +8,9 @@ use std::time::Duration;
 use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
     AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
-    IoEngineKind, StorageConfig,
+    IoEngineKind, StorageConfig, TlsConfig, TlsVersion,
 };
+use edgecache_edge::tls;
 use edgecache_observe::request_log;
 use edgecache_policy::PolicyConfig;
 use edgecache_store::{Admission, EngineChoice, StoreConfig};
@@ -84,6 +85,26 @@ pub fn access_log(c: &AccessLogConfig) -> request_log::Settings {
             AccessLogFormat::Off => request_log::Format::Off,
         },
         sample: c.sample,
+    }
+}
+
+/// TLS termination of `tls`.
+pub fn tls(c: &TlsConfig) -> tls::Settings {
+    tls::Settings {
+        certificates: c
+            .certificates
+            .iter()
+            .map(|p| tls::PemPair {
+                cert: PathBuf::from(&p.cert),
+                key: PathBuf::from(&p.key),
+            })
+            .collect(),
+        handshake_timeout: c.handshake_timeout.get(),
+        max_handshakes_per_worker: c.max_handshakes_per_worker as usize,
+        min_version: match c.min_version {
+            TlsVersion::V1_2 => tls::MinVersion::V1_2,
+            TlsVersion::V1_3 => tls::MinVersion::V1_3,
+        },
     }
 }
 

@@ -8,7 +8,6 @@
 
 mod admin;
 mod body;
-mod client_caps;
 mod clock;
 mod coalesce;
 mod config;
@@ -27,7 +26,6 @@ mod origin;
 mod paced;
 mod purges;
 mod reference;
-mod send_room;
 mod server;
 mod sharding;
 mod sites;
@@ -36,10 +34,10 @@ mod slot_grants;
 mod startup;
 mod stream_slots;
 mod supervisor;
-mod tls;
 
 // Modules that moved to crates of their own, under the paths the request pipeline's files
 // (handler.rs and handler/, left as they are while they are being edited) still name them by.
+use edgecache_edge::{client_caps, send_room};
 use edgecache_fleet::{peer_auth, ring};
 use edgecache_observe::{conn_info, request_log};
 

@@ -25,15 +25,15 @@ use edgecache_store::{EngineKind, Store, StoreWorker};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
 
-use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::connection::{self, Protocol};
 use crate::handler::Ctx;
 use crate::metrics::Metrics;
 use crate::origin::Origin;
-use crate::tls::Tls;
 use edgecache_api::DataplaneConfig;
+use edgecache_edge::client_caps::PerIpCaps;
+use edgecache_edge::tls::Tls;
 
 /// What every worker shares.
 pub struct Shared {
@@ -513,7 +513,7 @@ struct OpenGuard {
     shared: Arc<Shared>,
     bytes: u64,
     /// An HTTP/2 connection's place among its address's.
-    http2_ip: Option<crate::client_caps::IpGuard>,
+    http2_ip: Option<edgecache_edge::client_caps::IpGuard>,
 }
 
 impl OpenConns {

@@ -235,9 +235,10 @@ impl Sharding {
     /// outside the per-address client caps (a busy node's forwards must not be refused by its
     /// peers as one client's flood would be). The per-worker connection cap still applies.
     pub fn is_peer_ip(&self, ip: std::net::IpAddr) -> bool {
-        let ip = crate::client_caps::canonical(ip);
+        let ip = edgecache_edge::client_caps::canonical(ip);
         self.ring().peers().any(|p| {
-            p.name != self.settings.node && crate::client_caps::canonical(p.addr.ip()) == ip
+            p.name != self.settings.node
+                && edgecache_edge::client_caps::canonical(p.addr.ip()) == ip
         })
     }
 

@@ -1,4 +1,4 @@
-//! Many sites on one cache: each request's Host picks a site (src/sites/hosts.rs); the site
+//! Many sites on one cache: each request's Host picks a site (edgecache_edge::hosts); the site
 //! gives its origin pool (src/sites/pool.rs), its cache-policy overrides and its query rules
 //! (src/sites/query.rs). A Host no site names gets 421 Misdirected Request, unless a site is
 //! the default. `origin.url` alone is one site for every Host; beside `sites`, it is the
@@ -8,7 +8,6 @@
 //! pooled client per site (src/origin.rs). Active health checks run on the admin runtime
 //! ([`run_health_checks`]).
 
-mod hosts;
 mod pool;
 mod query;
 
@@ -16,11 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_api::dataplane::{self, DataplaneConfig, HostHeader, SiteConfig};
+use edgecache_edge::hosts::HostTable;
 use edgecache_policy::{Authority, AuthorityError, PolicyConfig};
 use http::HeaderValue;
 use tracing::{info, warn};
 
-pub use hosts::HostTable;
 pub use pool::{Balance, HealthRules, Pool};
 pub use query::QueryRules;
 

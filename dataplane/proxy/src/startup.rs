@@ -12,13 +12,13 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::admin::{self, Admin};
-use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
 use crate::server::{Shared, WorkerListeners};
 use crate::sharding::{Settings, Sharding};
-use crate::tls::{Tls, TlsMetrics};
+use edgecache_edge::client_caps::PerIpCaps;
+use edgecache_edge::tls::{Tls, TlsMetrics};
 
 use crate::supervisor::{self, Supervisor, SupervisorMetrics, TlsGroup};
 
@@ -171,12 +171,16 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     let mode: SteeringMode = steering.mode_in_effect();
     metrics::register_steering(&mut registry, mode);
     // TLS: the certificates must load at start; later changes that do not load keep the
-    // ones in force (src/tls.rs). Its listeners are a second group, steered the same way.
+    // ones in force (edgecache_edge::tls). Its listeners are a second group, steered the same way.
     let (tls, tls_group) = match cfg.tls.listen {
         Some(addr) => {
             let tls_metrics = TlsMetrics::register(&mut registry);
-            let tls = Tls::new(&cfg.tls, cfg.http2.enabled, tls_metrics)
-                .map_err(|e| anyhow::anyhow!("tls.certificates: {e}"))?;
+            let tls = Tls::new(
+                &crate::contract::tls(&cfg.tls),
+                cfg.http2.enabled,
+                tls_metrics,
+            )
+            .map_err(|e| anyhow::anyhow!("tls.certificates: {e}"))?;
             let tls = Arc::new(tls);
             tls.watch_files()
                 .context("cannot start the certificate reload thread")?;
