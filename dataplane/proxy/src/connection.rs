@@ -75,10 +75,10 @@ pub async fn serve<S>(
         Protocol::Http2 => ConnClock::multiplexed(),
     };
     let slot = InterimSlot::new(ctx.shared.metrics.clone());
-    // HTTP/2 response bodies its client takes nothing of (src/h2_stall.rs).
+    // HTTP/2 response bodies its client takes nothing of (src/conn_timer/h2_stall.rs).
     let streams = match protocol {
         Protocol::Http1 => None,
-        Protocol::Http2 => Some(crate::h2_stall::Streams::new(&timeouts)),
+        Protocol::Http2 => Some(crate::conn_timer::h2_stall::Streams::new(&timeouts)),
     };
     let svc_streams = streams.clone();
     // Stored bodies are paced by the socket's send queue (src/paced.rs).
@@ -341,7 +341,7 @@ where
     F: Future + 'static,
 {
     fn execute(&self, fut: F) {
-        tokio::task::spawn_local(crate::server::reaping(fut));
+        tokio::task::spawn_local(crate::reap::reaping(fut));
     }
 }
 

@@ -15,8 +15,8 @@ mod conn_timer;
 mod connection;
 mod contract;
 mod error;
-mod h2_stall;
 mod handler;
+mod hop_by_hop;
 mod index_budget;
 mod interim;
 mod key;
@@ -25,15 +25,18 @@ mod metrics;
 mod origin;
 mod paced;
 mod purges;
+mod reap;
 mod reference;
 mod server;
 mod sharding;
+mod shared;
 mod sites;
 mod slices;
 mod slot_grants;
 mod startup;
 mod stream_slots;
 mod supervisor;
+mod transport;
 
 // Modules that moved to crates of their own, under the paths the request pipeline's files
 // (handler.rs and handler/, left as they are while they are being edited) still name them by.

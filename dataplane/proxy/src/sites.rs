@@ -33,7 +33,7 @@ pub struct Site {
     pub label: &'static str,
     /// The origins' scheme (`http` or `https`), and how they are reached.
     pub scheme: String,
-    pub transport: crate::origin::Transport,
+    pub transport: crate::transport::Transport,
     pub pool: Arc<Pool>,
     pub host_header: HostHeader,
     pub policy: PolicyConfig,
@@ -213,7 +213,7 @@ fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, Str
         Some(f) => Some(std::fs::read(f).map_err(|e| format!("originTls.caFile {f}: {e}"))?),
         None => None,
     };
-    let transport = crate::origin::Transport {
+    let transport = crate::transport::Transport {
         https: scheme == "https",
         ca_pem,
         server_name: s.origin_tls.server_name.clone(),

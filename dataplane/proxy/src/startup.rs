@@ -15,8 +15,9 @@ use crate::admin::{self, Admin};
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
-use crate::server::{Shared, WorkerListeners};
+use crate::server::WorkerListeners;
 use crate::sharding::{Settings, Sharding};
+use crate::shared::Shared;
 use edgecache_edge::client_caps::PerIpCaps;
 use edgecache_edge::tls::{Tls, TlsMetrics};
 
