@@ -22,7 +22,9 @@ use std::time::Duration;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use tokio::time::Instant;
 
-use crate::send_room::SendRoom;
+use edgecache_edge::send_room::SendRoom;
+
+pub mod h2_stall;
 
 /// The limits.
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +97,7 @@ pub fn check(
 }
 
 /// The write-progress rule for bytes a client has taken nothing of since `since` (a blocked
-/// socket write, or an HTTP/2 stream's body hyper does not poll, src/h2_stall.rs): expired
+/// socket write, or an HTTP/2 stream's body hyper does not poll, [`h2_stall`]): expired
 /// after `write`, or after `write_under_pressure` when `pressure()` says others wait; otherwise
 /// the next instant it could expire (looked at again every [`PRESSURE_RECHECK`] past
 /// `write_under_pressure`).
@@ -230,14 +232,14 @@ impl Drop for RequestGuard {
 /// Resolve when a limit expires (the connection is then to be dropped); `pressure` says
 /// whether requests on the worker wait for I/O buffer memory. A body that waits for room in
 /// the socket (`paced`, src/paced.rs) is a blocked write too. An HTTP/2 connection's `streams`
-/// (src/h2_stall.rs) that its client takes nothing of are reset at the write timeout, and the
+/// ([`h2_stall`]) that its client takes nothing of are reset at the write timeout, and the
 /// connection closed when none made progress.
 pub async fn watch(
     clock: Rc<ConnClock>,
     t: Timeouts,
     pressure: impl Fn() -> bool,
     paced: SendRoom,
-    streams: Option<Rc<crate::h2_stall::Streams>>,
+    streams: Option<Rc<h2_stall::Streams>>,
 ) -> Expiry {
     loop {
         let stalls = match &streams {
@@ -282,7 +284,7 @@ pub async fn watch(
 
 /// Resolves when an HTTP/2 connection has a body the watchdog should look at sooner; never for
 /// HTTP/1.1.
-async fn stream_owes(streams: &Option<Rc<crate::h2_stall::Streams>>) {
+async fn stream_owes(streams: &Option<Rc<h2_stall::Streams>>) {
     match streams {
         Some(s) => s.changed().await,
         None => std::future::pending().await,

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use edgecache_api::dataplane::Http2Config;
 use edgecache_host::Http2Limits;
+use edgecache_observe::conn_info::ConnInfo;
 use futures_util::StreamExt;
 use futures_util::future::LocalBoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -38,14 +39,13 @@ use tokio::sync::watch;
 use tracing::debug;
 
 use crate::body;
-use crate::conn_info::ConnInfo;
 use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimForwarder, InterimIo, InterimSlot};
-use crate::send_room::SendRoom;
-use crate::tls::TlsInfo;
+use edgecache_edge::send_room::SendRoom;
+use edgecache_edge::tls::TlsInfo;
 
-pub use crate::conn_info::Protocol;
+pub use edgecache_observe::conn_info::Protocol;
 
 /// Serve one connection until it ends, a client limit expires or shutdown finishes it.
 /// `fd` is the TCP socket under `stream` (for the send-queue pacing of stored bodies).
@@ -75,10 +75,10 @@ pub async fn serve<S>(
         Protocol::Http2 => ConnClock::multiplexed(),
     };
     let slot = InterimSlot::new(ctx.shared.metrics.clone());
-    // HTTP/2 response bodies its client takes nothing of (src/h2_stall.rs).
+    // HTTP/2 response bodies its client takes nothing of (src/conn_timer/h2_stall.rs).
     let streams = match protocol {
         Protocol::Http1 => None,
-        Protocol::Http2 => Some(crate::h2_stall::Streams::new(&timeouts)),
+        Protocol::Http2 => Some(crate::conn_timer::h2_stall::Streams::new(&timeouts)),
     };
     let svc_streams = streams.clone();
     // Stored bodies are paced by the socket's send queue (src/paced.rs).
@@ -341,7 +341,7 @@ where
     F: Future + 'static,
 {
     fn execute(&self, fut: F) {
-        tokio::task::spawn_local(crate::server::reaping(fut));
+        tokio::task::spawn_local(crate::reap::reaping(fut));
     }
 }
 

@@ -1,13 +1,17 @@
 //! The operator contract (`edgecache_api::dataplane`, the config file the operator writes) mapped
-//! onto the library crates' own config types: the policy and the store know no deployment schema.
+//! onto the library crates' own config types: the policy, the store, the access log and TLS know
+//! no deployment schema.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
-    AdmissionPolicy, CachePolicyConfig, CookiePolicy, IoEngineKind, StorageConfig,
+    AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
+    IoEngineKind, StorageConfig, TlsConfig, TlsVersion,
 };
+use edgecache_edge::tls;
+use edgecache_observe::request_log;
 use edgecache_policy::PolicyConfig;
 use edgecache_store::{Admission, EngineChoice, StoreConfig};
 
@@ -72,6 +76,38 @@ pub fn admission(a: AdmissionPolicy) -> Admission {
     }
 }
 
+/// The access log of `accessLog`.
+pub fn access_log(c: &AccessLogConfig) -> request_log::Settings {
+    request_log::Settings {
+        format: match c.format {
+            AccessLogFormat::Json => request_log::Format::Json,
+            AccessLogFormat::Combined => request_log::Format::Combined,
+            AccessLogFormat::Off => request_log::Format::Off,
+        },
+        sample: c.sample,
+    }
+}
+
+/// TLS termination of `tls`.
+pub fn tls(c: &TlsConfig) -> tls::Settings {
+    tls::Settings {
+        certificates: c
+            .certificates
+            .iter()
+            .map(|p| tls::PemPair {
+                cert: PathBuf::from(&p.cert),
+                key: PathBuf::from(&p.key),
+            })
+            .collect(),
+        handshake_timeout: c.handshake_timeout.get(),
+        max_handshakes_per_worker: c.max_handshakes_per_worker as usize,
+        min_version: match c.min_version {
+            TlsVersion::V1_2 => tls::MinVersion::V1_2,
+            TlsVersion::V1_3 => tls::MinVersion::V1_3,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +131,21 @@ mod tests {
         assert_eq!(engine_choice(IoEngineKind::Uring), EngineChoice::Uring);
         assert_eq!(engine_choice(IoEngineKind::Threads), EngineChoice::Threads);
         assert_eq!(engine_choice(IoEngineKind::Auto), EngineChoice::Auto);
+    }
+
+    #[test]
+    fn every_access_log_format_maps_to_its_namesake() {
+        for format in [
+            AccessLogFormat::Json,
+            AccessLogFormat::Combined,
+            AccessLogFormat::Off,
+        ] {
+            let c = AccessLogConfig {
+                format,
+                ..AccessLogConfig::default()
+            };
+            assert_eq!(access_log(&c).format.as_str(), format.as_str());
+        }
     }
 
     #[test]

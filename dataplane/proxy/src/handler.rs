@@ -73,7 +73,7 @@ use crate::error::ProxyError;
 use crate::metrics::Outcome;
 use crate::origin::{self, Origin};
 use crate::paced;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::sites::Unrouted;
 use crate::stream_slots::{self, StreamSlots};
 

@@ -56,7 +56,6 @@ use hyper::rt::{Read, ReadBufCursor, Write};
 use tracing::debug;
 
 use crate::metrics::Metrics;
-use crate::origin;
 
 /// One client connection's queue of interim responses, shared by its IO and its requests.
 pub struct InterimSlot {
@@ -407,7 +406,7 @@ pub const PENDING_MAX: usize = 16 * 1024;
 /// targeted at this cache, no Content-Length (RFC 9110 8.6: never in a 1xx).
 fn downstream_fields(headers: &HeaderMap) -> HeaderMap {
     let mut fields = headers.clone();
-    origin::strip_hop_by_hop(&mut fields);
+    crate::hop_by_hop::strip_hop_by_hop(&mut fields);
     edgecache_policy::headers::strip_targeted(&mut fields);
     fields.remove(header::CONTENT_LENGTH);
     fields

@@ -5,6 +5,9 @@
 use std::sync::Arc;
 
 use edgecache_host::{MemoryPlan, Part, Share, part_bound};
+use edgecache_observe::request_log::{
+    RequestHistograms, RequestLabels, RequestMetrics, request_histogram,
+};
 use edgecache_policy::interim::InterimAction;
 use edgecache_store::{Store, StoreStats, WriteKind};
 use prometheus_client::collector::Collector;
@@ -20,22 +23,6 @@ use prometheus_client::registry::Registry;
 pub const PREFIX: &str = "edgecache_dataplane";
 
 type Label = [(&'static str, String); 1];
-
-/// The labels of the request histograms: `cache` (the outcome the response's Cache-Status
-/// gives: hit, stale, revalidated, miss, pass, error, synthetic, none), `status` (`2xx`..) and
-/// `site` (src/request_log/sites.rs). All static, so an observation allocates nothing.
-pub type RequestLabels = [(&'static str, &'static str); 3];
-
-type RequestHistograms = Family<RequestLabels, Histogram, fn() -> Histogram>;
-
-/// Buckets of the request histograms, in seconds: 0.5 ms to 10 s.
-pub const REQUEST_BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-fn request_histogram() -> Histogram {
-    Histogram::new(REQUEST_BUCKETS)
-}
 
 /// How the cache handled a request; the `cache` label of `requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,7 +156,7 @@ pub struct Metrics {
     pub peer_forwards: Family<Label, Counter>,
     /// Sharding: requests another node forwarded here.
     pub peer_served: Counter,
-    /// Sharding: hop headers without a valid proof (src/peer_auth.rs), by reason.
+    /// Sharding: hop headers without a valid proof (edgecache_fleet::peer_auth), by reason.
     pub peer_hops_refused: Family<Label, Counter>,
     /// Sharding: the other nodes of the peer list, by state.
     pub peers: Family<Label, Gauge>,
@@ -177,7 +164,7 @@ pub struct Metrics {
     pub peer_list_reloads: Family<Label, Counter>,
     /// The in-flight parts of the memory plan: `memory_bytes{part}`, `memory_bound_bytes{part}`.
     pub memory: MemoryParts,
-    /// From a request's head to the end of its response body (src/request_log.rs).
+    /// From a request's head to the end of its response body (edgecache_observe::request_log).
     pub request_duration: RequestHistograms,
     /// From a request's head to its response head handed to hyper.
     pub request_first_byte: RequestHistograms,
@@ -529,7 +516,7 @@ impl Metrics {
              write_error)",
             m.access_log_dropped.clone(),
         );
-        let log = &*crate::startup::TRACING_COUNTERS;
+        let log = &*edgecache_observe::tracing_log::COUNTERS;
         r.register(
             "log_lines",
             "Lines of the tracing log written to stderr",
@@ -592,18 +579,16 @@ impl Metrics {
         family.get_or_create(&[(name, value.to_string())]).inc();
     }
 
-    /// The counter of access-log lines dropped for `reason`.
-    pub fn access_log_dropped(&self, reason: &'static str) -> Counter {
-        self.access_log_dropped
-            .get_or_create(&[("reason", reason.to_string())])
-            .clone()
-    }
-
-    /// The counter of HTTP/2 streams that ended as `result` (`completed`, `cancelled`).
-    pub fn http2_streams(&self, result: &'static str) -> Counter {
-        self.http2_streams
-            .get_or_create(&[("result", result.to_string())])
-            .clone()
+    /// The handles the request log keeps (the same series as these).
+    pub fn request_log(&self) -> RequestMetrics {
+        RequestMetrics {
+            request_duration: self.request_duration.clone(),
+            request_first_byte: self.request_first_byte.clone(),
+            served_bytes: self.served_bytes.clone(),
+            access_log_lines: self.access_log_lines.clone(),
+            access_log_dropped: self.access_log_dropped.clone(),
+            http2_streams: self.http2_streams.clone(),
+        }
     }
 
     pub fn http2_connection_error(&self, reason: &'static str) {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use edgecache_api::dataplane::{HostHeader, OriginConfig};
+use edgecache_observe::request_log::UpstreamNote;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
@@ -24,9 +25,10 @@ use hyper_util::client::legacy::connect::{HttpConnector, HttpInfo};
 use hyper_util::rt::TokioExecutor;
 
 use crate::error::ProxyError;
+pub use crate::hop_by_hop::strip_hop_by_hop;
 use crate::interim::InterimForwarder;
-use crate::request_log::UpstreamNote;
 use crate::sites::{Balance, HealthRules, Pool};
+use crate::transport::Transport;
 
 pub type OriginBody = BoxBody<Bytes, hyper::Error>;
 
@@ -257,7 +259,7 @@ impl Origin {
         if let Some(interim) = parts.extensions.get::<InterimForwarder>() {
             b = b.extension(interim.clone());
         }
-        // A logged request notes where its fetches went (src/request_log.rs).
+        // A logged request notes where its fetches went (edgecache_observe::request_log).
         if let Some(note) = parts.extensions.get::<UpstreamNote>() {
             b = b.extension(note.clone());
         }
@@ -393,78 +395,6 @@ fn retriable(e: &hyper_util::client::legacy::Error) -> bool {
             })
 }
 
-/// How a site's client reaches its origins.
-#[derive(Debug, Clone, Default)]
-pub struct Transport {
-    pub https: bool,
-    /// PEM of the CAs trusted for the origins' certificates; the Mozilla roots without it.
-    pub ca_pem: Option<Vec<u8>>,
-    /// The name sent in SNI and checked in the certificate, instead of the URL's host.
-    pub server_name: Option<String>,
-    /// HTTP/2 to the origins.
-    pub http2: bool,
-}
-
-impl Transport {
-    /// The connector of a site's requests and of its active health checks alike: TLS as
-    /// `originTls` says when the origins are HTTPS, HTTP/2 when asked for.
-    pub fn connector(
-        &self,
-        connect_timeout: Duration,
-    ) -> Result<HttpsConnector<HttpConnector>, ProxyError> {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(connect_timeout));
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let tls = self.client_config()?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls);
-        let https = if self.https {
-            https.https_only()
-        } else {
-            https.https_or_http()
-        };
-        let https = match &self.server_name {
-            Some(name) => {
-                let name = rustls_pki_types::ServerName::try_from(name.clone()).map_err(|_| {
-                    ProxyError::config("originTls.serverName is not a DNS name or address")
-                })?;
-                https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
-            }
-            None => https,
-        };
-        // HTTP/2 is asked for, not negotiated: ALPN offers h2 alone, so the pool knows every
-        // connection multiplexes and opens one per origin instead of one per request in flight.
-        Ok(if self.http2 {
-            https.enable_http2().wrap_connector(http)
-        } else {
-            https.enable_http1().wrap_connector(http)
-        })
-    }
-
-    fn client_config(&self) -> Result<rustls::ClientConfig, ProxyError> {
-        let mut roots = rustls::RootCertStore::empty();
-        match &self.ca_pem {
-            Some(pem) => {
-                use rustls_pki_types::pem::PemObject;
-                for cert in rustls_pki_types::CertificateDer::pem_slice_iter(pem) {
-                    let cert =
-                        cert.map_err(|_| ProxyError::config("originTls.caFile is not PEM"))?;
-                    roots.add(cert).map_err(|_| {
-                        ProxyError::config("originTls.caFile holds a certificate rustls refuses")
-                    })?;
-                }
-            }
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-        }
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        Ok(rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|_| ProxyError::config("no TLS versions"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth())
-    }
-}
-
 /// The pool member a request was prepared for, in its extensions.
 #[derive(Debug, Clone, Copy)]
 struct Picked(usize);
@@ -502,90 +432,9 @@ pub fn empty() -> OriginBody {
         .boxed()
 }
 
-/// The fields that are hop-by-hop whatever the Connection header says (RFC 9110 7.6.1).
-const HOP_BY_HOP: [HeaderName; 9] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    HeaderName::from_static("proxy-connection"),
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
-
-/// Hop-by-hop fields (RFC 9110 7.6.1), and every field the Connection header names.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages have none: one pass over the names instead of a removal (a hash and a
-    // probe) per hop-by-hop name. A field the Connection header names is stripped only with it.
-    if !headers.keys().any(|n| HOP_BY_HOP.contains(n)) {
-        return;
-    }
-    let listed: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in listed {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hop_by_hop_and_connection_listed_fields_are_removed() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::CONNECTION,
-            HeaderValue::from_static("close, X-Secret"),
-        );
-        h.insert("x-secret", HeaderValue::from_static("1"));
-        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert(
-            header::TRANSFER_ENCODING,
-            HeaderValue::from_static("chunked"),
-        );
-        h.insert("x-kept", HeaderValue::from_static("yes"));
-        strip_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 1);
-        assert_eq!(h["x-kept"], "yes");
-    }
-
-    #[test]
-    fn each_hop_by_hop_field_is_removed_on_its_own() {
-        for name in [
-            "connection",
-            "keep-alive",
-            "proxy-authenticate",
-            "proxy-authorization",
-            "proxy-connection",
-            "te",
-            "trailer",
-            "transfer-encoding",
-            "upgrade",
-        ] {
-            let mut h = HeaderMap::new();
-            h.insert(name, HeaderValue::from_static("x"));
-            h.insert("x-kept", HeaderValue::from_static("yes"));
-            strip_hop_by_hop(&mut h);
-            assert!(!h.contains_key(name), "{name} removed");
-            assert_eq!(h.len(), 1, "{name}: the rest kept");
-        }
-        // A field named by Connection is end-to-end without it.
-        let mut h = HeaderMap::new();
-        h.insert("x-secret", HeaderValue::from_static("1"));
-        strip_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 1);
-    }
 
     fn origin(host: HostHeader) -> Origin {
         let cfg = OriginConfig {

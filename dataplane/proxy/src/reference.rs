@@ -100,7 +100,7 @@ fn reference_registry() -> Registry {
     registry.register_collector(Box::new(StatsSnapshot(StoreStats::default())));
     metrics::register_plan(&mut registry, &PlanFacts::default());
     metrics::register_steering(&mut registry, edgecache_api::SteeringMode::default());
-    let tls = crate::tls::TlsMetrics::register(&mut registry);
+    let tls = edgecache_edge::tls::TlsMetrics::register(&mut registry);
     let supervisor = crate::supervisor::SupervisorMetrics::register(&mut registry);
     let cfg = DataplaneConfig {
         origin: edgecache_api::dataplane::OriginConfig {
@@ -121,7 +121,7 @@ fn reference_registry() -> Registry {
 /// but not sampled here fails `every_registered_metric_is_on_the_page` below.
 fn sample_every_family(
     m: &Metrics,
-    tls: &crate::tls::TlsMetrics,
+    tls: &edgecache_edge::tls::TlsMetrics,
     supervisor: &crate::supervisor::SupervisorMetrics,
 ) {
     m.request(Outcome::HitRam);
@@ -146,8 +146,9 @@ fn sample_every_family(
     let _ = m.request_duration.get_or_create(&request);
     let _ = m.request_first_byte.get_or_create(&request);
     let _ = m.served_bytes.get_or_create(&request);
-    let _ = m.access_log_dropped("queue_full");
-    let _ = m.http2_streams("completed");
+    let log = m.request_log();
+    let _ = log.access_log_dropped("queue_full");
+    let _ = log.http2_streams("completed");
     m.http2_connection_error("io");
     m.slice(SliceSource::Store);
     m.slice_manifest(ManifestEvent::Written);

@@ -20,54 +20,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgecache_store::{EngineKind, Store, StoreWorker};
-use tokio::sync::{Notify, watch};
+use edgecache_store::{EngineKind, StoreWorker};
+use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 
-use crate::client_caps::PerIpCaps;
-use crate::clock::Clock;
-use crate::coalesce::Coalescer;
 use crate::connection::{self, Protocol};
 use crate::handler::Ctx;
-use crate::metrics::Metrics;
 use crate::origin::Origin;
-use crate::tls::Tls;
-use edgecache_api::DataplaneConfig;
-
-/// What every worker shares.
-pub struct Shared {
-    pub cfg: DataplaneConfig,
-    pub store: Arc<Store>,
-    pub metrics: Arc<Metrics>,
-    pub coalescer: Arc<Coalescer>,
-    /// Fills answered while their store write lands (src/landing.rs).
-    pub landing: Arc<crate::landing::Landing>,
-    pub clock: Arc<Clock>,
-    pub shutdown: watch::Receiver<bool>,
-    /// Open connections per client address, all workers together.
-    pub per_ip: Arc<PerIpCaps>,
-    /// Bytes a worker's open connections may hold at most: each HTTP/1.1 connection is charged
-    /// [`edgecache_host::CONNECTION_BYTES`], each HTTP/2 one [`Shared::http2_connection_bytes`]
-    /// (`edgecache_host::connection_budget_per_worker`).
-    pub connection_budget_per_worker: u64,
-    /// The HTTP/2 limits clients are told (`edgecache_host::http2_limits`).
-    pub http2: edgecache_host::Http2Limits,
-    /// What one HTTP/2 connection can hold at most under [`Shared::http2`].
-    pub http2_connection_bytes: u64,
-    /// Open HTTP/2 connections per client address, all workers together
-    /// (`edgecache_host::http2_connections_per_address`).
-    pub per_ip_http2: Arc<PerIpCaps>,
-    /// Who owns which key, when sharding is on.
-    pub sharding: Option<Arc<crate::sharding::Sharding>>,
-    /// Purge rules checked at lookup (src/purges.rs).
-    pub purges: Arc<crate::purges::Purges>,
-    /// TLS termination, when the TLS listener is on.
-    pub tls: Option<Arc<Tls>>,
-    /// The sites and their origin pools.
-    pub sites: Arc<crate::sites::Sites>,
-    /// The access log and the request histograms (src/request_log.rs).
-    pub requests: Arc<crate::request_log::RequestLog>,
-}
+use crate::shared::Shared;
 
 /// A worker's listeners: the plain one, and the TLS one when TLS is on. Each is the worker's
 /// member of its SO_REUSEPORT group.
@@ -241,37 +201,6 @@ pub const URING_SQ_ENTRIES: u32 = 16;
 /// 4096) so completions do not overflow into the kernel's backlog.
 pub const URING_CQ_ENTRIES: u32 = 4096;
 
-/// Connection polls between two dispatches of the worker ring's completions (see [`reaping`]).
-/// Lab, one worker, wrk -c256, alternating 12 s rounds: every 8 polls cost 100 KiB uniform a
-/// fifth of its throughput; every 64 kept it (and 4 KiB within the rounds' spread) and cut the
-/// 100 KiB zipf p99 as much; a busy worker makes 64 polls in about 2 ms, a pass over its
-/// queue takes about 9.
-pub const REAP_EVERY_POLLS: u32 = 64;
-
-thread_local! {
-    static POLLS_SINCE_REAP: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Poll `conn`, and before every [`REAP_EVERY_POLLS`]th connection poll of this worker hand the
-/// ring's finished disk reads to their tasks. tokio-uring does that from one task that waits its
-/// turn in the worker's FIFO queue behind every ready connection, so on a busy worker a disk
-/// hit waited two or three passes over the queue where a RAM hit waits one (100 KiB zipf p99 17-19
-/// ms against 27-28 in the lab; `third_party/tokio-uring/PATCHES.md`).
-pub(crate) async fn reaping<F: std::future::Future>(conn: F) -> F::Output {
-    let mut conn = std::pin::pin!(conn);
-    std::future::poll_fn(|cx| {
-        let n = POLLS_SINCE_REAP.get() + 1;
-        if n >= REAP_EVERY_POLLS {
-            tokio_uring::dispatch_completions();
-            POLLS_SINCE_REAP.set(0);
-        } else {
-            POLLS_SINCE_REAP.set(n);
-        }
-        conn.as_mut().poll(cx)
-    })
-    .await
-}
-
 async fn run_worker(
     env: WorkerEnv,
     listeners: WorkerListeners,
@@ -435,7 +364,7 @@ impl Taker<'_> {
         let ctx = ctx.clone();
         let shutdown = shared.shutdown.clone();
         let handshakes = handshakes.clone();
-        tokio::task::spawn_local(reaping(async move {
+        tokio::task::spawn_local(crate::reap::reaping(async move {
             let fd = stream.as_raw_fd();
             if is_tls {
                 let Some(tls) = ctx.shared.tls.clone() else {
@@ -519,7 +448,7 @@ struct OpenGuard {
     shared: Arc<Shared>,
     bytes: u64,
     /// An HTTP/2 connection's place among its address's.
-    http2_ip: Option<crate::client_caps::IpGuard>,
+    http2_ip: Option<edgecache_edge::client_caps::IpGuard>,
 }
 
 impl OpenConns {

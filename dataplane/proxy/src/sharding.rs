@@ -1,6 +1,6 @@
 //! Sharding across the EdgeCache's nodes: which node owns a key, whether that node is up, and
 //! the peer list behind both, reloaded when its file changes. Shared by every worker; the
-//! requests themselves are in `handler/peer.rs`, the pure ring in `src/ring.rs`.
+//! requests themselves are in `handler/peer.rs`, the pure ring in `dataplane/fleet/src/ring.rs`.
 //!
 //! Peer health is passive and active. A forward that fails (connect error, timeout, a broken
 //! response, a 5xx the peer generated itself) marks the peer down at once, for a backoff of
@@ -33,9 +33,9 @@ use tracing::{info, warn};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use crate::origin::Origin;
-use crate::peer_auth::PeerKey;
-use crate::popularity::Popularity;
-use crate::ring::{self, ParseError, Peer, Ring};
+use edgecache_fleet::peer_auth::PeerKey;
+use edgecache_fleet::popularity::Popularity;
+use edgecache_fleet::ring::{self, ParseError, Peer, Ring};
 
 /// The first time a failing peer is left alone.
 pub const DOWN_FIRST: Duration = Duration::from_secs(5);
@@ -79,7 +79,8 @@ pub struct Settings {
     pub popularity_window: Duration,
     pub peer_connect_timeout: Duration,
     pub peer_timeout: Duration,
-    /// The key hops are proven with (src/peer_auth.rs); `None`: hops are trusted as they come.
+    /// The key hops are proven with (dataplane/fleet/src/peer_auth.rs); `None`: hops are
+    /// trusted as they come.
     pub peer_key_file: Option<PathBuf>,
 }
 
@@ -234,9 +235,10 @@ impl Sharding {
     /// outside the per-address client caps (a busy node's forwards must not be refused by its
     /// peers as one client's flood would be). The per-worker connection cap still applies.
     pub fn is_peer_ip(&self, ip: std::net::IpAddr) -> bool {
-        let ip = crate::client_caps::canonical(ip);
+        let ip = edgecache_edge::client_caps::canonical(ip);
         self.ring().peers().any(|p| {
-            p.name != self.settings.node && crate::client_caps::canonical(p.addr.ip()) == ip
+            p.name != self.settings.node
+                && edgecache_edge::client_caps::canonical(p.addr.ip()) == ip
         })
     }
 
@@ -277,7 +279,7 @@ impl Sharding {
             "peer list: {}",
             names.join(", ")
         );
-        if !ring.contains(self.node()) && ring.len() > 0 {
+        if !ring.contains(self.node()) && !ring.is_empty() {
             warn!(
                 node = self.node(),
                 "this node is not in the peer list: it owns no key and asks the owners for every miss"

@@ -1,4 +1,4 @@
-//! Many sites on one cache: each request's Host picks a site (src/sites/hosts.rs); the site
+//! Many sites on one cache: each request's Host picks a site (edgecache_edge::hosts); the site
 //! gives its origin pool (src/sites/pool.rs), its cache-policy overrides and its query rules
 //! (src/sites/query.rs). A Host no site names gets 421 Misdirected Request, unless a site is
 //! the default. `origin.url` alone is one site for every Host; beside `sites`, it is the
@@ -8,7 +8,6 @@
 //! pooled client per site (src/origin.rs). Active health checks run on the admin runtime
 //! ([`run_health_checks`]).
 
-mod hosts;
 mod pool;
 mod query;
 
@@ -16,11 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgecache_api::dataplane::{self, DataplaneConfig, HostHeader, SiteConfig};
+use edgecache_edge::hosts::HostTable;
 use edgecache_policy::{Authority, AuthorityError, PolicyConfig};
 use http::HeaderValue;
 use tracing::{info, warn};
 
-pub use hosts::HostTable;
 pub use pool::{Balance, HealthRules, Pool};
 pub use query::QueryRules;
 
@@ -34,7 +33,7 @@ pub struct Site {
     pub label: &'static str,
     /// The origins' scheme (`http` or `https`), and how they are reached.
     pub scheme: String,
-    pub transport: crate::origin::Transport,
+    pub transport: crate::transport::Transport,
     pub pool: Arc<Pool>,
     pub host_header: HostHeader,
     pub policy: PolicyConfig,
@@ -45,14 +44,9 @@ pub struct Site {
     pub health: Option<(String, Duration, Duration)>,
 }
 
-/// The site a request was routed to, in its extensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SiteId {
-    /// Its place in [`Sites::list`].
-    pub index: usize,
-    /// Its name, as metric labels carry it.
-    pub label: &'static str,
-}
+/// The site a request was routed to, in its extensions (its `index` is its place in
+/// [`Sites::list`]); the request log reads it.
+pub use edgecache_observe::request_log::SiteId;
 
 /// Every site, and which Host goes where.
 #[derive(Debug)]
@@ -219,7 +213,7 @@ fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, Str
         Some(f) => Some(std::fs::read(f).map_err(|e| format!("originTls.caFile {f}: {e}"))?),
         None => None,
     };
-    let transport = crate::origin::Transport {
+    let transport = crate::transport::Transport {
         https: scheme == "https",
         ca_pem,
         server_name: s.origin_tls.server_name.clone(),

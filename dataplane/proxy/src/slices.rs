@@ -120,7 +120,7 @@ impl Manifest {
         let mut bytes = self.validator.as_bytes().to_vec();
         bytes.extend_from_slice(&self.total.to_be_bytes());
         bytes.extend_from_slice(&self.nonce.to_be_bytes());
-        let h = crate::ring::hash64(&bytes);
+        let h = edgecache_fleet::ring::hash64(&bytes);
         format!("{h:016x}{:016x}", self.nonce).into_bytes()
     }
 

@@ -5,83 +5,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 use edgecache_api::{DataplaneConfig, SteeringMode};
+use edgecache_observe::request_log::RequestLog;
 use edgecache_store::Store;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::admin::{self, Admin};
-use crate::client_caps::PerIpCaps;
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
-use crate::server::{Shared, WorkerListeners};
+use crate::server::WorkerListeners;
 use crate::sharding::{Settings, Sharding};
-use crate::tls::{Tls, TlsMetrics};
+use crate::shared::Shared;
+use edgecache_edge::client_caps::PerIpCaps;
+use edgecache_edge::tls::{Tls, TlsMetrics};
 
 use crate::supervisor::{self, Supervisor, SupervisorMetrics, TlsGroup};
-
-/// The tracing log's queue (src/line_queue.rs), once started.
-static TRACING: std::sync::OnceLock<Arc<crate::line_queue::Queue>> = std::sync::OnceLock::new();
-
-/// What the tracing log's writer counts (when stderr is a pipe): `log_lines_total`,
-/// `log_dropped_total`, `log_write_errors_total`.
-pub static TRACING_COUNTERS: std::sync::LazyLock<crate::line_queue::Counters> =
-    std::sync::LazyLock::new(crate::line_queue::Counters::default);
-
-/// The tracing log, to stderr (stdout is the access log's, src/request_log.rs). When stderr is
-/// a pipe or a socket (a container's log, whose reader may stall), through a bounded queue and
-/// a writer thread: a worker never waits for it, and a line that does not fit is dropped and
-/// counted. A file or a terminal takes each line as it is written.
-pub fn init_tracing(filter: &str) {
-    use std::os::unix::fs::FileTypeExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only on a terminal: log files stay greppable.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_target(false);
-    let stderr = std::os::fd::AsFd::as_fd(&std::io::stderr())
-        .try_clone_to_owned()
-        .map(std::fs::File::from);
-    let piped = stderr.as_ref().is_ok_and(|f| {
-        f.metadata().is_ok_and(|m| {
-            let t = m.file_type();
-            t.is_fifo() || t.is_socket()
-        })
-    });
-    let queue = match stderr {
-        Ok(f) if piped => crate::line_queue::Queue::start(
-            "log",
-            f,
-            crate::line_queue::QUEUE_BYTES,
-            TRACING_COUNTERS.clone(),
-        )
-        .map_err(|e| eprintln!("edgecache-dataplane: the log writes to stderr directly: {e}"))
-        .ok(),
-        _ => None,
-    };
-    let _ = match queue {
-        Some(q) => {
-            let q = Arc::new(q);
-            let _ = TRACING.set(q.clone());
-            builder
-                .with_writer(crate::line_queue::MakeQueueWriter(q))
-                .try_init()
-        }
-        None => builder.with_writer(std::io::stderr).try_init(),
-    };
-}
-
-/// Wait (at most `timeout`) until the tracing lines queued so far are written: before exit.
-pub fn flush_tracing(timeout: std::time::Duration) {
-    if let Some(q) = TRACING.get() {
-        q.flush(timeout);
-    }
-}
 
 pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     let cpus =
@@ -232,12 +172,16 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     let mode: SteeringMode = steering.mode_in_effect();
     metrics::register_steering(&mut registry, mode);
     // TLS: the certificates must load at start; later changes that do not load keep the
-    // ones in force (src/tls.rs). Its listeners are a second group, steered the same way.
+    // ones in force (edgecache_edge::tls). Its listeners are a second group, steered the same way.
     let (tls, tls_group) = match cfg.tls.listen {
         Some(addr) => {
             let tls_metrics = TlsMetrics::register(&mut registry);
-            let tls = Tls::new(&cfg.tls, cfg.http2.enabled, tls_metrics)
-                .map_err(|e| anyhow::anyhow!("tls.certificates: {e}"))?;
+            let tls = Tls::new(
+                &crate::contract::tls(&cfg.tls),
+                cfg.http2.enabled,
+                tls_metrics,
+            )
+            .map_err(|e| anyhow::anyhow!("tls.certificates: {e}"))?;
             let tls = Arc::new(tls);
             tls.watch_files()
                 .context("cannot start the certificate reload thread")?;
@@ -315,10 +259,10 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         crate::sites::Sites::from_config(&cfg).map_err(|e| anyhow::anyhow!("sites: {e}"))?,
     );
     registry.register_collector(Box::new(crate::sites::SitesCollector(sites.clone())));
-    let requests = Arc::new(crate::request_log::RequestLog::start(
-        &cfg.access_log,
+    let requests = Arc::new(RequestLog::start(
+        &crate::contract::access_log(&cfg.access_log),
         &cfg.cache.name,
-        metrics.clone(),
+        metrics.request_log(),
     ));
     let landing = Arc::new(crate::landing::Landing::default());
     let shared = Arc::new(Shared {

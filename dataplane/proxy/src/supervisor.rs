@@ -39,7 +39,8 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
-use crate::server::{self, Fault, FaultSwitch, Shared, WorkerEnv, WorkerExit, WorkerListeners};
+use crate::server::{self, Fault, FaultSwitch, WorkerEnv, WorkerExit, WorkerListeners};
+use crate::shared::Shared;
 
 /// Listen backlog of every worker listener.
 pub const BACKLOG: i32 = 4096;

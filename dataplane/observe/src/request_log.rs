@@ -2,8 +2,8 @@
 //! stdout, JSON or the combined format, a sampled share of requests) and the request histograms
 //! of /metrics (`request_duration_seconds` and `request_first_byte_seconds`, by cache outcome,
 //! status class and site), for every request. The `site` label is the name of the site the
-//! request was routed to (src/sites.rs), or [`UNROUTED`]: a bounded set, whatever hosts the
-//! clients send.
+//! request was routed to (the [`SiteId`] the data plane's router puts in its extensions), or
+//! [`UNROUTED`]: a bounded set, whatever hosts the clients send.
 //!
 //! A request is an [`Exchange`] from the handler's first look at its head
 //! ([`WorkerLog::begin`]) to the end of its body. [`Exchange::respond`] notes the response
@@ -23,6 +23,7 @@ mod outcome;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::pin::Pin;
@@ -33,29 +34,120 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use edgecache_api::dataplane::{AccessLogConfig, AccessLogFormat};
 use http::header;
 use http::{Method, Response, request};
 use http_body::Frame;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use tracing::{info, warn};
 
-use crate::body::Body;
 use crate::conn_info::{self, ConnInfo};
-use crate::metrics::Metrics;
-use crate::ring::mix64;
 
 pub use outcome::CacheOutcome;
+
+/// A response body as the data plane's workers hand it to hyper: boxed and `!Send` (the same
+/// type as the data plane's `body::Body`).
+pub type Body = Pin<Box<dyn http_body::Body<Data = Bytes, Error = io::Error>>>;
+
+/// What the access log writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One JSON object a line.
+    Json,
+    /// The combined log format, with EdgeCache's fields appended.
+    Combined,
+    /// No access log (the request histograms are kept all the same).
+    Off,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Combined => "combined",
+            Format::Off => "off",
+        }
+    }
+}
+
+/// How the access log is kept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub format: Format,
+    /// The share of requests logged, from 0 to 1.
+    pub sample: f64,
+}
+
+/// The labels of the request histograms: `cache` (the outcome the response's Cache-Status
+/// gives: hit, stale, revalidated, miss, pass, error, synthetic, none), `status` (`2xx`..) and
+/// `site` ([`SiteId`]). All static, so an observation allocates nothing.
+pub type RequestLabels = [(&'static str, &'static str); 3];
+
+/// The request histograms' family type.
+pub type RequestHistograms = Family<RequestLabels, Histogram, fn() -> Histogram>;
+
+/// Buckets of the request histograms, in seconds: 0.5 ms to 10 s.
+pub const REQUEST_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A new request histogram (the constructor of [`RequestHistograms`]).
+pub fn request_histogram() -> Histogram {
+    Histogram::new(REQUEST_BUCKETS)
+}
+
+/// The metrics the request log keeps: handles on families the data plane registered.
+#[derive(Debug, Clone)]
+pub struct RequestMetrics {
+    /// `request_duration_seconds`
+    pub request_duration: RequestHistograms,
+    /// `request_first_byte_seconds`
+    pub request_first_byte: RequestHistograms,
+    /// `served_bytes_total`
+    pub served_bytes: Family<RequestLabels, Counter>,
+    /// `access_log_lines_total`
+    pub access_log_lines: Counter,
+    /// `access_log_dropped_total{reason}`
+    pub access_log_dropped: Family<[(&'static str, String); 1], Counter>,
+    /// `http2_streams_total{result}`
+    pub http2_streams: Family<[(&'static str, String); 1], Counter>,
+}
+
+impl RequestMetrics {
+    /// The counter of access-log lines dropped for `reason`.
+    pub fn access_log_dropped(&self, reason: &'static str) -> Counter {
+        self.access_log_dropped
+            .get_or_create(&[("reason", reason.to_string())])
+            .clone()
+    }
+
+    /// The counter of HTTP/2 streams that ended as `result` (`completed`, `cancelled`).
+    pub fn http2_streams(&self, result: &'static str) -> Counter {
+        self.http2_streams
+            .get_or_create(&[("result", result.to_string())])
+            .clone()
+    }
+}
+
+/// The site a request was routed to, in its extensions: the data plane's router puts it there,
+/// the request log reads its label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteId {
+    /// Its place in the data plane's list of sites.
+    pub index: usize,
+    /// Its name, as metric labels carry it.
+    pub label: &'static str,
+}
 
 /// The request log of the process, shared by the workers.
 #[derive(Debug)]
 pub struct RequestLog {
-    format: AccessLogFormat,
+    format: Format,
     sampling: Sampling,
     /// `None` when the access log is off (or stdout could not be duplicated).
     queue: Option<crate::line_queue::Queue>,
-    metrics: Arc<Metrics>,
+    metrics: RequestMetrics,
     /// This cache's name as its Cache-Status member starts.
     member_name: String,
     seed: u64,
@@ -85,10 +177,10 @@ impl Sampling {
 impl RequestLog {
     /// Start the access log as `cfg` says (its writer thread unless it is off) and keep the
     /// request histograms in `metrics`. `cache_name` is `cache.name`.
-    pub fn start(cfg: &AccessLogConfig, cache_name: &str, metrics: Arc<Metrics>) -> Self {
+    pub fn start(cfg: &Settings, cache_name: &str, metrics: RequestMetrics) -> Self {
         let mut format = cfg.format;
         let mut queue = None;
-        if format != AccessLogFormat::Off && Sampling::of(cfg.sample) != Sampling::None {
+        if format != Format::Off && Sampling::of(cfg.sample) != Sampling::None {
             let started = std::io::stdout()
                 .as_fd()
                 .try_clone_to_owned()
@@ -115,7 +207,7 @@ impl RequestLog {
                 }
                 Err(e) => {
                     warn!("access log off: cannot start its writer on stdout: {e}");
-                    format = AccessLogFormat::Off;
+                    format = Format::Off;
                 }
             }
         }
@@ -232,15 +324,15 @@ impl WorkerLog {
     /// A request whose head the handler has just read. When it is logged, an [`UpstreamNote`]
     /// goes into its extensions for the origin client to fill in.
     pub fn begin(self: &Rc<Self>, parts: &mut request::Parts, client: SocketAddr) -> Exchange {
-        // What src/sites.rs routed: the normalised authority and the site (none for a request
-        // refused before it had either).
+        // What the router (the data plane's sites) left: the normalised authority and the site
+        // (none for a request refused before it had either).
         let host = parts
             .extensions
             .get::<edgecache_policy::Authority>()
             .map_or("", |a| a.as_str());
         let site = parts
             .extensions
-            .get::<crate::sites::SiteId>()
+            .get::<SiteId>()
             .map_or(UNROUTED, |s| s.label);
         let line = self.sampled().then(|| {
             let conn = parts.extensions.get::<ConnInfo>().copied();
@@ -308,7 +400,15 @@ impl WorkerLog {
 
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// Where a logged request's fetches went, filled in by the origin client (src/origin.rs) from
+/// splitmix64's finalizer (the peer ring's hash uses it too): a draw from the state.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Where a logged request's fetches went, filled in by the origin client (the data plane's
+/// `origin` module) from
 /// the connection it used. It rides in the request's extensions, and is copied onto the
 /// requests sent for it to the origin or a peer; a request the proxy sends on its own (a
 /// background revalidation) must not carry it.
@@ -492,7 +592,7 @@ impl Drop for Record {
         };
         let mut out = String::with_capacity(512);
         match shared.format {
-            AccessLogFormat::Combined => format::combined(&line, &mut out),
+            Format::Combined => format::combined(&line, &mut out),
             _ => format::json(&line, &mut out),
         }
         queue.push(out);

@@ -10,20 +10,18 @@
 //! file keeps the old set, and says so in the log and in `tls_certificate_reloads_total`.
 //! Connections already open keep the session they have.
 //!
-//! Per worker, at most `tls.maxHandshakesPerWorker` handshakes are in progress: the next TLS
-//! connection is closed at once (counted) until one finishes, so a flood of half-open
+//! Per worker, at most [`Settings::max_handshakes_per_worker`] handshakes are in progress: the
+//! next TLS connection is closed at once (counted) until one finishes, so a flood of half-open
 //! handshakes cannot take the worker's CPU from the connections it serves. A handshake not
-//! done within `tls.handshakeTimeout` is dropped.
+//! done within [`Settings::handshake_timeout`] is dropped.
 
 mod certs;
 
 use std::cell::Cell;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgecache_api::dataplane::{TlsConfig, TlsVersion};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -36,6 +34,26 @@ use tokio_rustls::server::TlsStream;
 use tracing::{error, info};
 
 pub use certs::{CertSet, PemPair, Resolver};
+
+/// How TLS is terminated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The certificate chains with their keys; the first is the default.
+    pub certificates: Vec<PemPair>,
+    /// Time a client has to finish its handshake.
+    pub handshake_timeout: Duration,
+    /// Handshakes in progress per worker at most.
+    pub max_handshakes_per_worker: usize,
+    /// The oldest TLS version accepted.
+    pub min_version: MinVersion,
+}
+
+/// The oldest TLS version a listener accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MinVersion {
+    V1_2,
+    V1_3,
+}
 
 /// How often the certificate files are read again.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(2);
@@ -82,7 +100,7 @@ impl TlsMetrics {
     }
 
     /// Count one handshake that ended as `result`.
-    pub(crate) fn handshake(&self, result: &'static str) {
+    pub fn handshake(&self, result: &'static str) {
         self.handshakes
             .get_or_create(&[("result", result.to_string())])
             .inc();
@@ -115,23 +133,16 @@ pub struct Tls {
 impl Tls {
     /// Load the certificates of `cfg` (every problem is an error naming its file) and build
     /// the server config; `http2` offers `h2` by ALPN.
-    pub fn new(cfg: &TlsConfig, http2: bool, metrics: Arc<TlsMetrics>) -> Result<Self, String> {
+    pub fn new(cfg: &Settings, http2: bool, metrics: Arc<TlsMetrics>) -> Result<Self, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let pairs: Vec<PemPair> = cfg
-            .certificates
-            .iter()
-            .map(|c| PemPair {
-                cert: PathBuf::from(&c.cert),
-                key: PathBuf::from(&c.key),
-            })
-            .collect();
+        let pairs = cfg.certificates.clone();
         let set = CertSet::from_pem(&certs::read_files(&pairs)?, &provider)?;
         log_set(&set, "certificates loaded");
         metrics.earliest_not_after.set(earliest(&set));
         let resolver = Arc::new(Resolver::new(set));
         let versions: &[&'static rustls::SupportedProtocolVersion] = match cfg.min_version {
-            TlsVersion::V1_2 => &[&rustls::version::TLS13, &rustls::version::TLS12],
-            TlsVersion::V1_3 => &[&rustls::version::TLS13],
+            MinVersion::V1_2 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+            MinVersion::V1_3 => &[&rustls::version::TLS13],
         };
         let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(versions)
@@ -151,8 +162,8 @@ impl Tls {
             resolver,
             pairs,
             provider,
-            handshake_timeout: cfg.handshake_timeout.get(),
-            max_handshakes_per_worker: cfg.max_handshakes_per_worker as usize,
+            handshake_timeout: cfg.handshake_timeout,
+            max_handshakes_per_worker: cfg.max_handshakes_per_worker,
             metrics,
         })
     }

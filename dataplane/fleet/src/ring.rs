@@ -1,6 +1,6 @@
 //! Sharding's pure half: the peer list (parsed from the peers file) and the rendezvous hash that
-//! names each key's owner among the peers. No I/O here: `src/sharding.rs` reads and reloads the
-//! file, keeps peer health and asks [`Ring::owner`].
+//! names each key's owner among the peers. No I/O here: `dataplane/proxy/src/sharding.rs` reads
+//! and reloads the file, keeps peer health and asks [`Ring::owner`].
 //!
 //! Rendezvous (highest random weight) hashing: every peer scores every key, the highest score
 //! owns it. A change of membership moves only the keys of the peer that left (to the others,
@@ -113,6 +113,10 @@ impl Ring {
 
     pub fn len(&self) -> usize {
         self.peers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
     }
 
     pub fn contains(&self, name: &str) -> bool {

@@ -10,7 +10,7 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::sites::HostTable;
+use crate::hosts::HostTable;
 
 /// One certificate chain with its key, as files.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,10 +21,10 @@ use bytes::Bytes;
 use http_body::Frame;
 use tokio::time::Instant;
 
-use crate::body::Body;
 #[cfg(test)]
-use crate::conn_timer::PRESSURE_RECHECK;
-use crate::conn_timer::{Expiry, Timeouts, write_wait};
+use super::PRESSURE_RECHECK;
+use super::{Expiry, Timeouts, write_wait};
+use crate::body::Body;
 
 /// The watched response bodies of one HTTP/2 connection.
 pub struct Streams {

@@ -3,8 +3,8 @@
 //! what is queued); else what keeps the bytes queued and not yet sent (`SIOCOUTQNSD`) within
 //! [`UNSENT_BOUND`]. Bytes in flight (sent, not yet acknowledged) do not count, so a fast client
 //! far away is not slowed; a client that stops reading (a zero window) stops at the bound, the
-//! idea of `TCP_NOTSENT_LOWAT`. Stored bodies are sent no faster than this (src/paced.rs), so a
-//! client that stops reading holds no I/O buffer of its worker.
+//! idea of `TCP_NOTSENT_LOWAT`. Stored bodies are sent no faster than this (the data plane's
+//! src/paced.rs), so a client that stops reading holds no I/O buffer of its worker.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -150,7 +150,8 @@ mod tests {
     fn a_socket_that_is_not_read_has_no_room_until_it_is() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut reader = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        // 256 KiB: a smaller receive buffer drains slowly on loopback (see src/paced.rs).
+        // 256 KiB: a smaller receive buffer drains slowly on loopback (see the data plane's
+        // src/paced.rs).
         socket2::SockRef::from(&reader)
             .set_recv_buffer_size(256 << 10)
             .unwrap();

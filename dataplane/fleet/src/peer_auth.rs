@@ -1,7 +1,7 @@
-//! Proof that a hop (src/handler/peer.rs) comes from a node of the same EdgeCache. The nodes
-//! share a key (`sharding.peerKeyFile`, mounted from a Secret the operator makes); a node that
-//! forwards a miss to its owner adds [`HOP_AUTH`]: a timestamp and an HMAC-SHA256, under that
-//! key, of the hop (the sender's node name), the method, the authority, the target and the
+//! Proof that a hop (dataplane/proxy/src/handler/peer.rs) comes from a node of the same
+//! EdgeCache. The nodes share a key (`sharding.peerKeyFile`, mounted from a Secret the operator
+//! makes); a node that forwards a miss to its owner adds [`HOP_AUTH`]: a timestamp and an
+//! HMAC-SHA256, under that key, of the hop (the sender's node name), the method, the authority, the target and the
 //! timestamp. The owner serves the request as a hop only when the HMAC is right and the
 //! timestamp within [`MAX_SKEW`] of its clock; otherwise the hop header is removed and the
 //! request served as any client's, so a client cannot make a node store keys it does not own or
@@ -39,7 +39,7 @@ pub struct Hop<'a> {
     /// The sending node's name (the hop header's value).
     pub node: &'a str,
     pub method: &'a str,
-    /// The request's Host (normalised by src/sites.rs on both sides).
+    /// The request's Host (normalised by dataplane/proxy/src/sites.rs on both sides).
     pub authority: &'a str,
     /// The request target (path and query).
     pub target: &'a str,
