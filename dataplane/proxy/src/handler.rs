@@ -101,7 +101,7 @@ pub struct Ctx {
     pub stream_slots: StreamSlots,
     /// Disk streams that keep a chunk for a client socket without room (src/paced.rs).
     pub keepers: Rc<crate::paced::Keepers>,
-    /// This worker's access log and request histograms (src/request_log.rs).
+    /// This worker's access log and request histograms (dataplane/observe/src/request_log.rs).
     pub requests: Rc<crate::request_log::WorkerLog>,
 }
 
@@ -180,7 +180,7 @@ pub async fn handle(
         .shared
         .sites
         .route_head(&mut parts, if tls { "https" } else { "http" });
-    // Observed and logged when its body ends or is dropped (src/request_log.rs).
+    // Observed and logged when its body ends or is dropped (dataplane/observe/src/request_log.rs).
     let exchange = ctx.requests.begin(&mut parts, peer);
     let hop = peer::take_hop(&ctx, &mut parts);
     let mut resp = match routed {

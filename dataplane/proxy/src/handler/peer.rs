@@ -7,7 +7,7 @@
 //! other request for the key) and never forwarded again, so two nodes that disagree about the
 //! ring (one has reloaded the peers file, the other not yet) cost one extra hop, never a loop.
 //! The header is taken off before anything else looks at the request, so the origin never sees
-//! it. With a peer key (`sharding.peerKeyFile`) a hop must carry its proof (src/peer_auth.rs):
+//! it. With a peer key (`sharding.peerKeyFile`) a hop must carry its proof (dataplane/fleet/src/peer_auth.rs):
 //! one without a valid proof is a client's request, the header removed. Without a key the
 //! header is trusted (a client could then make this node serve a request itself, as with
 //! sharding off; it cannot make a node forward anything).
@@ -174,7 +174,7 @@ async fn ask_owner(
         .body(origin::empty())
         .ok()?;
     if let Some(key) = sharding.key() {
-        // The proof covers the request as it goes (src/peer_auth.rs).
+        // The proof covers the request as it goes (dataplane/fleet/src/peer_auth.rs).
         let hop =
             crate::peer_auth::Hop::of(sharding.node(), req.method(), req.uri(), req.headers());
         let proof = key.sign(&hop, std::time::SystemTime::now());
