@@ -106,37 +106,50 @@ pub(crate) struct DiskBody {
 }
 
 /// The RAM copy of a large record, made from a disk hit's verified chunks as they stream (see
-/// "Eligible" in `src/ram.rs`). Its bytes are held in the tier from the start
-/// ([`RamTier::reserve`](super::ram::RamTier::reserve)) and given back when it is dropped,
-/// whether it was inserted or not. Inserted only when the whole body passed, in order, and the
-/// record was neither replaced nor rewritten meanwhile.
+/// "Eligible" in `src/ram.rs`). Made only for a stream of the whole body: its bytes are held in
+/// the tier ([`RamTier::reserve`](super::ram::RamTier::reserve)) when such a stream starts, never
+/// for a range, and given back when it is dropped, whether it was inserted or not. Inserted only
+/// when the whole body passed, in order, and the record was neither replaced nor rewritten
+/// meanwhile.
 pub(crate) struct RamFill {
     store: Arc<Store>,
     copy: RamCopy,
     body: BytesMut,
     body_len: u64,
     generation: Generation,
+    reserved: bool,
 }
 
 impl RamFill {
-    /// A copy of a `body_len`-byte body to come, if the tier has room for one more in progress.
-    pub(crate) fn start(
+    /// A copy to make of a `body_len`-byte body: nothing is held until [`RamFill::reserve`].
+    pub(crate) fn new(
         store: &Arc<Store>,
         copy: RamCopy,
         body_len: u64,
         generation: Generation,
-    ) -> Option<RamFill> {
-        let len = usize::try_from(body_len).ok()?;
-        if !store.ram().reserve(body_len) {
-            return None;
-        }
-        Some(RamFill {
+    ) -> RamFill {
+        RamFill {
             store: Arc::clone(store),
             copy,
-            body: BytesMut::with_capacity(len),
+            body: BytesMut::new(),
             body_len,
             generation,
-        })
+            reserved: false,
+        }
+    }
+
+    /// Hold the copy's bytes in the tier, and its buffer; `false` when copies in progress
+    /// already hold their share of the tier.
+    fn reserve(&mut self) -> bool {
+        let Ok(len) = usize::try_from(self.body_len) else {
+            return false;
+        };
+        if !self.store.ram().reserve(self.body_len) {
+            return false;
+        }
+        self.reserved = true;
+        self.body = BytesMut::with_capacity(len);
+        true
     }
 
     /// Add verified body bytes `data` that start at body offset `base`; `false` when they do
@@ -175,7 +188,9 @@ impl RamFill {
 
 impl Drop for RamFill {
     fn drop(&mut self) {
-        self.store.ram().release(self.body_len);
+        if self.reserved {
+            self.store.ram().release(self.body_len);
+        }
     }
 }
 
@@ -291,8 +306,16 @@ impl StoredObject {
         let r = range.unwrap_or(0..self.body_len);
         let end = r.end.min(self.body_len);
         let start = r.start.min(end);
+        let mut inner = self.inner;
+        if let Inner::Disk(d) = &mut inner {
+            // Copied into RAM only from a stream of the whole body.
+            let whole = start == 0 && end == self.body_len;
+            if d.ram_fill.as_mut().is_some_and(|f| !(whole && f.reserve())) {
+                d.ram_fill = None;
+            }
+        }
         let st = StreamState {
-            inner: self.inner,
+            inner,
             pos: start / BLOCK * BLOCK,
             start,
             end,

@@ -297,24 +297,22 @@ impl StoreWorker {
             avail
         };
         let first_body = data.slice(hl as usize..(hl + keep) as usize);
-        let ram_fill = (to_ram && !generation.in_progress())
-            .then(|| {
-                RamFill::start(
-                    store,
-                    RamCopy {
-                        primary: r.primary.clone(),
-                        variant: hdr.variant.clone(),
-                        meta: hdr.meta.clone(),
-                        header_len: hdr.header_len,
-                        seq: hdr.seq,
-                        body: Bytes::new(),
-                        parsed: None,
-                    },
-                    body_len,
-                    generation,
-                )
-            })
-            .flatten();
+        let ram_fill = (to_ram && !generation.in_progress()).then(|| {
+            RamFill::new(
+                store,
+                RamCopy {
+                    primary: r.primary.clone(),
+                    variant: hdr.variant.clone(),
+                    meta: hdr.meta.clone(),
+                    header_len: hdr.header_len,
+                    seq: hdr.seq,
+                    body: Bytes::new(),
+                    parsed: None,
+                },
+                body_len,
+                generation,
+            )
+        });
         Ok(StoredObject {
             meta: hdr.meta,
             body_len,

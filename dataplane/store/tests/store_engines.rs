@@ -368,9 +368,28 @@ fn large_records_enter_the_ram_tier_when_streamed_whole(engine: EngineChoice) {
     run(engine, async {
         let (w, body) = put_big(&store, 7).await;
         let r = &store.lookup(b"/big")[0];
-        // A range, and a whole stream dropped after its first chunk: still on disk only.
+        // A range, and a whole stream dropped after its first chunk: still on disk only. A
+        // range holds nothing of the tier for a copy (it would push entries out for nothing);
+        // a whole stream holds the body's bytes from its start.
+        let held = store.stats().ram_tier_bytes;
         let part = w.open(r).await.unwrap();
         assert_eq!(part.source, Source::Disk);
+        let ranged = part.body(Some(300_000..300_100));
+        assert_eq!(
+            store.stats().ram_tier_bytes,
+            held,
+            "a range reserves nothing"
+        );
+        drop(ranged);
+        let whole = w.open(r).await.unwrap().body(None);
+        assert!(store.stats().ram_tier_bytes >= held + 900_000);
+        drop(whole);
+        assert_eq!(
+            store.stats().ram_tier_bytes,
+            held,
+            "given back when dropped"
+        );
+        let part = w.open(r).await.unwrap();
         assert_eq!(
             collect(part, Some(300_000..300_100)).await.unwrap(),
             &body[300_000..300_100]
