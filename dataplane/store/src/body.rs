@@ -169,20 +169,12 @@ impl RamFill {
     /// Insert the finished copy of the record at `loc`.
     fn insert(mut self, primary: &[u8], loc: &Loc) {
         let store = Arc::clone(&self.store);
-        if store.rewrite_gen(primary, loc) != Some(self.generation) {
-            return;
-        }
         let generation = self.generation;
         let mut copy = self.copy.clone();
         copy.body = std::mem::take(&mut self.body).freeze();
         // Its reservation goes back first, so the insert evicts only what the copy needs.
         drop(self);
-        store.ram().insert(loc.id(), copy);
-        // A rewrite that started since may have ended (and cleared the RAM copy) before this
-        // insert: its meta is newer than ours.
-        if store.rewrite_gen(primary, loc) != Some(generation) {
-            store.ram().remove(loc.id());
-        }
+        store.insert_ram_copy(primary, loc, generation, copy);
     }
 }
 

@@ -35,6 +35,7 @@ use std::collections::HashSet;
 use std::pin::pin;
 
 use super::Store;
+use super::ram::Copy as RamCopy;
 use super::state::{Loc, LocId};
 
 /// Reads of one open that may find the header mid-rewrite before it gives up with
@@ -93,6 +94,28 @@ impl Store {
             counter: r.counter,
             in_progress: r.in_progress.contains(&loc.id()),
         })
+    }
+
+    /// Put `copy`, read from the record at `loc` at rewrite generation `generation`, into the
+    /// RAM tier unless a rewrite has moved the record on since; `true` when it stays there.
+    /// A rewrite may also start, and end (clearing the RAM copy), between the look before the
+    /// insert and the insert itself: the look after it takes such a copy out again.
+    pub(crate) fn insert_ram_copy(
+        &self,
+        primary: &[u8],
+        loc: &Loc,
+        generation: Generation,
+        copy: RamCopy,
+    ) -> bool {
+        if generation.in_progress() || self.rewrite_gen(primary, loc) != Some(generation) {
+            return false;
+        }
+        self.ram().insert(loc.id(), copy);
+        if self.rewrite_gen(primary, loc) != Some(generation) {
+            self.ram().remove(loc.id());
+            return false;
+        }
+        true
     }
 
     /// Wait until no rewrite of the record is in progress; its generation then, or `None`

@@ -257,10 +257,12 @@ impl StoreWorker {
                 }
                 store.mark_verified(&r.primary, &full);
             }
-            let mut in_ram = false;
-            if to_ram && !generation.in_progress() {
-                store.ram().insert(
-                    loc.id(),
+            let in_ram = to_ram
+                && !generation.in_progress()
+                && store.insert_ram_copy(
+                    &r.primary,
+                    loc,
+                    generation,
                     RamCopy {
                         primary: r.primary.clone(),
                         variant: hdr.variant,
@@ -271,14 +273,6 @@ impl StoreWorker {
                         parsed: None,
                     },
                 );
-                // A rewrite that started since the read may have ended (and cleared the RAM
-                // copy) before this insert: its meta is newer than ours, drop our copy.
-                if store.rewrite_gen(&r.primary, loc) != Some(generation) {
-                    store.ram().remove(loc.id());
-                } else {
-                    in_ram = true;
-                }
-            }
             return Ok(StoredObject {
                 meta: hdr.meta,
                 body_len,
