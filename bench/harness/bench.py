@@ -41,8 +41,9 @@ CG_BLK = Path("/sys/fs/cgroup/blkio")
 CG_PREFIX = "ecbench-"
 
 ORIGIN_PORT = 18000
-PORTS = {"edgecache": 18080, "nginx": 18081, "varnish": 18082, "ats": 18083}
+PORTS = {"edgecache": 18080, "nginx": 18081, "varnish": 18082, "ats": 18083, "edgecache-b": 18084}
 EDGE_ADMIN_PORT = 19090
+EDGE_B_ADMIN_PORT = 19091
 CEILING_PORT = 18089
 
 SIZES = {  # row -> (object bytes, full count, quick count)
@@ -66,7 +67,7 @@ RESIDENT_PASSES = 2
 # control, 16 MiB RAM cache) and was OOM-killed in 256 MiB after its first round, so it gets
 # 1 GiB; the others finish in 256 MiB. --mem CACHE=MIB changes one, --mem-limit BYTES sets all
 # (e.g. 1 GiB each for an equal footing). The run logs and records what each got.
-MEM_MIB = {"edgecache": 256, "nginx": 256, "varnish": 256, "ats": 1024}
+MEM_MIB = {"edgecache": 256, "nginx": 256, "varnish": 256, "ats": 1024, "edgecache-b": 256}
 
 
 def object_size(row):
@@ -585,6 +586,8 @@ CONFIG proxy.config.body_factory.template_sets_dir STRING {etc}/body_factory
 class EdgeCache(Cache):
     name = "edgecache"
     label = "EdgeCache"
+    admin_port = EDGE_ADMIN_PORT
+    bin_key = "dataplane"
 
     def binary(self):
         return Path(self.args.target_dir) / "release" / "edgecache-dataplane"
@@ -605,10 +608,10 @@ class EdgeCache(Cache):
         self.disk_bytes = disk_bytes
 
     def argv(self):
-        a = [str(BINS.get("dataplane") or self.binary()), "serve",
+        a = [str(BINS.get(self.bin_key) or self.binary()), "serve",
              "--origin", f"http://127.0.0.1:{ORIGIN_PORT}",
              "--listen", f"127.0.0.1:{self.port}",
-             "--admin", f"127.0.0.1:{EDGE_ADMIN_PORT}",
+             "--admin", f"127.0.0.1:{self.admin_port}",
              "--cache-dir", str(self.dir / "cache"),
              "--cache-size", f"{self.disk_bytes // (1 << 20)}MiB",
              "--workers", str(self.args.edge_workers),
@@ -625,7 +628,26 @@ class EdgeCache(Cache):
         return a
 
 
-CACHE_TYPES = {c.name: c for c in (EdgeCache, Nginx, Varnish, TrafficServer)}
+class EdgeCacheB(EdgeCache):
+    """A second EdgeCache build (--edge-b DIR, a cargo target directory), measured in the same
+    run and the same rounds as the first: an A/B of two binaries that the VM's drift between
+    separate runs cannot blur."""
+    name = "edgecache-b"
+    label = "EdgeCache (B)"
+    admin_port = EDGE_B_ADMIN_PORT
+    bin_key = "dataplane-b"
+
+    def binary(self):
+        return Path(self.args.edge_b or "-") / "release" / "edgecache-dataplane"
+
+    def available(self):
+        if not self.args.edge_b:
+            self.skip_reason = "no --edge-b DIR given"
+            return False
+        return super().available()
+
+
+CACHE_TYPES = {c.name: c for c in (EdgeCache, Nginx, Varnish, TrafficServer, EdgeCacheB)}
 
 
 # --------------------------------------------------------------------------
@@ -1011,6 +1033,9 @@ def copy_binaries(args, work):
             shutil.copy2(f, bindir / dst)
     BINS.update({"origin": bindir / "ecb-origin", "loadgen": bindir / "ecb-loadgen",
                  "dataplane": bindir / "ecb-dataplane"})
+    if args.edge_b:
+        shutil.copy2(Path(args.edge_b) / "release" / "edgecache-dataplane", bindir / "ecb-dataplane-b")
+        BINS["dataplane-b"] = bindir / "ecb-dataplane-b"
     build_srcaddr(bindir)
 
 
@@ -1036,7 +1061,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small object sets, short rounds")
     ap.add_argument("--caches", default="edgecache,nginx,varnish,ats",
-                    help="comma list from edgecache,nginx,varnish,ats")
+                    help="comma list from edgecache,nginx,varnish,ats (and edgecache-b with --edge-b)")
     ap.add_argument("--sizes", default="4k,4k-ram,100k,1m",
                     help="comma list of rows from 4k,4k-ram,100k,1m (4k-ram: 4 KiB hits from RAM, all resident)")
     ap.add_argument("--dists", default="uniform,zipf")
@@ -1058,6 +1083,9 @@ def main():
     ap.add_argument("--client-cpu", default="0", help="CPUs of the load generators (taskset -c)")
     ap.add_argument("--work", default="/var/tmp/ec-bench", help="cache storage and logs (on the disk)")
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", str(REPO / "target")))
+    ap.add_argument("--edge-b", metavar="DIR",
+                    help="cargo target directory of a second EdgeCache build, cache edgecache-b in "
+                         "--caches: both measured in the same rounds (an A/B of two binaries)")
     ap.add_argument("--warm-conns", type=int, default=32)
     ap.add_argument("--warm-timeout", type=int, default=900)
     ap.add_argument("--max-warm-passes", type=int, default=10)
@@ -1089,7 +1117,8 @@ def main():
         args.duration = 5 if args.quick else 20
 
     NICE = args.nice
-    work, emit, out_path = begin_run(args, [ORIGIN_PORT, CEILING_PORT, EDGE_ADMIN_PORT, *PORTS.values()])
+    work, emit, out_path = begin_run(args, [ORIGIN_PORT, CEILING_PORT, EDGE_ADMIN_PORT, EDGE_B_ADMIN_PORT,
+                                            *PORTS.values()])
 
     sizes = [s for s in args.sizes.split(",") if s]  # "" = no hit phases (e.g. coalescing only)
     for s in sizes:
@@ -1188,10 +1217,10 @@ def main():
                             f"{(r['cpu_us_per_hit'] or 0):.1f} us/hit disk {r['disk_read_mb_s']:.0f} MB/s "
                             f"peak {r['mem_peak_mib']:.0f} MiB (rss {r['rss_mib']:.0f}) failcnt +{r['failcnt_delta']} err {r['errors']}")
         for c in live:
-            if c.name == "edgecache":
+            if isinstance(c, EdgeCache):
                 try:
-                    txt = http_get(f"http://127.0.0.1:{EDGE_ADMIN_PORT}/metrics", 5)[1].decode(errors="replace")
-                    emit({"kind": "edge_metrics", "size": size,
+                    txt = http_get(f"http://127.0.0.1:{c.admin_port}/metrics", 5)[1].decode(errors="replace")
+                    emit({"kind": "edge_metrics", "cache": c.name, "size": size,
                           "lines": [ln for ln in txt.splitlines() if ln.startswith("edgecache_dataplane_")][:400]})
                 except Exception as e:
                     log(f"  edgecache metrics: {e}")

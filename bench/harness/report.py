@@ -17,9 +17,10 @@ HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
 BEGIN = "<!-- BEGIN GENERATED (bench/harness/report.py) -->"
 END = "<!-- END GENERATED -->"
-ORDER = ["edgecache", "ats", "nginx", "varnish"]
+ORDER = ["edgecache", "edgecache-b", "ats", "nginx", "varnish"]
 # (LABEL below is also the set of known cache names)
-LABEL = {"edgecache": "EdgeCache", "ats": "Traffic Server", "nginx": "nginx", "varnish": "Varnish"}
+LABEL = {"edgecache": "EdgeCache", "edgecache-b": "EdgeCache (B)", "ats": "Traffic Server", "nginx": "nginx",
+         "varnish": "Varnish"}
 SIZE_ORDER = ["4k", "4k-ram", "100k", "1m"]
 # What a row is, where its name does not say (bench.py ROW_OBJECT, RESIDENT).
 ROW_TITLE = {"4k-ram": "4 KiB hits from RAM (every object resident; page cache not dropped)"}
@@ -408,7 +409,7 @@ def chart(recs, png):
     metrics = [("req_per_s", "req/s (median)"), ("mb_per_s", "MB/s (median)"), ("p99_ms", "p99 latency, ms (median)"),
                ("cpu_us_per_hit", "CPU µs per hit (median)")]
     fig, axes = plt.subplots(len(metrics), 1, figsize=(max(8, 1.6 * len(groups) * len(series) / 2), 3.2 * len(metrics)))
-    colors = {"edgecache": "#d62728", "ats": "#1f77b4", "nginx": "#2ca02c", "varnish": "#9467bd",
+    colors = {"edgecache": "#d62728", "edgecache-b": "#ff7f0e", "ats": "#1f77b4", "nginx": "#2ca02c", "varnish": "#9467bd",
               CEILING: "#7f7f7f"}
     width = 0.8 / max(len(series), 1)
     for ax, (key, title) in zip(axes, metrics):
