@@ -103,7 +103,7 @@ impl Authority {
         if raw.is_empty() {
             return Err(AuthorityError::Missing);
         }
-        if raw.contains('@') {
+        if raw.as_bytes().contains(&b'@') {
             return Err(AuthorityError::Userinfo);
         }
         let (host, port) = split_port(raw)?;
@@ -120,14 +120,16 @@ impl Authority {
             if !dns_name(name) {
                 return Err(AuthorityError::BadHost);
             }
-            text.extend(name.chars().map(|c| c.to_ascii_lowercase()));
+            text.push_str(name);
+            text.make_ascii_lowercase();
         }
         let host_end = text.len();
         if let Some(p) = port
             && Some(p) != default_port(scheme)
         {
-            text.push(':');
-            text.push_str(&p.to_string());
+            use std::fmt::Write as _;
+            // Writing to a String cannot fail.
+            let _ = write!(text, ":{p}");
         }
         Ok(Self { text, host_end })
     }
@@ -180,8 +182,8 @@ fn split_port(raw: &str) -> Result<(&str, Option<u16>), AuthorityError> {
             None => return Err(AuthorityError::BadHost),
         }
     } else {
-        match raw.split_once(':') {
-            Some((h, p)) => (h, p),
+        match raw.bytes().position(|b| b == b':') {
+            Some(i) => (&raw[..i], &raw[i + 1..]),
             None => (raw, ""),
         }
     };
@@ -200,15 +202,27 @@ fn split_port(raw: &str) -> Result<(&str, Option<u16>), AuthorityError> {
 /// Labels of ASCII letters, digits, `-` and `_`, each 1 to 63 octets, at most 253 in all.
 /// (A dotted IPv4 address is such a name too.)
 fn dns_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
+    if name.is_empty() || name.len() > 253 {
+        return false;
+    }
+    // One pass over the bytes: the length of the label so far.
+    let mut label = 0usize;
+    for b in name.bytes() {
+        if b == b'.' {
+            if label == 0 {
+                return false;
+            }
+            label = 0;
+        } else if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            label += 1;
+            if label > 63 {
+                return false;
+            }
+        } else {
+            return false;
+        }
+    }
+    label > 0
 }
 
 #[cfg(test)]

@@ -149,9 +149,25 @@ impl CacheStatus {
     /// The field value (always valid: names and strings are serialized as sf-token or
     /// sf-string, dropping bytes a string cannot carry).
     pub fn header_value(&self) -> HeaderValue {
-        // Written once into a buffer sized for it, then handed over without another copy.
+        // Written once into a buffer sized for it, then handed over without another copy. A
+        // plain hit (`name; hit; ttl=N`, most responses) is written without the formatter.
         let mut text = String::with_capacity(self.name.len() + 48);
-        if fmt::Write::write_fmt(&mut text, format_args!("{self}")).is_err() {
+        let plain_hit = self.hit
+            && self.fwd.is_none()
+            && self.fwd_status.is_none()
+            && !self.stored
+            && !self.collapsed
+            && self.key.is_none()
+            && self.detail.is_none()
+            && is_sf_token(&self.name);
+        if plain_hit {
+            text.push_str(&self.name);
+            text.push_str("; hit");
+            if let Some(ttl) = self.ttl {
+                text.push_str("; ttl=");
+                push_int(&mut text, ttl);
+            }
+        } else if fmt::Write::write_fmt(&mut text, format_args!("{self}")).is_err() {
             return HeaderValue::from_static("edgecache");
         }
         HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
@@ -161,6 +177,27 @@ impl CacheStatus {
     /// Append this member to the response's Cache-Status.
     pub fn append_to(&self, headers: &mut HeaderMap) {
         headers.append(CACHE_STATUS, self.header_value());
+    }
+}
+
+/// `n` in decimal, without the formatter.
+fn push_int(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n.unsigned_abs();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
     }
 }
 

@@ -122,10 +122,16 @@ impl StoredResponse {
         response_time: SystemTime,
         vary: VaryKey,
     ) -> Self {
+        let mut headers = headers;
+        let mut client = not_for_clients(&headers);
+        // A response to a client adds up to three fields (Age, Content-Length, Cache-Status,
+        // headers::for_client): room for them in the index of the map it is cloned from, so
+        // the clone does not grow (rehash) its index on every hit.
+        client.as_mut().unwrap_or(&mut headers).reserve(3);
         Self {
             basis: Basis::of(&headers, response_time),
             selecting: Vary::of(&headers),
-            client: not_for_clients(&headers),
+            client,
             status,
             headers,
             request_time,

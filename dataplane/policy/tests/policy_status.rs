@@ -73,6 +73,24 @@ fn policy_cache_status_values_rfc9211_2() {
 }
 
 #[test]
+fn policy_plain_hits_are_written_as_the_formatter_writes_them() {
+    for ttl in [0, 1, 9, 10, 42, 86_399, -1, -10, i64::MAX, i64::MIN] {
+        let s = CacheStatus::hit("edgecache").ttl(ttl);
+        assert_eq!(
+            s.header_value().to_str().unwrap(),
+            s.to_string(),
+            "ttl {ttl}"
+        );
+        assert_eq!(s.to_string(), format!("edgecache; hit; ttl={ttl}"));
+    }
+    let quoted = CacheStatus::hit("edge cache").ttl(5);
+    assert_eq!(
+        quoted.header_value().to_str().unwrap(),
+        "\"edge cache\"; hit; ttl=5"
+    );
+}
+
+#[test]
 fn policy_appended_after_upstream_members_rfc9211_2() {
     let mut h = HeaderMap::new();
     h.insert("cache-status", "origin-cache; hit".parse().unwrap());

@@ -145,10 +145,12 @@ impl StoreWorker {
     pub async fn open(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
         let store = &self.store;
         let loc = &r.loc;
-        let Some(mut generation) = store.rewrite_gen(&r.primary, loc) else {
-            return Err(StoreError::MissingOrReplaced);
-        };
         store.accessed().touch(loc.seg, loc.off);
+        // A RAM copy is there only while its record is indexed: every path that takes a record
+        // out of the index (purge, replacement, eviction, corruption, segment reclaim) or
+        // rewrites its header takes the copy out too, and the tier finds a copy by its record's
+        // place in the log (epoch included) and primary key. So a RAM hit needs no second
+        // index lookup.
         if let Some(c) = store.ram().get(&r.primary, loc.id()) {
             let body_len = c.body.len() as u64;
             let object_ref = complete(r, c.variant, c.meta.clone(), c.header_len, body_len, c.seq);
@@ -162,6 +164,9 @@ impl StoreWorker {
                 inner: Inner::Whole(c.body),
             });
         }
+        let Some(mut generation) = store.rewrite_gen(&r.primary, loc) else {
+            return Err(StoreError::MissingOrReplaced);
+        };
         let rec_len = r.record_len;
         // The index's length is exact below its saturation (256 MiB), a lower bound above.
         let exact = rec_len < u64::from(MAX_BLOCKS) * 4096;

@@ -64,6 +64,14 @@ pub fn classify(member: Option<&str>) -> CacheOutcome {
     let Some(member) = member else {
         return CacheOutcome::None;
     };
+    if plain_hit(member) {
+        return CacheOutcome::Hit;
+    }
+    classify_params(member)
+}
+
+/// [`classify`] by the member's parameters, one by one.
+fn classify_params(member: &str) -> CacheOutcome {
     let (mut hit, mut fwd, mut fwd_status, mut stale) = (false, None, None, false);
     // The first piece is the cache's name.
     for param in split_outside_quotes(member, b';').skip(1) {
@@ -89,6 +97,25 @@ pub fn classify(member: Option<&str>) -> CacheOutcome {
         (false, Some(_), Some(_)) => CacheOutcome::Miss,
         (false, None, _) => CacheOutcome::Synthetic,
     }
+}
+
+/// A member that says a fresh hit and nothing else (`name; hit` or `name; hit; ttl=N`, N not
+/// negative), told without splitting it: most responses. No quote in it, so its first `;` ends
+/// the name.
+fn plain_hit(member: &str) -> bool {
+    let b = member.as_bytes();
+    if b.contains(&b'"') {
+        return false;
+    }
+    let Some(i) = b.iter().position(|&c| c == b';') else {
+        return false;
+    };
+    let rest = &b[i..];
+    if rest == b"; hit" {
+        return true;
+    }
+    rest.strip_prefix(b"; hit; ttl=")
+        .is_some_and(|ttl| !ttl.is_empty() && ttl.iter().all(u8::is_ascii_digit))
 }
 
 /// The pieces of `s` between `sep`s that are not inside a quoted string.
@@ -294,6 +321,26 @@ mod tests {
             assert_eq!(member, Some(cs.to_string().as_str()));
             assert_eq!(classify(member), want, "{cs}");
         }
+    }
+
+    #[test]
+    fn plain_hits_are_told_as_the_parameters_tell_them() {
+        for m in [
+            "edgecache; hit",
+            "edgecache; hit; ttl=0",
+            "edgecache; hit; ttl=3600",
+            "edgecache; hit; ttl=-5",
+            "edgecache; hit; ttl=",
+            "edgecache; hit; ttl=5; detail=stale-if-error",
+            "edgecache; hit; stored",
+            "edgecache;hit",
+            "\"edge; hit\"; fwd=uri-miss; fwd-status=200",
+            "edgecache; hitx",
+        ] {
+            assert_eq!(classify(Some(m)), classify_params(m), "{m}");
+        }
+        assert!(plain_hit("edgecache; hit; ttl=3600"));
+        assert!(!plain_hit("edgecache; hit; ttl=-5"));
     }
 
     #[test]
