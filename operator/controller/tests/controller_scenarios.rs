@@ -1093,8 +1093,8 @@ async fn a_forbidden_apply_is_degraded_with_the_servers_message_and_backs_off() 
     let (_, _, message) = condition(&fake, "Degraded").unwrap();
     assert!(
         message.contains("DaemonSet web")
-            && message.contains("daemonsets.apps \"web\" is forbidden")
-            && message.contains("cannot patch resource \"daemonsets\""),
+            && message
+                .contains("injected fault: PATCH /apis/apps/v1/namespaces/edge/daemonsets/web"),
         "the API server's message: {message}"
     );
     assert_eq!(condition(&fake, "Ready").unwrap().0, "False");

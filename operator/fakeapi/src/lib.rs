@@ -11,7 +11,7 @@
 //! - watch as a streaming body of newline-delimited events, resumable from a resourceVersion;
 //! - JSON merge patch (strategic merge patch is treated as a merge patch), JSON patch (with
 //!   `test` ops, a failed one a 422), and server-side apply as one manager sees it
-//!   ([`patch::apply`]);
+//!   (`src/patch.rs`: what a manager stops applying goes, fields others wrote stay);
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
 //! - a DaemonSet "controller": every DaemonSet's status is recomputed from the fake Nodes (their
@@ -53,8 +53,8 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-pub use resources::{ResourceInfo, Target, parse_path};
-pub use sim::{LabelSelector, pod_fits_node};
+use resources::{ResourceInfo, Target, parse_path};
+use sim::{LabelSelector, pod_fits_node};
 
 /// The body type of the fake's responses.
 pub type FakeBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -100,8 +100,6 @@ pub struct Change {
     pub resource: String,
     pub namespace: Option<String>,
     pub name: String,
-    /// Whether only the status changed (a write to the status subresource or the simulator).
-    pub status_only: bool,
     /// The object after the change (before it, for deletions).
     pub object: Value,
 }
@@ -118,11 +116,10 @@ pub struct RequestRecord {
 }
 
 /// An error answer, sent as a `Status` object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub code: u16,
-    pub reason: String,
-    pub message: String,
+struct ApiError {
+    code: u16,
+    reason: String,
+    message: String,
 }
 
 impl ApiError {
@@ -232,11 +229,6 @@ impl FakeApiServer {
         kube::Client::new(self.clone(), "default")
     }
 
-    /// Serve another resource kind.
-    pub fn register(&self, info: ResourceInfo) {
-        self.lock().resources.insert(info.key(), info);
-    }
-
     /// Stop serving `resource` (a [`keys`] value such as [`keys::EDGECACHES`]): its requests
     /// answer 404, as a real API server's do before the CRD is installed. Returns whether it
     /// was served.
@@ -247,13 +239,11 @@ impl FakeApiServer {
     /// Serve the kind a CustomResourceDefinition (as JSON) defines (its schema is not checked).
     /// Returns false for a malformed CRD.
     pub fn install_crd(&self, crd: &Value) -> bool {
-        match ResourceInfo::from_crd(crd) {
-            Some(info) => {
-                self.register(info);
-                true
-            }
-            None => false,
-        }
+        let Some(info) = ResourceInfo::from_crd(crd) else {
+            return false;
+        };
+        self.lock().resources.insert(info.key(), info);
+        true
     }
 
     /// Add (or relabel) a Node.
@@ -285,7 +275,7 @@ impl FakeApiServer {
             namespace.unwrap_or_default().to_string(),
             name,
         );
-        st.commit(&k, obj, false);
+        st.commit(&k, obj);
         st.react(resource, &k, false);
     }
 
@@ -594,57 +584,19 @@ impl FakeApiServer {
     }
 }
 
-/// The answer an injected fault gives: the reason the real server gives with that code, and for
-/// 403 its RBAC message (`daemonsets.apps "web" is forbidden: User ... cannot patch ...`).
+/// The answer an injected fault gives: the reason the real server gives with that code.
 fn injected(code: u16, method: &Method, path: &str) -> ApiError {
     let reason = match code {
         400 => "BadRequest",
         403 => "Forbidden",
         404 => "NotFound",
         409 => "Conflict",
-        410 => "Expired",
         422 => "Invalid",
-        429 => "TooManyRequests",
         500 => "InternalError",
         503 => "ServiceUnavailable",
         _ => "Unknown",
     };
-    let Some(t) = parse_path(path).filter(|_| code == 403) else {
-        return ApiError::new(code, reason, "injected fault");
-    };
-    let (group, plural) = match t.resource.split('/').collect::<Vec<_>>().as_slice() {
-        [g, _, p] => (g.to_string(), p.to_string()),
-        _ => (String::new(), t.resource.clone()),
-    };
-    let verb = match *method {
-        Method::GET if t.name.is_none() => "list",
-        Method::GET => "get",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => "access",
-    };
-    let qualified = if group.is_empty() {
-        plural.clone()
-    } else {
-        format!("{plural}.{group}")
-    };
-    let what = match &t.name {
-        Some(n) => format!("{qualified} \"{n}\""),
-        None => qualified,
-    };
-    let scope = match &t.namespace {
-        Some(ns) => format!(" in the namespace \"{ns}\""),
-        None => " at the cluster scope".into(),
-    };
-    ApiError::new(
-        403,
-        reason,
-        format!(
-            "{what} is forbidden: User \"system:serviceaccount:edgecache-system:edgecache-operator\" cannot {verb} resource \"{plural}\" in API group \"{group}\"{scope}"
-        ),
-    )
+    ApiError::new(code, reason, format!("injected fault: {method} {path}"))
 }
 
 fn line(v: &Value) -> Bytes {
@@ -844,20 +796,10 @@ impl State {
         if !obj.is_object() {
             return Err(ApiError::new(400, "BadRequest", "body must be an object"));
         }
-        let name = match obj.pointer("/metadata/name").and_then(Value::as_str) {
-            Some(n) if !n.is_empty() => n.to_string(),
-            _ => match obj
-                .pointer("/metadata/generateName")
-                .and_then(Value::as_str)
-            {
-                Some(prefix) => {
-                    self.uid_seq += 1;
-                    format!("{prefix}{:05x}", self.uid_seq)
-                }
-                None => return Err(ApiError::new(422, "Invalid", "metadata.name is required")),
-            },
+        let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) else {
+            return Err(ApiError::new(422, "Invalid", "metadata.name is required"));
         };
-        obj["metadata"]["name"] = json!(name);
+        let name = name.to_string();
         if info.namespaced {
             obj["metadata"]["namespace"] = json!(ns_key(&target.namespace));
         }
@@ -920,7 +862,7 @@ impl State {
         Ok((200, self.write(k, new, sub.is_some())))
     }
 
-    /// Server-side apply, as [`patch::apply`] models it.
+    /// Server-side apply, as `patch::apply` models it.
     fn apply(
         &mut self,
         info: &ResourceInfo,
@@ -975,13 +917,13 @@ impl State {
 
     /// A write through the API: commit it, then let the simulated controllers react.
     fn write(&mut self, k: &ObjKey, new: Value, status_only: bool) -> Value {
-        let out = self.commit(k, new, status_only);
+        let out = self.commit(k, new);
         self.react(&k.0, k, status_only);
         out
     }
 
     /// Store `new` (server metadata filled in) unless nothing changed; emit the change.
-    fn commit(&mut self, k: &ObjKey, mut new: Value, status_only: bool) -> Value {
+    fn commit(&mut self, k: &ObjKey, mut new: Value) -> Value {
         let old = self.objects.get(k).cloned();
         if !new["metadata"].is_object() {
             new["metadata"] = json!({});
@@ -1024,28 +966,23 @@ impl State {
         }
         self.rv += 1;
         new["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let status_only = status_only
-            || old
-                .as_ref()
-                .is_some_and(|o| without_status(o) == without_status(&new));
         self.objects.insert(k.clone(), new.clone());
         let change = if old.is_none() {
             ChangeType::Added
         } else {
             ChangeType::Modified
         };
-        self.emit(k, change, new.clone(), status_only);
+        self.emit(k, change, new.clone());
         new
     }
 
-    fn emit(&mut self, k: &ObjKey, change: ChangeType, object: Value, status_only: bool) {
+    fn emit(&mut self, k: &ObjKey, change: ChangeType, object: Value) {
         let c = Arc::new(Change {
             resource_version: self.rv,
             change,
             resource: k.0.clone(),
             namespace: (!k.1.is_empty()).then(|| k.1.clone()),
             name: k.2.clone(),
-            status_only,
             object,
         });
         self.history.push(c.clone());
@@ -1063,7 +1000,7 @@ impl State {
         self.applied.remove(k);
         self.rv += 1;
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        self.emit(k, ChangeType::Deleted, last.clone(), false);
+        self.emit(k, ChangeType::Deleted, last.clone());
         if k.0 == keys::NODES {
             self.simulate_all();
         } else if k.0 == keys::DAEMONSETS {
@@ -1183,18 +1120,9 @@ impl State {
                 }
                 None => pods::running_status(&pod_spec, &ip, self.pods_ready),
             };
-            let pod = match existing {
-                None => {
-                    let mut pod = pods::new_pod(&ds, node);
-                    pod["status"] = status;
-                    self.commit(&pk, pod, false)
-                }
-                Some(mut pod) => {
-                    pod["status"] = status;
-                    self.commit(&pk, pod, true)
-                }
-            };
-            if pods::is_ready(&pod) {
+            let mut pod = existing.unwrap_or_else(|| pods::new_pod(&ds, node));
+            pod["status"] = status;
+            if pods::is_ready(&self.commit(&pk, pod)) {
                 ready += 1;
             }
         }
@@ -1213,7 +1141,7 @@ impl State {
         }
         let mut new = ds;
         new["status"] = status;
-        self.commit(k, new, true);
+        self.commit(k, new);
     }
 
     fn node_ip(&mut self, node: &str) -> String {
@@ -1286,17 +1214,6 @@ fn strip(v: &Value) -> Value {
         m.remove("status");
         m.remove("apiVersion");
         m.remove("kind");
-    }
-    v
-}
-
-fn without_status(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("status");
-        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-        }
     }
     v
 }
