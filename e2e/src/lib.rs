@@ -5,8 +5,8 @@
 //! - [`cluster`]: the kind end-to-end harness (`tests/kind.rs`, run by `e2e/run.sh`): a kube
 //!   client from the current KUBECONFIG, or the reason there is none, one namespace per test,
 //!   `eventually`, requests through the API server's pod proxy, diagnostics on failure.
-//! - [`scenarios`]: the EdgeCaches of the kind scenarios, also checked offline against the fake
-//!   API server (`tests/scenarios_offline.rs`).
+//! - [`scenarios`]: the EdgeCaches of the kind scenarios, also checked offline against the CRD's
+//!   CEL rules (`tests/scenarios_offline.rs`).
 //! - [`dockerfile`]: the runtime stage of a Dockerfile, to prove the shipped and the local image
 //!   builds equivalent (`tests/images.rs`).
 //! - [`docs_pages`]: README.md and docs/, for the docs' tests (`tests/docs_*.rs`).

@@ -1,6 +1,6 @@
 //! The EdgeCaches the kind scenarios create (`tests/kind.rs`), here so that they are also
-//! checked where no cluster runs: `tests/scenarios_offline.rs` submits each one to the fake API
-//! server, which validates them against the CRD's schema and CEL rules as a real one would.
+//! checked where no cluster runs: `tests/scenarios_offline.rs` checks each one against the
+//! CRD's CEL rules.
 
 use edgecache_api::v1alpha1::EdgeCache;
 use serde_json::{Value, json};

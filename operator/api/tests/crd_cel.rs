@@ -314,3 +314,19 @@ fn the_crd_refuses_names_the_children_cannot_take() {
         );
     }
 }
+
+/// The CRD's schema defaults are the Rust type's: what the API server stores for a minimal
+/// EdgeCache (its defaults applied) parses into the spec the Rust defaults give.
+#[test]
+fn the_schema_defaults_are_the_rust_defaults() {
+    let crd = serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let minimal = serde_json::json!({"apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCache",
+        "metadata": {"name": "web"}, "spec": {"origin": {"url": "http://origin:8080"}}});
+    let stored = kube::core::cel::apply_defaults(schema, &minimal);
+    assert_eq!(stored["spec"]["network"]["port"], 8080, "{stored}");
+    assert_eq!(stored["spec"]["storage"]["sliceSize"], "4MiB", "{stored}");
+    let stored: EdgeCache = serde_json::from_value(stored).unwrap();
+    let plain: EdgeCache = serde_json::from_value(minimal).unwrap();
+    assert_eq!(stored.spec, plain.spec);
+}

@@ -264,4 +264,54 @@ mod tests {
         let (p, _) = problems(json!({"spec": "x"}));
         assert_eq!(p, ["spec: must be a mapping of fields (got \"x\")"]);
     }
+
+    /// The EdgeCache CRD's own patterns, bounds, types and enums refuse what they are for (as the
+    /// API server's OpenAPI validation does with the same schema), and take `size: auto`.
+    #[test]
+    fn the_edgecache_crds_schema_refuses_bad_values() {
+        let crd = serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let fields = |spec: Value| {
+            let mut obj = json!({"apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCache",
+                                 "metadata": {"name": "web"}, "spec": spec});
+            let p = check(schema, &mut obj);
+            p.into_iter().map(|e| e.field).collect::<Vec<_>>()
+        };
+        let url = json!({"url": "http://origin:8080"});
+        assert!(fields(json!({"origin": url, "storage": {"size": "auto"}})).is_empty());
+        assert_eq!(
+            fields(json!({"origin": url, "storage": {"size": "Auto"}})),
+            ["spec.storage.size"]
+        );
+        assert_eq!(
+            fields(json!({"origin": {"url": "ftp://o"},
+                          "storage": {"size": "lots", "readsInFlight": 0, "sliceSize": "4 slices"},
+                          "network": {"port": "http"}, "steering": {"mode": "adq"}})),
+            [
+                "spec.network.port",
+                "spec.origin.url",
+                "spec.steering.mode",
+                "spec.storage.readsInFlight",
+                "spec.storage.size",
+                "spec.storage.sliceSize",
+            ]
+        );
+        let site = json!({"hosts": ["Www.a.example", "c.example:8080"],
+                          "origins": ["http://web:8080/shop"], "retries": 9});
+        assert_eq!(
+            fields(json!({"origin": url, "sites": [site],
+                          "tls": {"minVersion": "1.1", "certificates": [{"secretName": "Web_TLS"}]},
+                          "accessLog": {"sample": 2}, "http2": {"maxConcurrentStreams": 2000000}})),
+            [
+                "spec.accessLog.sample",
+                "spec.http2.maxConcurrentStreams",
+                "spec.sites[0].hosts[0]",
+                "spec.sites[0].hosts[1]",
+                "spec.sites[0].origins[0]",
+                "spec.sites[0].retries",
+                "spec.tls.certificates[0].secretName",
+                "spec.tls.minVersion",
+            ]
+        );
+    }
 }

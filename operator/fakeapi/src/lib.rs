@@ -1,85 +1,42 @@
-//! An in-process fake Kubernetes API server for tests: a
+//! An in-process fake Kubernetes API server for the operator's fast tests: a
 //! `tower::Service<http::Request<kube::client::Body>>` handed to `kube::Client::new`, so the real
 //! `kube::Api`, watchers and `kube::runtime::Controller` run against it in `cargo test`.
 //!
-//! What it models:
+//! It models what the operator's reconcile, status and purge logic need to run, and no more:
 //! - an object store keyed by group/version/resource, namespace and name, with a global,
 //!   monotonically increasing `resourceVersion`, uids and creation timestamps;
-//! - get, list (label selectors; `metadata.name`/`metadata.namespace` and equality field
-//!   selectors on any other field path, e.g. an Event's `involvedObject.name`), create,
-//!   replace (optimistic concurrency on `resourceVersion`), delete;
-//! - watch as a streaming body of newline-delimited events, resumable from a resourceVersion
-//!   through an event history, `410 Gone` for one older than the (compactable) history, and
-//!   `sendInitialEvents` with the initial-events-end bookmark;
+//! - get, list (equality label selectors; equality field selectors on any field path, e.g. an
+//!   Event's `involvedObject.name`), create, replace (optimistic concurrency on
+//!   `resourceVersion`), delete (at once);
+//! - watch as a streaming body of newline-delimited events, resumable from a resourceVersion;
 //! - JSON merge patch (strategic merge patch is treated as a merge patch), JSON patch (with
-//!   `test` ops), and a server-side-apply approximation: the fields each manager applied are
-//!   tracked (and shown in `metadata.managedFields`, in the `fieldsV1` shape), fields a manager
-//!   stops applying are pruned unless another manager owns them, conflicting values owned by
-//!   another manager are a 409 unless `force=true`, and update operations take ownership of
-//!   what they change; list-maps are merged item by item by their keys (the built-in kinds'
-//!   OpenAPI `x-kubernetes-list-map-keys` for containers, env, ports, volumes, volume mounts,
-//!   Service ports and owner references; a CRD's from its schema), so one manager's apply
-//!   never removes items another owns;
-//! - CRD-defined kinds ([`FakeApiServer::install_crd`]): fields the schema does not declare are
-//!   pruned on every write, and refused (422, every one named) with `fieldValidation=Strict`;
-//!   the schema's defaults are applied; its types, enums, patterns and bounds and its CEL rules
-//!   (`x-kubernetes-validations`, transition rules included, through kube's `cel` feature) are
-//!   checked, with ratcheting on updates; a failure is a `422 Invalid` Status whose details list
-//!   every cause, with the real server's field paths and messages;
-//! - built-in kinds refused where the real server refuses them (422 with causes): object
-//!   names (DNS-1123 subdomains, DNS-1035 labels for Services), container and volume names,
-//!   required images, a DaemonSet selector that must match its template's labels, port ranges
-//!   and names, duplicate container, volume and port names, volume mounts of missing volumes;
-//! - Secrets: `stringData` folded into `data`, `data` that is not base64 refused (400), the
-//!   type defaulted to `Opaque`, and the type's required keys checked as `ValidateSecret` does
-//!   (`kubernetes.io/tls`: `data[tls.crt]` and `data[tls.key]`; basic-auth, ssh-auth and
-//!   dockerconfigjson too), with the 1 MiB size limit, an immutable type and the `immutable`
-//!   flag (422 with causes);
+//!   `test` ops, a failed one a 422), and server-side apply as one manager sees it
+//!   (`src/patch.rs`: what a manager stops applying goes, fields others wrote stay);
 //! - the status subresource split, `metadata.generation` bumped on changes outside metadata
 //!   and status only, and no-op writes that change nothing (no new resourceVersion, no event);
-//! - finalizers (delete sets `deletionTimestamp`; the object goes when the last finalizer is
-//!   removed) and owner-reference garbage collection with the three propagation policies
-//!   (Background, the default; Foreground: the owner waits, with the `foregroundDeletion`
-//!   finalizer, for its `blockOwnerDeletion` dependents; Orphan), sparing dependents another
-//!   live owner keeps;
-//! - a DaemonSet "controller": every DaemonSet's status is recomputed from the fake Nodes, their
-//!   labels and taints, and the pod template's nodeSelector, required node affinity and
-//!   tolerations, and it keeps one Pod per fitting node (`DAEMONSET-NODE`, bound to the node,
-//!   owned by the DaemonSet, with a pod IP, the node's under `hostNetwork`; deleted when the
-//!   node goes or stops fitting, made again when deleted by hand); pods are ready at once
-//!   unless [`FakeApiServer::set_pods_ready`] says not, a pod's status can be set as its
-//!   kubelet would report it ([`FakeApiServer::set_pod_status`]: an image pull failure, a crash
-//!   loop), pod creation can be refused as admission would refuse it
-//!   ([`FakeApiServer::refuse_pods`]: no pod, a core/v1 `FailedCreate` Event on the DaemonSet),
-//!   the DaemonSet's ready counts follow its pods, and
-//!   a new pod template is rolled out at once, or step by step (`maxUnavailable` pods per
-//!   [`FakeApiServer::advance_rollouts`]) after [`FakeApiServer::set_manual_rollouts`];
-//! - Pods put by the test as well, as the kubelet reports them ([`FakeApiServer::put_pod`]:
-//!   node, `status.podIP`, a `Ready` condition that [`FakeApiServer::set_pod_ready`] flips),
-//!   for tests that want pods of their own and no fake Nodes (so no DaemonSet pods);
+//! - a DaemonSet "controller": every DaemonSet's status is recomputed from the fake Nodes (their
+//!   labels and the pod template's nodeSelector and required node affinity), and it keeps one Pod
+//!   per fitting node (`DAEMONSET-NODE`, bound to the node, owned by the DaemonSet, with a pod
+//!   IP, the node's under `hostNetwork`; deleted when the node or the DaemonSet goes, made again
+//!   when deleted by hand); pods are ready at once unless [`FakeApiServer::set_pods_ready`] says
+//!   not, and a pod's status can be set as its kubelet would report it
+//!   ([`FakeApiServer::set_pod_status`]);
+//! - Pods put by the test ([`FakeApiServer::put_pod`]), for tests that want pods of their own;
 //! - metadata-only requests (`Accept: ...;as=PartialObjectMetadata`, what kube's
-//!   `Api<PartialObjectMeta<K>>` and `get_metadata` send): gets, lists and watches answer with
-//!   `PartialObjectMetadata` objects, the metadata alone;
-//! - fault injection ([`FakeApiServer::inject_fault`]), dropping every open watch
-//!   ([`FakeApiServer::drop_watches`], with [`FakeApiServer::compact`] to force relists), and a
+//!   `Api<PartialObjectMeta<K>>` and `get_metadata` send);
+//! - fault injection ([`FakeApiServer::inject_fault`]: an RBAC refusal, a 422, a 500) and a
 //!   request log for wire-level tests.
 //!
-//! What it does not model: built-in defaulting and the rest of the built-in validation, admission
-//! webhooks and policies, RBAC (inject a 403 instead), namespaces' lifecycle, list pagination
-//! (`limit` is ignored and everything comes in one page), list-map keys beyond those named above
-//! (other lists are atomic), set-type lists, strategic-merge-patch directives, YAML apply bodies
-//! (kube sends JSON), containers that run (the pods of the simulated DaemonSets have the spec of
-//! the template they were made from; a rollout does not replace them), kubelets (pod statuses
-//! are what the fake or the test puts there), rollouts over time (a DaemonSet's pods are
-//! updated at once), and watch bookmarks other than the initial-events-end one.
+//! Everything else a real API server does is judged by the real one, in the cluster tier
+//! (e2e/tests/kind.rs, control_plane.rs, helm_release.rs; scripts/cluster-tier.sh): validation
+//! (built-in kinds, the CRD's schema and CEL rules), defaulting, pruning of unknown fields,
+//! admission, field ownership and apply conflicts, garbage collection and finalizers, watch
+//! expiry (410) and API server restarts, RBAC. The fake accepts what it is given.
 
-mod admission;
-mod fields;
-mod gc;
+mod patch;
 mod pods;
 mod resources;
 mod sim;
-mod validation;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -96,16 +53,8 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-pub use fields::{FieldSet, Path};
-pub use gc::{FOREGROUND, GARBAGE_COLLECTOR, Propagation};
-pub use resources::{ResourceInfo, Target, parse_path};
-pub use sim::{LabelSelector, daemonset_status, pod_fits_node};
-pub use validation::Cause;
-
-use fields::{
-    ListKeys, changed_paths, fields_v1, get, leaf_paths, merge_patch, order_like, overlaps, remove,
-    set, shares,
-};
+use resources::{ResourceInfo, Target, parse_path};
+use sim::{LabelSelector, pod_fits_node};
 
 /// The body type of the fake's responses.
 pub type FakeBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -116,17 +65,13 @@ pub mod keys {
     pub const CONFIGMAPS: &str = "/v1/configmaps";
     pub const SERVICES: &str = "/v1/services";
     pub const SERVICEACCOUNTS: &str = "/v1/serviceaccounts";
-    pub const SECRETS: &str = super::admission::SECRETS;
+    pub const SECRETS: &str = "/v1/secrets";
     pub const DAEMONSETS: &str = "apps/v1/daemonsets";
     pub const PODS: &str = super::pods::PODS;
     pub const EVENTS: &str = "events.k8s.io/v1/events";
-    pub const CORE_EVENTS: &str = super::pods::CORE_EVENTS;
     pub const EDGECACHES: &str = "edgecache.dev/v1alpha1/edgecaches";
     pub const EDGECACHEPURGES: &str = "edgecache.dev/v1alpha1/edgecachepurges";
 }
-
-/// Manager name of the writes the simulated DaemonSet controller makes.
-pub const DAEMONSET_CONTROLLER: &str = "fake-daemonset-controller";
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,8 +100,6 @@ pub struct Change {
     pub resource: String,
     pub namespace: Option<String>,
     pub name: String,
-    /// Whether only the status changed (a write to the status subresource or the simulator).
-    pub status_only: bool,
     /// The object after the change (before it, for deletions).
     pub object: Value,
 }
@@ -173,13 +116,10 @@ pub struct RequestRecord {
 }
 
 /// An error answer, sent as a `Status` object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub code: u16,
-    pub reason: String,
-    pub message: String,
-    /// The Status's `details` (for 422 Invalid: name, group, kind and every cause).
-    pub details: Option<Value>,
+struct ApiError {
+    code: u16,
+    reason: String,
+    message: String,
 }
 
 impl ApiError {
@@ -188,21 +128,16 @@ impl ApiError {
             code,
             reason: reason.into(),
             message: message.into(),
-            details: None,
         }
     }
     fn not_found(what: &str) -> Self {
         Self::new(404, "NotFound", format!("{what} not found"))
     }
     fn status(&self) -> Value {
-        let mut s = json!({
+        json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code
-        });
-        if let Some(d) = &self.details {
-            s["details"] = d.clone();
-        }
-        s
+        })
     }
 }
 
@@ -217,45 +152,26 @@ pub struct Fault {
 }
 
 type ObjKey = (String, String, String);
-type ManagerKey = (String, Option<String>);
-
-#[derive(Debug, Clone, Default)]
-struct Ownership {
-    /// `Apply` or `Update`.
-    operation: String,
-    fields: FieldSet,
-}
 
 struct State {
     resources: BTreeMap<String, ResourceInfo>,
     objects: BTreeMap<ObjKey, Value>,
-    managers: BTreeMap<ObjKey, BTreeMap<ManagerKey, Ownership>>,
+    /// Per object and field manager (`manager` or `manager/status`): what it last applied.
+    applied: BTreeMap<ObjKey, BTreeMap<String, Value>>,
     rv: u64,
     uid_seq: u64,
     history: Vec<Arc<Change>>,
-    /// Resource versions at or below this were compacted away: watching from them is 410 Gone.
-    history_floor: u64,
     sender: broadcast::Sender<Arc<Change>>,
     requests: Vec<RequestRecord>,
     faults: Vec<Fault>,
     pods_ready: bool,
-    /// Step-by-step rollouts: per DaemonSet, the generation being rolled out and how many pods
-    /// run it (`None`: all of them).
-    manual_rollouts: bool,
-    rollouts: BTreeMap<ObjKey, (i64, Option<i64>)>,
     /// Pod statuses set by [`FakeApiServer::set_pod_status`], kept until cleared.
     pod_status: BTreeMap<ObjKey, Value>,
-    /// Per namespace, why pod creation is refused there ([`FakeApiServer::refuse_pods`]).
-    pod_refusals: BTreeMap<String, String>,
     /// Addresses handed out so far, and each node's (for `hostNetwork` pods).
     ip_seq: u32,
     node_ips: BTreeMap<String, String>,
     /// Set while the DaemonSet controller removes pods itself (they are not made again).
     syncing_pods: bool,
-    /// Bumped to end every open watch.
-    watch_epoch: tokio::sync::watch::Sender<u64>,
-    /// Set while [`FakeApiServer::put_object`] writes: stored as given, not validated.
-    admin_write: bool,
 }
 
 /// The fake API server. Clones share one store.
@@ -287,24 +203,18 @@ impl FakeApiServer {
             state: Arc::new(Mutex::new(State {
                 resources: resources::defaults(),
                 objects: BTreeMap::new(),
-                managers: BTreeMap::new(),
+                applied: BTreeMap::new(),
                 rv: 1,
                 uid_seq: 0,
                 history: Vec::new(),
-                history_floor: 0,
                 sender,
                 requests: Vec::new(),
                 faults: Vec::new(),
                 pods_ready: true,
-                manual_rollouts: false,
-                rollouts: BTreeMap::new(),
                 pod_status: BTreeMap::new(),
-                pod_refusals: BTreeMap::new(),
                 ip_seq: 0,
                 node_ips: BTreeMap::new(),
                 syncing_pods: false,
-                watch_epoch: tokio::sync::watch::Sender::new(0),
-                admin_write: false,
             })),
         }
     }
@@ -319,11 +229,6 @@ impl FakeApiServer {
         kube::Client::new(self.clone(), "default")
     }
 
-    /// Serve another resource kind.
-    pub fn register(&self, info: ResourceInfo) {
-        self.lock().resources.insert(info.key(), info);
-    }
-
     /// Stop serving `resource` (a [`keys`] value such as [`keys::EDGECACHES`]): its requests
     /// answer 404, as a real API server's do before the CRD is installed. Returns whether it
     /// was served.
@@ -331,17 +236,14 @@ impl FakeApiServer {
         self.lock().resources.remove(resource).is_some()
     }
 
-    /// Serve the kind a CustomResourceDefinition (as JSON) defines, with its schema: unknown
-    /// fields are pruned on writes, or refused when the request asks `fieldValidation=Strict`
-    /// (what `kubectl apply` does by default). Returns false for a malformed CRD.
+    /// Serve the kind a CustomResourceDefinition (as JSON) defines (its schema is not checked).
+    /// Returns false for a malformed CRD.
     pub fn install_crd(&self, crd: &Value) -> bool {
-        match ResourceInfo::from_crd(crd) {
-            Some(info) => {
-                self.register(info);
-                true
-            }
-            None => false,
-        }
+        let Some(info) = ResourceInfo::from_crd(crd) else {
+            return false;
+        };
+        self.lock().resources.insert(info.key(), info);
+        true
     }
 
     /// Add (or relabel) a Node.
@@ -357,26 +259,7 @@ impl FakeApiServer {
         );
     }
 
-    /// Add a taint to a Node.
-    pub fn taint_node(&self, name: &str, key: &str, effect: &str) {
-        let mut st = self.lock();
-        let k = (keys::NODES.to_string(), String::new(), name.to_string());
-        if let Some(mut node) = st.objects.get(&k).cloned() {
-            let taints = node["spec"]["taints"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let mut taints = taints;
-            taints.push(json!({"key": key, "effect": effect}));
-            node["spec"]["taints"] = json!(taints);
-            let _ = st.commit(&k, node, "fake-admin", None, "Update");
-            st.simulate_all();
-        }
-    }
-
-    /// Create or replace an object directly (as an admin would), outside any request. It is
-    /// pruned and defaulted but not validated: it stands for an object stored under an older
-    /// schema or version of the rules.
+    /// Create or replace an object directly (as an admin would), outside any request.
     pub fn put_object(&self, resource: &str, namespace: Option<&str>, mut obj: Value) {
         let mut st = self.lock();
         let name = obj
@@ -392,9 +275,7 @@ impl FakeApiServer {
             namespace.unwrap_or_default().to_string(),
             name,
         );
-        st.admin_write = true;
-        let _ = st.commit(&k, obj, "fake-admin", None, "Update");
-        st.admin_write = false;
+        st.commit(&k, obj);
         st.react(resource, &k, false);
     }
 
@@ -453,10 +334,10 @@ impl FakeApiServer {
         st.simulate_all();
     }
 
-    /// Report `status` for a DaemonSet pod as its kubelet would (e.g. a container waiting in
-    /// `ImagePullBackOff`), until called again with `None`, which brings back the running
-    /// status of [`Self::set_pods_ready`]. The pod's IP is kept when `status` has none.
-    /// Re-simulates every DaemonSet.
+    /// Report `status` for a DaemonSet pod as its kubelet would (e.g. not ready, or answering
+    /// on another IP), until called again with `None`, which brings back the running status of
+    /// [`Self::set_pods_ready`]. The pod's IP is kept when `status` has none. Re-simulates every
+    /// DaemonSet.
     pub fn set_pod_status(&self, namespace: &str, name: &str, status: Option<Value>) {
         let mut st = self.lock();
         let k = (
@@ -469,62 +350,6 @@ impl FakeApiServer {
             None => st.pod_status.remove(&k),
         };
         st.simulate_all();
-    }
-
-    /// Refuse the creation of pods in `namespace` with `message` (what admission answers: Pod
-    /// Security, a ResourceQuota that requires limits, a missing PriorityClass), until called
-    /// again with `None`. The simulated DaemonSet controller then creates no pod there, counts
-    /// only the pods that exist in `currentNumberScheduled`, and records a core/v1 Warning Event
-    /// `FailedCreate` on the DaemonSet (`Error creating: MESSAGE`), as the real one does.
-    /// Re-simulates every DaemonSet.
-    pub fn refuse_pods(&self, namespace: &str, message: Option<&str>) {
-        let mut st = self.lock();
-        match message {
-            Some(m) => st.pod_refusals.insert(namespace.to_string(), m.to_string()),
-            None => st.pod_refusals.remove(namespace),
-        };
-        st.simulate_all();
-    }
-
-    /// Roll new pod templates out step by step (see [`Self::advance_rollouts`]) instead of at
-    /// once.
-    pub fn set_manual_rollouts(&self, manual: bool) {
-        let mut st = self.lock();
-        st.manual_rollouts = manual;
-        if !manual {
-            st.rollouts.values_mut().for_each(|r| r.1 = None);
-        }
-        st.simulate_all();
-    }
-
-    /// Replace `maxUnavailable` more pods of every DaemonSet that is rolling out.
-    pub fn advance_rollouts(&self) {
-        let mut st = self.lock();
-        let nodes = st.nodes();
-        let keys: Vec<ObjKey> = st.rollouts.keys().cloned().collect();
-        for k in keys {
-            let Some(ds) = st.objects.get(&k).cloned() else {
-                continue;
-            };
-            let desired = daemonset_status(&ds, &nodes, true, None)["desiredNumberScheduled"]
-                .as_i64()
-                .unwrap_or(0);
-            if let Some((_, Some(updated))) = st.rollouts.get_mut(&k) {
-                *updated += sim::rollout_step(&ds, desired);
-                if *updated >= desired {
-                    st.rollouts.insert(
-                        k.clone(),
-                        (ds["metadata"]["generation"].as_i64().unwrap_or(1), None),
-                    );
-                }
-            }
-        }
-        st.simulate_all();
-    }
-
-    /// End every open watch stream (clients reconnect from their last resourceVersion).
-    pub fn drop_watches(&self) {
-        self.lock().watch_epoch.send_modify(|e| *e += 1);
     }
 
     /// The stored object, if any.
@@ -547,19 +372,17 @@ impl FakeApiServer {
             .collect()
     }
 
-    /// Delete an object as an admin would (finalizers and garbage collection apply).
+    /// Delete an object as an admin would; false when there is none.
     pub fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> bool {
         let k = (
             resource.to_string(),
             namespace.unwrap_or_default().to_string(),
             name.to_string(),
         );
-        self.lock()
-            .delete_object(&k, Propagation::Background)
-            .is_ok()
+        self.lock().remove_object(&k).is_ok()
     }
 
-    /// Every committed change so far, oldest first (compaction does not drop them here).
+    /// Every committed change so far, oldest first.
     pub fn changes(&self) -> Vec<Change> {
         self.lock().history.iter().map(|c| (**c).clone()).collect()
     }
@@ -567,12 +390,6 @@ impl FakeApiServer {
     /// The current resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.lock().rv
-    }
-
-    /// Forget the watch history: watches from an older resourceVersion get 410 Gone.
-    pub fn compact(&self) {
-        let mut st = self.lock();
-        st.history_floor = st.rv;
     }
 
     /// Fail matching requests (see [`Fault`]).
@@ -588,35 +405,6 @@ impl FakeApiServer {
     /// Every request answered so far.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.lock().requests.clone()
-    }
-
-    /// Field sets per manager (`manager` or `manager/status`) of an object.
-    pub fn managed_fields(
-        &self,
-        resource: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> BTreeMap<String, FieldSet> {
-        let k = (
-            resource.to_string(),
-            namespace.unwrap_or_default().to_string(),
-            name.to_string(),
-        );
-        self.lock()
-            .managers
-            .get(&k)
-            .map(|m| {
-                m.iter()
-                    .map(|((mgr, sub), o)| {
-                        let name = match sub {
-                            Some(s) => format!("{mgr}/{s}"),
-                            None => mgr.clone(),
-                        };
-                        (name, o.fields.clone())
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     async fn handle(self, req: Request<kube::client::Body>) -> Response<FakeBody> {
@@ -730,38 +518,21 @@ impl FakeApiServer {
             .get("resourceVersion")
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|v| *v != 0);
-        let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
-        let mut initial: Vec<Value> = Vec::new();
-        match since {
-            Some(rv) if !send_initial => {
-                if rv < st.history_floor {
-                    initial.push(json!({"type": "ERROR", "object": ApiError::new(410, "Expired", format!("too old resource version: {rv} ({})", st.history_floor)).status()}));
-                } else {
-                    for c in st.history.iter().filter(|c| c.resource_version > rv) {
-                        if filter.matches_change(c) {
-                            initial.push(event_json(c));
-                        }
-                    }
-                }
-            }
-            _ => {
-                for ((r, ns, _), obj) in &st.objects {
-                    if *r == target.resource && filter.matches_obj(ns, obj) {
-                        initial.push(json!({"type": "ADDED", "object": obj}));
-                    }
-                }
-                if send_initial {
-                    initial.push(json!({"type": "BOOKMARK", "object": {
-                        "kind": st.resources.get(&target.resource).map(|r| r.kind.clone()).unwrap_or_default(),
-                        "apiVersion": st.resources.get(&target.resource).map(ResourceInfo::api_version).unwrap_or_default(),
-                        "metadata": {"resourceVersion": st.rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}
-                    }}));
-                }
-            }
-        }
-        let expired = initial.iter().any(|e| e["type"] == "ERROR");
+        let initial: Vec<Value> = match since {
+            Some(rv) => st
+                .history
+                .iter()
+                .filter(|c| c.resource_version > rv && filter.matches_change(c))
+                .map(|c| event_json(c))
+                .collect(),
+            None => st
+                .objects
+                .iter()
+                .filter(|((r, ns, _), obj)| *r == target.resource && filter.matches_obj(ns, obj))
+                .map(|(_, obj)| json!({"type": "ADDED", "object": obj}))
+                .collect(),
+        };
         let mut rx = st.sender.subscribe();
-        let mut epoch = st.watch_epoch.subscribe();
         drop(st);
         let timeout = query
             .get("timeoutSeconds")
@@ -770,7 +541,7 @@ impl FakeApiServer {
         let (tx, body_rx) = mpsc::channel::<Bytes>(64);
         tokio::spawn(async move {
             let shape = |mut e: Value| {
-                if meta_only && e["type"] != "ERROR" {
+                if meta_only {
                     e["object"] = partial_metadata(&e["object"]);
                 }
                 e
@@ -780,16 +551,12 @@ impl FakeApiServer {
                     return;
                 }
             }
-            if expired {
-                return;
-            }
             let deadline = tokio::time::sleep(Duration::from_secs(timeout));
             tokio::pin!(deadline);
             loop {
                 tokio::select! {
                     _ = &mut deadline => return,
                     _ = tx.closed() => return,
-                    _ = epoch.changed() => return,
                     msg = rx.recv() => match msg {
                         Ok(c) => {
                             if filter.matches_change(&c) && tx.send(line(&shape(event_json(&c)))).await.is_err() {
@@ -817,57 +584,19 @@ impl FakeApiServer {
     }
 }
 
-/// The answer an injected fault gives: the reason the real server gives with that code, and for
-/// 403 its RBAC message (`daemonsets.apps "web" is forbidden: User ... cannot patch ...`).
+/// The answer an injected fault gives: the reason the real server gives with that code.
 fn injected(code: u16, method: &Method, path: &str) -> ApiError {
     let reason = match code {
         400 => "BadRequest",
         403 => "Forbidden",
         404 => "NotFound",
         409 => "Conflict",
-        410 => "Expired",
         422 => "Invalid",
-        429 => "TooManyRequests",
         500 => "InternalError",
         503 => "ServiceUnavailable",
         _ => "Unknown",
     };
-    let Some(t) = parse_path(path).filter(|_| code == 403) else {
-        return ApiError::new(code, reason, "injected fault");
-    };
-    let (group, plural) = match t.resource.split('/').collect::<Vec<_>>().as_slice() {
-        [g, _, p] => (g.to_string(), p.to_string()),
-        _ => (String::new(), t.resource.clone()),
-    };
-    let verb = match *method {
-        Method::GET if t.name.is_none() => "list",
-        Method::GET => "get",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => "access",
-    };
-    let qualified = if group.is_empty() {
-        plural.clone()
-    } else {
-        format!("{plural}.{group}")
-    };
-    let what = match &t.name {
-        Some(n) => format!("{qualified} \"{n}\""),
-        None => qualified,
-    };
-    let scope = match &t.namespace {
-        Some(ns) => format!(" in the namespace \"{ns}\""),
-        None => " at the cluster scope".into(),
-    };
-    ApiError::new(
-        403,
-        reason,
-        format!(
-            "{what} is forbidden: User \"system:serviceaccount:edgecache-system:edgecache-operator\" cannot {verb} resource \"{plural}\" in API group \"{group}\"{scope}"
-        ),
-    )
+    ApiError::new(code, reason, format!("injected fault: {method} {path}"))
 }
 
 fn line(v: &Value) -> Bytes {
@@ -914,9 +643,7 @@ struct Filter {
     resource: String,
     namespace: Option<String>,
     labels: LabelSelector,
-    name: Option<String>,
-    field_namespace: Option<String>,
-    /// Other `a.b=value` field selectors (e.g. an Event's `involvedObject.name`, `reason`): the
+    /// `a.b=value` field selectors (`metadata.name`, an Event's `involvedObject.name`): the
     /// field at that path must be that string. The real server takes only the fields each kind
     /// declares; the fake takes any path.
     fields: Vec<(String, String)>,
@@ -924,52 +651,32 @@ struct Filter {
 
 impl Filter {
     fn new(target: &Target, query: &BTreeMap<String, String>) -> Result<Self, ApiError> {
+        let bad = |e: String| ApiError::new(400, "BadRequest", e);
         let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-            .map_err(|e| ApiError::new(400, "BadRequest", e))?;
-        let mut name = None;
-        let mut field_namespace = None;
-        let mut fields = Vec::new();
-        for part in query
+            .map_err(bad)?;
+        let fields = query
             .get("fieldSelector")
             .map_or("", String::as_str)
             .split(',')
             .filter(|p| !p.is_empty())
-        {
-            match part.split_once('=') {
-                Some(("metadata.name", v)) => name = Some(v.trim_start_matches('=').to_string()),
-                Some(("metadata.namespace", v)) => {
-                    field_namespace = Some(v.trim_start_matches('=').to_string())
-                }
-                Some((path, v)) if !path.is_empty() && !path.ends_with('!') => fields.push((
+            .map(|part| match part.split_once('=') {
+                Some((path, v)) if !path.is_empty() && !path.ends_with('!') => Ok((
                     format!("/{}", path.replace('.', "/")),
                     v.trim_start_matches('=').to_string(),
                 )),
-                _ => {
-                    return Err(ApiError::new(
-                        400,
-                        "BadRequest",
-                        format!("unsupported field selector `{part}`"),
-                    ));
-                }
-            }
-        }
+                _ => Err(bad(format!("unsupported field selector `{part}`"))),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             resource: target.resource.clone(),
             namespace: target.namespace.clone(),
             labels,
-            name,
-            field_namespace,
             fields,
         })
     }
 
     fn matches_obj(&self, ns: &str, obj: &Value) -> bool {
         self.namespace.as_deref().is_none_or(|n| n == ns)
-            && self.field_namespace.as_deref().is_none_or(|n| n == ns)
-            && self
-                .name
-                .as_deref()
-                .is_none_or(|n| obj.pointer("/metadata/name").and_then(Value::as_str) == Some(n))
             && self
                 .labels
                 .matches(&sim::string_map(obj.pointer("/metadata/labels")))
@@ -1008,93 +715,55 @@ impl State {
         {
             return Err(ApiError::not_found(&format!("subresource {s}")));
         }
-        let manager = query
-            .get("fieldManager")
-            .cloned()
-            .unwrap_or_else(|| "unknown".into());
-        let strict = query.get("fieldValidation").map(String::as_str) == Some("Strict");
         let parse = || -> Result<Value, ApiError> {
-            let v: Value = serde_json::from_slice(body)
-                .map_err(|e| ApiError::new(400, "BadRequest", format!("body is not JSON: {e}")))?;
-            if strict {
-                admission::strict(&info, &v)?;
-            }
-            Ok(v)
+            serde_json::from_slice(body)
+                .map_err(|e| ApiError::new(400, "BadRequest", format!("body is not JSON: {e}")))
+        };
+        let key = |name: &str| {
+            (
+                target.resource.clone(),
+                ns_key(&target.namespace),
+                name.to_string(),
+            )
         };
         match (method, &target.name) {
             (&Method::GET, None) => Ok((200, self.list_objects(&info, target, query)?)),
-            (&Method::GET, Some(name)) => {
-                let k = (
-                    target.resource.clone(),
-                    ns_key(&target.namespace),
-                    name.clone(),
-                );
-                self.objects
-                    .get(&k)
-                    .cloned()
-                    .map(|o| (200, o))
-                    .ok_or_else(|| ApiError::not_found(&format!("{} {name}", info.kind)))
-            }
-            (&Method::POST, None) => {
-                let obj = parse()?;
-                self.create(&info, target, obj, &manager).map(|o| (201, o))
-            }
+            (&Method::GET, Some(name)) => self
+                .objects
+                .get(&key(name))
+                .cloned()
+                .map(|o| (200, o))
+                .ok_or_else(|| ApiError::not_found(&format!("{} {name}", info.kind))),
+            (&Method::POST, None) => self.create(&info, target, parse()?).map(|o| (201, o)),
             (&Method::PUT, Some(name)) => {
+                let k = key(name);
+                let old = self.stored(&info, &k)?;
                 let obj = parse()?;
-                self.replace(&info, target, name, obj, sub.as_deref(), &manager)
-                    .map(|o| (200, o))
+                if stale(&obj, &old) {
+                    return Err(conflict(&info, name));
+                }
+                let new = split_status(&info, &old, obj, sub.as_deref());
+                Ok((200, self.write(&k, new, sub.is_some())))
             }
             (&Method::PATCH, Some(name)) => {
-                let patch = parse()?;
-                let force = query.get("force").map(String::as_str) == Some("true");
-                self.patch(
-                    &info,
-                    target,
-                    name,
-                    content_type,
-                    patch,
-                    sub.as_deref(),
-                    &manager,
-                    force,
-                    query.contains_key("fieldManager"),
-                )
+                let k = key(name);
+                let manager = query.get("fieldManager").cloned().unwrap_or_default();
+                self.patch(&info, &k, content_type, parse()?, sub.as_deref(), &manager)
             }
-            (&Method::DELETE, Some(name)) => {
-                let k = (
-                    target.resource.clone(),
-                    ns_key(&target.namespace),
-                    name.clone(),
-                );
-                // DeleteOptions.preconditions.uid, as the API server checks it (409).
-                let options: Option<Value> = serde_json::from_slice(body).ok();
-                let want_uid = options
-                    .as_ref()
-                    .and_then(|o| o.pointer("/preconditions/uid"))
-                    .and_then(Value::as_str);
-                if let (Some(want), Some(obj)) = (want_uid, self.objects.get(&k))
-                    && obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(want)
-                {
-                    return Err(ApiError::new(
-                        409,
-                        "Conflict",
-                        format!(
-                            "Precondition failed: UID in precondition: {want}, UID in object meta: {}",
-                            obj.pointer("/metadata/uid")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                        ),
-                    ));
-                }
-                let policy =
-                    Propagation::parse(query.get("propagationPolicy").map(String::as_str), body)?;
-                self.delete_object(&k, policy).map(|o| (200, o))
-            }
+            (&Method::DELETE, Some(name)) => self.remove_object(&key(name)).map(|o| (200, o)),
             _ => Err(ApiError::new(
                 405,
                 "MethodNotAllowed",
                 format!("{method} is not supported here"),
             )),
         }
+    }
+
+    fn stored(&self, info: &ResourceInfo, k: &ObjKey) -> Result<Value, ApiError> {
+        self.objects
+            .get(k)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&format!("{} {}", info.kind, k.2)))
     }
 
     fn list_objects(
@@ -1123,50 +792,23 @@ impl State {
         info: &ResourceInfo,
         target: &Target,
         mut obj: Value,
-        manager: &str,
     ) -> Result<Value, ApiError> {
         if !obj.is_object() {
             return Err(ApiError::new(400, "BadRequest", "body must be an object"));
         }
-        if obj["metadata"].is_null() {
-            obj["metadata"] = json!({});
-        }
-        let name = match obj.pointer("/metadata/name").and_then(Value::as_str) {
-            Some(n) if !n.is_empty() => n.to_string(),
-            _ => match obj
-                .pointer("/metadata/generateName")
-                .and_then(Value::as_str)
-            {
-                Some(prefix) => {
-                    self.uid_seq += 1;
-                    format!("{prefix}{:05x}", self.uid_seq)
-                }
-                None => return Err(ApiError::new(422, "Invalid", "metadata.name is required")),
-            },
+        let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) else {
+            return Err(ApiError::new(422, "Invalid", "metadata.name is required"));
         };
-        obj["metadata"]["name"] = json!(name);
+        let name = name.to_string();
         if info.namespaced {
-            let ns = target
-                .namespace
-                .clone()
-                .or_else(|| {
-                    obj.pointer("/metadata/namespace")
-                        .and_then(Value::as_str)
-                        .map(String::from)
-                })
-                .unwrap_or_else(|| "default".into());
-            obj["metadata"]["namespace"] = json!(ns);
+            obj["metadata"]["namespace"] = json!(ns_key(&target.namespace));
         }
-        let k = (
-            target.resource.clone(),
-            ns_key(&target.namespace),
-            name.clone(),
-        );
+        let k = (target.resource.clone(), ns_key(&target.namespace), name);
         if self.objects.contains_key(&k) {
             return Err(ApiError::new(
                 409,
                 "AlreadyExists",
-                format!("{} {name} already exists", info.kind),
+                format!("{} {} already exists", info.kind, k.2),
             ));
         }
         if info.status_subresource
@@ -1174,77 +816,31 @@ impl State {
         {
             m.remove("status");
         }
-        let out = self.commit(&k, obj, manager, None, "Update")?;
-        self.after_write(&target.resource, &k, false);
-        Ok(out)
+        Ok(self.write(&k, obj, false))
     }
 
-    fn replace(
-        &mut self,
-        info: &ResourceInfo,
-        target: &Target,
-        name: &str,
-        obj: Value,
-        sub: Option<&str>,
-        manager: &str,
-    ) -> Result<Value, ApiError> {
-        let k = (
-            target.resource.clone(),
-            ns_key(&target.namespace),
-            name.to_string(),
-        );
-        let old = self
-            .objects
-            .get(&k)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&format!("{} {name}", info.kind)))?;
-        if stale(&obj, &old) {
-            return Err(conflict(info, name));
-        }
-        let new = split_status(info, &old, obj, sub);
-        let out = self.commit(&k, new, manager, sub, "Update")?;
-        self.after_write(&target.resource, &k, sub.is_some());
-        Ok(out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
     fn patch(
         &mut self,
         info: &ResourceInfo,
-        target: &Target,
-        name: &str,
+        k: &ObjKey,
         content_type: &str,
         patch: Value,
         sub: Option<&str>,
         manager: &str,
-        force: bool,
-        has_manager: bool,
     ) -> Result<(u16, Value), ApiError> {
-        let k = (
-            target.resource.clone(),
-            ns_key(&target.namespace),
-            name.to_string(),
-        );
-        let old = self.objects.get(&k).cloned();
+        let old = self.objects.get(k).cloned();
         let ct = content_type.split(';').next().unwrap_or("").trim();
         if ct == "application/apply-patch+yaml" {
-            if !has_manager {
-                return Err(ApiError::new(
-                    400,
-                    "BadRequest",
-                    "fieldManager is required for apply patch",
-                ));
-            }
-            return self.apply(info, target, &k, old, patch, sub, manager, force);
+            return self.apply(info, k, old, patch, sub, manager);
         }
-        let old = old.ok_or_else(|| ApiError::not_found(&format!("{} {name}", info.kind)))?;
+        let old = old.ok_or_else(|| ApiError::not_found(&format!("{} {}", info.kind, k.2)))?;
         let mut new = old.clone();
         match ct {
             "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
                 if stale(&patch, &old) {
-                    return Err(conflict(info, name));
+                    return Err(conflict(info, &k.2));
                 }
-                merge_patch(&mut new, &patch);
+                patch::merge_patch(&mut new, &patch);
             }
             "application/json-patch+json" => {
                 let p: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
@@ -1263,207 +859,82 @@ impl State {
             }
         }
         let new = split_status(info, &old, new, sub);
-        let out = self.commit(&k, new, manager, sub, "Update")?;
-        self.after_write(&target.resource, &k, sub.is_some());
-        Ok((200, out))
+        Ok((200, self.write(k, new, sub.is_some())))
     }
 
-    /// The server-side-apply approximation (see the crate docs).
-    #[allow(clippy::too_many_arguments)]
+    /// Server-side apply, as `patch::apply` models it.
     fn apply(
         &mut self,
         info: &ResourceInfo,
-        target: &Target,
         k: &ObjKey,
         old: Option<Value>,
-        applied: Value,
+        mut applied: Value,
         sub: Option<&str>,
         manager: &str,
-        force: bool,
     ) -> Result<(u16, Value), ApiError> {
-        let name = &k.2;
-        if applied.pointer("/metadata/name").and_then(Value::as_str) != Some(name.as_str()) {
+        if applied.pointer("/metadata/name").and_then(Value::as_str) != Some(k.2.as_str()) {
             return Err(ApiError::new(
                 400,
                 "BadRequest",
                 "metadata.name in the body must match the URL",
             ));
         }
-        let status_only = sub.is_some();
-        let skip_status = info.status_subresource && !status_only;
-        let keys = ListKeys {
-            resource: &target.resource,
-            schema: info.schema.as_ref(),
-        };
-        let applied_paths = leaf_paths(&applied, status_only, skip_status, &keys);
-        let mkey: ManagerKey = (manager.to_string(), sub.map(String::from));
-        let base = match &old {
-            Some(o) => o.clone(),
+        let created = old.is_none();
+        let base = match old {
+            Some(o) => o,
+            None if sub.is_some() => {
+                return Err(ApiError::not_found(&format!("{} {}", info.kind, k.2)));
+            }
             None => {
-                if status_only {
-                    return Err(ApiError::not_found(&format!("{} {name}", info.kind)));
-                }
-                let mut o = json!({"apiVersion": info.api_version(), "kind": info.kind, "metadata": {"name": name}});
+                let mut o = json!({"metadata": {"name": k.2}});
                 if info.namespaced {
                     o["metadata"]["namespace"] = json!(k.1);
                 }
                 o
             }
         };
-        let mut owners = self.managers.get(k).cloned().unwrap_or_default();
-        // Conflicts: a field another manager owns, applied with a different value.
-        let mut conflicts = Vec::new();
-        for (other, own) in owners.iter_mut().filter(|(m, _)| **m != mkey) {
-            let clash: Vec<Path> = own
-                .fields
-                .iter()
-                .filter(|q| {
-                    applied_paths
-                        .iter()
-                        .any(|p| overlaps(p, q) && get(&base, p) != get(&applied, p))
-                })
-                .cloned()
-                .collect();
-            if clash.is_empty() {
-                continue;
-            }
-            if force {
-                for q in &clash {
-                    own.fields.remove(q);
-                }
-            } else {
-                for q in clash {
-                    conflicts.push(format!("conflict with \"{}\": .{}", other.0, q.join(".")));
-                }
-            }
+        if info.status_subresource
+            && sub.is_none()
+            && let Some(m) = applied.as_object_mut()
+        {
+            m.remove("status");
         }
-        if !conflicts.is_empty() {
-            return Err(ApiError::new(
-                409,
-                "Conflict",
-                format!(
-                    "Apply failed with {} conflict{}: {}",
-                    conflicts.len(),
-                    if conflicts.len() == 1 { "" } else { "s" },
-                    conflicts.join(", ")
-                ),
-            ));
-        }
+        let manager = match sub {
+            Some(s) => format!("{manager}/{s}"),
+            None => manager.to_string(),
+        };
+        let before = self.applied.get(k).and_then(|m| m.get(&manager));
         let mut new = base.clone();
-        // Prune what this manager applied before and no longer applies, unless someone else
-        // owns it too.
-        if let Some(prev) = owners.get(&mkey) {
-            for q in prev.fields.difference(&applied_paths) {
-                let shared = owners
-                    .iter()
-                    .any(|(m, o)| *m != mkey && o.fields.iter().any(|f| shares(f, q)));
-                if !shared {
-                    remove(&mut new, q);
-                }
-            }
-        }
-        for p in &applied_paths {
-            if let Some(v) = get(&applied, p) {
-                set(&mut new, p, v.clone());
-            }
-        }
-        order_like(&mut new, &applied, &keys);
-        owners.insert(
-            mkey,
-            Ownership {
-                operation: "Apply".into(),
-                fields: applied_paths,
-            },
-        );
-        owners.retain(|_, o| !o.fields.is_empty());
-        let before = self.managers.insert(k.clone(), owners);
-        let created = old.is_none();
-        let out = self.commit_raw(k, new, created).inspect_err(|_| {
-            self.restore_managers(k, before.clone());
-        })?;
-        self.after_write(&target.resource, k, status_only);
+        patch::apply(&mut new, before, &applied);
+        let new = split_status(info, &base, new, sub);
+        self.applied
+            .entry(k.clone())
+            .or_default()
+            .insert(manager, applied);
+        let out = self.write(k, new, sub.is_some());
         Ok((if created { 201 } else { 200 }, out))
     }
 
-    /// Record an update operation's ownership, then commit.
-    fn commit(
-        &mut self,
-        k: &ObjKey,
-        new: Value,
-        manager: &str,
-        sub: Option<&str>,
-        operation: &str,
-    ) -> Result<Value, ApiError> {
-        let old = self.objects.get(k).cloned();
-        let status_only = sub.is_some();
-        let info = self.resources.get(&k.0).cloned();
-        let keys = ListKeys {
-            resource: &k.0,
-            schema: info.as_ref().and_then(|i| i.schema.as_ref()),
-        };
-        let changed = changed_paths(
-            old.as_ref().unwrap_or(&Value::Null),
-            &new,
-            status_only,
-            false,
-            &keys,
-        );
-        let before = self.managers.get(k).cloned();
-        if !changed.is_empty() {
-            let owners = self.managers.entry(k.clone()).or_default();
-            for own in owners.values_mut() {
-                own.fields
-                    .retain(|q| !changed.iter().any(|p| overlaps(p, q)));
-            }
-            let entry = owners
-                .entry((manager.to_string(), sub.map(String::from)))
-                .or_default();
-            entry.operation = operation.into();
-            entry
-                .fields
-                .extend(changed.into_iter().filter(|p| get(&new, p).is_some()));
-            owners.retain(|_, o| !o.fields.is_empty());
-        }
-        self.commit_raw(k, new, old.is_none())
-            .inspect_err(|_| self.restore_managers(k, before))
-    }
-
-    /// Put back the field owners of `k` after a refused write.
-    fn restore_managers(&mut self, k: &ObjKey, before: Option<BTreeMap<ManagerKey, Ownership>>) {
-        match before {
-            Some(m) => self.managers.insert(k.clone(), m),
-            None => self.managers.remove(k),
-        };
+    /// A write through the API: commit it, then let the simulated controllers react.
+    fn write(&mut self, k: &ObjKey, new: Value, status_only: bool) -> Value {
+        let out = self.commit(k, new);
+        self.react(&k.0, k, status_only);
+        out
     }
 
     /// Store `new` (server metadata filled in) unless nothing changed; emit the change.
-    fn commit_raw(&mut self, k: &ObjKey, mut new: Value, created: bool) -> Result<Value, ApiError> {
+    fn commit(&mut self, k: &ObjKey, mut new: Value) -> Value {
         let old = self.objects.get(k).cloned();
-        if new["metadata"].is_null() {
+        if !new["metadata"].is_object() {
             new["metadata"] = json!({});
         }
-        let info = self.resources.get(&k.0).cloned();
-        admission::admit(
-            &k.0,
-            info.as_ref(),
-            &mut new,
-            old.as_ref(),
-            !self.admin_write,
-        )?;
-        if let Some(info) = &info {
+        if let Some(info) = self.resources.get(&k.0) {
             new["apiVersion"] = json!(info.api_version());
             new["kind"] = json!(info.kind);
         }
         match &old {
             Some(o) => {
-                for f in [
-                    "uid",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "name",
-                    "namespace",
-                ] {
+                for f in ["uid", "creationTimestamp", "name", "namespace"] {
                     match o["metadata"].get(f) {
                         Some(v) => new["metadata"][f] = v.clone(),
                         None => {
@@ -1480,6 +951,10 @@ impl State {
                 let bump = strip(o) != strip(&new);
                 new["metadata"]["generation"] =
                     json!(if bump { generation + 1 } else { generation });
+                new["metadata"]["resourceVersion"] = o["metadata"]["resourceVersion"].clone();
+                if *o == new {
+                    return new;
+                }
             }
             None => {
                 self.uid_seq += 1;
@@ -1487,74 +962,27 @@ impl State {
                     json!(format!("00000000-0000-4000-8000-{:012x}", self.uid_seq));
                 new["metadata"]["creationTimestamp"] = json!(now());
                 new["metadata"]["generation"] = json!(1);
-                if let Some(m) = new["metadata"].as_object_mut() {
-                    m.remove("deletionTimestamp");
-                }
             }
-        }
-        new["metadata"]["managedFields"] = self.managed_fields_json(k, info.as_ref());
-        if let Some(o) = &old {
-            new["metadata"]["resourceVersion"] = o["metadata"]["resourceVersion"].clone();
-            if *o == new {
-                return Ok(new);
-            }
-        }
-        let finalizing = new.pointer("/metadata/deletionTimestamp").is_some()
-            && new
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_none_or(Vec::is_empty);
-        if finalizing {
-            return self.remove_object(k, new);
         }
         self.rv += 1;
         new["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let status_only = old
-            .as_ref()
-            .is_some_and(|o| without_status(o) == without_status(&new));
         self.objects.insert(k.clone(), new.clone());
-        self.emit(
-            k,
-            if created || old.is_none() {
-                ChangeType::Added
-            } else {
-                ChangeType::Modified
-            },
-            new.clone(),
-            status_only,
-        );
-        Ok(new)
+        let change = if old.is_none() {
+            ChangeType::Added
+        } else {
+            ChangeType::Modified
+        };
+        self.emit(k, change, new.clone());
+        new
     }
 
-    fn managed_fields_json(&self, k: &ObjKey, info: Option<&ResourceInfo>) -> Value {
-        let api_version = info.map(ResourceInfo::api_version).unwrap_or_default();
-        let entries: Vec<Value> = self
-            .managers
-            .get(k)
-            .into_iter()
-            .flatten()
-            .map(|((m, sub), o)| {
-                let mut e = json!({
-                    "manager": m, "operation": o.operation, "apiVersion": api_version,
-                    "fieldsType": "FieldsV1", "fieldsV1": fields_v1(&o.fields),
-                });
-                if let Some(s) = sub {
-                    e["subresource"] = json!(s);
-                }
-                e
-            })
-            .collect();
-        json!(entries)
-    }
-
-    fn emit(&mut self, k: &ObjKey, change: ChangeType, object: Value, status_only: bool) {
+    fn emit(&mut self, k: &ObjKey, change: ChangeType, object: Value) {
         let c = Arc::new(Change {
             resource_version: self.rv,
             change,
             resource: k.0.clone(),
             namespace: (!k.1.is_empty()).then(|| k.1.clone()),
             name: k.2.clone(),
-            status_only,
             object,
         });
         self.history.push(c.clone());
@@ -1562,33 +990,28 @@ impl State {
         let _ = self.sender.send(c);
     }
 
-    fn remove_object(&mut self, k: &ObjKey, mut last: Value) -> Result<Value, ApiError> {
-        self.objects.remove(k);
-        self.managers.remove(k);
-        self.rollouts.remove(k);
+    /// Delete `k` at once (no finalizers, no garbage collector: only the simulated DaemonSet
+    /// controller's pods go with their DaemonSet or node).
+    fn remove_object(&mut self, k: &ObjKey) -> Result<Value, ApiError> {
+        let mut last = self
+            .objects
+            .remove(k)
+            .ok_or_else(|| ApiError::not_found(&format!("{} {}", k.0, k.2)))?;
+        self.applied.remove(k);
         self.rv += 1;
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        self.emit(k, ChangeType::Deleted, last.clone(), false);
-        // The garbage collector: the dependents of what went, and the owners in foreground
-        // deletion that waited for it.
-        if let Some(uid) = last.pointer("/metadata/uid").and_then(Value::as_str) {
-            self.collect_dependents(uid);
-        }
-        let owners: Vec<String> = last
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r["uid"].as_str().map(String::from))
-            .collect();
-        for owner in owners {
-            self.finish_foreground(&owner);
-        }
+        self.emit(k, ChangeType::Deleted, last.clone());
         if k.0 == keys::NODES {
             self.simulate_all();
-        }
-        // The DaemonSet controller makes a deleted pod again (under the same name here).
-        if k.0 == pods::PODS && !self.syncing_pods {
+        } else if k.0 == keys::DAEMONSETS {
+            let uid = last.pointer("/metadata/uid").cloned().unwrap_or_default();
+            for pk in self.pods_of(&k.1, &uid) {
+                self.syncing_pods = true;
+                let _ = self.remove_object(&pk);
+                self.syncing_pods = false;
+            }
+        } else if k.0 == pods::PODS && !self.syncing_pods {
+            // The DaemonSet controller makes a deleted pod again (under the same name here).
             let owner = last
                 .pointer("/metadata/ownerReferences/0/name")
                 .and_then(Value::as_str)
@@ -1598,15 +1021,6 @@ impl State {
             }
         }
         Ok(last)
-    }
-
-    /// What follows a write through the API: the controllers react, and the garbage collector
-    /// deletes an object whose owners are all gone.
-    fn after_write(&mut self, resource: &str, k: &ObjKey, status_only: bool) {
-        self.react(resource, k, status_only);
-        if !status_only {
-            self.collect_if_orphaned(k);
-        }
     }
 
     /// The simulated controllers' reaction to a write.
@@ -1633,114 +1047,64 @@ impl State {
         }
     }
 
-    fn nodes(&self) -> Vec<Value> {
+    /// The pods in `namespace` that the object `uid` owns.
+    fn pods_of(&self, namespace: &str, uid: &Value) -> Vec<ObjKey> {
         self.objects
             .iter()
-            .filter(|((r, _, _), _)| r == keys::NODES)
-            .map(|(_, n)| n.clone())
+            .filter(|((r, ns, _), pod)| {
+                r == pods::PODS
+                    && ns == namespace
+                    && pod
+                        .pointer("/metadata/ownerReferences")
+                        .and_then(Value::as_array)
+                        .is_some_and(|refs| refs.iter().any(|o| o["uid"] == *uid))
+            })
+            .map(|(pk, _)| pk.clone())
             .collect()
     }
 
-    /// The DaemonSet controller: recompute one DaemonSet's status.
+    /// The DaemonSet controller: one pod per node `ds` fits (created when missing, deleted from
+    /// nodes it no longer fits or that are gone), each with the kubelet's status, and the
+    /// DaemonSet's status counted from them.
     fn simulate(&mut self, k: &ObjKey) {
         let Some(ds) = self.objects.get(k).cloned() else {
             return;
         };
-        let nodes = self.nodes();
-        let generation = ds["metadata"]["generation"].as_i64().unwrap_or(1);
-        let updated = match self.rollouts.get(k) {
-            // A new template on a DaemonSet that existed before: its pods are replaced later.
-            Some((g, _)) if *g != generation && self.manual_rollouts => Some(0),
-            Some((g, u)) if *g == generation => *u,
-            _ => None,
-        };
-        self.rollouts.insert(k.clone(), (generation, updated));
-        let mut status = daemonset_status(&ds, &nodes, self.pods_ready, updated);
-        let (scheduled, ready) = self.sync_pods(k, &ds, &nodes);
-        let desired = status["desiredNumberScheduled"].as_i64().unwrap_or(0);
-        status["currentNumberScheduled"] = json!(scheduled);
-        status["numberReady"] = json!(ready);
-        status["numberAvailable"] = json!(ready);
-        match status.as_object_mut() {
-            Some(m) if desired > ready => {
-                m.insert("numberUnavailable".into(), json!(desired - ready));
-            }
-            Some(m) => {
-                m.remove("numberUnavailable");
-            }
-            None => {}
-        }
-        if ds.get("status") == Some(&status) {
-            return;
-        }
-        let mut new = ds;
-        new["status"] = status;
-        let _ = self.commit(k, new, DAEMONSET_CONTROLLER, Some("status"), "Update");
-    }
-}
-
-impl State {
-    /// The DaemonSet controller's pods: one per node `ds` fits (created when missing, deleted
-    /// from nodes it no longer fits or that are gone), each with the kubelet's status; none is
-    /// created where [`FakeApiServer::refuse_pods`] refuses them (a `FailedCreate` Event on the
-    /// DaemonSet instead). Returns how many exist and how many are ready.
-    fn sync_pods(&mut self, k: &ObjKey, ds: &Value, nodes: &[Value]) -> (i64, i64) {
         let empty = json!({});
         let pod_spec = ds.pointer("/spec/template/spec").unwrap_or(&empty).clone();
         let host_network = pod_spec["hostNetwork"].as_bool().unwrap_or(false);
-        let uid = ds
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let fitting: Vec<String> = nodes
-            .iter()
-            .filter(|n| pod_fits_node(&pod_spec, n))
-            .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
-            .map(String::from)
-            .collect();
-        let mine: Vec<(ObjKey, Value)> = self
+        let fitting: Vec<String> = self
             .objects
             .iter()
-            .filter(|((r, ns, _), pod)| {
-                r == pods::PODS
-                    && *ns == k.1
-                    && pod
-                        .pointer("/metadata/ownerReferences")
-                        .and_then(Value::as_array)
-                        .is_some_and(|refs| refs.iter().any(|o| o["uid"] == uid))
-            })
-            .map(|(pk, pod)| (pk.clone(), pod.clone()))
+            .filter(|((r, _, _), n)| r == keys::NODES && pod_fits_node(&pod_spec, n))
+            .filter_map(|(_, n)| n.pointer("/metadata/name").and_then(Value::as_str))
+            .map(String::from)
             .collect();
-        for (pk, pod) in mine {
-            let node = pod.pointer("/spec/nodeName").and_then(Value::as_str);
-            if !node.is_some_and(|n| fitting.iter().any(|f| f == n)) {
+        let uid = ds.pointer("/metadata/uid").cloned().unwrap_or_default();
+        for pk in self.pods_of(&k.1, &uid) {
+            let node = self.objects[&pk].pointer("/spec/nodeName").cloned();
+            if !node.is_some_and(|n| fitting.iter().any(|f| n == f.as_str())) {
                 self.pod_status.remove(&pk);
                 self.syncing_pods = true;
-                let _ = self.remove_object(&pk, pod);
+                let _ = self.remove_object(&pk);
                 self.syncing_pods = false;
             }
         }
-        let (mut scheduled, mut ready) = (0, 0);
-        let refusal = self.pod_refusals.get(&k.1).cloned();
-        for node in fitting {
+        let mut ready = 0;
+        for node in &fitting {
             let pk = (
                 pods::PODS.to_string(),
                 k.1.clone(),
-                pods::pod_name(&k.2, &node),
+                pods::pod_name(&k.2, node),
             );
             let existing = self.objects.get(&pk).cloned();
-            if let (None, Some(message)) = (&existing, &refusal) {
-                self.failed_create(k, ds, message);
-                continue;
-            }
-            scheduled += 1;
             let ip = match existing
                 .as_ref()
                 .and_then(|p| p.pointer("/status/podIP"))
                 .and_then(Value::as_str)
             {
                 Some(ip) => ip.to_string(),
-                None if host_network => self.node_ip(&node),
+                None if host_network => self.node_ip(node),
                 None => {
                     self.ip_seq += 1;
                     pods::address("10.244", self.ip_seq - 1)
@@ -1756,51 +1120,28 @@ impl State {
                 }
                 None => pods::running_status(&pod_spec, &ip, self.pods_ready),
             };
-            let pod = match existing {
-                None => {
-                    let mut pod = pods::new_pod(ds, &node, &ip, self.pods_ready);
-                    pod["status"] = status;
-                    self.commit(&pk, pod, DAEMONSET_CONTROLLER, None, "Update")
-                }
-                Some(mut pod) if pod.get("status") != Some(&status) => {
-                    pod["status"] = status;
-                    self.commit(&pk, pod, "fake-kubelet", Some("status"), "Update")
-                }
-                Some(pod) => Ok(pod),
-            };
-            if pod.is_ok_and(|p| pods::is_ready(&p)) {
+            let mut pod = existing.unwrap_or_else(|| pods::new_pod(&ds, node));
+            pod["status"] = status;
+            if pods::is_ready(&self.commit(&pk, pod)) {
                 ready += 1;
             }
         }
-        (scheduled, ready)
-    }
-
-    /// The DaemonSet controller's Warning Event for a pod that admission refused (one per
-    /// DaemonSet and message; written once, so a re-simulation changes nothing).
-    fn failed_create(&mut self, k: &ObjKey, ds: &Value, message: &str) {
-        let uid = ds.pointer("/metadata/uid").cloned().unwrap_or(json!(""));
-        let name = format!("{}.failedcreate", k.2);
-        let event = json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": k.1},
-            "involvedObject": {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": k.2,
-                               "namespace": k.1, "uid": uid},
-            "reason": "FailedCreate",
-            "message": format!("Error creating: {message}"),
-            "type": "Warning",
-            "count": 1,
-            "source": {"component": "daemonset-controller"},
+        let desired = i64::try_from(fitting.len()).unwrap_or(i64::MAX);
+        let mut status = json!({
+            "currentNumberScheduled": desired,
+            "desiredNumberScheduled": desired,
+            "numberMisscheduled": 0,
+            "numberReady": ready,
+            "updatedNumberScheduled": desired,
+            "numberAvailable": ready,
+            "observedGeneration": ds.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
         });
-        let ek = (pods::CORE_EVENTS.to_string(), k.1.clone(), name);
-        if self
-            .objects
-            .get(&ek)
-            .is_some_and(|e| e["message"] == event["message"] && e["involvedObject"]["uid"] == uid)
-        {
-            return;
+        if desired > ready {
+            status["numberUnavailable"] = json!(desired - ready);
         }
-        let _ = self.commit(&ek, event, DAEMONSET_CONTROLLER, None, "Update");
+        let mut new = ds;
+        new["status"] = status;
+        self.commit(k, new);
     }
 
     fn node_ip(&mut self, node: &str) -> String {
@@ -1873,18 +1214,6 @@ fn strip(v: &Value) -> Value {
         m.remove("status");
         m.remove("apiVersion");
         m.remove("kind");
-    }
-    v
-}
-
-fn without_status(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("status");
-        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-            meta.remove("managedFields");
-        }
     }
     v
 }

@@ -8,8 +8,6 @@ use serde_json::{Value, json};
 
 /// Resource key of Pods.
 pub const PODS: &str = "/v1/pods";
-/// Resource key of core/v1 Events (what the DaemonSet controller records).
-pub const CORE_EVENTS: &str = "/v1/events";
 
 /// The name of the DaemonSet's pod on `node`.
 pub fn pod_name(daemon_set: &str, node: &str) -> String {
@@ -22,7 +20,7 @@ pub fn address(prefix: &str, n: u32) -> String {
 }
 
 /// A new pod of `ds` on `node`.
-pub fn new_pod(ds: &Value, node: &str, ip: &str, ready: bool) -> Value {
+pub fn new_pod(ds: &Value, node: &str) -> Value {
     let ds_name = ds
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -47,8 +45,7 @@ pub fn new_pod(ds: &Value, node: &str, ip: &str, ready: bool) -> Value {
             metadata[key] = v.clone();
         }
     }
-    let status = running_status(&spec, ip, ready);
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status})
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
 }
 
 /// What the kubelet reports for a pod whose containers run: `Ready` as given.
@@ -118,7 +115,8 @@ mod tests {
                 "spec": {"containers": [{"name": "dataplane", "image": "img:1"}]}
             }}
         });
-        let pod = new_pod(&ds, "node-a", "10.244.0.1", true);
+        let mut pod = new_pod(&ds, "node-a");
+        pod["status"] = running_status(&pod["spec"], "10.244.0.1", true);
         assert_eq!(pod["metadata"]["name"], "web-node-a");
         assert_eq!(pod["metadata"]["labels"]["app"], "web");
         assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "u1");

@@ -15,9 +15,6 @@ pub struct ResourceInfo {
     /// Whether `/status` is a separate subresource: then writes to the main resource keep the
     /// stored status, and writes to `/status` change nothing but the status.
     pub status_subresource: bool,
-    /// The structural schema (`openAPIV3Schema`) of a kind installed from a CRD: unknown fields
-    /// are pruned on every write, or refused with `fieldValidation=Strict`.
-    pub schema: Option<serde_json::Value>,
 }
 
 impl ResourceInfo {
@@ -36,24 +33,21 @@ impl ResourceInfo {
             kind: kind.into(),
             namespaced,
             status_subresource,
-            schema: None,
         }
     }
 
-    /// The served version of a CustomResourceDefinition (its first version), with its schema.
+    /// The served version of a CustomResourceDefinition (its first version).
     pub fn from_crd(crd: &serde_json::Value) -> Option<Self> {
         let spec = &crd["spec"];
         let version = spec["versions"].get(0)?;
-        let mut info = Self::new(
+        Some(Self::new(
             spec["group"].as_str()?,
             version["name"].as_str()?,
             spec["names"]["plural"].as_str()?,
             spec["names"]["kind"].as_str()?,
             spec["scope"] == "Namespaced",
             version["subresources"].get("status").is_some(),
-        );
-        info.schema = version["schema"].get("openAPIV3Schema").cloned();
-        Some(info)
+        ))
     }
 
     /// `group/version/plural`, the store's resource key.

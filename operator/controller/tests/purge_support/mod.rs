@@ -107,18 +107,10 @@ pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// A fake API server with both CRDs, an EdgeCache `web` whose admin port is `port`, and its
-/// admin token Secret holding `token`.
+/// A fake API server with an EdgeCache `web` whose admin port is `port`, and its admin token
+/// Secret holding `token`.
 pub async fn cluster(port: u16, token: &str) -> FakeApiServer {
     let fake = FakeApiServer::new();
-    assert!(
-        fake.install_crd(&serde_json::to_value(edgecache_api::schema::edgecache_crd()).unwrap())
-    );
-    assert!(
-        fake.install_crd(
-            &serde_json::to_value(edgecache_api::schema::edgecache_purge_crd()).unwrap()
-        )
-    );
     let mut ec = minimal_edgecache(&format!("network:\n  adminPort: {port}\n"));
     ec.metadata.uid = None;
     ec.metadata.generation = None;
@@ -131,39 +123,13 @@ pub async fn cluster(port: u16, token: &str) -> FakeApiServer {
 }
 
 pub fn put_token(fake: &FakeApiServer, token: &str) {
-    use base64_free::encode;
     fake.put_object(
         keys::SECRETS,
         Some(NS),
         json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                "metadata": {"name": admin_secret_name("web")},
-               "data": {"token": encode(token.as_bytes())}}),
+               "data": {"token": k8s_openapi::ByteString(token.as_bytes().to_vec())}}),
     );
-}
-
-/// Base64 for the Secret's data, without a dependency for it.
-mod base64_free {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-    pub fn encode(bytes: &[u8]) -> String {
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                chunk.get(1).copied().unwrap_or(0),
-                chunk.get(2).copied().unwrap_or(0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    }
 }
 
 /// The labels the operator's DaemonSet puts on the data-plane pods of `web`.
