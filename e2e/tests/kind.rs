@@ -22,7 +22,9 @@ use edgecache_e2e::scenarios::{
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
-use kube::api::{DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
+};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
 
@@ -956,6 +958,113 @@ async fn a_status_write_tested_on_an_old_uid_is_refused() {
         let uid = new.metadata.uid.clone().context("no uid")?;
         api.patch_status("web", &params, &Patch::Json::<()>(stale(&uid)?))
             .await?;
+        Ok(())
+    })
+    .await;
+}
+
+/// Create `obj` (any kind, as JSON) through `api` and expect the API server's 422 naming
+/// `needle`.
+async fn refused(
+    api: &Api<DynamicObject>,
+    obj: serde_json::Value,
+    needle: &str,
+) -> anyhow::Result<()> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or("?").to_string();
+    let obj: DynamicObject = serde_json::from_value(obj)?;
+    match api.create(&PostParams::default(), &obj).await {
+        Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains(needle) => {
+            println!("{name} refused: {}", e.message);
+            Ok(())
+        }
+        other => bail!("{name}: want a 422 naming {needle:?}, got {other:?}"),
+    }
+}
+
+/// What the CRDs' schema and CEL rules forbid is refused by the API server itself, with the
+/// rule's message, before the operator sees anything (the fake API server no longer emulates
+/// this; issue 35): an EdgeCache whose ADQ steering lacks host networking, one whose ports
+/// collide, one with a port out of range; an EdgeCachePurge naming two kinds of target, and
+/// an edit of a purge's spec. The same objects made valid are accepted.
+#[tokio::test]
+async fn what_the_crds_rules_forbid_the_api_server_refuses() {
+    scenario("crd-rules", |client, ns| async move {
+        let caches = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            &ns,
+            &ApiResource::erase::<EdgeCache>(&()),
+        );
+        let purges = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            &ns,
+            &ApiResource::erase::<EdgeCachePurge>(&()),
+        );
+        let cache = |name: &str, spec: serde_json::Value| {
+            let mut ec = serde_json::to_value(edgecache(&ns, name, json!({"paused": true})))
+                .expect("an EdgeCache as JSON");
+            for (k, v) in spec.as_object().into_iter().flatten() {
+                ec["spec"][k] = v.clone();
+            }
+            ec
+        };
+        refused(
+            &caches,
+            cache("queue", json!({"steering": {"mode": "queue"}})),
+            "steering.mode queue needs network.hostNetwork",
+        )
+        .await?;
+        refused(
+            &caches,
+            cache(
+                "ports",
+                json!({"network": {"port": 9090, "adminPort": 9090}}),
+            ),
+            "network.port and network.adminPort must differ",
+        )
+        .await?;
+        refused(
+            &caches,
+            cache(
+                "range",
+                json!({"network": {"port": 70000, "adminPort": 9090}}),
+            ),
+            "less than or equal to 65535",
+        )
+        .await?;
+        let purge = |name: &str, spec: serde_json::Value| {
+            json!({
+                "apiVersion": "edgecache.dev/v1alpha1", "kind": "EdgeCachePurge",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": spec,
+            })
+        };
+        refused(
+            &purges,
+            purge(
+                "two",
+                json!({"edgeCache": "web", "all": true, "tags": ["a"]}),
+            ),
+            "set exactly one of urls, prefixes, tags or all",
+        )
+        .await?;
+        // Made valid, the same objects are accepted; a purge's spec then cannot change.
+        let valid: DynamicObject = serde_json::from_value(cache(
+            "queue",
+            json!({"steering": {"mode": "queue"}, "network": {"hostNetwork": true}}),
+        ))?;
+        caches.create(&PostParams::default(), &valid).await?;
+        let one: DynamicObject =
+            serde_json::from_value(purge("one", json!({"edgeCache": "web", "tags": ["a"]})))?;
+        purges.create(&PostParams::default(), &one).await?;
+        let edit = Patch::Merge(json!({"spec": {"tags": ["b"]}}));
+        match purges.patch("one", &PatchParams::default(), &edit).await {
+            Err(kube::Error::Api(e))
+                if e.code == 422 && e.message.contains("spec is immutable") =>
+            {
+                println!("one: edit refused: {}", e.message);
+            }
+            other => bail!("a purge's spec edited: {other:?}"),
+        }
         Ok(())
     })
     .await;
