@@ -30,6 +30,7 @@
 //! | a stored body that fails mid-response | [`partial::Continuation::of`] (Range + If-Range), then [`partial::Continuation::accepts`] on the origin's answer |
 //! | a 206 that continues held bytes | [`partial::combinable`], [`partial::combine`], [`partial::combined_fields`] |
 //! | the blob the store keeps | [`StoredResponse::encode`] / [`StoredResponse::decode`] |
+//! | the cache's own compression | [`encoding::negotiate`]`(&headers, offered) -> Coding` (the Vary bucket), [`encoding::eligible`]`(status, &headers, &cfg)`, [`encoding::etag_for`] |
 //!
 //! # Miss, hit and revalidation, as the proxy sees them
 //!
@@ -117,6 +118,7 @@ pub mod authority;
 pub mod cache_control;
 pub mod conditional;
 pub mod config;
+pub mod encoding;
 pub mod freshness;
 pub mod headers;
 pub mod interim;
