@@ -1,7 +1,7 @@
 //! What a request asks of the cache, before any lookup.
 
 use http::HeaderMap;
-use http::header::HeaderName;
+use http::header::{ACCEPT_ENCODING, HeaderName, HeaderValue};
 use http::header::{IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, RANGE, UPGRADE};
 use http::{Method, request};
 
@@ -97,8 +97,22 @@ pub fn classify(req: &request::Parts, _cfg: &PolicyConfig) -> RequestClass {
 /// client's validators cannot fill the cache). [`super::respond::from_cache`] then answers the
 /// client's range and preconditions from the stored response (RFC 9111 4.3.2, RFC 9110 14.2
 /// allow both). If-Match and If-Unmodified-Since are kept: only the origin evaluates them.
+///
+/// Accept-Encoding becomes its bucket ([`super::encoding::negotiate`]: `zstd`, `br`, `gzip`,
+/// or `identity` for everything else), the value a response that varies on it is stored
+/// under ([`super::vary::normalize`]): the origin chooses among the codings the bucket names,
+/// so every client of a bucket may be sent what it chose, and an object has at most four
+/// such variants whatever the clients send.
 pub fn strip_for_fill(headers: &mut HeaderMap) {
     const STRIPPED: [HeaderName; 4] = [RANGE, IF_RANGE, IF_NONE_MATCH, IF_MODIFIED_SINCE];
+    let bucket = super::encoding::negotiate(headers, &super::encoding::PREFERENCE);
+    let normal = headers
+        .get(ACCEPT_ENCODING)
+        .is_some_and(|v| v.as_bytes() == bucket.as_str().as_bytes())
+        && headers.get_all(ACCEPT_ENCODING).iter().count() == 1;
+    if !normal {
+        headers.insert(ACCEPT_ENCODING, HeaderValue::from_static(bucket.as_str()));
+    }
     // Most requests have none of them: one pass over the names, not four removals.
     if !headers.keys().any(|n| STRIPPED.contains(n)) {
         return;

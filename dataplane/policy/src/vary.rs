@@ -4,9 +4,11 @@
 //! carried (normalized). A later request matches when its normalized values are equal. Two values
 //! are normalized the ways 4.1 allows: whitespace around list elements and parameters removed,
 //! several field lines combined, and values lowercased for fields whose values are
-//! case-insensitive (Accept, Accept-Charset, Accept-Encoding, Accept-Language). Order of list
-//! elements is kept: it can carry preference. A field absent from a request only matches a field
-//! absent from the other (4.1).
+//! case-insensitive (Accept, Accept-Charset, Accept-Language). Order of list elements is kept:
+//! it can carry preference. A field absent from a request only matches a field absent from the
+//! other (4.1). Accept-Encoding is compared by its bucket (`zstd`, `br`, `gzip`, or identity as
+//! if absent: [`super::encoding::negotiate`]), which is also all a fill tells the origin of it
+//! ([`super::request::strip_for_fill`]).
 
 use http::header::{ACCEPT, ACCEPT_CHARSET, ACCEPT_ENCODING, ACCEPT_LANGUAGE, HeaderName, VARY};
 use http::{HeaderMap, request};
@@ -90,6 +92,14 @@ fn case_insensitive_list(name: &HeaderName) -> bool {
 
 /// Normalize one request field for comparison, `None` when the request lacks it.
 pub fn normalize(name: &HeaderName, request: &HeaderMap) -> Option<Vec<u8>> {
+    if name == ACCEPT_ENCODING {
+        // Its bucket, as fills send it ([`super::request::strip_for_fill`]); identity (the
+        // field absent, empty, or naming no coding the cache knows) as absent.
+        return match super::encoding::negotiate(request, &super::encoding::PREFERENCE) {
+            super::encoding::Coding::Identity => None,
+            c => Some(c.as_str().as_bytes().to_vec()),
+        };
+    }
     let mut lines = request.get_all(name).iter().peekable();
     lines.peek()?;
     if !case_insensitive_list(name) {

@@ -364,7 +364,29 @@ fn policy_strip_for_fill() {
     request::strip_for_fill(&mut r.headers);
     let mut names: Vec<_> = r.headers.keys().map(|n| n.as_str()).collect();
     names.sort();
-    assert_eq!(names, ["accept", "if-match"]);
+    assert_eq!(names, ["accept", "accept-encoding", "if-match"]);
+    assert_eq!(r.headers["accept-encoding"], "identity");
+}
+
+/// A fill tells the origin only the client's Accept-Encoding bucket, one field line, the value
+/// its variant is stored under (issue 33 §1: at most four variants per object).
+#[test]
+fn policy_fills_send_the_accept_encoding_bucket() {
+    for (sent, want) in [
+        (&[][..], "identity"),
+        (&["gzip, deflate, br, zstd"][..], "zstd"),
+        (&["gzip, deflate, br"][..], "br"),
+        (&["gzip", "deflate"][..], "gzip"),
+        (&["deflate"][..], "identity"),
+        (&["br;q=0, gzip;q=0.5"][..], "gzip"),
+        (&["gzip"][..], "gzip"),
+    ] {
+        let fields: Vec<(&str, &str)> = sent.iter().map(|v| ("accept-encoding", *v)).collect();
+        let mut r = req_with("GET", "/", &fields);
+        request::strip_for_fill(&mut r.headers);
+        let got: Vec<_> = r.headers.get_all("accept-encoding").iter().collect();
+        assert_eq!(got, [want], "{sent:?}");
+    }
 }
 
 /// Routing parses the authority once, for the listener's scheme, and leaves it in the request's

@@ -91,11 +91,31 @@ fn policy_matching_with_normalisation_rfc9111_4_1() {
             &[("accept-encoding", "gzip ; q=1.0,br")],
             true,
         ),
+        // Accept-Encoding by its bucket: the order of a list does not change it, and two
+        // lists of one bucket match (issue 33 §1).
         (
             "accept-encoding",
             &[("accept-encoding", "gzip, br")],
             &[("accept-encoding", "br, gzip")],
+            true,
+        ),
+        (
+            "accept-encoding",
+            &[("accept-encoding", "gzip, deflate, br")],
+            &[("accept-encoding", "br")],
+            true,
+        ),
+        (
+            "accept-encoding",
+            &[("accept-encoding", "gzip, deflate")],
+            &[("accept-encoding", "gzip, deflate, br")],
             false,
+        ),
+        (
+            "accept-encoding",
+            &[("accept-encoding", "deflate")],
+            &[],
+            true,
         ),
         (
             "accept-language",
@@ -116,7 +136,7 @@ fn policy_matching_with_normalisation_rfc9111_4_1() {
             &[],
             false,
         ),
-        ("accept-encoding", &[("accept-encoding", "")], &[], false),
+        ("accept-encoding", &[("accept-encoding", "")], &[], true),
         (
             "x-custom",
             &[("x-custom", "A")],
