@@ -179,6 +179,7 @@ impl Tracer {
             .name("trace-export".into())
             .spawn(move || exporter.run(rx))
             .map_err(StartError::Thread)?;
+        crate::activate();
         info!(endpoint = %url, sample = settings.sample, "tracing to OTLP/HTTP");
         Ok(Some(Arc::new(Tracer {
             ratio: Ratio::of(settings.sample),

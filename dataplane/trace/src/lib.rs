@@ -26,6 +26,18 @@ use std::time::{Instant, SystemTime};
 
 pub use export::{Counters, Endpoint, StartError, Tracer};
 
+/// Whether a tracer was started in this process: the one branch code that looks for a span in
+/// a request's extensions takes first, so that with tracing off (the default) it costs no lookup.
+pub fn active() -> bool {
+    ACTIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn activate() {
+    ACTIVE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The field's name.
 pub const TRACEPARENT: &str = "traceparent";
 
