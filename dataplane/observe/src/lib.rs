@@ -11,4 +11,5 @@
 pub mod conn_info;
 pub mod line_queue;
 pub mod request_log;
+pub mod trace;
 pub mod tracing_log;

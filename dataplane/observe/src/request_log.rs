@@ -148,6 +148,8 @@ pub struct RequestLog {
     /// `None` when the access log is off (or stdout could not be duplicated).
     queue: Option<crate::line_queue::Queue>,
     metrics: RequestMetrics,
+    /// `Some` when tracing is on (src/trace.rs has the spans of a request).
+    tracer: Option<Arc<edgecache_trace::Tracer>>,
     /// This cache's name as its Cache-Status member starts.
     member_name: String,
     seed: u64,
@@ -176,8 +178,14 @@ impl Sampling {
 
 impl RequestLog {
     /// Start the access log as `cfg` says (its writer thread unless it is off) and keep the
-    /// request histograms in `metrics`. `cache_name` is `cache.name`.
-    pub fn start(cfg: &Settings, cache_name: &str, metrics: RequestMetrics) -> Self {
+    /// request histograms in `metrics`. `cache_name` is `cache.name`. With a `tracer`,
+    /// each sampled request is a span too.
+    pub fn start(
+        cfg: &Settings,
+        cache_name: &str,
+        metrics: RequestMetrics,
+        tracer: Option<Arc<edgecache_trace::Tracer>>,
+    ) -> Self {
         let mut format = cfg.format;
         let mut queue = None;
         if format != Format::Off && Sampling::of(cfg.sample) != Sampling::None {
@@ -220,6 +228,7 @@ impl RequestLog {
             sampling: Sampling::of(cfg.sample),
             queue,
             metrics,
+            tracer,
             member_name: edgecache_policy::status::CacheStatus::none(cache_name).to_string(),
             seed,
         }
@@ -364,9 +373,12 @@ impl WorkerLog {
         }
         let head_only = parts.method == Method::HEAD;
         let h2 = parts.version == http::Version::HTTP_2;
-        Exchange {
-            rec: Some(Record::new(self.clone(), site, line, head_only, h2)),
+        let mut rec = Record::new(self.clone(), site, line, head_only, h2);
+        // Off (the default), a request's whole cost of tracing is this branch.
+        if let Some(tracer) = &self.shared.tracer {
+            rec.span = crate::trace::request_span(tracer, parts, site);
         }
+        Exchange { rec: Some(rec) }
     }
 
     /// A request hyper answered itself, `status`, because it could not read its head (400 for
@@ -510,6 +522,8 @@ struct Record {
     /// When the body ended, failed or was dropped.
     ended: Option<Instant>,
     completed: bool,
+    /// The request's span, when it is traced.
+    span: Option<Box<edgecache_trace::Span>>,
 }
 
 impl Record {
@@ -535,6 +549,7 @@ impl Record {
             length: None,
             ended: None,
             completed: false,
+            span: None,
         }
     }
 
@@ -553,6 +568,16 @@ impl Record {
 
 impl Drop for Record {
     fn drop(&mut self) {
+        if let Some(mut span) = self.span.take() {
+            crate::trace::end_request(
+                &mut span,
+                self.status,
+                self.cache.as_str(),
+                self.bytes,
+                self.completed,
+                self.ended,
+            );
+        }
         let total = self.ended.unwrap_or_else(Instant::now) - self.start;
         let (duration, first_byte, served) =
             self.log

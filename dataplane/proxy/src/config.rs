@@ -95,6 +95,12 @@ pub struct ServeFlags {
     /// The share of requests in the access log, from 0 to 1 (accessLog.sample).
     #[arg(long)]
     pub access_log_sample: Option<f64>,
+    /// OTLP/HTTP endpoint for traces, http://host:port (tracing.endpoint); turns tracing on.
+    #[arg(long, env = "EDGECACHE_TRACE_ENDPOINT")]
+    pub trace_endpoint: Option<String>,
+    /// The share of new traces sampled, from 0 to 1 (tracing.sample).
+    #[arg(long)]
+    pub trace_sample: Option<f64>,
 }
 
 fn parse_site(s: &str) -> Result<SiteConfig, String> {
@@ -275,6 +281,12 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     if let Some(v) = f.access_log_sample {
         cfg.access_log.sample = v;
     }
+    if let Some(v) = &f.trace_endpoint {
+        cfg.tracing.endpoint = Some(v.clone());
+    }
+    if let Some(v) = f.trace_sample {
+        cfg.tracing.sample = v;
+    }
 }
 
 /// A relative cache dir on the command line is taken relative to the working directory.
@@ -450,6 +462,33 @@ mod tests {
             "{e}"
         );
         assert!(parse_access_log("xml").is_err());
+    }
+
+    #[test]
+    fn trace_flags_override_the_file_and_are_checked() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "tracing:\n  endpoint: http://otel:4318\n  sample: 0.5"
+        )
+        .unwrap();
+        let f = ServeFlags {
+            config: Some(file.path().into()),
+            trace_sample: Some(0.25),
+            ..flags()
+        };
+        let cfg = load(&f).unwrap();
+        assert_eq!(cfg.tracing.endpoint.as_deref(), Some("http://otel:4318"));
+        assert_eq!(cfg.tracing.sample, 0.25);
+        let f = ServeFlags {
+            trace_endpoint: Some("grpc://otel:4317".into()),
+            ..flags()
+        };
+        let e = load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("tracing.endpoint: must start with http://"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
     AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
-    IoEngineKind, StorageConfig, TlsConfig, TlsVersion,
+    DataplaneConfig, IoEngineKind, StorageConfig, TlsConfig, TlsVersion,
 };
 use edgecache_edge::tls;
 use edgecache_observe::request_log;
@@ -85,6 +85,28 @@ pub fn access_log(c: &AccessLogConfig) -> request_log::Settings {
             AccessLogFormat::Off => request_log::Format::Off,
         },
         sample: c.sample,
+    }
+}
+
+/// The tracer of `tracing`: spans carry the resource `service.name` `edgecache-dataplane`,
+/// `service.instance.id` (the node's name, `sharding.nodeName`, when it has one) and
+/// `edgecache.cache.name` (`cache.name`).
+pub fn tracing(cfg: &DataplaneConfig) -> edgecache_trace::Settings {
+    let mut resource = vec![
+        (
+            "service.name".to_string(),
+            "edgecache-dataplane".to_string(),
+        ),
+        ("edgecache.cache.name".to_string(), cfg.cache.name.clone()),
+    ];
+    if let Some(node) = &cfg.sharding.node_name {
+        resource.push(("service.instance.id".to_string(), node.clone()));
+    }
+    edgecache_trace::Settings {
+        endpoint: cfg.tracing.endpoint.clone(),
+        sample: cfg.tracing.sample,
+        resource,
+        ..edgecache_trace::Settings::default()
     }
 }
 

@@ -580,7 +580,7 @@ async fn select_in(
         {
             slot = Some(ctx.stream_slots.acquire(peer.ip()).await);
         }
-        let Ok(obj) = ctx.store.open(&r).await else {
+        let Ok(obj) = open(ctx, parts, &r).await else {
             continue;
         };
         let Some(stored) = stored_response(ctx, &obj) else {
@@ -603,6 +603,36 @@ async fn select_in(
         }
     }
     Selected::VaryMiss
+}
+
+/// Open a stored object. A traced request's disk read (the open's read of the record's head
+/// and first chunk) is a child span, `disk read`; a copy in the RAM tier reads no disk and
+/// has none.
+async fn open(
+    ctx: &Ctx,
+    parts: &request::Parts,
+    r: &ObjectRef,
+) -> Result<StoredObject, edgecache_store::StoreError> {
+    let span = if edgecache_trace::active() {
+        parts
+            .extensions
+            .get::<edgecache_observe::trace::SpanContext>()
+            .map(|c| c.child("disk read", edgecache_trace::Kind::Internal))
+    } else {
+        None
+    };
+    let opened = ctx.store.open(r).await;
+    if let Some(mut span) = span {
+        match &opened {
+            Ok(obj) if obj.source == Source::Ram => span.discard(),
+            Ok(obj) => {
+                span.set("edgecache.store.record_bytes", r.record_len);
+                span.set("edgecache.store.body_bytes", obj.body_len);
+            }
+            Err(e) => span.fail(e.to_string()),
+        }
+    }
+    opened
 }
 
 /// The stored response of an opened object: decoded from its meta, or as decoded by an earlier
@@ -671,7 +701,7 @@ async fn serve_stored(
     };
     let obj = match opened {
         Some(o) => *o,
-        None => match ctx.store.open(r).await {
+        None => match open(ctx, parts, r).await {
             Ok(o) => o,
             Err(e) => {
                 debug!("stored object unreadable, treating as a miss: {e}");

@@ -175,6 +175,10 @@ pub struct Metrics {
     pub access_log_lines: Counter,
     /// Access-log lines dropped, by reason (`queue_full`, `write_error`).
     pub access_log_dropped: Family<Label, Counter>,
+    /// Trace spans the collector took.
+    pub trace_spans_exported: Counter,
+    /// Trace spans dropped, by reason (`queue_full`, `export_failed`).
+    pub trace_spans_dropped: Family<Label, Counter>,
     /// HTTP/2 streams served, by result (`completed`, `cancelled`).
     pub http2_streams: Family<Label, Counter>,
     /// HTTP/2 connections that ended in an error, by its code.
@@ -341,6 +345,8 @@ impl Metrics {
             served_bytes: Family::default(),
             access_log_lines: Counter::default(),
             access_log_dropped: Family::default(),
+            trace_spans_exported: Counter::default(),
+            trace_spans_dropped: Family::default(),
             http2_streams: Family::default(),
             http2_connection_errors: Family::default(),
             slices: Family::default(),
@@ -516,6 +522,17 @@ impl Metrics {
              write_error)",
             m.access_log_dropped.clone(),
         );
+        r.register(
+            "trace_spans_exported",
+            "Trace spans sent to the OTLP endpoint (tracing.endpoint) and taken by it",
+            m.trace_spans_exported.clone(),
+        );
+        r.register(
+            "trace_spans_dropped",
+            "Trace spans dropped (label reason: queue_full, when the exporter does not keep up; \
+             export_failed, a batch the endpoint did not take)",
+            m.trace_spans_dropped.clone(),
+        );
         let log = &*edgecache_observe::tracing_log::COUNTERS;
         r.register(
             "log_lines",
@@ -577,6 +594,20 @@ impl Metrics {
     /// Count one in `family`'s series with the label `(name, value)`.
     fn inc(family: &Family<Label, Counter>, (name, value): (&'static str, &'static str)) {
         family.get_or_create(&[(name, value.to_string())]).inc();
+    }
+
+    /// The counters of the tracer (edgecache_trace::Tracer).
+    pub fn trace(&self) -> edgecache_trace::Counters {
+        let dropped = |reason: &str| {
+            self.trace_spans_dropped
+                .get_or_create(&[("reason", reason.to_string())])
+                .clone()
+        };
+        edgecache_trace::Counters {
+            exported: self.trace_spans_exported.clone(),
+            queue_full: dropped("queue_full"),
+            export_failed: dropped("export_failed"),
+        }
     }
 
     /// The handles the request log keeps (the same series as these).

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use edgecache_api::dataplane::{HostHeader, OriginConfig};
 use edgecache_observe::request_log::UpstreamNote;
+use edgecache_observe::trace::SpanContext;
+use edgecache_trace::{Kind, Span};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
@@ -263,6 +265,12 @@ impl Origin {
         if let Some(note) = parts.extensions.get::<UpstreamNote>() {
             b = b.extension(note.clone());
         }
+        // A traced request's fetches are its child spans (`send_once`).
+        if edgecache_trace::active()
+            && let Some(span) = parts.extensions.get::<SpanContext>()
+        {
+            b = b.extension(span.clone());
+        }
         Ok(b)
     }
 
@@ -285,9 +293,16 @@ impl Origin {
             });
         }
         let note = req.extensions_mut().remove::<UpstreamNote>();
+        let trace = edgecache_trace::active()
+            .then(|| req.extensions_mut().remove::<SpanContext>())
+            .flatten();
+        let traced = Traced {
+            note: note.as_ref(),
+            span: trace.as_ref(),
+        };
         let Some(Picked(mut i)) = req.extensions_mut().remove::<Picked>() else {
             // A request to a named address (a peer): no pool to tell.
-            return self.send_once(req, note.as_ref()).await.map_err(|(e, _)| e);
+            return self.send_once(req, traced).await.map_err(|(e, _)| e);
         };
         self.pool.budget().deposit();
         // What a retry needs: only a request without content may be sent again.
@@ -304,7 +319,7 @@ impl Origin {
         loop {
             let result = {
                 let _waiting = self.pool.begin(i);
-                self.send_once(req, note.as_ref()).await
+                self.send_once(req, traced).await
             };
             match result {
                 Ok(ok) => {
@@ -346,11 +361,16 @@ impl Origin {
     /// connection, or the connection lost before any of a response).
     async fn send_once(
         &self,
-        req: Request<OriginBody>,
-        note: Option<&UpstreamNote>,
+        mut req: Request<OriginBody>,
+        traced: Traced<'_>,
     ) -> Result<(Response<Incoming>, Duration), (ProxyError, bool)> {
         let started = Instant::now();
-        match tokio::time::timeout(self.first_byte_timeout, self.client.request(req)).await {
+        // A traced request's fetch is a child span, up to the response head; the request
+        // carries its traceparent, so the origin's (or the peer's) span is its child.
+        let mut span = traced.span.map(|c| self.fetch_span(c, &mut req));
+        let result = match tokio::time::timeout(self.first_byte_timeout, self.client.request(req))
+            .await
+        {
             Err(_) => Err((
                 ProxyError::origin_timeout(
                     "the origin sent no response head within the first-byte timeout",
@@ -362,12 +382,50 @@ impl Origin {
                 Err((ProxyError::from_client(&e), retriable))
             }
             Ok(Ok(resp)) => {
-                if let (Some(note), Some(info)) = (note, resp.extensions().get::<HttpInfo>()) {
+                if let (Some(note), Some(info)) = (traced.note, resp.extensions().get::<HttpInfo>())
+                {
                     note.contacted(info.remote_addr(), self.peers);
                 }
                 Ok((resp, started.elapsed()))
             }
+        };
+        if let Some(span) = &mut span {
+            match &result {
+                Ok((resp, _)) => {
+                    let status = resp.status().as_u16();
+                    span.set("http.response.status_code", i64::from(status));
+                    if resp.status().is_server_error() {
+                        span.fail(format!("status {status}"));
+                    }
+                }
+                Err((e, _)) => {
+                    span.set("error.type", e.kind.as_str());
+                    span.fail(e.to_string());
+                }
+            }
         }
+        result
+    }
+
+    /// The child span of one fetch (`origin fetch` or `peer fetch`), its traceparent put on
+    /// the request.
+    fn fetch_span(&self, ctx: &SpanContext, req: &mut Request<OriginBody>) -> Span {
+        let name = if self.peers {
+            "peer fetch"
+        } else {
+            "origin fetch"
+        };
+        let mut span = ctx.child(name, Kind::Client);
+        if let Ok(v) = HeaderValue::from_bytes(&span.traceparent()) {
+            req.headers_mut()
+                .insert(HeaderName::from_static(edgecache_trace::TRACEPARENT), v);
+        }
+        span.set("http.request.method", req.method().as_str().to_string());
+        if let Some(a) = req.uri().authority() {
+            span.set("server.address", a.as_str().to_string());
+        }
+        span.set("url.path", req.uri().path().to_string());
+        span
     }
 }
 
@@ -393,6 +451,13 @@ fn retriable(e: &hyper_util::client::legacy::Error) -> bool {
                         | std::io::ErrorKind::BrokenPipe
                 )
             })
+}
+
+/// What a request's attempts report to: its access-log note and its span, when it has them.
+#[derive(Clone, Copy)]
+struct Traced<'a> {
+    note: Option<&'a UpstreamNote>,
+    span: Option<&'a SpanContext>,
 }
 
 /// The pool member a request was prepared for, in its extensions.

@@ -148,6 +148,7 @@ fn sample_every_family(
     let _ = m.served_bytes.get_or_create(&request);
     let log = m.request_log();
     let _ = log.access_log_dropped("queue_full");
+    let _ = m.trace();
     let _ = log.http2_streams("completed");
     m.http2_connection_error("io");
     m.slice(SliceSource::Store);

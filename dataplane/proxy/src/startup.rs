@@ -259,10 +259,13 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         crate::sites::Sites::from_config(&cfg).map_err(|e| anyhow::anyhow!("sites: {e}"))?,
     );
     registry.register_collector(Box::new(crate::sites::SitesCollector(sites.clone())));
+    let tracer = edgecache_trace::Tracer::start(&crate::contract::tracing(&cfg), metrics.trace())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let requests = Arc::new(RequestLog::start(
         &crate::contract::access_log(&cfg.access_log),
         &cfg.cache.name,
         metrics.request_log(),
+        tracer.clone(),
     ));
     let landing = Arc::new(crate::landing::Landing::default());
     let shared = Arc::new(Shared {
@@ -338,6 +341,12 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     });
     // Every worker has stopped: the last access-log lines are queued.
     requests.flush(std::time::Duration::from_secs(2));
+    // ... and the last spans.
+    if let Some(t) = &tracer
+        && !t.flush(std::time::Duration::from_secs(2))
+    {
+        warn!("tracing: the last spans were not sent within 2s");
+    }
     // Every worker has stopped: nothing writes. The next start restores the index from this
     // instead of scanning the disk.
     let t = std::time::Instant::now();

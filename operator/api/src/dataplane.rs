@@ -18,6 +18,7 @@ mod sites;
 
 pub use facing::{
     AccessLogConfig, AccessLogFormat, CertificateFiles, Http2Config, TlsConfig, TlsVersion,
+    TracingConfig, check_otlp_endpoint,
 };
 pub use sites::{
     Balance, HealthCheckConfig, OriginTlsConfig, SiteConfig, SitePolicyConfig, check_host,
@@ -47,6 +48,8 @@ pub struct DataplaneConfig {
     pub http2: Http2Config,
     /// One line per request to stdout. Default: JSON, every request.
     pub access_log: AccessLogConfig,
+    /// OpenTelemetry traces of requests, sent as OTLP/HTTP. Default: off.
+    pub tracing: TracingConfig,
     /// Admin endpoint (`/healthz`, `/readyz`, `/metrics`, PURGE). Default: `0.0.0.0:9090`.
     pub admin: SocketAddr,
     /// Who may call the admin endpoint's mutating calls (PURGE, debug hooks).
@@ -82,6 +85,7 @@ impl Default for DataplaneConfig {
             tls: TlsConfig::default(),
             http2: Http2Config::default(),
             access_log: AccessLogConfig::default(),
+            tracing: TracingConfig::default(),
             admin: SocketAddr::from(([0, 0, 0, 0], 9090)),
             admin_access: AdminAccessConfig::default(),
             clients: ClientLimitsConfig::default(),
@@ -700,7 +704,13 @@ pub fn validate_sites(sites: &[SiteConfig], origin_url: &str) -> Vec<ConfigError
 /// Check the values of a config that has the right shape; every problem is reported.
 pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
     let mut errors = Vec::new();
-    facing::validate(&cfg.tls, &cfg.http2, &cfg.access_log, &mut errors);
+    facing::validate(
+        &cfg.tls,
+        &cfg.http2,
+        &cfg.access_log,
+        &cfg.tracing,
+        &mut errors,
+    );
     if cfg.version != CONFIG_VERSION {
         errors.push(err(
             "version",

@@ -143,6 +143,43 @@ impl Default for AccessLogConfig {
     }
 }
 
+/// OpenTelemetry traces (docs/observability.md, "Traces"): a span per request, with child
+/// spans for its origin or peer fetch and its disk read, sent as OTLP/HTTP protobuf. The
+/// `traceparent` of a request is followed and sent on to the origin and the peers. Default: off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", default)]
+pub struct TracingConfig {
+    /// The OTLP/HTTP endpoint (plain HTTP): `http://host:port` (spans are POSTed to its
+    /// `/v1/traces`, e.g. a collector's port 4318) or `http://host:port/path` (used as is).
+    /// Default: unset, tracing off.
+    pub endpoint: Option<String>,
+    /// The share of new traces sampled, from 0 to 1; a request whose `traceparent` says
+    /// whether it is sampled follows it (parent-based). Default: 1.
+    pub sample: f64,
+}
+
+impl Default for TracingConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            sample: 1.0,
+        }
+    }
+}
+
+/// An OTLP/HTTP endpoint must be `http://host[:port][/path]`.
+pub fn check_otlp_endpoint(url: &str) -> Result<(), String> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err("must start with http:// (OTLP/HTTP, no TLS)".into());
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if path.contains([' ', '#', '?']) || path.bytes().any(|b| b.is_ascii_control()) {
+        return Err("must be http://host[:port][/path]".into());
+    }
+    super::check_origin_url(&format!("http://{authority}"))
+}
+
 /// How access-log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -172,6 +209,7 @@ pub(super) fn validate(
     tls: &TlsConfig,
     http2: &Http2Config,
     log: &AccessLogConfig,
+    tracing: &TracingConfig,
     errors: &mut Vec<ConfigError>,
 ) {
     if tls.listen.is_some() && tls.certificates.is_empty() {
@@ -256,6 +294,18 @@ pub(super) fn validate(
             "must be between 0 and 1",
         ));
     }
+    if !(0.0..=1.0).contains(&tracing.sample) || tracing.sample.is_nan() {
+        errors.push(err(
+            "tracing.sample",
+            Some(tracing.sample.to_string()),
+            "must be between 0 and 1",
+        ));
+    }
+    if let Some(url) = &tracing.endpoint
+        && let Err(why) = check_otlp_endpoint(url)
+    {
+        errors.push(err("tracing.endpoint", Some(format!("{url:?}")), why));
+    }
 }
 
 #[cfg(test)]
@@ -308,5 +358,36 @@ mod tests {
             assert!(paths.contains(&want), "{want} missing from {paths:?}");
         }
         assert!(!paths.contains(&"tls.redirectHttp"), "{paths:?}");
+    }
+
+    #[test]
+    fn tracing_is_off_by_default_and_its_mistakes_are_reported() {
+        let base = "origin: {url: \"http://o:80\"}\n";
+        let cfg = parse(base).expect("valid");
+        assert_eq!(cfg.tracing.endpoint, None);
+        let yaml = format!("{base}tracing: {{endpoint: \"http://otel:4318\", sample: 0.1}}\n");
+        let cfg = parse(&yaml).expect("valid");
+        assert_eq!(cfg.tracing.endpoint.as_deref(), Some("http://otel:4318"));
+        assert_eq!(cfg.tracing.sample, 0.1);
+        assert_eq!(
+            parse(&super::super::to_yaml(&cfg)).expect("round trip"),
+            cfg
+        );
+        let v6 = format!("{base}tracing: {{endpoint: \"http://[::1]:4318/v1/traces\"}}\n");
+        assert!(parse(&v6).is_ok());
+        for bad in [
+            "tracing: {endpoint: \"https://otel:4318\"}",
+            "tracing: {endpoint: \"otel:4318\"}",
+            "tracing: {endpoint: \"http://otel:0\"}",
+            "tracing: {endpoint: \"http://u@otel:4318\"}",
+            "tracing: {endpoint: \"http://otel:4318/a b\"}",
+            "tracing: {sample: 1.5}",
+        ] {
+            let errors = parse(&format!("{base}{bad}\n")).expect_err(bad).0;
+            assert!(
+                !errors.is_empty() && errors.iter().all(|e| e.path.starts_with("tracing.")),
+                "{bad}: {errors:?}"
+            );
+        }
     }
 }
