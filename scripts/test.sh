@@ -46,6 +46,8 @@ if [ "$status" != 0 ]; then
         /var/tmp/edgecache-test.log | cut -c1-400 | head -120
     exit "$status"
 fi
+log "old test executables out of $CARGO_TARGET_DIR (scripts/prune-target.sh)"
+scripts/prune-target.sh
 log "helm lint and helm template over charts/edgecache/ci/*.yaml"
 "$HELM" lint --strict charts/edgecache
 for f in charts/edgecache/ci/*.yaml; do
