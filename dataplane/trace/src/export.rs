@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use prometheus_client::metrics::counter::Counter;
 use tracing::{info, warn};
 
-use crate::{Kind, Settings, Span, SpanData, TraceParent, draw, new_trace_id};
+use crate::otlp;
+use crate::span::{Kind, Record, Settings, Span, SpanData, TraceParent, draw, new_trace_id};
 
 /// Spans in one POST, at most.
 pub const BATCH: usize = 512;
@@ -149,6 +150,12 @@ impl Ratio {
     }
 }
 
+impl Record for Tracer {
+    fn record(&self, span: SpanData) {
+        Tracer::record(self, span);
+    }
+}
+
 /// A process's tracer: spans go into its queue, its exporter thread sends them.
 #[derive(Debug)]
 pub struct Tracer {
@@ -179,7 +186,7 @@ impl Tracer {
             .name("trace-export".into())
             .spawn(move || exporter.run(rx))
             .map_err(StartError::Thread)?;
-        crate::activate();
+        crate::span::activate();
         info!(endpoint = %url, sample = settings.sample, "tracing to OTLP/HTTP");
         Ok(Some(Arc::new(Tracer {
             ratio: Ratio::of(settings.sample),
@@ -294,7 +301,7 @@ impl Exporter {
         if batch.is_empty() {
             return;
         }
-        let body = crate::otlp::encode(&self.resource, batch);
+        let body = otlp::encode(&self.resource, batch);
         let n = batch.len() as u64;
         batch.clear();
         match post(&self.endpoint, &body) {

@@ -4,7 +4,7 @@
 //! OpenTelemetry project's generated types (the tests below, and every test that reads spans
 //! back through src/receiver.rs).
 
-use crate::{SpanData, Value};
+use crate::span::{SpanData, Value};
 
 const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
@@ -113,7 +113,7 @@ fn span(out: &mut Vec<u8>, s: &SpanData) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Kind;
+    use crate::span::Kind;
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::common::v1::any_value;
     use prost::Message;

@@ -207,9 +207,9 @@ fn serve(
                         for ss in rs.scope_spans {
                             for s in ss.spans {
                                 got.push(Received {
-                                    trace_id: crate::hex(&s.trace_id),
-                                    span_id: crate::hex(&s.span_id),
-                                    parent_span_id: crate::hex(&s.parent_span_id),
+                                    trace_id: crate::span::hex(&s.trace_id),
+                                    span_id: crate::span::hex(&s.span_id),
+                                    parent_span_id: crate::span::hex(&s.parent_span_id),
                                     name: s.name,
                                     kind: s.kind,
                                     start: s.start_time_unix_nano,
