@@ -1334,3 +1334,36 @@ fn the_dashboard_is_laid_out_and_filtered_by_its_variables() {
         }
     }
 }
+
+/// Issue 33: the operator's traces are chart values it gets as flags; unset, none.
+#[test]
+fn the_trace_endpoint_reaches_the_operator() {
+    let Some(helm) = helm_or_skip() else { return };
+    let flags = |values_file: &str| -> Vec<String> {
+        operator_args(&render(&helm, &[values(values_file)], &[]))
+            .into_iter()
+            .filter(|a| a.starts_with("--trace"))
+            .collect()
+    };
+    assert!(flags("default-values.yaml").is_empty(), "off by default");
+    assert_eq!(
+        flags("full-values.yaml"),
+        [
+            "--trace-endpoint=http://otel-collector.observability:4318",
+            "--trace-sample=0.1"
+        ]
+    );
+    // Not an OTLP/HTTP URL: refused by the schema.
+    let out = template(
+        &helm,
+        NS,
+        &[values("default-values.yaml")],
+        &["operator.tracing.endpoint=https://otel:4318"],
+    );
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains("/operator/tracing/endpoint"),
+        "{}",
+        out.stderr
+    );
+}

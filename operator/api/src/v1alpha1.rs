@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataplane::{
     AccessLogConfig, AccessLogFormat, AdmissionPolicy, Balance, CachePolicyConfig,
     ClientLimitsConfig, CookiePolicy, HealthCheckConfig, Http2Config, IoEngineKind, ShardingConfig,
-    ShardingMode, SiteConfig, SteeringMode, StorageConfig, TlsVersion,
+    ShardingMode, SiteConfig, SteeringMode, StorageConfig, TlsVersion, TracingConfig,
 };
 use crate::quantity::{ByteSize, DiskSize, Duration};
 
@@ -166,6 +166,10 @@ pub struct EdgeCacheSpec {
     /// The access log: one line per request on the data plane's stdout.
     #[serde(default)]
     pub access_log: AccessLogSpec,
+    /// OpenTelemetry traces of requests (a span per request, child spans for its origin or
+    /// peer fetch and its disk read), sent as OTLP/HTTP protobuf. Default: unset, off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<TracingSpec>,
     /// Limits that keep one client from hurting another: timeouts and connection caps.
     #[serde(default)]
     pub clients: ClientsSpec,
@@ -1059,6 +1063,33 @@ impl AccessLogSpec {
     /// The share logged: `sample`, or the data plane's default.
     pub fn effective_sample(&self) -> f64 {
         self.sample.unwrap_or(AccessLogConfig::default().sample)
+    }
+}
+
+/// Traces of the data plane's requests.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TracingSpec {
+    /// The OTLP/HTTP endpoint (plain HTTP), e.g. `http://otel-collector.observability:4318`
+    /// (spans are POSTed to its `/v1/traces`) or `http://host:port/path` (used as is).
+    pub endpoint: String,
+    /// The share of new traces sampled, from 0 to 1; a request whose `traceparent` says
+    /// whether it is sampled follows it. Default: unset (1: every new trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub sample: Option<f64>,
+}
+
+impl TracingSpec {
+    /// The data plane's `tracing` section of this spec (none: off).
+    pub fn config(spec: Option<&TracingSpec>) -> TracingConfig {
+        match spec {
+            None => TracingConfig::default(),
+            Some(t) => TracingConfig {
+                endpoint: Some(t.endpoint.clone()),
+                sample: t.sample.unwrap_or(TracingConfig::default().sample),
+            },
+        }
     }
 }
 

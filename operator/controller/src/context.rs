@@ -1,7 +1,7 @@
 //! What every reconciliation shares.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
@@ -31,6 +31,8 @@ pub struct Context {
     /// at again: those Secrets are not watched (the operator watches only its own), so creating
     /// or fixing one is seen at the next recheck.
     pub named_secret_recheck: Duration,
+    /// Traces of the reconciles (`--trace-endpoint`), or `None`: off.
+    pub tracer: Option<Arc<edgecache_trace::Tracer>>,
 }
 
 impl Context {
@@ -50,6 +52,7 @@ impl Context {
             base_backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),
             named_secret_recheck: Duration::from_secs(15),
+            tracer: None,
         }
     }
 

@@ -26,4 +26,5 @@ pub mod status;
 pub mod strict;
 #[doc(hidden)]
 pub mod test_support;
+pub mod trace;
 pub mod validate;

@@ -126,11 +126,25 @@ struct RunArgs {
     /// Bound on one admin call to a data-plane pod (connect, answer and body).
     #[arg(long, default_value = "5s")]
     pod_call_timeout: edgecache_api::Duration,
+    /// OTLP/HTTP endpoint for traces of the reconciles, http://host:port (spans are POSTed to
+    /// its /v1/traces) or http://host:port/path. Default: unset, no traces.
+    #[arg(long, env = "EDGECACHE_TRACE_ENDPOINT")]
+    trace_endpoint: Option<String>,
+    /// The share of reconciles traced, from 0 to 1.
+    #[arg(long, env = "EDGECACHE_TRACE_SAMPLE", default_value_t = 1.0, value_parser = parse_share)]
+    trace_sample: f64,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
     #[command(flatten)]
     policy: PolicyArgs,
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a share from 0 to 1")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -280,6 +294,11 @@ async fn start(
     ctx.policy = policy;
     ctx.watch_namespace = args.namespace.clone();
     ctx.scrape_timeout = Some(std::time::Duration::from_secs(2));
+    ctx.tracer = edgecache_trace::Tracer::start(
+        &edgecache_operator::trace::settings(args.trace_endpoint.clone(), args.trace_sample),
+        ctx.metrics.trace.clone(),
+    )
+    .context("--trace-endpoint")?;
     let ctx = Arc::new(ctx);
     let ready = Arc::new(AtomicBool::new(false));
     let listener = edgecache_operator::admin::bind(args.admin_addr)

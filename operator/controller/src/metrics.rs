@@ -35,6 +35,8 @@ pub struct Metrics {
     /// Deliveries of a purge to one pod, by outcome (`confirmed`, `unreachable`, `refused`,
     /// `bad_answer`).
     pub purge_deliveries: Family<OutcomeLabels, Counter>,
+    /// The tracer's counters (`trace_spans_exported_total`, `trace_spans_dropped_total`).
+    pub trace: edgecache_trace::Counters,
     pub registry: Arc<Registry>,
 }
 
@@ -68,12 +70,36 @@ impl Default for Metrics {
             "Deliveries of an EdgeCachePurge to one data-plane pod, by outcome",
             purge_deliveries.clone(),
         );
+        let trace = edgecache_trace::Counters::default();
+        sub.register(
+            "trace_spans_exported",
+            "Trace spans of reconciles sent to the OTLP endpoint (--trace-endpoint) and taken by it",
+            trace.exported.clone(),
+        );
+        let trace_dropped = Family::<ReasonLabels, Counter>::default();
+        sub.register(
+            "trace_spans_dropped",
+            "Trace spans dropped (label reason: queue_full, export_failed)",
+            trace_dropped.clone(),
+        );
+        // One label set at a time: get_or_create's guard holds the family's lock.
+        let dropped = |reason: &'static str| {
+            trace_dropped
+                .get_or_create(&ReasonLabels { reason })
+                .clone()
+        };
+        let trace = edgecache_trace::Counters {
+            queue_full: dropped("queue_full"),
+            export_failed: dropped("export_failed"),
+            ..trace
+        };
         Self {
             reconciles,
             failures,
             duration,
             child_writes,
             purge_deliveries,
+            trace,
             registry: Arc::new(registry),
         }
     }

@@ -621,14 +621,22 @@ pub async fn reconcile_guarded(
     obj: Arc<DeserializeGuard<EdgeCache>>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    match &obj.0 {
-        Ok(ec) => reconcile(Arc::new(ec.clone()), ctx).await,
-        Err(invalid) => {
-            let _timer = ctx.metrics.start_reconcile();
-            report_unreadable(invalid, &ctx).await?;
-            Err(Error::InvalidObject(invalid.error.clone()))
+    let meta = match &obj.0 {
+        Ok(ec) => ec.metadata.clone(),
+        Err(invalid) => invalid.metadata.clone(),
+    };
+    let traced = ctx.clone();
+    crate::trace::reconcile(&traced, "EdgeCache", &meta, Error::category, async move {
+        match &obj.0 {
+            Ok(ec) => reconcile(Arc::new(ec.clone()), ctx).await,
+            Err(invalid) => {
+                let _timer = ctx.metrics.start_reconcile();
+                report_unreadable(invalid, &ctx).await?;
+                Err(Error::InvalidObject(invalid.error.clone()))
+            }
         }
-    }
+    })
+    .await
 }
 
 /// The error policy of [`reconcile_guarded`].

@@ -15,7 +15,7 @@ use edgecache_api::dataplane::{
     ShardingMode, StorageConfig, TlsConfig, WorkersConfig,
 };
 use edgecache_api::v1alpha1::{
-    EdgeCache, EdgeCacheSpec, HostHeaderMode, SecurityMode, TLS_CERTIFICATES_MAX,
+    EdgeCache, EdgeCacheSpec, HostHeaderMode, SecurityMode, TLS_CERTIFICATES_MAX, TracingSpec,
 };
 use edgecache_api::{ByteSize, SteeringMode};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -430,6 +430,19 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             format!("must be between 0 and 1 (got {sample})"),
         );
     }
+    if let Some(t) = &spec.tracing {
+        if let Err(why) = dataplane::check_otlp_endpoint(&t.endpoint) {
+            bad("tracing.endpoint", format!("{why} (got {:?})", t.endpoint));
+        }
+        if let Some(sample) = t.sample
+            && !(0.0..=1.0).contains(&sample)
+        {
+            bad(
+                "tracing.sample",
+                format!("must be between 0 and 1 (got {sample})"),
+            );
+        }
+    }
     let sharding_knobs = spec.sharding.popularity_threshold.is_some()
         || spec.sharding.popularity_window.is_some()
         || spec.sharding.peer_timeout.is_some();
@@ -523,6 +536,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             format: spec.access_log.format,
             sample: spec.access_log.effective_sample(),
         },
+        tracing: TracingSpec::config(spec.tracing.as_ref()),
         sharding: sharding_config(spec),
         sites,
         log: spec.log.clone(),
@@ -692,6 +706,16 @@ fn is_percent(s: &str) -> bool {
 mod tests {
     use super::*;
     use crate::test_support::{TWO_SITES, minimal_edgecache, sites_edgecache};
+
+    #[test]
+    fn tracing_mistakes_are_refused_by_their_spec_names() {
+        assert_eq!(
+            errors("tracing:\n  endpoint: https://otel:4318\n  sample: 2\n"),
+            ["spec.tracing.endpoint", "spec.tracing.sample"]
+        );
+        let m = message("tracing:\n  endpoint: otel:4318\n");
+        assert!(m.contains("must start with http://"), "{m}");
+    }
 
     /// The whole error text of an invalid spec.
     fn message(yaml: &str) -> String {

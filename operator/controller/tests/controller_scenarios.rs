@@ -1891,3 +1891,45 @@ async fn two_sites_wait_for_their_origin_ca_secret_then_roll_out() {
     assert!(is_ready(&fake));
     op.stop().await;
 }
+
+/// Issue 33: every reconcile is a span at the OTLP endpoint (a real receiver, decoding with the
+/// OpenTelemetry types), naming the object and how the reconcile ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciles_are_traced() {
+    let rx = edgecache_trace::receiver::Receiver::start().unwrap();
+    let fake = FakeApiServer::new();
+    nodes(&fake);
+    let settings = edgecache_operator::trace::settings(Some(rx.endpoint()), 1.0);
+    let op = Operator::start_with(&fake, |ctx| {
+        ctx.tracer = edgecache_trace::Tracer::start(&settings, ctx.metrics.trace.clone()).unwrap();
+    });
+    create(&fake, &new_ec("")).await;
+    eventually("Ready", || is_ready(&fake)).await;
+    let ok = |s: &edgecache_trace::receiver::Received| {
+        s.name == "reconcile EdgeCache" && s.str("edgecache.outcome") == Some("ok")
+    };
+    eventually("a reconcile span", || rx.spans().iter().any(ok)).await;
+    let spans = rx.spans();
+    let s = spans.iter().find(|s| ok(s)).unwrap();
+    assert_eq!(s.str("k8s.namespace.name"), Some(NS));
+    assert_eq!(s.str("edgecache.name"), Some("web"));
+    assert_eq!(s.str("edgecache.kind"), Some("EdgeCache"));
+    assert_eq!(s.resource_str("service.name"), Some("edgecache-operator"));
+    assert_eq!(s.parent_span_id, "", "a reconcile starts its trace");
+    assert!(s.end >= s.start);
+    assert_eq!(s.status, 0);
+
+    // An invalid spec: the span says why, as an error.
+    patch_spec(&fake, json!({"storage": {"size": "1MiB"}})).await;
+    let invalid = |s: &edgecache_trace::receiver::Received| {
+        s.name == "reconcile EdgeCache" && s.str("edgecache.outcome") == Some("invalid_spec")
+    };
+    eventually("an invalid_spec span", || rx.spans().iter().any(invalid)).await;
+    let spans = rx.spans();
+    let s = spans.iter().find(|s| invalid(s)).unwrap();
+    assert_eq!(s.status, 2, "an error status: {s:?}");
+    assert_eq!(s.str("edgecache.name"), Some("web"));
+    assert_eq!(rx.rejected(), 0);
+    assert!(op.ctx.metrics.trace.exported.get() >= 2);
+    op.stop().await;
+}

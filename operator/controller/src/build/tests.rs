@@ -928,6 +928,23 @@ fn http2_and_the_access_log_reach_the_config() {
     assert_eq!(config(&d).access_log.sample, 1.0);
 }
 
+#[test]
+fn tracing_reaches_the_config() {
+    assert_eq!(
+        config(&desired("")).tracing,
+        dataplane::TracingConfig::default()
+    );
+    let d = desired("tracing:\n  endpoint: http://otel.observability:4318\n  sample: 0.05\n");
+    let cfg = config(&d);
+    assert_eq!(
+        cfg.tracing.endpoint.as_deref(),
+        Some("http://otel.observability:4318")
+    );
+    assert_eq!(cfg.tracing.sample, 0.05);
+    let d = desired("tracing:\n  endpoint: http://otel:4318\n");
+    assert_eq!(config(&d).tracing.sample, 1.0);
+}
+
 fn desired_sites(spec_yaml: &str) -> Desired<Prepared> {
     build(&validate(&sites_edgecache(spec_yaml), &Policy::default()).unwrap())
 }

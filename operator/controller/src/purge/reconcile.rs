@@ -358,6 +358,21 @@ pub async fn reconcile_guarded(
     obj: Arc<DeserializeGuard<EdgeCachePurge>>,
     pctx: Arc<PurgeContext>,
 ) -> Result<Action, Error> {
+    let meta = match &obj.0 {
+        Ok(p) => p.metadata.clone(),
+        Err(invalid) => invalid.metadata.clone(),
+    };
+    let ctx = pctx.ctx.clone();
+    crate::trace::reconcile(&ctx, "EdgeCachePurge", &meta, Error::category, async move {
+        guarded(obj, pctx).await
+    })
+    .await
+}
+
+async fn guarded(
+    obj: Arc<DeserializeGuard<EdgeCachePurge>>,
+    pctx: Arc<PurgeContext>,
+) -> Result<Action, Error> {
     match &obj.0 {
         Ok(p) => reconcile(Arc::new(p.clone()), pctx).await,
         Err(invalid) => {
