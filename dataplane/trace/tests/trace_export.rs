@@ -116,17 +116,23 @@ fn the_ratio_samples_its_share_of_new_traces() {
 
 #[test]
 fn a_full_queue_drops_and_counts_without_waiting() {
-    // A "collector" that accepts connections and never answers: the exporter is stuck in its
-    // first POST (5 s timeout) while the queue of 4 fills.
+    // A "collector" that accepts connections and never answers: once the exporter is stuck in
+    // its first POST (5 s timeout), the queue of 4 fills and every span after it is dropped.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = silent.local_addr().expect("addr");
+    let (connected, stuck) = std::sync::mpsc::channel();
     let _keep = std::thread::spawn(move || {
         let mut held = Vec::new();
         for c in silent.incoming().flatten() {
             held.push(c);
+            let _ = connected.send(());
         }
     });
     let (t, counters) = tracer(format!("http://{addr}"), 1.0, 4);
+    drop(t.sample(None, "GET", Kind::Server));
+    stuck
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the exporter connects");
     let started = Instant::now();
     for _ in 0..1000 {
         drop(t.sample(None, "GET", Kind::Server));
@@ -136,10 +142,10 @@ fn a_full_queue_drops_and_counts_without_waiting() {
         "recording never waits: {:?}",
         started.elapsed()
     );
-    assert!(
-        counters.queue_full.get() >= 990,
-        "dropped {}",
-        counters.queue_full.get()
+    assert_eq!(
+        counters.queue_full.get(),
+        1000 - 4,
+        "all but the queue's 4 dropped"
     );
 }
 
