@@ -11,9 +11,7 @@
 //!   per coding (`"v1"` becomes `"v1-gzip"`, RFC 9110 8.8.3: another representation has
 //!   another strong validator), so a conditional request never matches the wrong one.
 
-use http::header::{
-    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE,
-};
+use http::header::{ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::syntax;
@@ -189,8 +187,7 @@ pub fn compressible_type(content_type: &str, types: &[String]) -> bool {
         .split(';')
         .next()
         .unwrap_or("")
-        .trim_matches([' ', '\t'])
-        .to_ascii_lowercase();
+        .trim_matches([' ', '\t']);
     let Some((top, sub)) = essence.split_once('/') else {
         return false;
     };
@@ -198,14 +195,16 @@ pub fn compressible_type(content_type: &str, types: &[String]) -> bool {
         return false;
     }
     types.iter().any(|t| {
-        let t = t.to_ascii_lowercase();
         if let Some(suffix) = t.strip_prefix("*/*") {
             // `*/*+json`: any subtype with that structured-syntax suffix.
-            return !suffix.is_empty() && sub.ends_with(suffix);
+            let (sub, suffix) = (sub.as_bytes(), suffix.as_bytes());
+            return !suffix.is_empty()
+                && sub.len() >= suffix.len()
+                && sub[sub.len() - suffix.len()..].eq_ignore_ascii_case(suffix);
         }
         match t.split_once('/') {
-            Some((tt, "*")) => tt == top,
-            Some((tt, ts)) => tt == top && ts == sub,
+            Some((tt, "*")) => tt.eq_ignore_ascii_case(top),
+            Some((tt, ts)) => tt.eq_ignore_ascii_case(top) && ts.eq_ignore_ascii_case(sub),
             None => false,
         }
     })
@@ -256,17 +255,8 @@ pub fn eligible(
     if coded {
         return Err(Ineligible::AlreadyCoded);
     }
-    let no_transform = headers.get_all(CACHE_CONTROL).iter().any(|v| {
-        v.to_str().is_ok_and(|t| {
-            syntax::split_list(t).any(|d| {
-                d.split('=')
-                    .next()
-                    .unwrap_or("")
-                    .trim_matches([' ', '\t'])
-                    .eq_ignore_ascii_case("no-transform")
-            })
-        })
-    });
+    let no_transform = super::cache_control::CacheControl::from_field(headers, &CACHE_CONTROL)
+        .is_some_and(|cc| cc.no_transform);
     if no_transform {
         return Err(Ineligible::NoTransform);
     }
@@ -277,10 +267,7 @@ pub fn eligible(
     if !typed {
         return Err(Ineligible::Type);
     }
-    let len = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|t| t.trim().parse::<u64>().ok());
+    let len = super::partial::content_length(headers);
     if len.is_some_and(|n| n < cfg.min_size) {
         return Err(Ineligible::Small);
     }

@@ -106,10 +106,12 @@ pub fn classify(req: &request::Parts, _cfg: &PolicyConfig) -> RequestClass {
 pub fn strip_for_fill(headers: &mut HeaderMap) {
     const STRIPPED: [HeaderName; 4] = [RANGE, IF_RANGE, IF_NONE_MATCH, IF_MODIFIED_SINCE];
     let bucket = super::encoding::negotiate(headers, &super::encoding::PREFERENCE);
-    let normal = headers
-        .get(ACCEPT_ENCODING)
+    // Already the bucket, in one field line: left as it is.
+    let mut lines = headers.get_all(ACCEPT_ENCODING).iter();
+    let normal = lines
+        .next()
         .is_some_and(|v| v.as_bytes() == bucket.as_str().as_bytes())
-        && headers.get_all(ACCEPT_ENCODING).iter().count() == 1;
+        && lines.next().is_none();
     if !normal {
         headers.insert(ACCEPT_ENCODING, HeaderValue::from_static(bucket.as_str()));
     }

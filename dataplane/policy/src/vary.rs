@@ -87,7 +87,8 @@ impl VaryKey {
 }
 
 fn case_insensitive_list(name: &HeaderName) -> bool {
-    [ACCEPT, ACCEPT_CHARSET, ACCEPT_ENCODING, ACCEPT_LANGUAGE].contains(name)
+    // (Accept-Encoding is compared by its bucket: `normalize` returns before this.)
+    [ACCEPT, ACCEPT_CHARSET, ACCEPT_LANGUAGE].contains(name)
 }
 
 /// Normalize one request field for comparison, `None` when the request lacks it.
