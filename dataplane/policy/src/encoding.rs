@@ -267,7 +267,7 @@ pub fn eligible(
     if !typed {
         return Err(Ineligible::Type);
     }
-    let len = super::partial::content_length(headers);
+    let len = syntax::content_length(headers);
     if len.is_some_and(|n| n < cfg.min_size) {
         return Err(Ineligible::Small);
     }

@@ -222,16 +222,7 @@ pub fn stored_range(headers: &HeaderMap) -> Option<ContentRange> {
     (content_length(headers)? == cr.last - cr.first + 1).then_some(cr)
 }
 
-/// The Content-Length of a response, when it has one valid value.
-pub fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
+pub use super::syntax::content_length;
 
 /// Where the bytes of a combined response come from: the new 206's body, with held bytes
 /// before and after it. Ranges are inclusive and absolute (offsets in the representation).

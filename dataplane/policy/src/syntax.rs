@@ -34,6 +34,17 @@ pub fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(is_tchar)
 }
 
+/// The Content-Length of a response, when it has one valid value.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Split a list-based field value (`#element`, RFC 9110 5.6.1) on the commas that are outside
 /// quoted strings, trimming optional whitespace and skipping empty elements.
 pub fn split_list(s: &str) -> impl Iterator<Item = &str> {
