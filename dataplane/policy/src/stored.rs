@@ -318,9 +318,12 @@ impl StoredResponse {
     }
 }
 
-/// `headers` without the fields a client is never sent, or `None` when it has none of them.
+/// `headers` without the fields a client is never sent (hop-by-hop, targeted cache-control, the
+/// cache's compression mark), or `None` when it has none of them.
 fn not_for_clients(headers: &HeaderMap) -> Option<HeaderMap> {
-    let dropped = |n: &HeaderName| is_hop_by_hop(n) || TARGET_LIST.contains(n);
+    let dropped = |n: &HeaderName| {
+        is_hop_by_hop(n) || TARGET_LIST.contains(n) || *n == super::encoding::CODED
+    };
     if !headers.keys().any(dropped) {
         return None;
     }

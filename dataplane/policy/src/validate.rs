@@ -10,6 +10,7 @@ use http::header::{
 };
 use http::{HeaderMap, StatusCode, response};
 
+use super::encoding;
 use super::stored::{StoredResponse, storable_fields};
 use super::syntax::{self, EntityTag};
 
@@ -25,14 +26,18 @@ const NOT_UPDATED: [HeaderName; 4] = [
 /// The precondition fields for revalidating `stored` (4.3.1): If-None-Match with its entity tag
 /// ("MUST send the relevant entity tags"), and If-Modified-Since with its Last-Modified. Empty
 /// when the stored response has no validator: the request is then unconditional.
+///
+/// A response the cache compressed is revalidated with the origin's validators
+/// ([`encoding::origin_view`]): the origin never saw the cache's ETag.
 pub fn conditional_headers(stored: &StoredResponse) -> HeaderMap {
     let mut h = HeaderMap::new();
-    if let Some(etag) = stored.headers().get(ETAG)
+    let origin = encoding::origin_view(stored.headers());
+    if let Some(etag) = origin.get(ETAG)
         && etag.to_str().ok().and_then(EntityTag::parse).is_some()
     {
         h.insert(IF_NONE_MATCH, etag.clone());
     }
-    if let Some(lm) = stored.headers().get(LAST_MODIFIED)
+    if let Some(lm) = origin.get(LAST_MODIFIED)
         && stored.basis().last_modified.is_some()
     {
         h.insert(IF_MODIFIED_SINCE, lm.clone());
@@ -87,7 +92,10 @@ pub fn freshen(
     response_time: SystemTime,
 ) -> Freshen {
     if not_modified.status != StatusCode::NOT_MODIFIED
-        || !selects(stored.headers(), &not_modified.headers)
+        || !selects(
+            &encoding::origin_view(stored.headers()),
+            &not_modified.headers,
+        )
     {
         return Freshen::Mismatch;
     }
@@ -121,9 +129,14 @@ pub fn freshen_with_head(
     if head.status != StatusCode::OK {
         return HeadUpdate::Ignored;
     }
+    // A response the cache compressed is compared as the origin sent it: its Content-Length is
+    // the cache's representation's, which the origin's cannot confirm.
+    let origin = encoding::origin_view(stored.headers());
+    let coded = encoding::coded(stored.headers()).is_some();
     let same = |name: HeaderName| match head.headers.get(&name) {
         None => true,
-        Some(v) => stored.headers().get(&name) == Some(v),
+        Some(_) if coded && name == CONTENT_LENGTH => true,
+        Some(v) => origin.get(&name) == Some(v),
     };
     if same(ETAG) && same(LAST_MODIFIED) && same(CONTENT_LENGTH) {
         HeadUpdate::Updated(Box::new(update(
@@ -145,7 +158,12 @@ fn update(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> StoredResponse {
-    let fields = storable_fields(received);
+    // The origin's fields for a response the cache compressed: its validators in the cache's
+    // form, as the stored ones are.
+    let fields = match encoding::coded(stored.headers()) {
+        Some(coding) => storable_fields(&encoding::received_for_coded(received, coding)),
+        None => storable_fields(received),
+    };
     let mut headers = stored.headers().clone();
     for name in fields.keys() {
         if NOT_UPDATED.contains(name) {
@@ -155,6 +173,10 @@ fn update(
         for v in fields.get_all(name) {
             headers.append(name.clone(), v.clone());
         }
+    }
+    // A compressed representation varies on Accept-Encoding whatever Vary the origin sends.
+    if encoding::coded(&headers).is_some() {
+        encoding::vary_on_accept_encoding(&mut headers);
     }
     // Age and Date describe the exchange that brought them: after this exchange, an Age the
     // new response lacks would be counted again, and a missing Date is the receipt time

@@ -374,3 +374,87 @@ fn policy_responses_built_from_storage() {
         assert!(r.headers.contains_key("age"), "{name}");
     }
 }
+
+/// A response the cache compressed (issue 33 §1): revalidated with the origin's own ETag, freshened
+/// by the origin's 304 (whose ETag is the identity's), and kept in its compressed form.
+#[test]
+fn policy_a_compressed_copy_validates_as_the_origin_sent_it() {
+    use edgecache_policy::encoding::{self, Coding};
+    let d = date(-100);
+    let mut h = http::HeaderMap::new();
+    for (k, v) in [
+        ("cache-control", "max-age=60"),
+        ("date", d.as_str()),
+        ("etag", "\"v1\""),
+        ("content-length", "5000"),
+        ("content-type", "text/css"),
+        ("vary", "Accept-Language"),
+    ] {
+        h.append(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    encoding::compressed_fields(&mut h, Coding::Br);
+    assert_eq!(h["etag"], "\"v1-br\"");
+    assert_eq!(h["content-encoding"], "br");
+    assert!(!h.contains_key("content-length"));
+    assert_eq!(encoding::coded(&h), Some(Coding::Br));
+    let fields: Vec<(String, String)> = h
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+        .collect();
+    let fields: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let coded = stored(&fields);
+
+    // The conditional request carries the origin's validator.
+    let cond = validate::conditional_headers(&coded);
+    assert_eq!(cond["if-none-match"], "\"v1\"");
+    // The origin's 304 (its identity ETag) selects the compressed copy and keeps it compressed.
+    let Freshen::Updated(fresh) = validate::freshen(
+        &coded,
+        &resp(
+            304,
+            &[
+                ("etag", "\"v1\""),
+                ("vary", "Accept-Language"),
+                ("x-new", "1"),
+            ],
+        ),
+        at(9),
+        at(10),
+    ) else {
+        panic!("the origin's 304 selects the compressed copy");
+    };
+    let fh = fresh.headers();
+    assert_eq!(fh["etag"], "\"v1-br\"");
+    assert_eq!(fh["content-encoding"], "br");
+    assert_eq!(fh["x-new"], "1");
+    let vary: Vec<_> = fh
+        .get_all("vary")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert!(
+        vary.iter()
+            .any(|v| v.eq_ignore_ascii_case("accept-encoding")),
+        "still varies on Accept-Encoding: {vary:?}"
+    );
+    // A 304 of another representation does not.
+    assert_eq!(
+        validate::freshen(&coded, &resp(304, &[("etag", "\"v2\"")]), at(9), at(10)),
+        Freshen::Mismatch
+    );
+    // The mark never reaches a client.
+    assert!(!fresh.client_fields().contains_key(encoding::CODED));
+    // Identity only varies.
+    let mut plain = http::HeaderMap::new();
+    plain.insert("etag", "\"v1\"".parse().unwrap());
+    encoding::compressed_fields(&mut plain, Coding::Identity);
+    assert_eq!(plain["etag"], "\"v1\"");
+    assert_eq!(plain["vary"], "Accept-Encoding");
+    assert_eq!(encoding::coded(&plain), None);
+}

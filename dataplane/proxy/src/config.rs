@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use edgecache_api::dataplane::{
-    self, AccessLogFormat, CertificateFiles, ConfigErrors, DataplaneConfig, IoEngineKind,
-    ShardingMode, SiteConfig, StorageConfig,
+    self, AccessLogFormat, CertificateFiles, CompressionLevels, ConfigErrors, DataplaneConfig,
+    IoEngineKind, ShardingMode, SiteConfig, StorageConfig,
 };
 use edgecache_api::{ByteSize, DiskSize, SteeringMode};
 
@@ -101,6 +101,42 @@ pub struct ServeFlags {
     /// The share of new traces sampled, from 0 to 1 (tracing.sample).
     #[arg(long)]
     pub trace_sample: Option<f64>,
+    /// The cache's own compression for clients that accept gzip, br or zstd: on or off
+    /// (compression.enabled; sites' own settings still apply).
+    #[arg(long, value_parser = parse_on_off)]
+    pub compression: Option<bool>,
+    /// Compression levels, e.g. gzip=6,br=5,zstd=6 (compression.levels).
+    #[arg(long, value_parser = parse_levels)]
+    pub compression_levels: Option<CompressionLevels>,
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("`{s}`: expected on or off")),
+    }
+}
+
+/// `gzip=N,br=N,zstd=N`, any of them; the values are checked with the config.
+fn parse_levels(s: &str) -> Result<CompressionLevels, String> {
+    let mut levels = CompressionLevels::default();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, n) = part
+            .split_once('=')
+            .ok_or_else(|| format!("`{part}`: expected CODING=LEVEL"))?;
+        let n: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{part}`: the level is no number"))?;
+        match name.trim() {
+            "gzip" => levels.gzip = Some(n),
+            "br" => levels.br = Some(n),
+            "zstd" => levels.zstd = Some(n),
+            other => return Err(format!("`{other}`: expected gzip, br or zstd")),
+        }
+    }
+    Ok(levels)
 }
 
 fn parse_site(s: &str) -> Result<SiteConfig, String> {
@@ -286,6 +322,15 @@ fn apply_flags(cfg: &mut DataplaneConfig, f: &ServeFlags) {
     }
     if let Some(v) = f.trace_sample {
         cfg.tracing.sample = v;
+    }
+    if let Some(v) = f.compression {
+        cfg.compression.enabled = Some(v);
+    }
+    if let Some(l) = f.compression_levels {
+        let c = &mut cfg.compression.levels;
+        c.gzip = l.gzip.or(c.gzip);
+        c.br = l.br.or(c.br);
+        c.zstd = l.zstd.or(c.zstd);
     }
 }
 

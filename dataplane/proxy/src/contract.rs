@@ -7,13 +7,35 @@ use std::time::Duration;
 
 use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
-    AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
+    self, AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
     DataplaneConfig, IoEngineKind, StorageConfig, TlsConfig, TlsVersion,
 };
 use edgecache_edge::tls;
 use edgecache_observe::request_log;
-use edgecache_policy::PolicyConfig;
+use edgecache_policy::{PolicyConfig, encoding};
 use edgecache_store::{Admission, EngineChoice, StoreConfig};
+
+/// A site's compression: its `compression` over the top level's (`over`), unset fields at
+/// `policy::encoding`'s defaults; `None` when it is turned off.
+pub fn compression(
+    site: &dataplane::CompressionConfig,
+    top: &dataplane::CompressionConfig,
+) -> Option<encoding::CompressionConfig> {
+    let c = site.over(top);
+    if c.enabled == Some(false) {
+        return None;
+    }
+    let defaults = encoding::CompressionConfig::default();
+    Some(encoding::CompressionConfig {
+        types: c.types.unwrap_or(defaults.types),
+        min_size: c.min_size.map_or(defaults.min_size, |s| s.bytes()),
+        levels: encoding::Levels {
+            gzip: c.levels.gzip.unwrap_or(defaults.levels.gzip),
+            br: c.levels.br.unwrap_or(defaults.levels.br),
+            zstd: c.levels.zstd.unwrap_or(defaults.levels.zstd),
+        },
+    })
+}
 
 /// The policy settings of `cache:`.
 pub fn policy_config(c: &CachePolicyConfig) -> PolicyConfig {

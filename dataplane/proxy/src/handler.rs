@@ -103,6 +103,8 @@ pub struct Ctx {
     pub keepers: Rc<crate::paced::Keepers>,
     /// This worker's access log and request histograms (dataplane/observe/src/request_log.rs).
     pub requests: Rc<crate::request_log::WorkerLog>,
+    /// The bodies this worker compresses now (src/compress.rs).
+    pub compressing: crate::compress::Running,
 }
 
 impl Ctx {
@@ -118,6 +120,18 @@ impl Ctx {
     /// The client of a request's site.
     pub fn origin_for(&self, parts: &request::Parts) -> &Origin {
         &self.origins[self.site_of(parts)]
+    }
+
+    /// The compression of a request's site (`None`: off).
+    pub fn compression_for(
+        &self,
+        parts: &request::Parts,
+    ) -> Option<&edgecache_policy::encoding::CompressionConfig> {
+        self.shared
+            .sites
+            .list
+            .get(self.site_of(parts))
+            .and_then(|s| s.compression.as_ref())
     }
 
     /// The cache policy of a request's site.
@@ -159,6 +173,7 @@ impl Ctx {
             stream_slots: StreamSlots::new(limits, shared.metrics.disk_streams.clone()),
             keepers: Rc::default(),
             requests: crate::request_log::WorkerLog::new(shared.requests.clone()),
+            compressing: Default::default(),
             shared,
         }
     }
@@ -954,6 +969,7 @@ async fn send(
 fn downstream(headers: &mut HeaderMap) {
     origin::strip_hop_by_hop(headers);
     policy::headers::strip_targeted(headers);
+    headers.remove(policy::encoding::CODED);
 }
 
 fn origin_failure(ctx: &Ctx, e: &ProxyError, fwd: Fwd) -> Response<Body> {

@@ -10,6 +10,7 @@ mod admin;
 mod body;
 mod clock;
 mod coalesce;
+mod compress;
 mod config;
 mod conn_timer;
 mod connection;

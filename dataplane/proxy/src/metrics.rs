@@ -148,6 +148,12 @@ pub struct Metrics {
     /// Large disk hits holding a stream slot, and waiting for one (src/stream_slots.rs).
     pub disk_streams: crate::stream_slots::SlotGauges,
     pub coalesce_gave_up: Counter,
+    /// The cache's own compression (src/compress.rs): fills compressed, by coding; fills
+    /// answered identity because the worker compressed as many as it may; bytes in and out.
+    pub compressed: Family<Label, Counter>,
+    pub compress_busy: Counter,
+    pub compress_bytes_in: Counter,
+    pub compress_bytes_out: Counter,
     /// Stored responses a purge rule named at lookup, by verdict (`remove`, `stale`).
     pub purge_hits: Family<Label, Counter>,
     pub store_hit_repairs: Family<Label, Counter>,
@@ -331,6 +337,10 @@ impl Metrics {
             paced_chunks_released: Counter::default(),
             disk_streams: Default::default(),
             coalesce_gave_up: Counter::default(),
+            compressed: Family::default(),
+            compress_busy: Counter::default(),
+            compress_bytes_in: Counter::default(),
+            compress_bytes_out: Counter::default(),
             purge_hits: Family::default(),
             store_hit_repairs: Family::default(),
             fill_repairs: Family::default(),
@@ -407,6 +417,26 @@ impl Metrics {
             "disk_streams_waiting",
             "Large hits from disk waiting for a stream slot now: their address is past its share while others want slots, or the pool is full (all workers)",
             m.disk_streams.waiting.clone(),
+        );
+        r.register(
+            "compressed_responses",
+            "Responses the cache compressed as they were fetched (label coding: gzip, br, zstd)",
+            m.compressed.clone(),
+        );
+        r.register(
+            "compress_busy",
+            "Compressible responses sent and not stored uncompressed because their worker was compressing as many bodies as it may",
+            m.compress_busy.clone(),
+        );
+        r.register(
+            "compress_input_bytes",
+            "Bytes the cache compressed",
+            m.compress_bytes_in.clone(),
+        );
+        r.register(
+            "compress_output_bytes",
+            "Bytes the cache's compression made of them",
+            m.compress_bytes_out.clone(),
         );
         r.register(
             "coalesce_gave_up",

@@ -37,6 +37,8 @@ pub struct Site {
     pub pool: Arc<Pool>,
     pub host_header: HostHeader,
     pub policy: PolicyConfig,
+    /// The cache's own compression of this site's responses; `None`: off.
+    pub compression: Option<edgecache_policy::encoding::CompressionConfig>,
     pub query: QueryRules,
     /// Further origins an idempotent request may try.
     pub retries: u32,
@@ -227,6 +229,7 @@ fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, Str
         pool: Arc::new(Pool::new(authorities, balance, rules)),
         host_header: s.host_header.clone(),
         policy,
+        compression: crate::contract::compression(&s.compression, &cfg.compression),
         query: QueryRules {
             drop: s.cache.drop_query.clone(),
             sort: s.cache.sort_query,

@@ -12,10 +12,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::quantity::{ByteSize, DiskSize, Duration};
 
+mod compression;
 mod facing;
 mod shape;
 mod sites;
 
+pub use compression::{CompressionConfig, CompressionLevels, LEVEL_RANGES};
 pub use facing::{
     AccessLogConfig, AccessLogFormat, CertificateFiles, Http2Config, TlsConfig, TlsVersion,
     TracingConfig, check_otlp_endpoint,
@@ -69,6 +71,9 @@ pub struct DataplaneConfig {
     pub workers: WorkersConfig,
     /// Caching policy overrides. The defaults conform to RFC 9111.
     pub cache: CachePolicyConfig,
+    /// Compression for clients that accept gzip, brotli or zstd, of every site (a site's
+    /// `compression` overrides it field by field). Default: on for the compressible types.
+    pub compression: CompressionConfig,
     /// Sharding the cache across the EdgeCache's nodes. Default: off.
     pub sharding: ShardingConfig,
     /// How long SIGTERM waits for in-flight responses before exiting. Default: `30s`.
@@ -95,6 +100,7 @@ impl Default for DataplaneConfig {
             memory: MemoryConfig::default(),
             workers: WorkersConfig::default(),
             cache: CachePolicyConfig::default(),
+            compression: CompressionConfig::default(),
             sharding: ShardingConfig::default(),
             shutdown_grace: Duration::secs(30),
             log: "info".into(),
@@ -719,6 +725,7 @@ pub fn validate(cfg: &DataplaneConfig) -> Result<(), ConfigErrors> {
         ));
     }
     sites::validate(&cfg.sites, &cfg.origin.url, &mut errors);
+    compression::validate(&cfg.compression, "compression", &mut errors);
     // Beside sites the origin URL may be left out.
     if (!cfg.origin.url.is_empty() || cfg.sites.is_empty())
         && let Err(why) = check_origin_url(&cfg.origin.url)

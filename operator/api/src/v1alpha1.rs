@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{
     AccessLogConfig, AccessLogFormat, AdmissionPolicy, Balance, CachePolicyConfig,
-    ClientLimitsConfig, CookiePolicy, HealthCheckConfig, Http2Config, IoEngineKind, ShardingConfig,
-    ShardingMode, SiteConfig, SteeringMode, StorageConfig, TlsVersion, TracingConfig,
+    ClientLimitsConfig, CompressionConfig, CookiePolicy, HealthCheckConfig, Http2Config,
+    IoEngineKind, ShardingConfig, ShardingMode, SiteConfig, SteeringMode, StorageConfig,
+    TlsVersion, TracingConfig,
 };
 use crate::quantity::{ByteSize, DiskSize, Duration};
 
@@ -153,6 +154,11 @@ pub struct EdgeCacheSpec {
     /// Caching policy overrides. The defaults conform to RFC 9111.
     #[serde(default)]
     pub cache: CacheSpec,
+    /// Compression of text for clients that accept gzip, brotli or zstd, done once per object
+    /// at its fill and stored (the data plane's `compression`). Default: on for text, scripts,
+    /// JSON, XML, SVG and WASM of at least 1KiB; a site's `compression` overrides it.
+    #[serde(default, skip_serializing_if = "CompressionConfig::is_unset")]
+    pub compression: CompressionConfig,
     /// Ports, host networking and the Service in front of the pods.
     #[serde(default)]
     pub network: NetworkSpec,
@@ -343,6 +349,10 @@ pub struct SiteSpec {
     /// Cache-policy overrides for this site; unset fields keep `spec.cache`'s.
     #[serde(default)]
     pub cache: SiteCacheSpec,
+    /// Compression overrides for this site (`enabled: false` turns it off); unset fields keep
+    /// `spec.compression`'s.
+    #[serde(default, skip_serializing_if = "CompressionConfig::is_unset")]
+    pub compression: CompressionConfig,
 }
 
 fn default_retries() -> u32 {

@@ -537,6 +537,7 @@ pub fn validate(ec: &EdgeCache, policy: &Policy) -> Result<ValidatedEdgeCache, E
             sample: spec.access_log.effective_sample(),
         },
         tracing: TracingSpec::config(spec.tracing.as_ref()),
+        compression: spec.compression.clone(),
         sharding: sharding_config(spec),
         sites,
         log: spec.log.clone(),

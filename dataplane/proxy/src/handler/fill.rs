@@ -320,11 +320,13 @@ pub(super) async fn relay_origin_response(
     let request_time = sent.time;
     let response_time = ctx.shared.clock.now();
     let (mut rparts, rbody) = resp.into_parts();
-    // The field that makes a stored response a manifest is the cache's own.
+    // The fields that make a stored response a manifest, or mark it compressed by the cache,
+    // are the cache's own.
     rparts.headers.remove(crate::slices::MARKER);
+    rparts.headers.remove(policy::encoding::CODED);
     let rbody = rbody.boxed_unsync();
-    let content_length = policy::partial::content_length(&rparts.headers);
-    // The response as stored; the stored GET answers HEAD too, so judge it as a GET.
+    // The response as stored; the stored GET answers HEAD too, so judge it as a GET, with its
+    // framing as it arrived.
     let as_get = match parts.method {
         Method::GET => std::borrow::Cow::Borrowed(parts),
         _ => {
@@ -333,17 +335,22 @@ pub(super) async fn relay_origin_response(
             std::borrow::Cow::Owned(p)
         }
     };
-    let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
     let verdict = policy::storable::storable_as_received(
         &as_get,
         &rparts,
         response_time,
         ctx.policy_for(&as_get),
     );
+    // Compressed as it arrives when the site, the response and the client allow it: decided
+    // before anything else reads the fields, which change with it.
+    let compression = compression(ctx, parts, &mut rparts, sent.upstream, held.is_some());
+    let content_length = policy::partial::content_length(&rparts.headers);
+    let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
     // Larger than a slice, with a strong validator: cached as slices (handler/sliced.rs).
     if verdict.is_ok()
         && held.is_none()
         && sent.upstream == Upstream::Origin
+        && matches!(compression, Compression::None | Compression::Identity)
         && let Some(plan) = super::sliced::plan(ctx, &rparts)
     {
         return super::sliced::relay(ctx, parts, peer, key, rparts, rbody, sent, guard, fwd, plan)
@@ -366,6 +373,11 @@ pub(super) async fn relay_origin_response(
         // The owner keeps it; this node only once it is popular here.
         Ok(_) if sent.upstream == (Upstream::Peer { keep: false }) => {
             status = status.detail("peer");
+        }
+        // Sent identity while the worker compresses as many bodies as it may: stored, it would
+        // answer the bucket's clients uncompressed until it expires.
+        Ok(_) if matches!(compression, Compression::Busy) => {
+            status = status.detail("compress-busy");
         }
         Ok(_) if store_len.is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) => {
             ctx.shared.metrics.write_abort("too_large");
@@ -462,6 +474,10 @@ pub(super) async fn relay_origin_response(
     let pump = Pump {
         ctx: ctx.clone(),
         body: rbody,
+        encoder: match compression {
+            Compression::Encoding(e) => Some(e),
+            _ => None,
+        },
         splice: splice.filter(|_| writer.is_some()),
         writer,
         growing,
@@ -487,6 +503,71 @@ pub(super) async fn relay_origin_response(
         _ => body,
     };
     respond(code, headers, status, body)
+}
+
+/// What the cache's own compression does to a fetched response (src/compress.rs).
+enum Compression {
+    /// Nothing: off for the site, not a response the cache may compress
+    /// (`policy::encoding::eligible`), a peer's (the owner compressed it), or combined with
+    /// held partial content.
+    None,
+    /// Compressible, for a client that takes identity: sent as it is, varying on
+    /// Accept-Encoding.
+    Identity,
+    /// Compressible, but the worker compresses as many bodies as it may: sent identity,
+    /// varying on Accept-Encoding, and not stored.
+    Busy,
+    /// Compressed as it arrives by this encoder; the fields are the coding's.
+    Encoding(crate::compress::Encoder),
+}
+
+/// Decide the compression of a fetched response and give its fields the representation's
+/// (`policy::encoding::compressed_fields`).
+fn compression(
+    ctx: &Ctx,
+    parts: &request::Parts,
+    rparts: &mut http::response::Parts,
+    upstream: Upstream,
+    combining: bool,
+) -> Compression {
+    use policy::encoding::{self, Coding};
+    let Some(cfg) = ctx.compression_for(parts) else {
+        return Compression::None;
+    };
+    if upstream != Upstream::Origin
+        || combining
+        || encoding::eligible(rparts.status, &rparts.headers, cfg).is_err()
+    {
+        return Compression::None;
+    }
+    let coding = encoding::negotiate(&parts.headers, &encoding::PREFERENCE);
+    let answer = match coding {
+        Coding::Identity => Compression::Identity,
+        coding => match crate::compress::Encoder::start(coding, &cfg.levels, &ctx.compressing) {
+            Ok(e) => {
+                ctx.shared
+                    .metrics
+                    .compressed
+                    .get_or_create(&[("coding", coding.as_str().to_string())])
+                    .inc();
+                Compression::Encoding(e)
+            }
+            Err(crate::compress::NotStarted::Busy) => {
+                ctx.shared.metrics.compress_busy.inc();
+                Compression::Busy
+            }
+            Err(crate::compress::NotStarted::Failed(e)) => {
+                tracing::warn!("no {} encoder, sent identity: {e}", coding.as_str());
+                Compression::Identity
+            }
+        },
+    };
+    let applied = match answer {
+        Compression::Encoding(_) => coding,
+        _ => Coding::Identity,
+    };
+    encoding::compressed_fields(&mut rparts.headers, applied);
+    answer
 }
 
 /// Bodies up to this size are sent with their head (`body::with_first_frame`): what one origin
@@ -644,6 +725,8 @@ impl Splice {
 struct Pump {
     ctx: Rc<Ctx>,
     body: super::peer::UpBody,
+    /// Compresses the body as it arrives (`compression`); what it makes is the body from here.
+    encoder: Option<crate::compress::Encoder>,
     /// Held bytes to write around the body (a combined 206).
     splice: Option<Splice>,
     writer: Option<ObjectWriter>,
@@ -739,6 +822,38 @@ impl Pump {
         }
     }
 
+    /// The next chunk of the body, compressed when it is being compressed: `Ok(None)` at its
+    /// end (the encoder's trailer is the last chunk).
+    async fn next_chunk(
+        &mut self,
+        metrics: &crate::metrics::Metrics,
+    ) -> Result<Option<Bytes>, String> {
+        loop {
+            let raw = origin_chunk(&mut self.body, self.idle, metrics).await?;
+            let Some(encoder) = self.encoder.as_mut() else {
+                return Ok(raw);
+            };
+            let out = match raw {
+                Some(raw) => {
+                    metrics.compress_bytes_in.inc_by(raw.len() as u64);
+                    encoder.push(&raw)
+                }
+                None => match self.encoder.take() {
+                    Some(e) => e.finish(),
+                    None => return Ok(None),
+                },
+            }
+            .map_err(|e| format!("compression failed: {e}"))?;
+            metrics.compress_bytes_out.inc_by(out.len() as u64);
+            if !out.is_empty() {
+                return Ok(Some(out));
+            }
+            if self.encoder.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+
     async fn run(mut self) {
         let metrics = self.ctx.shared.metrics.clone();
         let splice = self.splice.take();
@@ -756,7 +871,7 @@ impl Pump {
         // finds it stored.
         let mut held: Option<Bytes> = None;
         let end = loop {
-            let chunk = match origin_chunk(&mut self.body, self.idle, &metrics).await {
+            let chunk = match self.next_chunk(&metrics).await {
                 Ok(Some(chunk)) => chunk,
                 Ok(None) => break Ok(()),
                 Err(why) => break Err(why),

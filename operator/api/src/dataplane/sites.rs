@@ -39,6 +39,9 @@ pub struct SiteConfig {
     pub host_header: HostHeader,
     /// Cache-policy overrides for this site; unset fields keep the `cache` section's.
     pub cache: SitePolicyConfig,
+    /// Compression overrides for this site; unset fields keep the `compression` section's.
+    #[serde(skip_serializing_if = "super::CompressionConfig::is_unset")]
+    pub compression: super::CompressionConfig,
 }
 
 impl Default for SiteConfig {
@@ -54,6 +57,7 @@ impl Default for SiteConfig {
             origin_http2: false,
             host_header: HostHeader::default(),
             cache: SitePolicyConfig::default(),
+            compression: super::CompressionConfig::default(),
         }
     }
 }
@@ -155,6 +159,7 @@ pub(super) fn validate(sites: &[SiteConfig], origin_url: &str, errors: &mut Vec<
     let mut seen: Vec<&str> = Vec::new();
     for (i, s) in sites.iter().enumerate() {
         let at = |f: &str| format!("sites[{i}].{f}");
+        super::compression::validate(&s.compression, &at("compression"), errors);
         if s.hosts.is_empty() {
             errors.push(err(&at("hosts"), None, "needs at least one hostname"));
         }

@@ -1200,3 +1200,25 @@ fn admin_cidrs_are_checked() {
         assert!(check_cidr(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn compression_reaches_the_config_map_top_level_and_per_site() {
+    assert!(config(&desired("")).compression.is_unset());
+    let d = desired("compression:\n  levels: {gzip: 4, br: 7}\n  minSize: 2KiB\n");
+    let c = config(&d).compression;
+    assert_eq!(
+        (c.levels.gzip, c.levels.br, c.levels.zstd),
+        (Some(4), Some(7), None)
+    );
+    assert_eq!(c.min_size.map(|s| s.bytes()), Some(2048));
+    let spec = format!(
+        "{TWO_SITES}  compression: {{enabled: false}}\ncompression: {{types: [text/css]}}\n"
+    );
+    let cfg = config(&desired_sites(&spec));
+    assert_eq!(
+        cfg.compression.types.as_deref(),
+        Some(&["text/css".to_string()][..])
+    );
+    assert!(cfg.sites[0].compression.is_unset());
+    assert_eq!(cfg.sites[1].compression.enabled, Some(false));
+}

@@ -156,6 +156,7 @@ fn site(at: &str, s: &SiteSpec, bad: &mut impl FnMut(&str, String)) -> SiteConfi
         },
         origin_http2: s.origin_http2,
         host_header,
+        compression: s.compression.clone(),
         cache: SitePolicyConfig {
             default_ttl: s.cache.default_ttl,
             cookie_policy: s.cache.cookie_policy,
