@@ -16,10 +16,12 @@ use super::record::{self, BLOCK, RecordHeader};
 use super::rewrite::{Begin, REWRITE_RETRIES, RewriteGuard};
 use super::state::Loc;
 use super::writer::{ObjectWriter, STAGE};
-use super::{ObjectRef, Store, StoreError};
+use crate::error::StoreError;
 use crate::io::threads::ThreadsEngine;
 use crate::io::uring::UringEngine;
 use crate::io::{EngineKind, FileId, IoBudget, IoBufferUsage, WorkerIo, write_all_at};
+use crate::object::ObjectRef;
+use crate::store::Store;
 
 /// One per worker thread, created inside that thread's runtime: `tokio_uring::start` for the
 /// uring engine, any tokio runtime for the threads engine. Not `Send`.
@@ -379,7 +381,7 @@ impl StoreWorker {
         seg: u32,
         epoch: u64,
         off: u64,
-    ) -> Result<Option<crate::reinsert::ReadRecord>, StoreError> {
+    ) -> Result<Option<ReadRecord>, StoreError> {
         let store = &self.store;
         let file = FileId { seg, direct: true };
         let mut want = (64 << 10).min(self.chunk);
@@ -414,7 +416,7 @@ impl StoreWorker {
                 body_len: h.body_len,
                 seq: h.seq,
             };
-            return Ok(Some(crate::reinsert::ReadRecord {
+            return Ok(Some(ReadRecord {
                 header: h,
                 body,
                 loc,
@@ -645,6 +647,13 @@ impl GrowingReader {
             }
         }
     }
+}
+
+/// A record read whole for a copy.
+pub(crate) struct ReadRecord {
+    pub header: RecordHeader,
+    pub body: Bytes,
+    pub loc: Loc,
 }
 
 #[cfg(test)]
