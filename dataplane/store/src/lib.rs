@@ -951,7 +951,8 @@ impl Store {
     }
 }
 
-/// Admission of a fill (`StoreConfig::admission`), over the doorkeeper of [`admission`].
+// Admission of a fill (`StoreConfig::admission`), over the doorkeeper of `admission` (which
+// holds no `Store` method, so that the `Store` can hold its doorkeeper).
 impl Store {
     /// Whether a fill of (primary, variant) is written, by `StoreConfig::admission`; a fill
     /// that is not is counted (`admission_rejected`). Called before the fill reserves anything.
@@ -985,6 +986,7 @@ impl Store {
     }
 }
 
+// Here, not in `io::crash`, so that the I/O layer does not import the store it journals for.
 impl CrashDisk {
     /// Open the store of `cfg` with its segment writes journaled here (from the moment it
     /// opens: what is on disk then is the base every crash starts from). One store per disk.

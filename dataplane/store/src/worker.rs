@@ -48,6 +48,13 @@ impl std::fmt::Debug for StoreWorker {
     }
 }
 
+/// A record read whole for a copy ([`StoreWorker::read_record_at`], for `reinsert`).
+pub(crate) struct ReadRecord {
+    pub header: RecordHeader,
+    pub body: Bytes,
+    pub loc: Loc,
+}
+
 impl StoreWorker {
     /// A worker with the store's per-worker buffer budget
     /// ([`Store::io_buffer_bytes_per_worker`]).
@@ -647,13 +654,6 @@ impl GrowingReader {
             }
         }
     }
-}
-
-/// A record read whole for a copy.
-pub(crate) struct ReadRecord {
-    pub header: RecordHeader,
-    pub body: Bytes,
-    pub loc: Loc,
 }
 
 #[cfg(test)]
