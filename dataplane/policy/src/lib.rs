@@ -135,6 +135,7 @@ pub mod stored;
 pub mod syntax;
 pub mod validate;
 pub mod vary;
+mod vary_key;
 
 pub use authority::{Authority, AuthorityError};
 pub use config::{CookiePolicy, PolicyConfig};

@@ -27,7 +27,7 @@ use super::cache_control::{ResponseDirectives, TARGET_LIST};
 use super::config::PolicyConfig;
 use super::freshness::{Basis, Freshness};
 use super::syntax;
-use super::vary::{Vary, VaryKey};
+use super::vary_key::{Vary, VaryKey};
 
 const MAGIC: &[u8; 4] = b"ECSR";
 const VERSION: u8 = 1;

@@ -204,39 +204,6 @@ pub(crate) fn fill_key(primary: &[u8], variant: &[u8]) -> Vec<u8> {
     k
 }
 
-impl super::Store {
-    /// Whether a fill of (primary, variant) is written, by `StoreConfig::admission`; a fill
-    /// that is not is counted (`admission_rejected`). Called before the fill reserves anything.
-    pub(crate) fn admits(&self, primary: &[u8], variant: &[u8]) -> bool {
-        let Some(dk) = self.doorkeeper() else {
-            return true;
-        };
-        let usage = || {
-            let st = self.lock();
-            (st.bytes_used(), st.objects())
-        };
-        let seen = dk.seen_or_add(&fill_key(primary, variant), usage);
-        if seen || self.has_room() || !self.lookup(primary).is_empty() {
-            return true;
-        }
-        super::metrics::Counters::inc(&self.counters().admission_rejected);
-        false
-    }
-}
-
-impl super::Store {
-    pub(crate) fn doorkeeper(&self) -> Option<&Doorkeeper> {
-        self.doorkeeper.as_ref()
-    }
-
-    /// Whether the store holds less than its capacity less two segments: a fill written now
-    /// evicts nothing (or next to nothing) that was asked for.
-    fn has_room(&self) -> bool {
-        let held = self.lock().bytes_used();
-        held + 2 * self.layout.segment_size < self.layout.capacity()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,12 +23,12 @@ use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::Store;
 use super::ram::Copy as RamCopy;
 use super::record::BLOCK;
 use super::rewrite::Generation;
 use super::state::Loc;
 use crate::io::{AlignedBuf, FileId, IoBudget, IoEngine, WorkerIo, align_up};
+use crate::store::Store;
 
 /// Body read granularity (a multiple of the 64 KiB checksum block). 256 KiB reads reach the
 /// disk's bandwidth at a moderate queue depth (fio: 128 KiB random reads give more MB/s than
@@ -56,7 +56,7 @@ pub struct StoredObject {
     pub source: Source,
     /// The complete ref (variant key, meta and lengths from the header): for
     /// `StoreWorker::update_meta`, revalidation and fills without another read.
-    pub object_ref: super::ObjectRef,
+    pub object_ref: crate::object::ObjectRef,
     /// From the RAM tier: the caller's parsed form of `meta`, when one was kept with the copy
     /// ([`super::StoreWorker::keep_parsed`]).
     pub parsed: Option<super::ram::Parsed>,
@@ -348,7 +348,9 @@ async fn step(st: &mut StreamState) -> io::Result<Option<Bytes>> {
             _ => (st.pos, Bytes::from_owner(d.take_chunk(st.pos).await?)),
         };
         if !d.store.epoch_is(d.loc.seg, d.loc.epoch) {
-            return Err(io::Error::other(super::StoreError::MissingOrReplaced));
+            return Err(io::Error::other(
+                crate::error::StoreError::MissingOrReplaced,
+            ));
         }
         let valid = (data.len() as u64).min(body_len - base);
         // Submit the next read first, so the disk works while this chunk is checked.

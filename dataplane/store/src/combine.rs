@@ -35,9 +35,9 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use tokio::sync::oneshot;
 
-use crate::Store;
 use crate::io::{AlignedBuf, FileId, WorkerIo, write_all_at};
 use crate::metrics::Counters;
+use crate::store::Store;
 
 /// At most this many records in one write (well under the kernel's IOV_MAX of 1024).
 pub(crate) const MAX_RUN_RECORDS: usize = 64;

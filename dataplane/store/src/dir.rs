@@ -35,7 +35,7 @@ pub(crate) fn is_ours(name: &str) -> bool {
 /// Claim `dir` for the store: a claimed directory is used as it is; an unclaimed one is claimed
 /// only when it holds nothing but the store's own file names (empty, or a store from before
 /// the marker existed); anything else is refused, and nothing in it is touched.
-pub(crate) fn claim(dir: &Path) -> Result<(), super::StoreError> {
+pub(crate) fn claim(dir: &Path) -> Result<(), crate::error::StoreError> {
     if dir.join(CLAIM_FILE).is_file() {
         return Ok(());
     }
@@ -54,7 +54,7 @@ pub(crate) fn claim(dir: &Path) -> Result<(), super::StoreError> {
         if more > 0 {
             names.push_str(&format!(" and {more} more"));
         }
-        return Err(super::StoreError::NotOurs {
+        return Err(crate::error::StoreError::NotOurs {
             dir: dir.to_path_buf(),
             names,
         });

@@ -7,12 +7,12 @@
 //! publish); any other object with the tags stays. Recovery has every header in hand and
 //! settles the same question by sorting (see `Store::recover`).
 
-use super::Store;
 use super::body::read_timed;
 use super::index::Rec;
 use super::record;
 use super::state::Loc;
 use crate::io::{FileId, IoBudget, WorkerIo};
+use crate::store::Store;
 
 /// The first read of a header, and the most a header is read to (a longer one is not ours).
 const FIRST_READ: u64 = 4096;

@@ -237,50 +237,62 @@
 
 mod accessed;
 pub mod admission;
+mod align;
 mod body;
 mod checkpoint;
 mod combine;
+mod config;
 mod dir;
 pub mod error;
 mod frequency;
 mod growing;
 mod identity;
 pub mod index;
+mod indexing;
 pub mod io;
 pub mod layout;
 mod log;
 mod marks;
 pub mod metrics;
+mod object;
 pub(crate) mod ram;
 pub mod record;
 pub(crate) mod recover;
 mod reinsert;
+mod reinsert_wake;
 mod rewrite;
+mod rewrite_table;
 pub mod space;
 pub(crate) mod state;
+mod store;
 mod worker;
 mod writer;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::Bytes;
 use edgecache_host::Share;
 use tokio::sync::OwnedSemaphorePermit;
 
 pub use crate::io::{EngineChoice, EngineKind, probe_uring};
 pub use admission::Admission;
 pub use body::{Source, StoredObject};
+pub use config::{
+    DEFAULT_IO_BUFFER_BYTES, DEFAULT_READS_IN_FLIGHT, StoreConfig, UNKNOWN_LENGTH_CAP,
+};
 pub use error::StoreError;
 pub use growing::Growing;
 pub use layout::Layout;
 pub use metrics::{LatencyHistogram, StoreStats, WriteKind};
+pub use object::{DiskLocation, ObjectRef};
 pub use ram::Parsed;
+pub use store::Store;
 pub use worker::StoreWorker;
 pub use writer::ObjectWriter;
 
+use crate::io::crash::CrashDisk;
 use crate::io::file::{SegFile, open_segment};
 use crate::io::threads::{POOL_THREADS, ThreadPool};
 use dir::{LOCK_FILE, claim, load_or_init_superblock, remove_temp_files, seg_path};
@@ -290,79 +302,6 @@ use metrics::Counters;
 use ram::RamTier;
 use record::RecordHeader;
 use state::{Loc, State};
-
-/// Unknown-length bodies are buffered in RAM up to this size, then written; larger ones are not
-/// stored. 8 MiB bounds the memory one slow chunked response can pin per connection.
-pub const UNKNOWN_LENGTH_CAP: u64 = 8 << 20;
-/// Default per-worker I/O buffer budget (see [`StoreWorker::with_io_buffer_bytes`] and
-/// [`Store::set_io_buffer_bytes_per_worker`]): 32 MiB is 128 chunks of 256 KiB in flight or
-/// queued to sockets, well above what the disk needs to reach its bandwidth.
-pub const DEFAULT_IO_BUFFER_BYTES: u64 = 32 << 20;
-/// Default most disk reads in flight at once, all workers together.
-pub const DEFAULT_READS_IN_FLIGHT: u32 = 128;
-
-/// Store configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreConfig {
-    /// Cache directory (created if missing).
-    pub dir: PathBuf,
-    /// Disk budget in bytes (at least 64 MiB; smaller values are raised). The store refuses to
-    /// open when its filesystem cannot hold it (see [`space`]).
-    pub size: u64,
-    /// Ignore `size`: take the filesystem's free space plus the store's own files, less a
-    /// reserve of 10% of the filesystem or 1 GiB, whichever is larger (see [`space`]).
-    pub size_auto: bool,
-    /// Objects at or above this size are read with O_DIRECT. Default 4 KiB: what
-    /// `bench/run.sh` measured (all of its figures ran at 4 KiB; 64 KiB was never benchmarked).
-    pub direct_io_threshold: u64,
-    /// Largest object stored.
-    pub max_object_size: u64,
-    /// RAM tier capacity in bytes; 0 disables it.
-    pub ram_tier_bytes: u64,
-    /// The I/O engine to use (`Auto` probes io_uring).
-    pub engine: EngineChoice,
-    /// Most disk reads in flight at once, all workers together (at least 1).
-    pub reads_in_flight: u32,
-    /// Check large bodies against their block checksums on every read; when false, only until
-    /// a record's whole body has passed once in this run (see `src/body.rs`).
-    pub verify_every_read: bool,
-    /// Variants kept per primary key; one more drops the oldest (0: no cap).
-    pub max_variants_per_key: usize,
-    /// The most RAM the object index may take (the memory plan's share). At it the index
-    /// evicts instead of growing (`StoreStats::index_evictions`). 0: room for the disk's
-    /// capacity in 4 KiB records (the smallest: a packed small object).
-    pub index_bytes: u64,
-    /// Which fills are written (see [`admission`]).
-    pub admission: Admission,
-    /// Give objects read since they were written a second life: copy them ahead of their
-    /// segment's reclaim instead of evicting them (see `src/reinsert.rs`).
-    pub reinsertion: bool,
-}
-
-impl Default for StoreConfig {
-    /// 10 GiB in `/var/cache/edgecache`, O_DIRECT reads from 4 KiB, `max_object_size` 64 GiB
-    /// (the data plane's default; a record is bounded by its segment all the same, see
-    /// [`Store::max_body_len`]), the RAM tier disabled, the I/O engine probed, 32 variants per
-    /// key, the index sized for the disk, second-hit admission and reinsertion (what the
-    /// replayed workload of `bench/BENCHMARKS.md` chose).
-    fn default() -> StoreConfig {
-        StoreConfig {
-            dir: PathBuf::from("/var/cache/edgecache"),
-            size: 10 << 30,
-            size_auto: false,
-            direct_io_threshold: 4 << 10,
-            max_object_size: 64 << 30,
-            ram_tier_bytes: 0,
-            engine: EngineChoice::Auto,
-            reads_in_flight: DEFAULT_READS_IN_FLIGHT,
-            verify_every_read: false,
-            max_variants_per_key: 32,
-            index_bytes: 0,
-            admission: Admission::default(),
-            reinsertion: true,
-        }
-    }
-}
 
 /// RAM a store of `capacity` bytes keeps outside its index and RAM tier, fixed at open: the
 /// second-hit doorkeeper's filter (up to 16 MiB) and, with reinsertion, one bit per 4 KiB of
@@ -378,144 +317,6 @@ pub fn side_table_bytes(capacity: u64, admission: Admission, reinsertion: bool) 
         } else {
             0
         }
-}
-
-/// A stored object. [`Store::lookup`] returns *candidates*: what the index knows (where the
-/// record is, its length, a 7-bit tag of its variant key), with `variant` and `meta` empty and
-/// the body length unknown ([`ObjectRef::is_complete`] false); a candidate may even be another
-/// key's object whose hash tag collides, which [`StoreWorker::open`] finds out
-/// (`MissingOrReplaced`). The ref in an opened object ([`StoredObject::object_ref`]) is
-/// complete: its header's variant key, meta and lengths.
-#[derive(Debug, Clone)]
-pub struct ObjectRef {
-    /// The tag of the variant key ([`Store::variant_tag`]).
-    pub variant_tag: u8,
-    /// The record's length on disk (header and padded body) as the index has it: exact below
-    /// 256 MiB, else a lower bound.
-    pub record_len: u64,
-    /// The variant key (empty until opened).
-    pub variant: Bytes,
-    /// The meta blob (empty until opened).
-    pub meta: Bytes,
-    pub(crate) primary: Bytes,
-    pub(crate) loc: Loc,
-    /// The index's `verified` flag at lookup.
-    pub(crate) verified: bool,
-    /// The header fields are filled (the record was read).
-    pub(crate) complete: bool,
-}
-
-impl ObjectRef {
-    /// Whether the header's fields (`variant`, `meta`, lengths) are filled in.
-    pub fn is_complete(&self) -> bool {
-        self.complete
-    }
-
-    /// The body length, known once the record was read.
-    pub fn body_len(&self) -> Option<u64> {
-        self.complete.then_some(self.loc.body_len)
-    }
-
-    pub fn primary(&self) -> &Bytes {
-        &self.primary
-    }
-
-    /// Where the record lives on disk (for tools and tests); the header length (and so the
-    /// body offset) only for a complete ref, else 0.
-    pub fn location(&self) -> DiskLocation {
-        DiskLocation {
-            segment: self.loc.seg,
-            offset: self.loc.off,
-            header_len: u64::from(self.loc.header_len),
-            body_offset: self.loc.off + u64::from(self.loc.header_len),
-        }
-    }
-}
-
-/// A record's place on disk: segment file, header offset and body offset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DiskLocation {
-    pub segment: u32,
-    pub offset: u64,
-    pub header_len: u64,
-    pub body_offset: u64,
-}
-
-/// A space reservation in a segment, pinned until published or aborted.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Reservation {
-    pub seg: u32,
-    pub epoch: u64,
-    pub off: u64,
-    pub len: u64,
-}
-
-/// The store. `Send + Sync`; share it as `Arc<Store>` between worker threads.
-pub struct Store {
-    cfg: StoreConfig,
-    layout: Layout,
-    nonce: u64,
-    engine: EngineKind,
-    files: Arc<Vec<SegFile>>,
-    pool: Option<Arc<ThreadPool>>,
-    state: Mutex<State>,
-    /// The objects: 12 bytes a slot, sharded under its own locks (`src/index.rs`).
-    index: Index,
-    /// In-place header rewrites in progress (`src/rewrite.rs`).
-    rewrites: Mutex<rewrite::Rewrites>,
-    /// Test hook: the key hash, to force collisions.
-    #[cfg(test)]
-    key_hash_override: std::sync::OnceLock<fn(&[u8]) -> u64>,
-    /// The epoch of each segment, readable without the lock (readers check it after each read).
-    epochs: Vec<AtomicU64>,
-    seq: AtomicU64,
-    ram: RamTier,
-    counters: Counters,
-    /// One permit per disk read in flight (`StoreConfig::reads_in_flight`).
-    read_slots: Arc<tokio::sync::Semaphore>,
-    recovered: u64,
-    /// The index came from a checkpoint, not a scan.
-    from_checkpoint: bool,
-    /// Segments scanned after the checkpoint's restore (the log written since it).
-    replayed: u32,
-    /// One checkpoint written at a time.
-    checkpointing: Mutex<()>,
-    /// Segment reclaims in this run, and their number when the last checkpoint started.
-    reclaims: AtomicU64,
-    reclaims_at_checkpoint: AtomicU64,
-    /// The buffer budget each new [`StoreWorker`] gets.
-    io_buffer_bytes: AtomicU64,
-    /// The 4 KiB buffer of the synchronous writes (segment headers, tombstones).
-    sync_block: Mutex<crate::io::AlignedBuf>,
-    /// The budgets of live workers, for [`StoreStats`].
-    budgets: Mutex<Vec<Weak<crate::io::budget::Shared>>>,
-    /// Invalidation marks of the keys ([`Store::invalidation_mark`]).
-    marks: Marks,
-    /// Writers in flight by key slot, and which records were read since written; the
-    /// reinsertion pass's thread when `StoreConfig::reinsertion` is on (`src/reinsert.rs`).
-    writing: Writing,
-    accessed: accessed::Accessed,
-    reinserter: Option<Arc<reinsert::Wake>>,
-    /// Woken whenever an in-place header rewrite ends (`src/rewrite.rs`).
-    rewrites_done: tokio::sync::Notify,
-    /// Bytes of unknown-length bodies buffered by writers, and their bound.
-    unknown_length: Arc<Share>,
-    /// The second-hit doorkeeper (`StoreConfig::admission`).
-    doorkeeper: Option<admission::Doorkeeper>,
-    /// Holds an exclusive `flock` on `store.lock`: one process per cache directory.
-    _lock: fs::File,
-    /// Where segment writes are journaled, for crash tests (`io::crash`).
-    journal: Option<Arc<crate::io::crash::Journal>>,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("dir", &self.cfg.dir)
-            .field("layout", &self.layout)
-            .field("engine", &self.engine)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Store {
@@ -619,7 +420,7 @@ impl Store {
             pool,
             state: Mutex::new(st),
             index,
-            rewrites: Mutex::new(rewrite::Rewrites::default()),
+            rewrites: Mutex::new(rewrite_table::Rewrites::default()),
             #[cfg(test)]
             key_hash_override: std::sync::OnceLock::new(),
             epochs,
@@ -638,7 +439,7 @@ impl Store {
             marks: Marks::new(),
             writing: Writing::new(),
             accessed: accessed::Accessed::new(&layout, cfg_reinsertion),
-            reinserter: cfg_reinsertion.then(|| Arc::new(reinsert::Wake::default())),
+            reinserter: cfg_reinsertion.then(|| Arc::new(reinsert_wake::Wake::default())),
             rewrites_done: tokio::sync::Notify::new(),
             unknown_length: Arc::new(Share::default()),
             _lock: lock,
@@ -1147,6 +948,50 @@ impl Store {
     /// A disk read slot if one is free now (read-ahead never waits for one).
     pub(crate) fn try_read_slot(&self) -> Option<OwnedSemaphorePermit> {
         Arc::clone(&self.read_slots).try_acquire_owned().ok()
+    }
+}
+
+// Admission of a fill (`StoreConfig::admission`), over the doorkeeper of `admission` (which
+// holds no `Store` method, so that the `Store` can hold its doorkeeper).
+impl Store {
+    /// Whether a fill of (primary, variant) is written, by `StoreConfig::admission`; a fill
+    /// that is not is counted (`admission_rejected`). Called before the fill reserves anything.
+    pub(crate) fn admits(&self, primary: &[u8], variant: &[u8]) -> bool {
+        let Some(dk) = self.doorkeeper() else {
+            return true;
+        };
+        let usage = || {
+            let st = self.lock();
+            (st.bytes_used(), st.objects())
+        };
+        let seen = dk.seen_or_add(&admission::fill_key(primary, variant), usage);
+        if seen || self.has_room() || !self.lookup(primary).is_empty() {
+            return true;
+        }
+        Counters::inc(&self.counters().admission_rejected);
+        false
+    }
+}
+
+impl Store {
+    pub(crate) fn doorkeeper(&self) -> Option<&admission::Doorkeeper> {
+        self.doorkeeper.as_ref()
+    }
+
+    /// Whether the store holds less than its capacity less two segments: a fill written now
+    /// evicts nothing (or next to nothing) that was asked for.
+    fn has_room(&self) -> bool {
+        let held = self.lock().bytes_used();
+        held + 2 * self.layout.segment_size < self.layout.capacity()
+    }
+}
+
+// Here, not in `io::crash`, so that the I/O layer does not import the store it journals for.
+impl CrashDisk {
+    /// Open the store of `cfg` with its segment writes journaled here (from the moment it
+    /// opens: what is on disk then is the base every crash starts from). One store per disk.
+    pub fn open(&self, cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
+        Store::open_journaled(cfg, Some(Arc::clone(&self.journal)))
     }
 }
 

@@ -7,9 +7,12 @@ use super::layout::SEGMENT_HEADER;
 use super::metrics::{Counters, WriteKind};
 use super::record::{self, RecordHeader};
 use super::state::{Loc, Seg};
-use super::{ObjectRef, Reservation, Store, StoreError};
+use crate::error::StoreError;
 use crate::io::AlignedBuf;
 use crate::io::file::pwrite_all;
+use crate::object::ObjectRef;
+use crate::state::Reservation;
+use crate::store::Store;
 
 impl Store {
     /// Reserve `len` bytes (a multiple of 4096) for a record. Reclaims the oldest segment when

@@ -35,7 +35,7 @@
 
 use bytes::Bytes;
 
-use crate::io::align_up;
+use crate::align::align_up;
 
 pub const RECORD_MAGIC: [u8; 8] = *b"ECRECRD1";
 pub const SEGMENT_MAGIC: [u8; 8] = *b"ECSEGMT1";

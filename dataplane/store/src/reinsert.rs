@@ -24,94 +24,21 @@
 //! (then the purge's own removal found and tombstoned it) or refused with its tombstone synced,
 //! so no copy comes back after a power loss that the purge outlived.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
-
-use super::marks::slot_of;
-use super::{Store, StoreError, StoreWorker};
+use crate::error::StoreError;
 use crate::io::{EngineChoice, EngineKind};
+use crate::reinsert_wake::Wake;
+use crate::store::Store;
+use crate::worker::StoreWorker;
 
 /// How long the thread sleeps between looks at whether its store is still open.
 const IDLE: Duration = Duration::from_millis(200);
 /// The pass's I/O buffer budget: one record at a time, read whole (a budget of 8 read chunks
 /// gives the full 256 KiB chunk) and staged by its writer.
 const PASS_BUFFERS: u64 = 2 << 20;
-/// The longest a durable purge waits for a copy of its key.
-const PURGE_WAIT: Duration = Duration::from_secs(2);
-
-/// The thread's wake-up, and the key slots of copies in flight.
-#[derive(Default)]
-pub(crate) struct Wake {
-    pending: Mutex<bool>,
-    woken: Condvar,
-    copying: Mutex<HashMap<usize, u32>>,
-    copied: Condvar,
-    /// The store's reclaim count when the last look began.
-    done_at: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
-}
-
-impl Wake {
-    /// A segment was reclaimed: look at the next one.
-    pub fn wake(&self) {
-        *lock(&self.pending) = true;
-        self.woken.notify_one();
-    }
-
-    /// Whether a wake came within `timeout`.
-    fn wait(&self, timeout: Duration) -> bool {
-        let g = lock(&self.pending);
-        let (mut g, _) = match self.woken.wait_timeout_while(g, timeout, |p| !*p) {
-            Ok(r) => r,
-            Err(p) => p.into_inner(),
-        };
-        std::mem::take(&mut *g)
-    }
-
-    /// A copy of `primary` is in flight until the guard drops.
-    fn copying(&self, primary: &[u8]) -> Copying<'_> {
-        let slot = slot_of(primary);
-        *lock(&self.copying).entry(slot).or_default() += 1;
-        Copying { wake: self, slot }
-    }
-
-    /// Wait (at most [`PURGE_WAIT`]) until no copy of `primary`'s slot is in flight.
-    pub fn wait_for_copies(&self, primary: &[u8]) {
-        let slot = slot_of(primary);
-        let g = lock(&self.copying);
-        let _ = self
-            .copied
-            .wait_timeout_while(g, PURGE_WAIT, |c| c.contains_key(&slot));
-    }
-}
-
-struct Copying<'a> {
-    wake: &'a Wake,
-    slot: usize,
-}
-
-impl Drop for Copying<'_> {
-    fn drop(&mut self) {
-        let mut g = lock(&self.wake.copying);
-        if let Some(n) = g.get_mut(&self.slot) {
-            *n -= 1;
-            if *n == 0 {
-                g.remove(&self.slot);
-            }
-        }
-        self.wake.copied.notify_all();
-    }
-}
 
 /// Start the store's reinsertion thread when reinsertion is on. It holds the store weakly and
 /// ends within [`IDLE`] of the store's last handle going.
@@ -254,11 +181,4 @@ impl StoreWorker {
         w.finish().await?;
         Ok(Some(loc.record_len()))
     }
-}
-
-/// A record read whole for a copy.
-pub(crate) struct ReadRecord {
-    pub header: super::record::RecordHeader,
-    pub body: Bytes,
-    pub loc: super::state::Loc,
 }

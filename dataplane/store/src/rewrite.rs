@@ -31,25 +31,18 @@
 //! [`StoreWorker::update_meta`]: super::StoreWorker::update_meta
 //! [`Notify`]: tokio::sync::Notify
 
-use std::collections::HashSet;
 use std::pin::pin;
 
-use super::Store;
-use super::ram::Copy as RamCopy;
-use super::state::{Loc, LocId};
+use crate::ram::Copy as RamCopy;
+use crate::rewrite_table::Rewrites;
+use crate::state::Loc;
+use crate::store::Store;
 
 /// Reads of one open that may find the header mid-rewrite before it gives up with
 /// `MissingOrReplaced` (the caller then fetches the object; nothing is dropped). Each waits
 /// for the rewrite it overlapped to end, so only a record rewritten back to back this many
 /// times during one open gets there.
 pub(crate) const REWRITE_RETRIES: u32 = 8;
-
-/// The rewrites in progress, and a counter bumped at each begin and end.
-#[derive(Debug, Default)]
-pub(crate) struct Rewrites {
-    counter: u64,
-    in_progress: HashSet<LocId>,
-}
 
 /// What a reader compares before and after its read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

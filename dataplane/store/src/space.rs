@@ -14,7 +14,8 @@ use std::path::Path;
 
 use super::dir::is_ours;
 use super::layout::{Layout, MIN_BUDGET};
-use super::{StoreConfig, StoreError};
+use crate::config::StoreConfig;
+use crate::error::StoreError;
 
 /// The least kept free with `size_auto`; also at least [`AUTO_RESERVE_PERCENT`] of the
 /// filesystem.

@@ -16,10 +16,12 @@ use super::record::{self, BLOCK, RecordHeader};
 use super::rewrite::{Begin, REWRITE_RETRIES, RewriteGuard};
 use super::state::Loc;
 use super::writer::{ObjectWriter, STAGE};
-use super::{ObjectRef, Store, StoreError};
+use crate::error::StoreError;
 use crate::io::threads::ThreadsEngine;
 use crate::io::uring::UringEngine;
 use crate::io::{EngineKind, FileId, IoBudget, IoBufferUsage, WorkerIo, write_all_at};
+use crate::object::ObjectRef;
+use crate::store::Store;
 
 /// One per worker thread, created inside that thread's runtime: `tokio_uring::start` for the
 /// uring engine, any tokio runtime for the threads engine. Not `Send`.
@@ -44,6 +46,13 @@ impl std::fmt::Debug for StoreWorker {
             .field("engine", &self.store.engine())
             .finish_non_exhaustive()
     }
+}
+
+/// A record read whole for a copy ([`StoreWorker::read_record_at`], for `reinsert`).
+pub(crate) struct ReadRecord {
+    pub header: RecordHeader,
+    pub body: Bytes,
+    pub loc: Loc,
 }
 
 impl StoreWorker {
@@ -379,7 +388,7 @@ impl StoreWorker {
         seg: u32,
         epoch: u64,
         off: u64,
-    ) -> Result<Option<crate::reinsert::ReadRecord>, StoreError> {
+    ) -> Result<Option<ReadRecord>, StoreError> {
         let store = &self.store;
         let file = FileId { seg, direct: true };
         let mut want = (64 << 10).min(self.chunk);
@@ -414,7 +423,7 @@ impl StoreWorker {
                 body_len: h.body_len,
                 seq: h.seq,
             };
-            return Ok(Some(crate::reinsert::ReadRecord {
+            return Ok(Some(ReadRecord {
                 header: h,
                 body,
                 loc,

@@ -30,8 +30,11 @@ use super::growing::Growing;
 use super::metrics::{Counters, WriteKind};
 use super::record::{self, BLOCK, FIXED, MAX_KEY, MAX_META, RecordHeader};
 use super::state::Loc;
-use super::{Reservation, Store, StoreError, UNKNOWN_LENGTH_CAP};
+use crate::config::UNKNOWN_LENGTH_CAP;
+use crate::error::StoreError;
 use crate::io::{AlignedBuf, FileId, IoBudget, WorkerIo, align_up, write_all_at};
+use crate::state::Reservation;
+use crate::store::Store;
 
 /// Size of the staging buffer: one O_DIRECT write per 256 KiB of body.
 pub(crate) const STAGE: usize = 256 * 1024;

@@ -9,11 +9,7 @@ use edgecache_module_graph::{Crate, circles, crate_graph, crates_under};
 /// The largest circle between the top-level modules of each target allowed today (crate, root
 /// file, modules); every target not named here has none. Lower a figure when a circle shrinks
 /// (this test says so).
-const LIMITS: &[(&str, &str, usize)] = &[
-    // The crate root and the modules it re-exports from.
-    ("edgecache-store", "src/lib.rs", 16),
-    ("edgecache-policy", "src/lib.rs", 2),
-];
+const LIMITS: &[(&str, &str, usize)] = &[];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -12,13 +12,7 @@ use std::sync::Arc;
 
 use super::budget;
 
-/// The alignment of every buffer, offset and length that goes through O_DIRECT.
-pub const ALIGN: usize = 4096;
-
-/// Round `n` up to the next multiple of [`ALIGN`].
-pub const fn align_up(n: u64) -> u64 {
-    n.div_ceil(ALIGN as u64) * ALIGN as u64
-}
+pub use crate::align::{ALIGN, align_up};
 
 /// An owned, 4096-aligned buffer. `len` bytes are "filled"; the capacity is a multiple of 4096.
 pub struct AlignedBuf {

@@ -1,5 +1,5 @@
 //! A crash-simulating disk, for crash-consistency tests (test-facing: hidden from the docs; a
-//! store opened with [`Store::open`] journals nothing and pays one branch per write).
+//! store opened with [`Store::open`](crate::Store::open) journals nothing and pays one branch per write).
 //!
 //! [`CrashDisk::open`] opens a store whose every segment write (the workers' writes through
 //! either real engine, and the store's synchronous writes: segment headers, tombstones) goes to
@@ -35,7 +35,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{AlignedBuf, FileId, IoEngine};
 use crate::dir::{LOCK_FILE, seg_path};
 use crate::record::{self, FLAG_DEAD, RECORD_MAGIC, SEGMENT_MAGIC};
-use crate::{Store, StoreConfig, StoreError};
 
 /// The device's sector: the unit a torn write is cut at.
 pub const SECTOR: usize = 512;
@@ -198,7 +197,7 @@ fn classify(off: u64, data: &[u8]) -> WriteKind {
 /// A recording of a store's segment writes, to replay any crash of it (see the module doc).
 #[derive(Clone, Default)]
 pub struct CrashDisk {
-    journal: Arc<Journal>,
+    pub(crate) journal: Arc<Journal>,
 }
 
 impl std::fmt::Debug for CrashDisk {
@@ -212,12 +211,6 @@ impl std::fmt::Debug for CrashDisk {
 impl CrashDisk {
     pub fn new() -> CrashDisk {
         CrashDisk::default()
-    }
-
-    /// Open the store of `cfg` with its segment writes journaled here (from the moment it
-    /// opens: what is on disk then is the base every crash starts from). One store per disk.
-    pub fn open(&self, cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
-        Store::open_journaled(cfg, Some(Arc::clone(&self.journal)))
     }
 
     /// Called by the store once its segment files are open, before it writes any.
