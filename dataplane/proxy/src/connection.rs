@@ -74,7 +74,7 @@ pub async fn serve<S>(
         Protocol::Http1 => ConnClock::new(),
         Protocol::Http2 => ConnClock::multiplexed(),
     };
-    let slot = InterimSlot::new(ctx.shared.metrics.clone());
+    let slot = InterimSlot::new(ctx.shared.metrics.interim.clone());
     // HTTP/2 response bodies its client takes nothing of (src/conn_timer/h2_stall.rs).
     let streams = match protocol {
         Protocol::Http1 => None,
@@ -117,9 +117,11 @@ pub async fn serve<S>(
                 .extensions_mut()
                 .remove::<hyper::ext::InformationalSender>()
             {
-                Some(sender) => {
-                    InterimForwarder::for_stream(sender, ctx.shared.metrics.clone(), expects)
-                }
+                Some(sender) => InterimForwarder::for_stream(
+                    sender,
+                    ctx.shared.metrics.interim.clone(),
+                    expects,
+                ),
                 None => slot.begin(req.version(), expects),
             };
             req.extensions_mut().insert(interim.clone());

@@ -214,8 +214,9 @@ async fn run_worker(
     };
     let handshakes = Rc::new(Cell::new(0usize));
     let store = StoreWorker::new(shared.store.clone()).map_err(std::io::Error::other)?;
+    let origin = crate::contract::origin(&shared.cfg.origin);
     let origins = (shared.sites.list.iter())
-        .map(|site| Origin::for_site(&shared.cfg.origin, site, &shared.cfg.cache.name))
+        .map(|site| Origin::for_site(&origin, site, &shared.cfg.cache.name))
         .collect::<Result<Vec<_>, _>>()
         .map_err(std::io::Error::other)?;
     let peers = match &shared.sharding {
