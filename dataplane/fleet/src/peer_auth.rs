@@ -39,7 +39,7 @@ pub struct Hop<'a> {
     /// The sending node's name (the hop header's value).
     pub node: &'a str,
     pub method: &'a str,
-    /// The request's Host (normalised by dataplane/proxy/src/sites.rs on both sides).
+    /// The request's Host (normalised by dataplane/upstream/src/sites.rs on both sides).
     pub authority: &'a str,
     /// The request target (path and query).
     pub target: &'a str,

@@ -1,7 +1,7 @@
 //! One client connection, plain or TLS, served with HTTP/1.1 or HTTP/2.
 //!
 //! HTTP/1.1 runs on hyper's HTTP/1 server with the connection's IO wrapped in an
-//! [`InterimIo`] so 1xx responses from the origin can be forwarded (src/interim.rs). HTTP/2
+//! [`InterimIo`] so 1xx responses from the origin can be forwarded (edgecache-upstream). HTTP/2
 //! (ALPN `h2` over TLS, or a client that opens a plain connection with the HTTP/2 preface) runs
 //! on hyper's HTTP/2 server, its streams spawned on the worker's own executor; an origin's 1xx
 //! goes out on the request's stream (hyper patched for it: third_party/hyper/PATCHES.md). An
@@ -74,7 +74,7 @@ pub async fn serve<S>(
         Protocol::Http1 => ConnClock::new(),
         Protocol::Http2 => ConnClock::multiplexed(),
     };
-    let slot = InterimSlot::new(ctx.shared.metrics.clone());
+    let slot = InterimSlot::new(ctx.shared.metrics.interim.clone());
     // HTTP/2 response bodies its client takes nothing of (src/conn_timer/h2_stall.rs).
     let streams = match protocol {
         Protocol::Http1 => None,
@@ -107,7 +107,7 @@ pub async fn serve<S>(
         }
         async move {
             // Begun in the request's own task (an HTTP/2 stream's is not the connection's),
-            // which tells its 1xx from those of a background revalidation (src/interim.rs).
+            // which tells its 1xx from those of a background revalidation (edgecache-upstream).
             let expects = interim::client_awaits_continue(req.version(), req.headers());
             if req.version() == Version::HTTP_2 {
                 to_origin_form(&mut req);
@@ -117,9 +117,11 @@ pub async fn serve<S>(
                 .extensions_mut()
                 .remove::<hyper::ext::InformationalSender>()
             {
-                Some(sender) => {
-                    InterimForwarder::for_stream(sender, ctx.shared.metrics.clone(), expects)
-                }
+                Some(sender) => InterimForwarder::for_stream(
+                    sender,
+                    ctx.shared.metrics.interim.clone(),
+                    expects,
+                ),
                 None => slot.begin(req.version(), expects),
             };
             req.extensions_mut().insert(interim.clone());
@@ -375,7 +377,7 @@ fn redirect_port(ctx: &Ctx, is_tls: bool) -> Option<u16> {
 
 /// 308 to the same target over HTTPS (RFC 9110 15.4.9: the method and body are kept).
 fn https_redirect(req: &Request<Incoming>, port: u16) -> Response<body::Body> {
-    // The same authority the handler would route by (src/sites.rs), without its port.
+    // The same authority the handler would route by (edgecache-upstream), without its port.
     let authority = edgecache_policy::Authority::of_head(req.uri(), req.headers(), "http");
     let Ok(authority) = authority else {
         return plain(StatusCode::BAD_REQUEST, "a valid Host field is needed\n");

@@ -8,12 +8,15 @@ use std::time::Duration;
 use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
     self, AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
-    DataplaneConfig, IoEngineKind, StorageConfig, TlsConfig, TlsVersion,
+    DataplaneConfig, HostHeader, IoEngineKind, OriginConfig, SiteConfig, StorageConfig, TlsConfig,
+    TlsVersion,
 };
 use edgecache_edge::tls;
 use edgecache_observe::request_log;
 use edgecache_policy::{PolicyConfig, encoding};
 use edgecache_store::{Admission, EngineChoice, StoreConfig};
+use edgecache_upstream::origin;
+use edgecache_upstream::sites::{self, QueryRules};
 
 /// A site's compression: its `compression` over the top level's (`over`), unset fields at
 /// `policy::encoding`'s defaults; `None` when it is turned off.
@@ -58,6 +61,83 @@ pub fn cookie_policy(c: CookiePolicy) -> edgecache_policy::CookiePolicy {
         CookiePolicy::Store => edgecache_policy::CookiePolicy::Store,
         CookiePolicy::NoStoreUnlessPublic => edgecache_policy::CookiePolicy::NoStoreUnlessPublic,
         CookiePolicy::NeverStore => edgecache_policy::CookiePolicy::NeverStore,
+    }
+}
+
+/// The sites of `sites:`, and the default site `origin.url` alone makes.
+pub fn sites(cfg: &DataplaneConfig) -> sites::Settings {
+    let shorthand = (!cfg.origin.url.is_empty()).then(|| SiteConfig {
+        hosts: Vec::new(),
+        default: true,
+        origins: vec![cfg.origin.url.clone()],
+        host_header: cfg.origin.host_header.clone(),
+        ..SiteConfig::default()
+    });
+    sites::Settings {
+        sites: cfg.sites.iter().map(|s| site(cfg, s)).collect(),
+        shorthand: shorthand.map(|s| site(cfg, &s)),
+    }
+}
+
+/// One site: its cache policy is `cache:`'s with the site's overrides, its compression
+/// `compression:`'s with the site's.
+fn site(cfg: &DataplaneConfig, s: &SiteConfig) -> sites::SiteSettings {
+    let mut policy = policy_config(&cfg.cache);
+    if let Some(ttl) = s.cache.default_ttl {
+        policy.default_ttl = Some(ttl.get());
+    }
+    if let Some(c) = s.cache.cookie_policy {
+        policy.cookie_policy = cookie_policy(c);
+    }
+    let hc = &s.health_check;
+    sites::SiteSettings {
+        hosts: s.hosts.clone(),
+        default: s.default,
+        origins: s.origins.clone(),
+        balance: match s.balance {
+            dataplane::Balance::RoundRobin => sites::Balance::RoundRobin,
+            dataplane::Balance::LeastConnections => sites::Balance::LeastConnections,
+        },
+        health_check: sites::HealthCheck {
+            path: hc.path.clone(),
+            interval: hc.interval.get(),
+            timeout: hc.timeout.get(),
+            unhealthy_after: hc.unhealthy_after,
+            healthy_after: hc.healthy_after,
+        },
+        retries: s.retries,
+        origin_tls: sites::OriginTls {
+            ca_file: s.origin_tls.ca_file.clone(),
+            server_name: s.origin_tls.server_name.clone(),
+        },
+        origin_http2: s.origin_http2,
+        host_header: host_header(&s.host_header),
+        policy,
+        compression: compression(&s.compression, &cfg.compression),
+        query: QueryRules {
+            drop: s.cache.drop_query.clone(),
+            sort: s.cache.sort_query,
+        },
+    }
+}
+
+/// The Host header of `origin.hostHeader` or a site's.
+pub fn host_header(h: &HostHeader) -> sites::HostHeader {
+    match h {
+        HostHeader::Preserve => sites::HostHeader::Preserve,
+        HostHeader::Origin => sites::HostHeader::Origin,
+        HostHeader::Rewrite(v) => sites::HostHeader::Rewrite(v.clone()),
+    }
+}
+
+/// The origin client's settings of `origin:` (its URL and Host header are the default site's).
+pub fn origin(c: &OriginConfig) -> origin::Settings {
+    origin::Settings {
+        url: c.url.clone(),
+        host_header: host_header(&c.host_header),
+        connect_timeout: c.connect_timeout.get(),
+        first_byte_timeout: c.first_byte_timeout.get(),
+        max_idle_connections: c.max_idle_connections,
     }
 }
 
@@ -167,6 +247,10 @@ mod tests {
         assert_eq!(
             store_config(&StorageConfig::default(), 0, 0),
             StoreConfig::default()
+        );
+        assert_eq!(
+            origin(&OriginConfig::default()),
+            origin::Settings::default()
         );
     }
 

@@ -15,15 +15,10 @@ mod config;
 mod conn_timer;
 mod connection;
 mod contract;
-mod error;
 mod handler;
-mod hop_by_hop;
 mod index_budget;
-mod interim;
-mod key;
 mod landing;
 mod metrics;
-mod origin;
 mod paced;
 mod purges;
 mod reap;
@@ -31,19 +26,18 @@ mod reference;
 mod server;
 mod sharding;
 mod shared;
-mod sites;
 mod slices;
 mod slot_grants;
 mod startup;
 mod stream_slots;
 mod supervisor;
-mod transport;
 
 // Modules that moved to crates of their own, under the paths the request pipeline's files
 // (handler.rs and handler/, left as they are while they are being edited) still name them by.
 use edgecache_edge::{client_caps, send_room};
 use edgecache_fleet::{peer_auth, ring};
 use edgecache_observe::{conn_info, request_log};
+use edgecache_upstream::{error, interim, key, origin, sites};
 
 use std::process::ExitCode;
 

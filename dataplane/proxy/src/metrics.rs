@@ -8,8 +8,8 @@ use edgecache_host::{MemoryPlan, Part, Share, part_bound};
 use edgecache_observe::request_log::{
     RequestHistograms, RequestLabels, RequestMetrics, request_histogram,
 };
-use edgecache_policy::interim::InterimAction;
 use edgecache_store::{Store, StoreStats, WriteKind};
+use edgecache_upstream::interim::InterimMetrics;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -140,7 +140,8 @@ pub struct Metrics {
     pub store_write_aborts: Family<Label, Counter>,
     pub steering_fallbacks: Counter,
     pub ready: Gauge,
-    pub interim_responses: Family<Label, Counter>,
+    /// 1xx responses from the origin by action, and the interim queues' share of `memory`.
+    pub interim: Arc<InterimMetrics>,
     pub connections_closed: Family<Label, Counter>,
     pub connections_refused: Family<Label, Counter>,
     pub fill_clients_switched: Counter,
@@ -330,7 +331,10 @@ impl Metrics {
             store_write_aborts: Family::default(),
             steering_fallbacks: Counter::default(),
             ready: Gauge::default(),
-            interim_responses: Family::default(),
+            interim: Arc::new(InterimMetrics {
+                responses: Family::default(),
+                queues: memory.interim_queues.clone(),
+            }),
             connections_closed: Family::default(),
             connections_refused: Family::default(),
             fill_clients_switched: Counter::default(),
@@ -466,7 +470,7 @@ impl Metrics {
         r.register(
             "interim_responses",
             "1xx interim responses from the origin, forwarded to the client or dropped (label action)",
-            m.interim_responses.clone(),
+            m.interim.responses.clone(),
         );
         r.register(
             "connections_closed",
@@ -690,13 +694,6 @@ impl Metrics {
                     .get_or_create(&[("cache", outcome.as_str().to_string())])
                     .clone()
             })
-            .inc();
-    }
-
-    /// One 1xx from the origin, forwarded or dropped.
-    pub fn interim(&self, action: InterimAction) {
-        self.interim_responses
-            .get_or_create(&[("action", action.as_str().to_string())])
             .inc();
     }
 

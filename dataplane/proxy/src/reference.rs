@@ -109,7 +109,7 @@ fn reference_registry() -> Registry {
         },
         ..Default::default()
     };
-    if let Ok(sites) = crate::sites::Sites::from_config(&cfg) {
+    if let Ok(sites) = crate::sites::Sites::from_config(&crate::contract::sites(&cfg)) {
         registry.register_collector(Box::new(crate::sites::SitesCollector(Arc::new(sites))));
     }
     sample_every_family(&m, &tls, &supervisor);
@@ -128,7 +128,11 @@ fn sample_every_family(
     m.origin_error("connect");
     let _ = m.accepted_on(0);
     m.write_abort("too_large");
-    m.interim(edgecache_policy::interim::InterimAction::Forward);
+    m.compressed
+        .get_or_create(&[("coding", "gzip".into())])
+        .inc();
+    m.interim
+        .interim(edgecache_policy::interim::InterimAction::Forward);
     m.connection_closed("idle_timeout");
     m.connection_refused("per_ip");
     m.hit_repair(true);

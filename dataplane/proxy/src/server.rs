@@ -2,7 +2,7 @@
 //! uses io_uring, a plain current-thread tokio runtime for the thread-pool engine) with its own
 //! SO_REUSEPORT listener. hyper serves HTTP/1.1 with keep-alive on tokio's epoll sockets; disk
 //! I/O goes through the store's per-thread engine. Each connection's IO is wrapped in an
-//! [`InterimIo`] so 1xx responses from the origin can be forwarded (src/interim.rs).
+//! [`InterimIo`] so 1xx responses from the origin can be forwarded (edgecache-upstream).
 //!
 //! Shutdown: when the shutdown signal turns true each worker drops its listener (no new
 //! connections), asks every open connection to finish its in-flight response and close, and
@@ -214,8 +214,9 @@ async fn run_worker(
     };
     let handshakes = Rc::new(Cell::new(0usize));
     let store = StoreWorker::new(shared.store.clone()).map_err(std::io::Error::other)?;
+    let origin = crate::contract::origin(&shared.cfg.origin);
     let origins = (shared.sites.list.iter())
-        .map(|site| Origin::for_site(&shared.cfg.origin, site, &shared.cfg.cache.name))
+        .map(|site| Origin::for_site(&origin, site, &shared.cfg.cache.name))
         .collect::<Result<Vec<_>, _>>()
         .map_err(std::io::Error::other)?;
     let peers = match &shared.sharding {

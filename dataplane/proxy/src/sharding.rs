@@ -26,13 +26,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use edgecache_api::dataplane::{HostHeader, OriginConfig, ShardingConfig, ShardingMode};
+use edgecache_api::dataplane::{OriginConfig, ShardingConfig, ShardingMode};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
-use crate::origin::Origin;
+use crate::origin::{self, Origin};
+use crate::sites::HostHeader;
 use edgecache_fleet::peer_auth::PeerKey;
 use edgecache_fleet::popularity::Popularity;
 use edgecache_fleet::ring::{self, ParseError, Peer, Ring};
@@ -255,12 +256,11 @@ impl Sharding {
     /// it) and each request names its peer's address (`Origin::prepare_at`; the URL here only
     /// gives the scheme); the origin's idle timeout and pool size, the peer timeouts.
     pub fn client(&self, origin: &OriginConfig, cache_name: &str) -> Result<Origin, ProxyError> {
-        let cfg = OriginConfig {
+        let cfg = origin::Settings {
             url: "http://peer".into(),
             host_header: HostHeader::Preserve,
-            connect_timeout: edgecache_api::Duration(self.settings.peer_connect_timeout),
-            first_byte_timeout: edgecache_api::Duration(self.settings.peer_timeout),
-            idle_timeout: origin.idle_timeout,
+            connect_timeout: self.settings.peer_connect_timeout,
+            first_byte_timeout: self.settings.peer_timeout,
             max_idle_connections: origin.max_idle_connections,
         };
         Origin::new(&cfg, cache_name).map(Origin::for_peers)

@@ -256,7 +256,8 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         None => None,
     };
     let sites = Arc::new(
-        crate::sites::Sites::from_config(&cfg).map_err(|e| anyhow::anyhow!("sites: {e}"))?,
+        crate::sites::Sites::from_config(&crate::contract::sites(&cfg))
+            .map_err(|e| anyhow::anyhow!("sites: {e}"))?,
     );
     registry.register_collector(Box::new(crate::sites::SitesCollector(sites.clone())));
     let tracer = edgecache_trace::Tracer::start(&crate::contract::tracing(&cfg), metrics.trace())

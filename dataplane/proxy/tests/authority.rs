@@ -4,7 +4,7 @@
 //! victim's key. A request with two Host fields is refused (RFC 9112 3.2).
 //!
 //! With many sites, one parser decides the authority for routing, the key, the origin's Host,
-//! purges and labels (src/sites.rs `route_head`): no hostile authority form, over HTTP/1.1,
+//! purges and labels (edgecache-upstream `route_head`): no hostile authority form, over HTTP/1.1,
 //! h2c or HTTP/2 over TLS, makes one site's response an entry of another's.
 
 #![allow(clippy::unwrap_used, clippy::type_complexity)] // table tests spell their row types inline

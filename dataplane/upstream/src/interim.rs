@@ -53,14 +53,32 @@ use edgecache_policy::interim::{self, InterimAction};
 use http::header::{self, HeaderMap};
 use http::{StatusCode, Version};
 use hyper::rt::{Read, ReadBufCursor, Write};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tracing::debug;
 
-use crate::metrics::Metrics;
+/// The metric handles interim responses are counted in, registered by the data plane: its
+/// `interim_responses_total{action}`, and the interim queues' share of its memory plan
+/// (`memory_bytes{part="interim_queues"}`).
+#[derive(Debug, Clone, Default)]
+pub struct InterimMetrics {
+    pub responses: Family<[(&'static str, String); 1], Counter>,
+    pub queues: Arc<Share>,
+}
+
+impl InterimMetrics {
+    /// One 1xx from the origin, forwarded or dropped.
+    pub fn interim(&self, action: InterimAction) {
+        self.responses
+            .get_or_create(&[("action", action.as_str().to_string())])
+            .inc();
+    }
+}
 
 /// One client connection's queue of interim responses, shared by its IO and its requests.
 pub struct InterimSlot {
     state: Mutex<State>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<InterimMetrics>,
 }
 
 struct State {
@@ -101,7 +119,7 @@ impl Drop for State {
 }
 
 impl InterimSlot {
-    pub fn new(metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(metrics: Arc<InterimMetrics>) -> Arc<Self> {
         let state = State {
             seq: 0,
             open: false,
@@ -111,7 +129,7 @@ impl InterimSlot {
             io_waker: None,
             drained: None,
             closed: false,
-            share: metrics.memory.interim_queues.clone(),
+            share: metrics.queues.clone(),
         };
         Arc::new(Self {
             state: Mutex::new(state),
@@ -172,7 +190,7 @@ pub fn client_awaits_continue(version: Version, headers: &HeaderMap) -> bool {
 #[derive(Clone)]
 pub struct InterimForwarder {
     sink: Sink,
-    metrics: Arc<Metrics>,
+    metrics: Arc<InterimMetrics>,
     client: Version,
     expects_continue: bool,
     task: Option<tokio::task::Id>,
@@ -270,7 +288,7 @@ impl InterimForwarder {
     /// (from the request's extensions). Call it from the request's own task.
     pub fn for_stream(
         sender: hyper::ext::InformationalSender,
-        metrics: Arc<Metrics>,
+        metrics: Arc<InterimMetrics>,
         expects_continue: bool,
     ) -> Self {
         let sink = StreamSink {
@@ -279,7 +297,7 @@ impl InterimForwarder {
                 open: true,
                 held: 0,
             }),
-            share: metrics.memory.interim_queues.clone(),
+            share: metrics.queues.clone(),
         };
         InterimForwarder {
             sink: Sink::Stream(Arc::new(sink)),
@@ -568,7 +586,6 @@ mod tests {
     use super::*;
     use futures_util::FutureExt;
     use http::HeaderValue;
-    use prometheus_client::registry::Registry;
 
     /// A socket that takes `budget` more bytes, then is not writable.
     #[derive(Default)]
@@ -601,7 +618,7 @@ mod tests {
     }
 
     fn slot() -> Arc<InterimSlot> {
-        InterimSlot::new(Metrics::register(&mut Registry::default()))
+        InterimSlot::new(Arc::default())
     }
 
     fn io(slot: &Arc<InterimSlot>, budget: usize) -> InterimIo<Sink> {
@@ -670,8 +687,8 @@ mod tests {
 
     #[test]
     fn all_connections_queue_within_the_interim_share() {
-        let metrics = Metrics::register(&mut Registry::default());
-        let share = metrics.memory.interim_queues.clone();
+        let metrics = Arc::new(InterimMetrics::default());
+        let share = metrics.queues.clone();
         share.set_bound(HINTS.len() as u64 * 3);
         let (a, b) = (InterimSlot::new(metrics.clone()), InterimSlot::new(metrics));
         let (fa, fb) = (

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use edgecache_api::dataplane::{HostHeader, OriginConfig};
 use edgecache_observe::request_log::UpstreamNote;
 use edgecache_observe::trace::SpanContext;
 use edgecache_trace::{Kind, Span};
@@ -29,8 +28,35 @@ use hyper_util::rt::TokioExecutor;
 use crate::error::ProxyError;
 pub use crate::hop_by_hop::strip_hop_by_hop;
 use crate::interim::InterimForwarder;
-use crate::sites::{Balance, HealthRules, Pool};
+use crate::sites::{Balance, HealthRules, HostHeader, Pool};
 use crate::transport::Transport;
+
+/// An origin client's settings (the data plane maps its config's `origin:` onto them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `http://host[:port]` of the origin (the peers' client: only its scheme counts).
+    pub url: String,
+    /// What Host header the origin sees.
+    pub host_header: HostHeader,
+    /// Time allowed to open a TCP connection to the origin.
+    pub connect_timeout: Duration,
+    /// Time allowed from sending the request to the origin's response head.
+    pub first_byte_timeout: Duration,
+    /// Idle pooled connections kept per worker.
+    pub max_idle_connections: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            host_header: HostHeader::Preserve,
+            connect_timeout: Duration::from_secs(2),
+            first_byte_timeout: Duration::from_secs(30),
+            max_idle_connections: 64,
+        }
+    }
+}
 
 pub type OriginBody = BoxBody<Bytes, hyper::Error>;
 
@@ -70,7 +96,7 @@ pub const ORIGIN_READ_BUF: usize = 64 * 1024;
 
 impl Origin {
     /// A client for `cfg.url` alone (the peers' client, which names each request's address).
-    pub fn new(cfg: &OriginConfig, cache_name: &str) -> Result<Self, ProxyError> {
+    pub fn new(cfg: &Settings, cache_name: &str) -> Result<Self, ProxyError> {
         let base: Uri = cfg
             .url
             .parse()
@@ -102,7 +128,7 @@ impl Origin {
 
     /// The client of one site.
     pub fn for_site(
-        cfg: &OriginConfig,
+        cfg: &Settings,
         site: &crate::sites::Site,
         cache_name: &str,
     ) -> Result<Self, ProxyError> {
@@ -117,14 +143,14 @@ impl Origin {
     }
 
     fn build(
-        cfg: &OriginConfig,
+        cfg: &Settings,
         cache_name: &str,
         transport: &Transport,
         pool: Arc<Pool>,
         retries: u32,
         host_header: HostHeader,
     ) -> Result<Self, ProxyError> {
-        let connector = transport.connector(cfg.connect_timeout.get())?;
+        let connector = transport.connector(cfg.connect_timeout)?;
         let mut builder = Client::builder(TokioExecutor::new());
         builder
             // A body chunk from the origin is at most this, and pins no more: hyper's default
@@ -149,7 +175,7 @@ impl Origin {
             scheme,
             retries,
             host_header,
-            first_byte_timeout: cfg.first_byte_timeout.get(),
+            first_byte_timeout: cfg.first_byte_timeout,
             via,
             peers: false,
             targets: pool
@@ -502,7 +528,7 @@ mod tests {
     use super::*;
 
     fn origin(host: HostHeader) -> Origin {
-        let cfg = OriginConfig {
+        let cfg = Settings {
             url: "http://127.0.0.1:8000".into(),
             host_header: host,
             ..Default::default()
@@ -549,9 +575,7 @@ mod tests {
 
     #[test]
     fn the_origin_request_carries_the_client_requests_interim_forwarder() {
-        let slot = crate::interim::InterimSlot::new(crate::metrics::Metrics::register(
-            &mut prometheus_client::registry::Registry::default(),
-        ));
+        let slot = crate::interim::InterimSlot::new(Arc::default());
         let mut p = parts("/a", "www.example");
         let req = origin(HostHeader::Preserve)
             .prepare(&p, None, &HeaderMap::new())

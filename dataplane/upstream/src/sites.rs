@@ -14,7 +14,6 @@ mod query;
 use std::sync::Arc;
 use std::time::Duration;
 
-use edgecache_api::dataplane::{self, DataplaneConfig, HostHeader, SiteConfig};
 use edgecache_edge::hosts::HostTable;
 use edgecache_policy::{Authority, AuthorityError, PolicyConfig};
 use http::HeaderValue;
@@ -22,6 +21,69 @@ use tracing::{info, warn};
 
 pub use pool::{Balance, HealthRules, Pool};
 pub use query::QueryRules;
+
+/// The sites' settings (the data plane maps its config's `sites:` and `origin:` onto them).
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub sites: Vec<SiteSettings>,
+    /// The site of `origin.url` alone: every Host's without `sites`, the default beside them.
+    pub shorthand: Option<SiteSettings>,
+}
+
+/// One site's settings.
+#[derive(Debug, Clone)]
+pub struct SiteSettings {
+    /// Its hostnames; the first names the site.
+    pub hosts: Vec<String>,
+    /// It answers every Host no site names.
+    pub default: bool,
+    /// Its origins' URLs.
+    pub origins: Vec<String>,
+    pub balance: Balance,
+    pub health_check: HealthCheck,
+    /// Further origins an idempotent request may try.
+    pub retries: u32,
+    pub origin_tls: OriginTls,
+    /// HTTP/2 to the origins.
+    pub origin_http2: bool,
+    pub host_header: HostHeader,
+    /// Its cache policy: the cache's, with the site's own overrides.
+    pub policy: PolicyConfig,
+    /// The cache's own compression of its responses; `None`: off.
+    pub compression: Option<edgecache_policy::encoding::CompressionConfig>,
+    pub query: QueryRules,
+}
+
+/// A site's health checks: active ones when `path` is set, every `interval` within `timeout`.
+#[derive(Debug, Clone)]
+pub struct HealthCheck {
+    pub path: Option<String>,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub unhealthy_after: u32,
+    pub healthy_after: u32,
+}
+
+/// How a site's origins are reached over TLS.
+#[derive(Debug, Clone, Default)]
+pub struct OriginTls {
+    /// A PEM file of the CAs trusted for the origins' certificates (read when the site is made).
+    pub ca_file: Option<String>,
+    /// The name sent in SNI and checked in the certificate, instead of the URL's host.
+    pub server_name: Option<String>,
+}
+
+/// The Host header sent to the origin.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HostHeader {
+    /// Keep the client's Host header.
+    #[default]
+    Preserve,
+    /// Use the origin URL's authority.
+    Origin,
+    /// Use this exact value.
+    Rewrite(String),
+}
 
 /// One site.
 #[derive(Debug)]
@@ -59,23 +121,16 @@ pub struct Sites {
 
 impl Sites {
     /// The sites of a validated config.
-    pub fn from_config(cfg: &DataplaneConfig) -> Result<Self, String> {
+    pub fn from_config(cfg: &Settings) -> Result<Self, String> {
         let mut list = Vec::new();
         let mut table = HostTable::default();
         for (i, s) in cfg.sites.iter().enumerate() {
-            list.push(Arc::new(site(cfg, s, s.hosts[0].clone())?));
+            list.push(Arc::new(site(s, s.hosts[0].clone())?));
             table.add(i, &s.hosts, s.default);
         }
-        if !cfg.origin.url.is_empty() {
-            let shorthand = SiteConfig {
-                hosts: Vec::new(),
-                default: true,
-                origins: vec![cfg.origin.url.clone()],
-                host_header: cfg.origin.host_header.clone(),
-                ..SiteConfig::default()
-            };
+        if let Some(shorthand) = &cfg.shorthand {
             let i = list.len();
-            list.push(Arc::new(site(cfg, &shorthand, "default".into())?));
+            list.push(Arc::new(site(shorthand, "default".into())?));
             if cfg.sites.is_empty() {
                 table = HostTable::catch_all(i);
             } else {
@@ -180,7 +235,7 @@ pub enum Unrouted {
     NoSite,
 }
 
-fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, String> {
+fn site(s: &SiteSettings, name: String) -> Result<Site, String> {
     let mut scheme = "http".to_string();
     let mut authorities = Vec::new();
     for url in &s.origins {
@@ -197,20 +252,9 @@ fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, Str
     let rules = HealthRules {
         unhealthy_after: hc.unhealthy_after,
         healthy_after: hc.healthy_after,
-        retry_after: hc.interval.get(),
+        retry_after: hc.interval,
         active: hc.path.is_some(),
     };
-    let balance = match s.balance {
-        dataplane::Balance::RoundRobin => Balance::RoundRobin,
-        dataplane::Balance::LeastConnections => Balance::LeastConnections,
-    };
-    let mut policy = crate::contract::policy_config(&cfg.cache);
-    if let Some(ttl) = s.cache.default_ttl {
-        policy.default_ttl = Some(ttl.get());
-    }
-    if let Some(c) = s.cache.cookie_policy {
-        policy.cookie_policy = crate::contract::cookie_policy(c);
-    }
     let ca_pem = match &s.origin_tls.ca_file {
         Some(f) => Some(std::fs::read(f).map_err(|e| format!("originTls.caFile {f}: {e}"))?),
         None => None,
@@ -226,19 +270,13 @@ fn site(cfg: &DataplaneConfig, s: &SiteConfig, name: String) -> Result<Site, Str
         name,
         scheme,
         transport,
-        pool: Arc::new(Pool::new(authorities, balance, rules)),
+        pool: Arc::new(Pool::new(authorities, s.balance, rules)),
         host_header: s.host_header.clone(),
-        policy,
-        compression: crate::contract::compression(&s.compression, &cfg.compression),
-        query: QueryRules {
-            drop: s.cache.drop_query.clone(),
-            sort: s.cache.sort_query,
-        },
+        policy: s.policy.clone(),
+        compression: s.compression.clone(),
+        query: s.query.clone(),
         retries: s.retries,
-        health: hc
-            .path
-            .clone()
-            .map(|p| (p, hc.interval.get(), hc.timeout.get())),
+        health: hc.path.clone().map(|p| (p, hc.interval, hc.timeout)),
     })
 }
 
