@@ -109,7 +109,8 @@ pub struct MemoryPlan {
     pub io_buffers_per_worker: u64,
     pub workers: usize,
     /// Bytes held by requests in flight outside the I/O buffers: unknown-length bodies buffered
-    /// for the store, coalescing tails, fill client queues and interim (1xx) queues, each
+    /// for the store, coalescing tails, fill client queues, interim (1xx) queues and the encoders
+    /// of compressing fills, each
     /// bounded by its part of this ([`in_flight_bounds`]): [`IN_FLIGHT_SHARE_PERCENT`] of what
     /// is left after headroom, base and buffers, at most [`IN_FLIGHT_MAX`] ([`IN_FLIGHT_NO_LIMIT`]
     /// without a limit).
@@ -147,17 +148,21 @@ pub enum Part {
     FillClientQueues,
     /// Interim (1xx) responses queued per connection.
     InterimQueues,
+    /// The state of the encoders compressing fills (windows, hash tables: a few MiB each at
+    /// the default levels, tens at the highest).
+    Encoders,
     /// Client connections' own buffers and state ([`CONNECTION_BYTES`] each): bounded by the
     /// connection cap ([`connections_per_worker`]), out of the index reserve.
     Connections,
 }
 
 impl Part {
-    pub const ALL: [Part; 5] = [
+    pub const ALL: [Part; 6] = [
         Part::UnknownLengthBodies,
         Part::CoalescingTails,
         Part::FillClientQueues,
         Part::InterimQueues,
+        Part::Encoders,
         Part::Connections,
     ];
 
@@ -168,6 +173,7 @@ impl Part {
             Part::CoalescingTails => "coalescing_tails",
             Part::FillClientQueues => "fill_client_queues",
             Part::InterimQueues => "interim_queues",
+            Part::Encoders => "encoders",
             Part::Connections => "connections",
         }
     }
@@ -175,7 +181,7 @@ impl Part {
     /// Eighths of [`MemoryPlan::in_flight`] the part may hold (0: not in the in-flight share).
     pub fn eighths(self) -> u64 {
         match self {
-            Part::UnknownLengthBodies | Part::CoalescingTails => 3,
+            Part::UnknownLengthBodies | Part::CoalescingTails | Part::Encoders => 2,
             Part::FillClientQueues | Part::InterimQueues => 1,
             Part::Connections => 0,
         }
@@ -433,7 +439,7 @@ impl fmt::Display for MemoryPlan {
             f,
             ", headroom {} ({}%), base {}, io buffers {} ({} workers x {}), in flight {} (\
              unknown-length bodies {}, coalescing tails {}, fill client queues {}, interim \
-             queues {}), index reserve {} (index, and connections up to {}), ram tier {} ({})",
+             queues {}, encoders {}), index reserve {} (index, and connections up to {}), ram tier {} ({})",
             b(self.headroom),
             self.headroom_percent,
             b(self.base),
@@ -445,6 +451,7 @@ impl fmt::Display for MemoryPlan {
             b(part_bound(self, Part::CoalescingTails)),
             b(part_bound(self, Part::FillClientQueues)),
             b(part_bound(self, Part::InterimQueues)),
+            b(part_bound(self, Part::Encoders)),
             b(self.index_reserve),
             b(part_bound(self, Part::Connections)),
             b(self.ram_tier),
@@ -624,7 +631,7 @@ mod tests {
         assert_eq!(
             s,
             "memory limit 256MiB (cgroup), headroom 64MiB (25%), base 32MiB, io buffers 32MiB (2 workers x 16MiB), \
-             in flight 32MiB (unknown-length bodies 12MiB, coalescing tails 12MiB, fill client queues 4MiB, interim queues 4MiB), \
+             in flight 32MiB (unknown-length bodies 8MiB, coalescing tails 8MiB, fill client queues 4MiB, interim queues 4MiB, encoders 8MiB), \
              index reserve 48MiB (index, and connections up to 68MiB), ram tier 48MiB (planned)"
         );
         let over = plan_memory(Some(32 * MIB), &MemoryConfig::default(), 2).to_string();
@@ -636,10 +643,11 @@ mod tests {
         let p = plan_memory(Some(64 * MIB), &cfg(None, None, 25), 1);
         // 64 MiB: 16 headroom, 32 base, 8 buffers: 8 MiB left, 2 of them in flight.
         assert_eq!(p.in_flight, 2 * MIB);
-        assert_eq!(part_bound(&p, Part::UnknownLengthBodies), 768 << 10);
-        assert_eq!(part_bound(&p, Part::CoalescingTails), 768 << 10);
+        assert_eq!(part_bound(&p, Part::UnknownLengthBodies), 512 << 10);
+        assert_eq!(part_bound(&p, Part::CoalescingTails), 512 << 10);
         assert_eq!(part_bound(&p, Part::FillClientQueues), 256 << 10);
         assert_eq!(part_bound(&p, Part::InterimQueues), 256 << 10);
+        assert_eq!(part_bound(&p, Part::Encoders), 512 << 10);
         assert_eq!(
             part_bound(&p, Part::Connections),
             CONNECTIONS_PER_WORKER_MIN * CONNECTION_BYTES

@@ -4,15 +4,18 @@
 //! variant. Which coding, which fields and which validators are `policy::encoding`'s to
 //! decide; this module only runs the encoders and keeps their number bounded.
 //!
-//! Under CPU pressure the node serves identity rather than slow its hits: each worker
-//! compresses at most [`MAX_PER_WORKER`] bodies at once, and a fill past that is answered
-//! identity and not stored (the next request for the bucket compresses it).
+//! Compression never slows hits or blows the memory plan: each worker compresses at most
+//! [`MAX_PER_WORKER`] bodies at once, and every encoder's state ([`footprint`]) is taken from the
+//! plan's `encoders` part (`memory_bytes{part="encoders"}`) before it starts. A fill past either
+//! is answered identity and not stored (the next request for the bucket compresses it).
 
 use std::cell::Cell;
 use std::io::{self, Write};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
+use edgecache_host::memory::Share;
 use edgecache_policy::encoding::{Coding, Levels};
 
 /// Bodies a worker compresses at once. Compression runs on the worker between its other work,
@@ -41,32 +44,99 @@ enum Kind {
     Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
 }
 
-/// Brotli's window: 2^22 bytes (4 MiB), its default for streams; its input buffer.
-const BR_LGWIN: u32 = 22;
+/// The encoders' windows: 2^18 bytes (256 KiB). Text assets repeat within a few kilobytes, and a
+/// larger window costs memory per stream (brotli at level 5: 4 MiB with this window, 10 MiB with
+/// 2^20, 34 MiB with its default 2^22) for a few percent of ratio on the largest bundles only.
+const WINDOW_LOG: u32 = 18;
+/// Brotli's input buffer.
 const BR_BUFFER: usize = 64 * 1024;
 
-/// The compressions running on this worker.
-#[derive(Debug, Default)]
-pub struct Running(Rc<Cell<usize>>);
+/// The most memory an encoder of `coding` at `level` holds (its windows, hash tables and
+/// buffers, with this module's window), in bytes: measured on this machine (peak allocations and
+/// resident growth compressing 2 MiB of JavaScript, the larger of the two, plus 1 MiB), the
+/// figures in bench/BENCHMARKS.md "Compression".
+pub fn footprint(coding: Coding, level: u32) -> u64 {
+    const BR: [u64; 12] = [2, 2, 3, 3, 5, 6, 7, 13, 21, 39, 16, 25];
+    const ZSTD: [u64; 20] = [
+        2, 2, 3, 3, 4, 5, 5, 7, 7, 12, 23, 43, 43, 66, 66, 66, 83, 83, 83, 83,
+    ];
+    let mib = match coding {
+        Coding::Gzip => 1,
+        Coding::Br => BR[level.min(11) as usize],
+        Coding::Zstd => ZSTD[level.clamp(1, 19) as usize],
+        Coding::Identity => 0,
+    };
+    mib << 20
+}
 
-/// One of [`Running`]'s places, given back when its encoder is dropped.
-struct Slot(Rc<Cell<usize>>);
+/// The compressions running on this worker, and the plan's share for their state.
+#[derive(Debug)]
+pub struct Running {
+    count: Rc<Cell<usize>>,
+    share: Arc<Share>,
+}
+
+/// One of [`Running`]'s places and its bytes of the share, given back when its encoder is
+/// dropped.
+struct Slot {
+    count: Rc<Cell<usize>>,
+    share: Arc<Share>,
+    bytes: u64,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
+        self.count.set(self.count.get().saturating_sub(1));
+        self.share.give_back(self.bytes);
     }
 }
 
 impl Running {
-    /// A place for one more compression, unless [`MAX_PER_WORKER`] run already.
-    fn take(&self) -> Option<Slot> {
-        let n = self.0.get();
-        if n >= MAX_PER_WORKER {
+    /// No compression running yet; encoders' state is taken from `share`.
+    pub fn new(share: Arc<Share>) -> Self {
+        Running {
+            count: Rc::default(),
+            share,
+        }
+    }
+
+    /// A place for one more compression holding `bytes`, unless [`MAX_PER_WORKER`] run already
+    /// or the share has no room.
+    fn take(&self, bytes: u64) -> Option<Slot> {
+        let n = self.count.get();
+        if n >= MAX_PER_WORKER || !self.share.try_take(bytes) {
             return None;
         }
-        self.0.set(n + 1);
-        Some(Slot(self.0.clone()))
+        self.count.set(n + 1);
+        Some(Slot {
+            count: self.count.clone(),
+            share: self.share.clone(),
+            bytes,
+        })
+    }
+}
+
+/// Warn at start of each site's coding whose encoder can never start: its state is larger
+/// than the memory plan's whole `encoders` part (`bound`), so its clients always get identity.
+pub fn warn_unplanned(sites: &[Arc<crate::sites::Site>], bound: u64) {
+    for site in sites {
+        let Some(cfg) = &site.compression else {
+            continue;
+        };
+        for coding in edgecache_policy::encoding::PREFERENCE {
+            let need = footprint(coding, cfg.levels.of(coding));
+            if need > bound {
+                tracing::warn!(
+                    site = %site.name,
+                    "{} level {} needs {} MiB per stream, more than the memory plan's {} MiB for \
+                     encoders: its clients get identity (lower the level or raise the memory limit)",
+                    coding.as_str(),
+                    cfg.levels.of(coding),
+                    need >> 20,
+                    bound >> 20
+                );
+            }
+        }
     }
 }
 
@@ -83,8 +153,10 @@ impl Encoder {
     /// An encoder of `coding` (not identity) at `levels`' level, if this worker has room for
     /// one more in `running`.
     pub fn start(coding: Coding, levels: &Levels, running: &Running) -> Result<Self, NotStarted> {
-        let slot = running.take().ok_or(NotStarted::Busy)?;
         let level = levels.of(coding);
+        let slot = running
+            .take(footprint(coding, level))
+            .ok_or(NotStarted::Busy)?;
         let kind = match coding {
             Coding::Gzip => Kind::Gzip(flate2::write::GzEncoder::new(
                 Vec::new(),
@@ -94,12 +166,15 @@ impl Encoder {
                 Vec::new(),
                 BR_BUFFER,
                 level.min(11),
-                BR_LGWIN,
+                WINDOW_LOG,
             ))),
-            Coding::Zstd => Kind::Zstd(
-                zstd::stream::write::Encoder::new(Vec::new(), level.clamp(1, 19) as i32)
-                    .map_err(NotStarted::Failed)?,
-            ),
+            Coding::Zstd => {
+                let mut e =
+                    zstd::stream::write::Encoder::new(Vec::new(), level.clamp(1, 19) as i32)
+                        .map_err(NotStarted::Failed)?;
+                e.window_log(WINDOW_LOG).map_err(NotStarted::Failed)?;
+                Kind::Zstd(e)
+            }
             Coding::Identity => {
                 return Err(NotStarted::Failed(io::Error::other(
                     "identity is no coding to compress into",
@@ -199,7 +274,8 @@ mod tests {
     #[test]
     fn each_coding_streams_what_decodes_to_the_input() {
         let input = corpus();
-        let running = Running::default();
+        let share = Arc::new(Share::new(64 << 20));
+        let running = Running::new(share.clone());
         for coding in [Coding::Gzip, Coding::Br, Coding::Zstd] {
             let mut e = Encoder::start(coding, &DEFAULT_LEVELS, &running).unwrap();
             let mut out = Vec::new();
@@ -218,12 +294,13 @@ mod tests {
             );
             assert!(early > 0, "{coding:?} sent nothing before its end");
         }
-        assert_eq!(running.0.get(), 0, "every place is given back");
+        assert_eq!(running.count.get(), 0, "every place is given back");
+        assert_eq!(share.held(), 0, "and every byte of the share");
     }
 
     #[test]
     fn a_worker_runs_at_most_its_share_at_once() {
-        let running = Running::default();
+        let running = Running::new(Arc::new(Share::new(u64::MAX)));
         let held: Vec<_> = (0..MAX_PER_WORKER)
             .map(|_| Encoder::start(Coding::Gzip, &DEFAULT_LEVELS, &running).unwrap())
             .collect();
@@ -233,5 +310,25 @@ mod tests {
         ));
         drop(held);
         assert!(Encoder::start(Coding::Br, &DEFAULT_LEVELS, &running).is_ok());
+    }
+
+    #[test]
+    fn an_encoder_starts_only_with_room_for_its_state_in_the_plan() {
+        let br = footprint(Coding::Br, DEFAULT_LEVELS.br);
+        let share = Arc::new(Share::new(br + footprint(Coding::Gzip, 6)));
+        let running = Running::new(share.clone());
+        let first = Encoder::start(Coding::Br, &DEFAULT_LEVELS, &running).unwrap();
+        assert_eq!(share.held(), br);
+        assert!(matches!(
+            Encoder::start(Coding::Br, &DEFAULT_LEVELS, &running),
+            Err(NotStarted::Busy)
+        ));
+        // A smaller one still fits.
+        let gzip = Encoder::start(Coding::Gzip, &DEFAULT_LEVELS, &running).unwrap();
+        drop((first, gzip));
+        assert_eq!(share.held(), 0);
+        // The highest levels hold tens of MiB each.
+        assert!(footprint(Coding::Zstd, 19) >= 80 << 20);
+        assert!(footprint(Coding::Br, 9) >= 37 << 20);
     }
 }

@@ -173,7 +173,7 @@ impl Ctx {
             stream_slots: StreamSlots::new(limits, shared.metrics.disk_streams.clone()),
             keepers: Rc::default(),
             requests: crate::request_log::WorkerLog::new(shared.requests.clone()),
-            compressing: Default::default(),
+            compressing: crate::compress::Running::new(shared.metrics.memory.encoders.clone()),
             shared,
         }
     }

@@ -205,6 +205,8 @@ pub struct MemoryParts {
     pub coalescing_tails: Arc<Share>,
     pub fill_client_queues: Arc<Share>,
     pub interim_queues: Arc<Share>,
+    /// The compressing fills' encoders (src/compress.rs).
+    pub encoders: Arc<Share>,
     /// `CONNECTION_BYTES` per open client connection.
     pub connections: Arc<Share>,
 }
@@ -224,6 +226,7 @@ impl MemoryParts {
             Part::CoalescingTails => &self.coalescing_tails,
             Part::FillClientQueues => &self.fill_client_queues,
             Part::InterimQueues => &self.interim_queues,
+            Part::Encoders => &self.encoders,
             Part::Connections => &self.connections,
         }
     }

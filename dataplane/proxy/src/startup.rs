@@ -260,6 +260,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("sites: {e}"))?,
     );
     registry.register_collector(Box::new(crate::sites::SitesCollector(sites.clone())));
+    crate::compress::warn_unplanned(&sites.list, metrics.memory.encoders.bound());
     let tracer = edgecache_trace::Tracer::start(&crate::contract::tracing(&cfg), metrics.trace())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let requests = Arc::new(RequestLog::start(

@@ -344,3 +344,50 @@ fn a_site_turns_compression_off_for_itself_and_sets_its_levels() {
         "{err}"
     );
 }
+
+#[test]
+fn an_encoder_whose_state_the_memory_plan_cannot_hold_falls_back_to_gzip_or_identity() {
+    // 256 MiB plans 8 MiB for encoders; brotli at level 9 needs about 39 MiB per stream.
+    let o = text_origin("application/javascript", 600, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(
+        &o.url(),
+        dir.path(),
+        &["--memory-limit", "256MiB", "--compression-levels", "br=9"],
+    );
+    let m = dp.metrics();
+    assert!(
+        m.contains("edgecache_dataplane_memory_bound_bytes{part=\"encoders\"} 8388608"),
+        "{m}"
+    );
+    // A client that takes gzip too gets gzip, stored for its bucket.
+    let ae = [("Accept-Encoding", "gzip, br")];
+    let r = dp.request("GET", "/fallback.js", &ae);
+    assert_eq!(r.header("content-encoding"), "gzip");
+    assert_eq!(decode("gzip", &r.body), script());
+    let hit = dp.request("GET", "/fallback.js", &ae);
+    assert!(hit.is_hit(), "{}", hit.cache_status());
+    assert_eq!(hit.header("content-encoding"), "gzip");
+    // A brotli-only client gets identity, not stored: the next one tries again.
+    let br = [("Accept-Encoding", "br")];
+    for _ in 0..2 {
+        let r = dp.request("GET", "/br-only.js", &br);
+        assert_eq!(r.header("content-encoding"), "");
+        assert_eq!(r.body, script());
+        assert!(
+            r.cache_status().contains("compress-busy"),
+            "{}",
+            r.cache_status()
+        );
+        assert!(varies_on_accept_encoding(&r));
+    }
+    let m = dp.metrics();
+    assert!(
+        m.contains("edgecache_dataplane_compress_busy_total 2"),
+        "{m}"
+    );
+    assert!(
+        m.contains("edgecache_dataplane_memory_bytes{part=\"encoders\"} 0"),
+        "every encoder's state is given back: {m}"
+    );
+}

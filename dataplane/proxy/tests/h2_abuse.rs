@@ -223,6 +223,7 @@ fn held_inside_the_cgroup(setup: &Setup, dp: &Dataplane, rss_before: u64, held: 
             "coalescing_tails",
             "fill_client_queues",
             "interim_queues",
+            "encoders",
             "connections",
         ]
         .iter()

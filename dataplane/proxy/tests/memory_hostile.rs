@@ -56,11 +56,12 @@ fn spawn_counted(
     (sum, handles)
 }
 
-const PARTS: [&str; 5] = [
+const PARTS: [&str; 6] = [
     "unknown_length_bodies",
     "coalescing_tails",
     "fill_client_queues",
     "interim_queues",
+    "encoders",
     "connections",
 ];
 

@@ -540,27 +540,38 @@ fn compression(
     {
         return Compression::None;
     }
-    let coding = encoding::negotiate(&parts.headers, &encoding::PREFERENCE);
-    let answer = match coding {
-        Coding::Identity => Compression::Identity,
-        coding => match crate::compress::Encoder::start(coding, &cfg.levels, &ctx.compressing) {
-            Ok(e) => {
-                ctx.shared
-                    .metrics
-                    .compressed
-                    .get_or_create(&[("coding", coding.as_str().to_string())])
-                    .inc();
-                Compression::Encoding(e)
-            }
-            Err(crate::compress::NotStarted::Busy) => {
-                ctx.shared.metrics.compress_busy.inc();
-                Compression::Busy
-            }
-            Err(crate::compress::NotStarted::Failed(e)) => {
-                tracing::warn!("no {} encoder, sent identity: {e}", coding.as_str());
-                Compression::Identity
-            }
-        },
+    let mut coding = encoding::negotiate(&parts.headers, &encoding::PREFERENCE);
+    if coding == Coding::Identity {
+        encoding::compressed_fields(&mut rparts.headers, Coding::Identity);
+        return Compression::Identity;
+    }
+    let mut started = crate::compress::Encoder::start(coding, &cfg.levels, &ctx.compressing);
+    // No room for a brotli or zstd encoder's state: gzip's is a fraction of it, and the
+    // client's bucket answered with gzip is still a coding it accepts.
+    if matches!(started, Err(crate::compress::NotStarted::Busy))
+        && coding != Coding::Gzip
+        && encoding::negotiate(&parts.headers, &[Coding::Gzip]) == Coding::Gzip
+    {
+        coding = Coding::Gzip;
+        started = crate::compress::Encoder::start(coding, &cfg.levels, &ctx.compressing);
+    }
+    let answer = match started {
+        Ok(e) => {
+            ctx.shared
+                .metrics
+                .compressed
+                .get_or_create(&[("coding", coding.as_str().to_string())])
+                .inc();
+            Compression::Encoding(e)
+        }
+        Err(crate::compress::NotStarted::Busy) => {
+            ctx.shared.metrics.compress_busy.inc();
+            Compression::Busy
+        }
+        Err(crate::compress::NotStarted::Failed(e)) => {
+            tracing::warn!("no {} encoder, sent identity: {e}", coding.as_str());
+            Compression::Identity
+        }
     };
     let applied = match answer {
         Compression::Encoding(_) => coding,
