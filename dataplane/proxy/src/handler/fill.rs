@@ -376,7 +376,7 @@ pub(super) async fn relay_origin_response(
         }
         // Sent identity while the worker compresses as many bodies as it may: stored, it would
         // answer the bucket's clients uncompressed until it expires.
-        Ok(_) if matches!(compression, Compression::Busy) => {
+        Ok(_) if matches!(compression, Compression::Busy | Compression::Fallback(_)) => {
             status = status.detail("compress-busy");
         }
         Ok(_) if store_len.is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) => {
@@ -418,7 +418,8 @@ pub(super) async fn relay_origin_response(
             }
         }
     }
-    let shareable = verdict.is_ok();
+    // A gzip fallback answers this client only: others of its bucket may not accept gzip.
+    let shareable = verdict.is_ok() && !matches!(compression, Compression::Fallback(_));
     // A tail takes its bytes from the memory plan's share up front: without room, waiters and
     // this client stream the body from the store as it is written instead.
     let tail = shareable
@@ -475,7 +476,7 @@ pub(super) async fn relay_origin_response(
         ctx: ctx.clone(),
         body: rbody,
         encoder: match compression {
-            Compression::Encoding(e) => Some(e),
+            Compression::Encoding(e) | Compression::Fallback(e) => Some(e),
             _ => None,
         },
         splice: splice.filter(|_| writer.is_some()),
@@ -519,6 +520,10 @@ enum Compression {
     Busy,
     /// Compressed as it arrives by this encoder; the fields are the coding's.
     Encoding(crate::compress::Encoder),
+    /// No room for the bucket's encoder, and the client also takes gzip: compressed with gzip
+    /// for this client alone, neither stored nor shared (another client of the bucket may not
+    /// take gzip).
+    Fallback(crate::compress::Encoder),
 }
 
 /// Decide the compression of a fetched response and give its fields the representation's
@@ -546,13 +551,15 @@ fn compression(
         return Compression::Identity;
     }
     let mut started = crate::compress::Encoder::start(coding, &cfg.levels, &ctx.compressing);
-    // No room for a brotli or zstd encoder's state: gzip's is a fraction of it, and the
-    // client's bucket answered with gzip is still a coding it accepts.
+    // No room for a brotli or zstd encoder's state: gzip's is a fraction of it, and this
+    // client takes gzip too.
+    let mut fallback = false;
     if matches!(started, Err(crate::compress::NotStarted::Busy))
         && coding != Coding::Gzip
         && encoding::negotiate(&parts.headers, &[Coding::Gzip]) == Coding::Gzip
     {
         coding = Coding::Gzip;
+        fallback = true;
         started = crate::compress::Encoder::start(coding, &cfg.levels, &ctx.compressing);
     }
     let answer = match started {
@@ -562,7 +569,11 @@ fn compression(
                 .compressed
                 .get_or_create(&[("coding", coding.as_str().to_string())])
                 .inc();
-            Compression::Encoding(e)
+            if fallback {
+                Compression::Fallback(e)
+            } else {
+                Compression::Encoding(e)
+            }
         }
         Err(crate::compress::NotStarted::Busy) => {
             ctx.shared.metrics.compress_busy.inc();
@@ -574,7 +585,7 @@ fn compression(
         }
     };
     let applied = match answer {
-        Compression::Encoding(_) => coding,
+        Compression::Encoding(_) | Compression::Fallback(_) => coding,
         _ => Coding::Identity,
     };
     encoding::compressed_fields(&mut rparts.headers, applied);
