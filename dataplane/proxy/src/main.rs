@@ -12,7 +12,6 @@ mod clock;
 mod coalesce;
 mod compress;
 mod config;
-mod conn_timer;
 mod connection;
 mod contract;
 mod handler;
