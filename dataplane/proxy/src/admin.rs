@@ -4,7 +4,7 @@
 //! tag or everything, soft or hard (src/purges.rs). When sharding is on, `GET /peers` shows the
 //! peer list in force and `PUT /peers` (the peers file's format) replaces it at once: the
 //! operator pushes it so, a ConfigMap volume being refreshed only a minute or more later
-//! (src/sharding.rs).
+//! (edgecache_fleet::sharding).
 //!
 //! Mutating calls need the bearer token of `adminAccess.tokenFile` (src/admin/access.rs). The
 //! listener has the client listener's header timeout, caps on open connections per address and

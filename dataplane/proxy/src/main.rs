@@ -23,7 +23,6 @@ mod purges;
 mod reap;
 mod reference;
 mod server;
-mod sharding;
 mod shared;
 mod slices;
 mod slot_grants;
@@ -34,7 +33,7 @@ mod supervisor;
 // Modules that moved to crates of their own, under the paths the request pipeline's files
 // (handler.rs and handler/, left as they are while they are being edited) still name them by.
 use edgecache_edge::{client_caps, send_room};
-use edgecache_fleet::{peer_auth, ring};
+use edgecache_fleet::{peer_auth, ring, sharding};
 use edgecache_observe::{conn_info, request_log};
 use edgecache_upstream::{error, interim, key, origin, sites};
 
