@@ -19,7 +19,6 @@ mod index_budget;
 mod landing;
 mod metrics;
 mod paced;
-mod purges;
 mod reap;
 mod reference;
 mod server;
@@ -35,6 +34,7 @@ mod supervisor;
 use edgecache_edge::{client_caps, send_room};
 use edgecache_fleet::{peer_auth, ring, sharding};
 use edgecache_observe::{conn_info, request_log};
+use edgecache_purge::purges;
 use edgecache_upstream::{error, interim, key, origin, sites};
 
 use std::process::ExitCode;
