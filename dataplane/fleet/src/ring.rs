@@ -1,5 +1,5 @@
 //! Sharding's pure half: the peer list (parsed from the peers file) and the rendezvous hash that
-//! names each key's owner among the peers. No I/O here: `dataplane/proxy/src/sharding.rs` reads
+//! names each key's owner among the peers. No I/O here: [`crate::sharding`] reads
 //! and reloads the file, keeps peer health and asks [`Ring::owner`].
 //!
 //! Rendezvous (highest random weight) hashing: every peer scores every key, the highest score

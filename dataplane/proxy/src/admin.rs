@@ -1,10 +1,10 @@
 //! The admin endpoint: `/healthz`, `/readyz`, `/metrics` (Prometheus text), `PURGE` of a
 //! URL (`curl -X PURGE -H 'Host: www.example' http://ADMIN/path?query` removes every stored
 //! variant of `http://www.example/path?query`), and `POST /purge?...` for purges by prefix,
-//! tag or everything, soft or hard (src/purges.rs). When sharding is on, `GET /peers` shows the
-//! peer list in force and `PUT /peers` (the peers file's format) replaces it at once: the
-//! operator pushes it so, a ConfigMap volume being refreshed only a minute or more later
-//! (src/sharding.rs).
+//! tag or everything, soft or hard (edgecache_purge::purges). When sharding is on, `GET /peers`
+//! shows the peer list in force and `PUT /peers` (the peers file's format) replaces it at once:
+//! the operator pushes it so, a ConfigMap volume being refreshed only a minute or more later
+//! (edgecache_fleet::sharding).
 //!
 //! Mutating calls need the bearer token of `adminAccess.tokenFile` (src/admin/access.rs). The
 //! listener has the client listener's header timeout, caps on open connections per address and
@@ -221,8 +221,8 @@ impl Admin {
 }
 
 impl Admin {
-    /// `POST /purge?id=..&prefix=..&tag=..&url=..&all&soft&at=..` (src/purges.rs): add purge
-    /// rules, kept on disk before the answer, a JSON object: `{"id", "node", "rules",
+    /// `POST /purge?id=..&prefix=..&tag=..&url=..&all&soft&at=..` (edgecache_purge::purges): add
+    /// purge rules, kept on disk before the answer, a JSON object: `{"id", "node", "rules",
     /// "objects", "repeated"}`.
     fn purge_rules(&self, req: &Request<Incoming>) -> Resp {
         let parsed = crate::purges::parse_query(req.uri().query().unwrap_or(""));

@@ -10,7 +10,7 @@
 //! over both.
 //!
 //! Under either, the socket reports reads and blocked writes to the connection's clock, whose
-//! watchdog enforces the client timeouts (src/conn_timer.rs); on HTTP/2 a read is not the
+//! watchdog enforces the client timeouts (edgecache_edge::conn_timer); on HTTP/2 a read is not the
 //! start of a request head (frames arrive at any time), so an idle HTTP/2 connection is
 //! closed after the idle timeout, and its streams are bounded by the HTTP/2 limits instead.
 
@@ -39,9 +39,9 @@ use tokio::sync::watch;
 use tracing::debug;
 
 use crate::body;
-use crate::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimForwarder, InterimIo, InterimSlot};
+use edgecache_edge::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use edgecache_edge::send_room::SendRoom;
 use edgecache_edge::tls::TlsInfo;
 
@@ -75,10 +75,10 @@ pub async fn serve<S>(
         Protocol::Http2 => ConnClock::multiplexed(),
     };
     let slot = InterimSlot::new(ctx.shared.metrics.interim.clone());
-    // HTTP/2 response bodies its client takes nothing of (src/conn_timer/h2_stall.rs).
+    // HTTP/2 response bodies its client takes nothing of (edgecache_edge::conn_timer::h2_stall).
     let streams = match protocol {
         Protocol::Http1 => None,
-        Protocol::Http2 => Some(crate::conn_timer::h2_stall::Streams::new(&timeouts)),
+        Protocol::Http2 => Some(conn_timer::h2_stall::Streams::new(&timeouts)),
     };
     let svc_streams = streams.clone();
     // Stored bodies are paced by the socket's send queue (src/paced.rs).

@@ -8,10 +8,11 @@ use std::time::Duration;
 use edgecache_api::DiskSize;
 use edgecache_api::dataplane::{
     self, AccessLogConfig, AccessLogFormat, AdmissionPolicy, CachePolicyConfig, CookiePolicy,
-    DataplaneConfig, HostHeader, IoEngineKind, OriginConfig, SiteConfig, StorageConfig, TlsConfig,
-    TlsVersion,
+    DataplaneConfig, HostHeader, IoEngineKind, OriginConfig, ShardingConfig, ShardingMode,
+    SiteConfig, StorageConfig, TlsConfig, TlsVersion,
 };
 use edgecache_edge::tls;
+use edgecache_fleet::sharding;
 use edgecache_observe::request_log;
 use edgecache_policy::{PolicyConfig, encoding};
 use edgecache_store::{Admission, EngineChoice, StoreConfig};
@@ -139,6 +140,23 @@ pub fn origin(c: &OriginConfig) -> origin::Settings {
         first_byte_timeout: c.first_byte_timeout.get(),
         max_idle_connections: c.max_idle_connections,
     }
+}
+
+/// Sharding's settings of `sharding:`; `None` when it is off (or, which validation refuses, has
+/// no name or file).
+pub fn sharding(c: &ShardingConfig) -> Option<sharding::Settings> {
+    if c.mode != ShardingMode::Consistent {
+        return None;
+    }
+    Some(sharding::Settings {
+        node: c.node_name.clone()?,
+        peers_file: PathBuf::from(c.peers_file.as_ref()?),
+        popularity_threshold: c.popularity_threshold,
+        popularity_window: c.popularity_window.get(),
+        peer_connect_timeout: c.peer_connect_timeout.get(),
+        peer_timeout: c.peer_timeout.get(),
+        peer_key_file: c.peer_key_file.as_ref().map(PathBuf::from),
+    })
 }
 
 /// The I/O engine of `storage.ioEngine`.

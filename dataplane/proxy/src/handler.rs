@@ -39,7 +39,7 @@
 //!   `policy::partial::Continuation`). The repaired bytes are not stored.
 //! * 1xx from the origin: forwarded to the client while the final response is awaited (RFC
 //!   9110 15.2), written on the connection's IO next to hyper, whose server has no API for them
-//!   (src/interim.rs). `Origin::send` hands them to the request's `InterimForwarder`, which
+//!   (upstream's interim.rs). `Origin::send` hands them to the request's `InterimForwarder`, which
 //!   applies `policy::interim::action`: none to HTTP/1.0 clients, no 101, no 100 unless the
 //!   client waits for one hyper does not send itself (hyper's server answers `Expect:
 //!   100-continue` when the request body is read). Never stored. 1xx arriving after the final
@@ -209,7 +209,7 @@ pub async fn handle(
     Ok(exchange.respond(resp))
 }
 
-/// A routed request (src/sites.rs [`crate::sites::Sites::route_head`]).
+/// A routed request (dataplane/upstream/src/sites.rs, [`crate::sites::Sites::route_head`]).
 async fn route(
     ctx: &Rc<Ctx>,
     parts: request::Parts,

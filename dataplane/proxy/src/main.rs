@@ -12,7 +12,6 @@ mod clock;
 mod coalesce;
 mod compress;
 mod config;
-mod conn_timer;
 mod connection;
 mod contract;
 mod handler;
@@ -20,11 +19,9 @@ mod index_budget;
 mod landing;
 mod metrics;
 mod paced;
-mod purges;
 mod reap;
 mod reference;
 mod server;
-mod sharding;
 mod shared;
 mod slices;
 mod slot_grants;
@@ -35,8 +32,9 @@ mod supervisor;
 // Modules that moved to crates of their own, under the paths the request pipeline's files
 // (handler.rs and handler/, left as they are while they are being edited) still name them by.
 use edgecache_edge::{client_caps, send_room};
-use edgecache_fleet::{peer_auth, ring};
+use edgecache_fleet::{peer_auth, ring, sharding};
 use edgecache_observe::{conn_info, request_log};
+use edgecache_purge::purges;
 use edgecache_upstream::{error, interim, key, origin, sites};
 
 use std::process::ExitCode;

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use edgecache_fleet::sharding::ShardingMetrics;
 use edgecache_host::{MemoryPlan, Part, Share, part_bound};
 use edgecache_observe::request_log::{
     RequestHistograms, RequestLabels, RequestMetrics, request_histogram,
@@ -165,10 +166,9 @@ pub struct Metrics {
     pub peer_served: Counter,
     /// Sharding: hop headers without a valid proof (edgecache_fleet::peer_auth), by reason.
     pub peer_hops_refused: Family<Label, Counter>,
-    /// Sharding: the other nodes of the peer list, by state.
-    pub peers: Family<Label, Gauge>,
-    /// Sharding: peers file changes taken or refused.
-    pub peer_list_reloads: Family<Label, Counter>,
+    /// Sharding: the other nodes of the peer list, by state, and peers file changes taken or
+    /// refused.
+    pub sharding: Arc<ShardingMetrics>,
     /// The in-flight parts of the memory plan: `memory_bytes{part}`, `memory_bound_bytes{part}`.
     pub memory: MemoryParts,
     /// From a request's head to the end of its response body (edgecache_observe::request_log).
@@ -354,8 +354,7 @@ impl Metrics {
             peer_forwards: Family::default(),
             peer_served: Counter::default(),
             peer_hops_refused: Family::default(),
-            peers: Family::default(),
-            peer_list_reloads: Family::default(),
+            sharding: Arc::new(ShardingMetrics::default()),
             memory,
             request_duration: Family::new_with_constructor(request_histogram),
             request_first_byte: Family::new_with_constructor(request_histogram),
@@ -519,13 +518,13 @@ impl Metrics {
         r.register(
             "peers",
             "The other nodes of the peer list (label state: up, down)",
-            m.peers.clone(),
+            m.sharding.peers.clone(),
         );
         r.register(
             "peer_list_reloads",
             "Changes of the peers file taken (label result: ok) or refused, the previous list \
              kept (failed)",
-            m.peer_list_reloads.clone(),
+            m.sharding.reloads.clone(),
         );
         r.register(
             "request_duration_seconds",

@@ -139,8 +139,12 @@ fn sample_every_family(
     m.fill_repair(true);
     m.peer_forward("ok");
     m.peer_hop_refused("missing");
-    m.peers.get_or_create(&[("state", "up".into())]).set(0);
-    m.peer_list_reloads
+    m.sharding
+        .peers
+        .get_or_create(&[("state", "up".into())])
+        .set(0);
+    m.sharding
+        .reloads
         .get_or_create(&[("result", "ok".into())])
         .inc();
     m.purge_hits

@@ -221,7 +221,7 @@ async fn run_worker(
         .map_err(std::io::Error::other)?;
     let peers = match &shared.sharding {
         Some(s) => Some(
-            s.client(&shared.cfg.origin, &shared.cfg.cache.name)
+            s.client(&origin, &shared.cfg.cache.name)
                 .map_err(std::io::Error::other)?,
         ),
         None => None,

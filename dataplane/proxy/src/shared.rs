@@ -39,7 +39,7 @@ pub struct Shared {
     pub per_ip_http2: Arc<PerIpCaps>,
     /// Who owns which key, when sharding is on.
     pub sharding: Option<Arc<crate::sharding::Sharding>>,
-    /// Purge rules checked at lookup (src/purges.rs).
+    /// Purge rules checked at lookup (edgecache_purge::purges).
     pub purges: Arc<crate::purges::Purges>,
     /// TLS termination, when the TLS listener is on.
     pub tls: Option<Arc<Tls>>,

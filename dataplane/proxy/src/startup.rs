@@ -16,10 +16,10 @@ use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
 use crate::server::WorkerListeners;
-use crate::sharding::{Settings, Sharding};
 use crate::shared::Shared;
 use edgecache_edge::client_caps::PerIpCaps;
 use edgecache_edge::tls::{Tls, TlsMetrics};
+use edgecache_fleet::sharding::Sharding;
 
 use crate::supervisor::{self, Supervisor, SupervisorMetrics, TlsGroup};
 
@@ -243,9 +243,9 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on the admin address {}", cfg.admin))?;
 
     // Sharding: the peers file must be right at start; later mistakes keep the list in force.
-    let sharding = match Settings::from_config(&cfg.sharding) {
+    let sharding = match crate::contract::sharding(&cfg.sharding) {
         Some(settings) => {
-            let s = Sharding::open(settings, metrics.clone())?;
+            let s = Sharding::open(settings, metrics.sharding.clone())?;
             info!(
                 node = s.node(),
                 peers_file = %s.settings().peers_file.display(),

@@ -111,7 +111,7 @@ impl StreamSlots {
     }
 
     /// Whether a stream waits for a slot now (a stalled reader's slot is wanted: the
-    /// connection timers then drop it sooner, src/conn_timer.rs).
+    /// connection timers then drop it sooner, edgecache_edge::conn_timer).
     pub fn has_waiters(&self) -> bool {
         self.table.grants.borrow().waiting() > 0
     }

@@ -493,7 +493,7 @@ async fn admin_token(
 /// `PUT /peers` with the peer list `text` to the admin endpoint of each ready pod with an IP
 /// (the pods the list names, and only they need it: a pod that is not ready yet read the
 /// ConfigMap when it started). Each pod takes it at once and reads its peers file no more
-/// (dataplane/proxy/src/sharding.rs). Whether every such pod took it; a pod whose data plane
+/// (dataplane/fleet/src/sharding.rs). Whether every such pod took it; a pod whose data plane
 /// has no `/peers` (an older image, 404 or 405) counts as served: it still reads the file.
 /// Nothing is sent when pods are not called (`scrape_timeout` unset).
 async fn push_peers(

@@ -1,6 +1,7 @@
 //! Sharding across the EdgeCache's nodes: which node owns a key, whether that node is up, and
 //! the peer list behind both, reloaded when its file changes. Shared by every worker; the
-//! requests themselves are in `handler/peer.rs`, the pure ring in `dataplane/fleet/src/ring.rs`.
+//! requests themselves are in the data plane's `handler/peer.rs`, the pure ring in
+//! [`crate::ring`].
 //!
 //! Peer health is passive and active. A forward that fails (connect error, timeout, a broken
 //! response, a 5xx the peer generated itself) marks the peer down at once, for a backoff of
@@ -26,17 +27,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use edgecache_api::dataplane::{OriginConfig, ShardingConfig, ShardingMode};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::error::ProxyError;
-use crate::metrics::Metrics;
-use crate::origin::{self, Origin};
-use crate::sites::HostHeader;
-use edgecache_fleet::peer_auth::PeerKey;
-use edgecache_fleet::popularity::Popularity;
-use edgecache_fleet::ring::{self, ParseError, Peer, Ring};
+use crate::peer_auth::PeerKey;
+use crate::popularity::Popularity;
+use crate::ring::{self, ParseError, Peer, Ring};
+use edgecache_upstream::error::ProxyError;
+use edgecache_upstream::origin::{self, Origin};
+use edgecache_upstream::sites::HostHeader;
 
 /// The first time a failing peer is left alone.
 pub const DOWN_FIRST: Duration = Duration::from_secs(5);
@@ -71,7 +73,7 @@ pub async fn answers_http(addr: std::net::SocketAddr, connect: Duration, answer:
     matches!(tokio::time::timeout(answer, exchange).await, Ok(Ok(true)))
 }
 
-/// The data plane's own sharding settings, mapped from the config contract.
+/// Sharding's own settings, which the data plane maps from the config contract.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub node: String,
@@ -85,22 +87,12 @@ pub struct Settings {
     pub peer_key_file: Option<PathBuf>,
 }
 
-impl Settings {
-    /// `None` when sharding is off (or, which validation refuses, has no name or file).
-    pub fn from_config(c: &ShardingConfig) -> Option<Self> {
-        if c.mode != ShardingMode::Consistent {
-            return None;
-        }
-        Some(Settings {
-            node: c.node_name.clone()?,
-            peers_file: PathBuf::from(c.peers_file.as_ref()?),
-            popularity_threshold: c.popularity_threshold,
-            popularity_window: c.popularity_window.get(),
-            peer_connect_timeout: c.peer_connect_timeout.get(),
-            peer_timeout: c.peer_timeout.get(),
-            peer_key_file: c.peer_key_file.as_ref().map(PathBuf::from),
-        })
-    }
+/// The metric handles sharding counts in, registered by the data plane: its
+/// `peers{state}` (the other nodes of the list, up and down) and `peer_list_reloads_total{result}`.
+#[derive(Debug, Clone, Default)]
+pub struct ShardingMetrics {
+    pub peers: Family<[(&'static str, String); 1], Gauge>,
+    pub reloads: Family<[(&'static str, String); 1], Counter>,
 }
 
 /// Why the peers file cannot be used.
@@ -162,7 +154,7 @@ pub struct Sharding {
     /// The last list pushed through the admin endpoint; once there is one, the file is not
     /// read again.
     pushed: Mutex<Option<Vec<u8>>>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ShardingMetrics>,
 }
 
 /// The largest peer list `PUT /peers` takes (a line is under 100 bytes: thousands of nodes).
@@ -201,7 +193,7 @@ fn parse_peers(path: &Path, bytes: &[u8]) -> Result<Vec<Peer>, PeersError> {
 
 impl Sharding {
     /// Read the peers file; a mistake in it stops the start.
-    pub fn open(settings: Settings, metrics: Arc<Metrics>) -> Result<Self, PeersError> {
+    pub fn open(settings: Settings, metrics: Arc<ShardingMetrics>) -> Result<Self, PeersError> {
         let bytes = read_peers(&settings.peers_file)?;
         let peers = parse_peers(&settings.peers_file, &bytes)?;
         let key = match &settings.peer_key_file {
@@ -255,7 +247,11 @@ impl Sharding {
     /// A worker's client for the other nodes: the client's Host is kept (the owner keys on
     /// it) and each request names its peer's address (`Origin::prepare_at`; the URL here only
     /// gives the scheme); the origin's idle timeout and pool size, the peer timeouts.
-    pub fn client(&self, origin: &OriginConfig, cache_name: &str) -> Result<Origin, ProxyError> {
+    pub fn client(
+        &self,
+        origin: &origin::Settings,
+        cache_name: &str,
+    ) -> Result<Origin, ProxyError> {
         let cfg = origin::Settings {
             url: "http://peer".into(),
             host_header: HostHeader::Preserve,
@@ -419,7 +415,7 @@ impl Sharding {
 
     fn count_reload(&self, result: &'static str) {
         self.metrics
-            .peer_list_reloads
+            .reloads
             .get_or_create(&[("result", result.to_string())])
             .inc();
     }
@@ -512,7 +508,6 @@ impl Sharding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::registry::Registry;
     use std::io::Write;
 
     fn settings(file: &std::path::Path, node: &str) -> Settings {
@@ -535,12 +530,12 @@ mod tests {
         std::fs::rename(&tmp, path).unwrap();
     }
 
-    fn metrics() -> Arc<Metrics> {
-        Metrics::register(&mut Registry::default())
+    fn metrics() -> Arc<ShardingMetrics> {
+        Arc::new(ShardingMetrics::default())
     }
 
-    fn reloads(m: &Metrics, result: &str) -> u64 {
-        m.peer_list_reloads
+    fn reloads(m: &ShardingMetrics, result: &str) -> u64 {
+        m.reloads
             .get_or_create(&[("result", result.to_string())])
             .get()
     }

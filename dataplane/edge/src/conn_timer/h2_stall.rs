@@ -24,7 +24,10 @@ use tokio::time::Instant;
 #[cfg(test)]
 use super::PRESSURE_RECHECK;
 use super::{Expiry, Timeouts, write_wait};
-use crate::body::Body;
+
+/// A response body as the data plane makes them (its `body::Body`): boxed and `!Send`, since
+/// bodies stay on their worker thread.
+pub type Body = Pin<Box<dyn http_body::Body<Data = Bytes, Error = io::Error>>>;
 
 /// The watched response bodies of one HTTP/2 connection.
 pub struct Streams {
@@ -214,7 +217,15 @@ mod tests {
 
     fn chunks(n: usize) -> Body {
         let s = futures_util::stream::iter((0..n).map(|_| Ok(Bytes::from_static(b"abcd"))));
-        crate::body::stream(s)
+        stream(s)
+    }
+
+    /// A body from a stream of chunks (the data plane's `body::stream`).
+    fn stream(s: impl futures_util::Stream<Item = io::Result<Bytes>> + 'static) -> Body {
+        use futures_util::StreamExt;
+        Box::pin(http_body_util::StreamBody::new(
+            s.map(|r| r.map(Frame::data)),
+        ))
     }
 
     fn poll(b: &mut Body) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
@@ -263,7 +274,7 @@ mod tests {
     async fn a_body_waiting_on_its_own_source_is_not_owed() {
         let s = Streams::new(&T);
         let (_tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(1);
-        let mut b = s.watch(crate::body::stream(receiver(rx)));
+        let mut b = s.watch(stream(receiver(rx)));
         assert!(poll(&mut b).is_pending());
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(s.check(Instant::now(), &T, || true), Ok(None));

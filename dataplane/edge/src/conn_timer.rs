@@ -22,7 +22,7 @@ use std::time::Duration;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use tokio::time::Instant;
 
-use edgecache_edge::send_room::SendRoom;
+use crate::send_room::SendRoom;
 
 pub mod h2_stall;
 
@@ -231,9 +231,9 @@ impl Drop for RequestGuard {
 
 /// Resolve when a limit expires (the connection is then to be dropped); `pressure` says
 /// whether requests on the worker wait for I/O buffer memory. A body that waits for room in
-/// the socket (`paced`, src/paced.rs) is a blocked write too. An HTTP/2 connection's `streams`
-/// ([`h2_stall`]) that its client takes nothing of are reset at the write timeout, and the
-/// connection closed when none made progress.
+/// the socket (`paced`, the data plane's src/paced.rs) is a blocked write too. An HTTP/2
+/// connection's `streams` ([`h2_stall`]) that its client takes nothing of are reset at the
+/// write timeout, and the connection closed when none made progress.
 pub async fn watch(
     clock: Rc<ConnClock>,
     t: Timeouts,

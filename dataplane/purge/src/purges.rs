@@ -553,6 +553,11 @@ impl Purges {
         self.snapshot().rules.len()
     }
 
+    /// Whether no rule is in force.
+    pub fn is_empty(&self) -> bool {
+        self.snapshot().rules.is_empty()
+    }
+
     /// The verdict on a stored response (cheap when there are no rules).
     pub fn verdict(&self, key: &str, stored: &StoredResponse) -> Verdict {
         match self.index.read() {
