@@ -1,4 +1,4 @@
-//! Proof that a hop (dataplane/proxy/src/handler/peer.rs) comes from a node of the same
+//! Proof that a hop (dataplane/serve/src/handler/peer.rs) comes from a node of the same
 //! EdgeCache. The nodes share a key (`sharding.peerKeyFile`, mounted from a Secret the operator
 //! makes); a node that forwards a miss to its owner adds [`HOP_AUTH`]: a timestamp and an
 //! HMAC-SHA256, under that key, of the hop (the sender's node name), the method, the authority, the target and the

@@ -62,7 +62,7 @@ pub struct Admin {
     /// The sites: a purged URL gets its site's query rules, as the request that stored it did.
     pub sites: Arc<crate::sites::Sites>,
     /// Fills answered while their store write lands: what reads or changes the store waits for
-    /// those answered before it (src/landing.rs).
+    /// those answered before it (dataplane/serve/src/landing.rs).
     pub landing: Arc<crate::landing::Landing>,
     /// The peer list (`GET` and `PUT /peers`), when sharding is on.
     pub sharding: Option<Arc<crate::sharding::Sharding>>,

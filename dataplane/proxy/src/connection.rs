@@ -81,7 +81,7 @@ pub async fn serve<S>(
         Protocol::Http2 => Some(conn_timer::h2_stall::Streams::new(&timeouts)),
     };
     let svc_streams = streams.clone();
-    // Stored bodies are paced by the socket's send queue (src/paced.rs).
+    // Stored bodies are paced by the socket's send queue (dataplane/serve/src/paced.rs).
     let (room, room_guard) = SendRoom::new(fd);
     let redirect = redirect_port(&ctx, tls.is_some());
     let conn_info = match &tls {

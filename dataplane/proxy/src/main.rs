@@ -7,35 +7,23 @@
 //! PAGE` prints a page of docs/reference/ (src/reference.rs).
 
 mod admin;
-mod body;
-mod clock;
-mod coalesce;
-mod compress;
 mod config;
 mod connection;
 mod contract;
-mod handler;
 mod index_budget;
-mod landing;
 mod metrics;
-mod paced;
 mod reap;
 mod reference;
 mod server;
-mod shared;
-mod slices;
-mod slot_grants;
 mod startup;
-mod stream_slots;
 mod supervisor;
 
-// Modules that moved to crates of their own, under the paths the request pipeline's files
-// (handler.rs and handler/, left as they are while they are being edited) still name them by.
-use edgecache_edge::{client_caps, send_room};
-use edgecache_fleet::{peer_auth, ring, sharding};
-use edgecache_observe::{conn_info, request_log};
+// Modules that moved to crates of their own, under the paths the binary's files still name
+// them by.
+use edgecache_fleet::sharding;
 use edgecache_purge::purges;
-use edgecache_upstream::{error, interim, key, origin, sites};
+use edgecache_serve::{body, clock, coalesce, compress, handler, landing, shared};
+use edgecache_upstream::{interim, key, origin, sites};
 
 use std::process::ExitCode;
 

@@ -6,7 +6,7 @@
 //!
 //! Shutdown: when the shutdown signal turns true each worker drops its listener (no new
 //! connections), asks every open connection to finish its in-flight response and close, and
-//! waits for them, and for the store writes of fills already answered (src/landing.rs), up to
+//! waits for them, and for the store writes of fills already answered (dataplane/serve/src/landing.rs), up to
 //! the grace period.
 //!
 //! Death: a worker that panics or whose loop fails drops its runtime, its connections and its
@@ -226,7 +226,8 @@ async fn run_worker(
         ),
         None => None,
     };
-    let ctx = Rc::new(Ctx::new(shared.clone(), store, origins, peers));
+    let policy = crate::contract::policy_config(&shared.cfg.cache);
+    let ctx = Rc::new(Ctx::new(shared.clone(), store, origins, peers, policy));
     let budget = ctx.store.io_budget().clone();
     let released = shared.metrics.paced_chunks_released.clone();
     tokio::task::spawn_local(ctx.keepers.clone().run(
@@ -290,7 +291,7 @@ async fn run_worker(
             "shutdown grace period over; closing open connections"
         );
     }
-    // Fills already answered finish their store writes (src/landing.rs): a clean stop keeps
+    // Fills already answered finish their store writes (dataplane/serve/src/landing.rs): a clean stop keeps
     // every object a client was served as stored.
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
     if !shared.landing.settled(left).await {

@@ -213,7 +213,7 @@
 //! - A record must fit in one segment: the store keeps no body larger than about a segment
 //!   (64 MiB by default, see [`layout`]) whatever `max_object_size` says
 //!   ([`Store::max_body_len`]). The proxy keeps larger objects as slices, each an ordinary
-//!   record under a key of its own (`dataplane/proxy/src/slices.rs`), so this bounds a slice,
+//!   record under a key of its own (`dataplane/serve/src/slices.rs`), so this bounds a slice,
 //!   not an object.
 //! - A record torn by a crash (its header, or a meta rewrite of it, half written) is lost at
 //!   restart; the records after it in its segment are found (`store_crash_sim`).

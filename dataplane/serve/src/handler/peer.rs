@@ -79,12 +79,7 @@ pub(super) fn take_hop(ctx: &Ctx, parts: &mut request::Parts) -> bool {
 
 /// Whether a request head carries a hop from another node with a valid proof (any hop header,
 /// without a peer key). Such a request is never redirected to HTTPS: nodes talk plain HTTP.
-pub(crate) fn is_peer_hop(
-    ctx: &Ctx,
-    method: &Method,
-    uri: &http::Uri,
-    headers: &HeaderMap,
-) -> bool {
+pub fn is_peer_hop(ctx: &Ctx, method: &Method, uri: &http::Uri, headers: &HeaderMap) -> bool {
     ctx.shared.sharding.is_some()
         && headers.get(HOP).is_some_and(|node| {
             let proof = headers.get(crate::peer_auth::HOP_AUTH);

@@ -86,7 +86,8 @@ mod sliced;
 
 use fill::{Miss, fetch, fill, relay_origin_response};
 use forward::forward;
-pub(crate) use peer::{Upstream, is_peer_hop};
+pub(crate) use peer::Upstream;
+pub use peer::is_peer_hop;
 
 /// A worker's view of the data plane.
 pub struct Ctx {
@@ -153,13 +154,15 @@ impl Ctx {
         self.shared.cfg.origin.first_byte_timeout.get() + Duration::from_secs(1)
     }
 
+    /// `policy`: the cache policy of a request routed to no site (the binary maps it from the
+    /// operator contract).
     pub fn new(
         shared: Arc<Shared>,
         store: StoreWorker,
         origins: Vec<Origin>,
         peers: Option<Origin>,
+        policy: PolicyConfig,
     ) -> Self {
-        let policy = crate::contract::policy_config(&shared.cfg.cache);
         let limits = stream_slots::limits(
             shared.cfg.clients.max_disk_streams_per_ip,
             store.io_budget().capacity(),

@@ -1,5 +1,6 @@
-//! What every worker shares: made once by the start-up (src/startup.rs), read by the workers'
-//! loops (src/server.rs) and by every request's handler (src/handler.rs).
+//! What every worker shares: made once by the binary's start-up (dataplane/proxy/src/startup.rs),
+//! read by the workers' loops (dataplane/proxy/src/server.rs) and by every request's handler
+//! (src/handler.rs).
 
 use std::sync::Arc;
 
