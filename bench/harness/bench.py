@@ -1039,8 +1039,9 @@ def copy_binaries(args, work):
     build_srcaddr(bindir)
 
 
-def origin_keeper(work, emit):
-    """Start the origin; returns the function that restarts it when it died (logged)."""
+def origin_keeper(work, emit, extra=()):
+    """Start the origin (with `extra` arguments); returns the function that restarts it when it
+    died (logged)."""
     origin = {"p": None}
 
     def ensure_origin():
@@ -1050,7 +1051,8 @@ def origin_keeper(work, emit):
             log(f"WARNING: the origin exited ({origin['p'].poll()}); restarting it")
             emit({"kind": "origin_restart", "exit": origin["p"].poll()})
         origin["p"] = start("origin", [str(BINS["origin"]), "--listen", f"127.0.0.1:{ORIGIN_PORT}",
-                                       "--threads", "2", "--max-age", "86400"], logfile=work / "origin.log")
+                                       "--threads", "2", "--max-age", "86400", *extra],
+                            logfile=work / "origin.log")
         if not wait_port(ORIGIN_PORT, 10, origin["p"]):
             sys.exit(f"origin did not start, see {work / 'origin.log'}")
     ensure_origin.stop = lambda: stop(origin["p"])

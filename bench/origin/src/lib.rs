@@ -16,6 +16,10 @@
 //! - `hdr=Name:Value`: add a response header (repeatable, percent-encoded).
 //! - `echo_host=1`: answer with `x-origin-host`, the Host header(s) the request carried.
 //!
+//! With `files_dir` (`--dir PATH`), `GET /files/<relative path>` serves that directory's files
+//! (read into memory at start) uncompressed, with a Content-Type by extension, a strong ETag
+//! and the same Cache-Control; counted like every request.
+//!
 //! POST, PUT and DELETE on `/obj/...` answer `200 accepted` (an unsafe method that succeeds).
 //!
 //! Conditional requests (`If-None-Match`, `If-Modified-Since`) get 304.
@@ -36,6 +40,7 @@
 //! # Ok(()) }
 //! ```
 
+mod files;
 pub mod pattern;
 mod server;
 

@@ -26,6 +26,10 @@ struct Args {
     /// Log every request (at debug level; set RUST_LOG=debug).
     #[arg(long)]
     log_requests: bool,
+    /// Also serve this directory's files (read at start) under /files/<relative path>,
+    /// uncompressed, Content-Type by extension, strong ETag.
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,6 +46,7 @@ fn main() -> anyhow::Result<()> {
         threads: args.threads,
         delay: Duration::from_millis(args.delay_ms),
         log_requests: args.log_requests,
+        files_dir: args.dir.clone(),
         ..OriginOptions::default()
     };
     let origin = OriginHandle::start(args.listen, opts)

@@ -1,5 +1,6 @@
 //! The HTTP server.
 
+use crate::files::{self, Files};
 use crate::pattern::{MAX_SIZE, Pattern, parse_size};
 use bytes::Bytes;
 use futures_util::stream;
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -41,6 +43,8 @@ pub struct OriginOptions {
     pub last_modified: SystemTime,
     /// Log each request at debug level.
     pub log_requests: bool,
+    /// Serve this directory's files under `/files/<relative path>` (read at start).
+    pub files_dir: Option<PathBuf>,
 }
 
 impl Default for OriginOptions {
@@ -52,6 +56,7 @@ impl Default for OriginOptions {
             // 2026-01-01T00:00:00Z: fixed, so validators are stable across restarts.
             last_modified: UNIX_EPOCH + Duration::from_secs(1_767_225_600),
             log_requests: false,
+            files_dir: None,
         }
     }
 }
@@ -186,6 +191,7 @@ impl Drop for InFlight {
 
 struct Shared {
     opts: OriginOptions,
+    files: Files,
     stats: Arc<Stats>,
     last_modified_http: String,
 }
@@ -205,7 +211,16 @@ impl OriginHandle {
         let listener = bind(addr)?;
         let local = listener.local_addr()?;
         let stats = Arc::new(Stats::default());
+        let files = match &opts.files_dir {
+            Some(d) => {
+                let f = Files::load(d)?;
+                tracing::info!(dir = %d.display(), files = f.len(), "serving files under /files/");
+                f
+            }
+            None => Files::default(),
+        };
         let shared = Arc::new(Shared {
+            files,
             last_modified_http: httpdate::fmt_http_date(opts.last_modified),
             opts,
             stats: stats.clone(),
@@ -531,6 +546,9 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
         tracing::debug!(method = %req.method(), target, "request");
     }
 
+    if path.starts_with(files::PREFIX) {
+        return file_response(&req, &shared, guard);
+    }
     let Some(rest) = path.strip_prefix("/obj/") else {
         return text(StatusCode::NOT_FOUND, "not found: use /obj/<size>/<id>\n");
     };
@@ -652,6 +670,57 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
             HeaderValue::from_str(v),
         ) {
             h.append(n, v);
+        }
+    }
+    resp
+}
+
+/// `/files/...` (`--dir`): the file as it is on disk, with a strong ETag; If-None-Match gets
+/// a 304.
+fn file_response(req: &Request<Incoming>, shared: &Shared, guard: InFlight) -> Response<Body> {
+    drop(guard);
+    let Some(f) = shared.files.get(req.uri().path()) else {
+        return text(StatusCode::NOT_FOUND, "no such file\n");
+    };
+    let head_only = match *req.method() {
+        Method::GET => false,
+        Method::HEAD => true,
+        _ => return text(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n"),
+    };
+    let not_modified = req
+        .headers()
+        .get("if-none-match")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| etag_matches(v, &f.etag));
+    let mut resp = if not_modified || head_only {
+        if not_modified {
+            shared.stats.not_modified.fetch_add(1, Ordering::Relaxed);
+        }
+        Response::new(Empty::new().map_err(|e| match e {}).boxed())
+    } else {
+        shared
+            .stats
+            .body_bytes
+            .fetch_add(f.body.len() as u64, Ordering::Relaxed);
+        Response::new(Full::new(f.body.clone()).map_err(|e| match e {}).boxed())
+    };
+    if not_modified {
+        *resp.status_mut() = StatusCode::NOT_MODIFIED;
+    }
+    let h = resp.headers_mut();
+    if !not_modified {
+        h.insert("content-length", HeaderValue::from(f.body.len()));
+        h.insert("content-type", HeaderValue::from_static(f.content_type));
+    }
+    let cc = format!("public, max-age={}", shared.opts.max_age);
+    for (name, value) in [
+        ("cache-control", cc.as_str()),
+        ("etag", f.etag.as_str()),
+        ("last-modified", shared.last_modified_http.as_str()),
+        ("date", httpdate::fmt_http_date(SystemTime::now()).as_str()),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(name, v);
         }
     }
     resp

@@ -429,3 +429,40 @@ async fn async_spawn_and_drop() {
     // The port is closed after drop.
     assert!(TcpStream::connect(addr).is_err());
 }
+
+#[test]
+fn serves_a_directory_under_files() {
+    let dir = std::env::temp_dir().join(format!("ec-origin-files-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("pkg@1.0.0/dist")).unwrap();
+    let js = "function f(x) { return x; }\n".repeat(100);
+    std::fs::write(dir.join("pkg@1.0.0/dist/a.min.js"), &js).unwrap();
+    std::fs::write(dir.join("pkg@1.0.0/x~y.css"), "not served: `~`").unwrap();
+    let o = OriginHandle::start(
+        "127.0.0.1:0".parse().unwrap(),
+        OriginOptions {
+            files_dir: Some(dir.clone()),
+            ..OriginOptions::default()
+        },
+    )
+    .unwrap();
+    let path = "/files/pkg@1.0.0/dist/a.min.js";
+    let r = request(o.addr(), "GET", path, &[("Accept-Encoding", "gzip")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, js.as_bytes(), "as it is on disk, never compressed");
+    assert_eq!(r.header("content-type"), Some("application/javascript"));
+    assert_eq!(r.header("content-encoding"), None);
+    let etag = r.header("etag").unwrap().to_string();
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"'),
+        "strong: {etag}"
+    );
+    let r = request(o.addr(), "GET", path, &[("If-None-Match", &etag)]);
+    assert_eq!(r.status, 304);
+    assert_eq!(
+        request(o.addr(), "GET", "/files/pkg@1.0.0/x~y.css", &[]).status,
+        404
+    );
+    assert_eq!(request(o.addr(), "GET", "/files/nope.js", &[]).status, 404);
+    assert_eq!(o.requests_for(path), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

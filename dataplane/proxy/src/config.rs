@@ -105,7 +105,7 @@ pub struct ServeFlags {
     /// (compression.enabled; sites' own settings still apply).
     #[arg(long, value_parser = parse_on_off)]
     pub compression: Option<bool>,
-    /// Compression levels, e.g. gzip=6,br=5,zstd=6 (compression.levels).
+    /// Compression levels, e.g. gzip=4,br=5,zstd=6 (compression.levels).
     #[arg(long, value_parser = parse_levels)]
     pub compression_levels: Option<CompressionLevels>,
 }

@@ -38,7 +38,7 @@ pub struct CompressionConfig {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct CompressionLevels {
-    /// gzip, 1 to 9. Default: 6.
+    /// gzip, 1 to 9. Default: 4.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 9)))]
     pub gzip: Option<u32>,
