@@ -4,7 +4,7 @@
 # /var/tmp/edgecache-tools/compress-corpus and reused), misses and hits with Accept-Encoding gzip,
 # br, a browser's list and none, against nginx (gzip on), Traffic Server (compress plugin) and
 # Varnish (do_gzip), with run.sh's cgroup and core rules; and the level sweep behind EdgeCache's
-# default levels (dataplane/proxy/examples/compress_levels.rs).
+# default levels (dataplane/serve/examples/compress_levels.rs).
 #   bench/compress.sh                       full run: level sweep + 4 rows x 3 rounds x 10 s (~15 min)
 #   bench/compress.sh --skip-caches         level sweep only (~3 min)
 #   bench/compress.sh --skip-levels --rows gzip,identity --rounds 1 --no-report   smoke test
@@ -42,7 +42,8 @@ echo "building edgecache-origin + edgecache-loadgen (release)"
 cargo build --release -q -p edgecache-origin
 if [[ -z "${SKIP_EDGECACHE_BUILD:-}" ]]; then
   echo "building edgecache-dataplane and its level sweep (release)"
-  if ! cargo build --release -q -p edgecache-dataplane --bin edgecache-dataplane --example compress_levels \
+  if ! { cargo build --release -q -p edgecache-dataplane --bin edgecache-dataplane &&
+      cargo build --release -q -p edgecache-serve --example compress_levels; } \
       2>"$CARGO_TARGET_DIR/ecbench-dataplane-build.log"; then
     echo "WARNING: edgecache-dataplane did not build (see $CARGO_TARGET_DIR/ecbench-dataplane-build.log); EdgeCache will be skipped" >&2
   fi

@@ -66,7 +66,7 @@ def build(recs):
     if levels:
         w("### Level sweep: the data plane's encoder over the corpus, one core")
         w("")
-        w("`compress_levels` (dataplane/proxy/examples/compress_levels.rs) runs src/compress.rs's `Encoder` "
+        w("`compress_levels` (dataplane/serve/examples/compress_levels.rs) runs dataplane/serve/src/compress.rs's `Encoder` "
           "over every file in 64 KiB chunks, a fresh encoder per file as a fill does; rate = MB of input per "
           "CPU second of its thread (schedstat), the faster of two passes. Ratio = compressed / original. "
           "Slow levels on every 4th file (sample 1/4).")

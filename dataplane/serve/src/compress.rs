@@ -7,7 +7,8 @@
 //! Compression never slows hits or blows the memory plan: each worker compresses at most
 //! [`MAX_PER_WORKER`] bodies at once, and every encoder's state ([`footprint`]) is taken from the
 //! plan's `encoders` part (`memory_bytes{part="encoders"}`) before it starts. A fill past either
-//! is answered identity and not stored (the next request for the bucket compresses it).
+//! waits for room up to [`WAIT`] ([`Encoder::start_within`]), and past that is answered identity and
+//! not stored (the next request for the bucket compresses it).
 
 use std::cell::Cell;
 use std::io::{self, Write};
@@ -22,6 +23,11 @@ use edgecache_policy::encoding::{Coding, Levels};
 /// chunk by chunk (an origin read, at most 64 KiB, at a time): a few streams keep its CPU
 /// share bounded while still compressing every fill of a normal miss rate.
 pub const MAX_PER_WORKER: usize = 4;
+
+/// How long a fill waits for an encoder before it is answered identity: a few encoders' turns
+/// at the default levels (each compresses a typical asset in a millisecond or two), well within
+/// a miss's own time to the origin.
+pub const WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A streaming encoder of one coding. Output is taken after each input chunk, so a client
 /// receives compressed bytes as the origin's arrive (what an encoder holds back until its
@@ -74,6 +80,8 @@ pub fn footprint(coding: Coding, level: u32) -> u64 {
 pub struct Running {
     count: Rc<Cell<usize>>,
     share: Arc<Share>,
+    /// Told when one of this worker's encoders ends.
+    freed: Rc<tokio::sync::Notify>,
 }
 
 /// One of [`Running`]'s places and its bytes of the share, given back when its encoder is
@@ -81,6 +89,7 @@ pub struct Running {
 struct Slot {
     count: Rc<Cell<usize>>,
     share: Arc<Share>,
+    freed: Rc<tokio::sync::Notify>,
     bytes: u64,
 }
 
@@ -88,6 +97,7 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.count.set(self.count.get().saturating_sub(1));
         self.share.give_back(self.bytes);
+        self.freed.notify_one();
     }
 }
 
@@ -97,6 +107,7 @@ impl Running {
         Running {
             count: Rc::default(),
             share,
+            freed: Rc::default(),
         }
     }
 
@@ -111,6 +122,7 @@ impl Running {
         Some(Slot {
             count: self.count.clone(),
             share: self.share.clone(),
+            freed: self.freed.clone(),
             bytes,
         })
     }
@@ -186,6 +198,35 @@ impl Encoder {
             held: 0,
             _slot: slot,
         })
+    }
+
+    /// [`Encoder::start`], waiting at most `within` for room when the worker compresses as many
+    /// bodies as it may or the plan's share is taken: a burst of cold misses queues for a few
+    /// milliseconds each instead of going out uncompressed and unstored (and back to the origin
+    /// for the next client). An encoder larger than the whole share does not wait.
+    pub async fn start_within(
+        coding: Coding,
+        levels: &Levels,
+        running: &Running,
+        within: std::time::Duration,
+    ) -> Result<Self, NotStarted> {
+        let deadline = tokio::time::Instant::now() + within;
+        let never_fits = footprint(coding, levels.of(coding)) > running.share.bound();
+        loop {
+            match Self::start(coding, levels, running) {
+                Err(NotStarted::Busy) if !never_fits => {
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        return Err(NotStarted::Busy);
+                    }
+                    // Freed on this worker, or the share freed by another worker's encoder
+                    // (which does not tell this one): look again at the latest in 10 ms.
+                    let next = deadline.min(now + std::time::Duration::from_millis(10));
+                    let _ = tokio::time::timeout_at(next, running.freed.notified()).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Compress `input`; returns the output ready so far (may be empty).
@@ -310,6 +351,47 @@ mod tests {
         ));
         drop(held);
         assert!(Encoder::start(Coding::Br, &DEFAULT_LEVELS, &running).is_ok());
+    }
+
+    #[test]
+    fn a_fill_waits_a_little_for_a_place_and_then_goes_without() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let running = Rc::new(Running::new(Arc::new(Share::new(u64::MAX))));
+            let mut held: Vec<_> = (0..MAX_PER_WORKER)
+                .map(|_| Encoder::start(Coding::Gzip, &DEFAULT_LEVELS, &running).unwrap())
+                .collect();
+            let short = std::time::Duration::from_millis(30);
+            let t = std::time::Instant::now();
+            assert!(matches!(
+                Encoder::start_within(Coding::Gzip, &DEFAULT_LEVELS, &running, short).await,
+                Err(NotStarted::Busy)
+            ));
+            assert!(t.elapsed() >= short, "it waited");
+            // One ends while another fill waits: that one starts.
+            let last = held.pop().unwrap();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                drop(last);
+            });
+            let long = std::time::Duration::from_secs(10);
+            let t = std::time::Instant::now();
+            let got = Encoder::start_within(Coding::Br, &DEFAULT_LEVELS, &running, long).await;
+            assert!(got.is_ok());
+            assert!(t.elapsed() < long / 2, "started when a place was freed");
+            // One whose state is larger than the whole share does not wait.
+            let small = Running::new(Arc::new(Share::new(1 << 20)));
+            let t = std::time::Instant::now();
+            assert!(matches!(
+                Encoder::start_within(Coding::Br, &DEFAULT_LEVELS, &small, long).await,
+                Err(NotStarted::Busy)
+            ));
+            assert!(t.elapsed() < long / 2);
+        });
     }
 
     #[test]

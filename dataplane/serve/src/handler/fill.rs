@@ -343,7 +343,7 @@ pub(super) async fn relay_origin_response(
     );
     // Compressed as it arrives when the site, the response and the client allow it: decided
     // before anything else reads the fields, which change with it.
-    let compression = compression(ctx, parts, &mut rparts, sent.upstream, held.is_some());
+    let compression = compression(ctx, parts, &mut rparts, sent.upstream, held.is_some()).await;
     let content_length = policy::partial::content_length(&rparts.headers);
     let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
     // Larger than a slice, with a strong validator: cached as slices (handler/sliced.rs).
@@ -528,7 +528,7 @@ enum Compression {
 
 /// Decide the compression of a fetched response and give its fields the representation's
 /// (`policy::encoding::compressed_fields`).
-fn compression(
+async fn compression(
     ctx: &Ctx,
     parts: &request::Parts,
     rparts: &mut http::response::Parts,
@@ -550,7 +550,9 @@ fn compression(
         encoding::compressed_fields(&mut rparts.headers, Coding::Identity);
         return Compression::Identity;
     }
-    let mut started = crate::compress::Encoder::start(coding, &cfg.levels, &ctx.compressing);
+    let wait = crate::compress::WAIT;
+    let mut started =
+        crate::compress::Encoder::start_within(coding, &cfg.levels, &ctx.compressing, wait).await;
     // No room for a brotli or zstd encoder's state: gzip's is a fraction of it, and this
     // client takes gzip too.
     let mut fallback = false;

@@ -1,27 +1,26 @@
 //! The level sweep behind `policy::encoding::DEFAULT_LEVELS` (issue 33 §1, bench/BENCHMARKS.md
 //! "Compression"): every file of a corpus compressed by the data plane's own encoder
-//! (src/compress.rs, included below, so the crates, brotli's window and buffer, zstd's context
+//! (edgecache_serve::compress, so the crates, brotli's window and buffer, zstd's context
 //! and the flushes are the ones a fill runs), fed in 64 KiB chunks as an origin read delivers
 //! them, at each level of each coding; prints the total compressed size, the ratio and the
 //! compression rate in MB of input per CPU second of the thread (its schedstat run time, so other
 //! load on a shared machine does not lower it; pin with `taskset -c 1`).
 //!
 //! ```sh
-//! cargo run --release -p edgecache-dataplane --example compress_levels -- DIR [--json] [--quick]
+//! cargo run --release -p edgecache-serve --example compress_levels -- DIR [--json] [--quick]
 //! ```
 //!
 //! `--json`: one JSON object per line (bench/harness/compress.py records them); `--quick`: fewer
 //! levels. Slow levels (brotli 10 and 11, zstd 16 and up) run on every 4th file only (`sample`).
 
-#[allow(dead_code)]
-#[path = "../src/compress.rs"]
-mod compress;
-
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use compress::{Encoder, Running};
+use std::sync::Arc;
+
+use edgecache_host::memory::Share;
 use edgecache_policy::encoding::{Coding, DEFAULT_LEVELS, Levels};
+use edgecache_serve::compress::{Encoder, Running};
 
 /// What an origin read hands the encoder at most.
 const CHUNK: usize = 64 * 1024;
@@ -74,7 +73,8 @@ struct Sweep {
 /// Every file through a fresh encoder, as a fill runs it.
 fn sweep(corpus: &[&Vec<u8>], coding: Coding, level: u32) -> anyhow::Result<Sweep> {
     let levels = levels_of(coding, level);
-    let running = Running::default();
+    // The sweep measures rate and ratio, not the memory plan: room for every encoder.
+    let running = Running::new(Arc::new(Share::new(u64::MAX)));
     let (mut input, mut output) = (0u64, 0u64);
     let c0 = cpu_ns();
     let t0 = Instant::now();
