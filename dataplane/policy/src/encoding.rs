@@ -290,6 +290,15 @@ pub fn eligible(
     if status != StatusCode::OK {
         return Err(Ineligible::Status);
     }
+    // The type first: most responses an edge fills (images, video, archives) stop here, before
+    // Cache-Control is parsed.
+    let typed = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| compressible_type(t, &cfg.types));
+    if !typed {
+        return Err(Ineligible::Type);
+    }
     let coded = headers.get_all(CONTENT_ENCODING).iter().any(|v| {
         v.to_str().map_or(true, |t| {
             syntax::split_list(t)
@@ -303,13 +312,6 @@ pub fn eligible(
         .is_some_and(|cc| cc.no_transform);
     if no_transform {
         return Err(Ineligible::NoTransform);
-    }
-    let typed = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| compressible_type(t, &cfg.types));
-    if !typed {
-        return Err(Ineligible::Type);
     }
     let len = syntax::content_length(headers);
     if len.is_some_and(|n| n < cfg.min_size) {
