@@ -231,26 +231,25 @@ impl Encoder {
 
     /// Compress `input`; returns the output ready so far (may be empty).
     pub fn push(&mut self, input: &[u8]) -> io::Result<Bytes> {
-        let w: &mut dyn Write = match &mut self.kind {
-            Kind::Gzip(e) => e,
-            Kind::Br(e) => e.as_mut(),
-            Kind::Zstd(e) => e,
-        };
-        w.write_all(input)?;
+        self.writer().write_all(input)?;
         self.held += input.len();
         if self.output().is_empty() && self.held >= FLUSH_AFTER {
-            let w: &mut dyn Write = match &mut self.kind {
-                Kind::Gzip(e) => e,
-                Kind::Br(e) => e.as_mut(),
-                Kind::Zstd(e) => e,
-            };
-            w.flush()?;
+            self.writer().flush()?;
         }
         let out = std::mem::take(self.output());
         if !out.is_empty() {
             self.held = 0;
         }
         Ok(Bytes::from(out))
+    }
+
+    /// The encoder, as what it is fed through.
+    fn writer(&mut self) -> &mut dyn Write {
+        match &mut self.kind {
+            Kind::Gzip(e) => e,
+            Kind::Br(e) => e.as_mut(),
+            Kind::Zstd(e) => e,
+        }
     }
 
     /// What the encoder has written so far and nobody took.
