@@ -15,11 +15,14 @@
 # a `rep movsb` per byte, so large copies weigh more here than in CPU time). --keep DIR keeps
 # each profile (DIR/<binary name>.callgrind) for `callgrind_annotate --inclusive=yes`.
 # Needs valgrind, the release origin and load generator (cargo build --release -p
-# edgecache-origin); ports 18000, 18080, 18090.
+# edgecache-origin); ports 18000, 18080, 18090, or from MISS_INSTR_PORT (its origin; +80 the
+# cache, +90 the admin port) so that two runs can share a machine.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}/release
 COUNT=3000 SIZE=4k KEEP= WHAT=miss
+P=${MISS_INSTR_PORT:-18000}
+ORIGIN_PORT=$P CACHE_PORT=$((P + 80)) ADMIN_PORT=$((P + 90))
 while [ $# -gt 0 ]; do
     case $1 in
     --count) COUNT=$2; shift 2 ;;
@@ -44,33 +47,33 @@ cleanup() {
 trap cleanup EXIT
 wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; return 1; }
 printf 'memory:\n  limit: 256MiB\n' >"$WORK/config.yaml"
-"$T/edgecache-origin" --listen 127.0.0.1:18000 --threads 1 >/dev/null 2>&1 &
+"$T/edgecache-origin" --listen 127.0.0.1:$ORIGIN_PORT --threads 1 >/dev/null 2>&1 &
 PIDS+=($!)
-wait_port 18000
+wait_port $ORIGIN_PORT
 for b in "$@"; do
     rm -rf "$WORK/cache" && mkdir "$WORK/cache"
     out=$WORK/callgrind.out
     valgrind --tool=callgrind --callgrind-out-file="$out" "$b" serve \
-        --origin http://127.0.0.1:18000 --listen 127.0.0.1:18080 --admin 127.0.0.1:18090 \
+        --origin http://127.0.0.1:$ORIGIN_PORT --listen 127.0.0.1:$CACHE_PORT --admin 127.0.0.1:$ADMIN_PORT \
         --cache-dir "$WORK/cache" --cache-size 1037MiB --workers 1 --access-log off \
         --config "$WORK/config.yaml" >"$WORK/dp.log" 2>&1 &
     dp=$!
-    wait_port 18080 && wait_port 18090
-    "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size "$SIZE" --count 500 \
+    wait_port $CACHE_PORT && wait_port $ADMIN_PORT
+    "$T/edgecache-loadgen" pass --target 127.0.0.1:$CACHE_PORT --size "$SIZE" --count 500 \
         --start 900000000 --conns 8 >/dev/null
     if [ "$WHAT" = hit ]; then
         for _ in 1 2; do
-            "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size "$SIZE" --count "$COUNT" \
+            "$T/edgecache-loadgen" pass --target 127.0.0.1:$CACHE_PORT --size "$SIZE" --count "$COUNT" \
                 --start 1000 --conns 32 >/dev/null
         done
     fi
     callgrind_control -z "$dp" >/dev/null 2>&1
-    "$T/edgecache-loadgen" pass --target 127.0.0.1:18080 --size "$SIZE" --count "$COUNT" \
+    "$T/edgecache-loadgen" pass --target 127.0.0.1:$CACHE_PORT --size "$SIZE" --count "$COUNT" \
         --start 1000 --conns 32 >/dev/null
     callgrind_control -d "$dp" >/dev/null 2>&1
     if [ "$WHAT" = hit ]; then
         # Every pass so far: what the requests were (hit_ram after the second pass is the count).
-        (exec 3<>/dev/tcp/127.0.0.1/18090 && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3) |
+        (exec 3<>/dev/tcp/127.0.0.1/$ADMIN_PORT && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3) |
             grep -E '^edgecache_dataplane_requests_total\{cache="hit_(ram|disk)"' >&2 || true
     fi
     kill "$dp"; wait "$dp" 2>/dev/null || true
