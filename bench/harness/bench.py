@@ -149,6 +149,37 @@ def cg_pids(name):
         return []
 
 
+def cg_pin(name, spec):
+    """Hold every thread of cgroup `name` to the CPUs of `spec`; how many threads had left them.
+
+    `taskset` at the start is inherited, but a program may set its threads' affinity itself:
+    Traffic Server binds its ET_NET thread to the whole machine (`exec_thread.affinity` 0), so
+    without this its network thread shares the load generator's core."""
+    cpus = cpu_list(spec)
+    tasks = CG_MEM / (CG_PREFIX + name) / "tasks"
+    moved = 0
+    try:
+        tids = [int(x) for x in tasks.read_text().split()]
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            if os.sched_getaffinity(tid) != cpus:
+                os.sched_setaffinity(tid, cpus)
+                moved += 1
+        except OSError:
+            pass
+    return moved
+
+
+def pin_for_round(cache):
+    """Before a measured round: every thread of `cache` back on its CPUs (see `cg_pin`)."""
+    cpus = cache.args.cache_cpu
+    moved = cg_pin(cache.name, cpus)
+    if moved:
+        log(f"    {cache.name}: {moved} thread(s) had left CPU {cpus}; pinned again")
+
+
 def cg_remove(name):
     for _ in range(50):
         pids = cg_pids(name)
@@ -239,6 +270,36 @@ def disk_read_bytes():
         if len(f) > 6 and re.fullmatch(r"(vd[a-z]+|sd[a-z]+|nvme\d+n\d+|xvd[a-z]+)", f[2]):
             tot += int(f[5]) * 512
     return tot
+
+
+def cpu_list(spec):
+    """The CPUs of a taskset list such as "1", "1,3" or "0-2"."""
+    cpus = set()
+    for part in str(spec).split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def core_busy_ns(spec):
+    """CPU time the cores of `spec` (a taskset list) spent busy, everything but idle and iowait
+    in /proc/stat, in ns.
+
+    Unlike a cgroup's cpuacct it includes the kernel's own threads on that core: the block
+    layer's workers that submit a cache's reads for it (Traffic Server's threaded `pread`s run
+    their submissions there) and softirqs. Other work on the core counts too, so it means
+    something only on a quiet machine."""
+    want = {f"cpu{c}" for c in cpu_list(spec)}
+    ticks, seen = 0, set()
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f and f[0] in want:
+            # user nice system idle iowait irq softirq steal ...
+            ticks += sum(int(x) for i, x in enumerate(f[1:9]) if i not in (3, 4))
+            seen.add(f[0])
+    if seen != want:
+        return None
+    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def start(name, argv, cgroup=None, cpu=None, env=None, logfile=None, cwd=None):
@@ -705,11 +766,14 @@ def measure_round(args, cache, size, count, dist, rnd):
     name = cache.name
     cg_reset_peak(name)
     o0 = origin_requests()
+    pin_for_round(cache)
     c0 = cg_read(name)
+    k0 = core_busy_ns(args.cache_cpu)
     d0 = disk_read_bytes()
     t0 = time.time()
     w = run_wrk(args, cache.port, size, count, dist, args.duration)
     t1 = time.time()
+    k1 = core_busy_ns(args.cache_cpu)
     c1 = cg_read(name)
     d1 = disk_read_bytes()
     o1 = origin_requests()
@@ -734,6 +798,7 @@ def measure_round(args, cache, size, count, dist, rnd):
         "cpu_s": cpu_s, "cpu_cores": cpu_s / (t1 - t0),
         "cpu_us_per_hit": cpu_s * 1e6 / hits if hits else None,
         "cpu_us_per_req": cpu_s * 1e6 / reqs if reqs else None,
+        "core_us_per_hit": (k1 - k0) / 1e3 / hits if hits and k0 is not None and k1 is not None else None,
         "disk_read_mb_s": (d1 - d0) / (t1 - t0) / 1e6,
         "cgroup_read_mb_s": blk,
         "mem_peak_mib": (c1["mem_peak"] or 0) / 2**20,

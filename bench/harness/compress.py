@@ -281,6 +281,7 @@ def measured(cache, load):
     """bench.measure_round's counters (origin fetches, cgroup CPU and memory) around one load."""
     name = cache.name
     B.cg_reset_peak(name)
+    B.pin_for_round(cache)
     o0, c0 = B.origin_requests(), B.cg_read(name)
     t0 = time.time()
     w = load()

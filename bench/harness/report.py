@@ -254,9 +254,9 @@ def build(recs, png_rel):
             ceil_r = ceilings(recs).get(object_size(rs[0]))
             w(f"**{size} x {count:,}, {dist}{': ' + ROW_TITLE[size] if size in ROW_TITLE else ''}**")
             w("")
-            w("| cache | req/s | MB/s | p50 ms | p99 ms | p99.9 ms | hit ratio | CPU µs/hit | CPU cores | disk MB/s | "
-              "peak MiB | failcnt | errors | req/s vs nginx | req/s vs ATS | req/s vs ceiling |")
-            w("|---|" + "---|" * 15)
+            w("| cache | req/s | MB/s | p50 ms | p99 ms | p99.9 ms | hit ratio | CPU µs/hit | core µs/hit | CPU cores | "
+              "disk MB/s | peak MiB | failcnt | errors | req/s vs nginx | req/s vs ATS | req/s vs ceiling |")
+            w("|---|" + "---|" * 16)
             by_round = defaultdict(dict)
             for r in rs:
                 by_round[r["round"]][r["cache"]] = r
@@ -279,17 +279,21 @@ def build(recs, png_rel):
                 w(f"| {LABEL[c]} | {f(med([r['req_per_s'] for r in cr]))} | {f(med([r['mb_per_s'] for r in cr]))} | "
                   f"{med([r['p50_ms'] for r in cr]):.2f} | {med([r['p99_ms'] for r in cr]):.2f} | "
                   f"{med([r['p999_ms'] for r in cr]):.2f} | {med([r['hit_ratio'] for r in cr]):.4f} | "
-                  f"{f(med([r['cpu_us_per_hit'] for r in cr]), 1)} | {med([r['cpu_cores'] for r in cr]):.2f} | "
+                  f"{f(med([r['cpu_us_per_hit'] for r in cr]), 1)} | "
+                  f"{f(med([r.get('core_us_per_hit') for r in cr if r.get('core_us_per_hit')]), 1)} | "
+                  f"{med([r['cpu_cores'] for r in cr]):.2f} | "
                   f"{f(med([r['disk_read_mb_s'] for r in cr]))} | {max(r['mem_peak_mib'] for r in cr):.0f} | "
                   f"{max((r['failcnt'] or 0) for r in cr)} | {sum(r['errors'] for r in cr)} | "
                   f"{ratio('nginx') if c != 'nginx' else '1.00x'} | {ratio('ats') if c != 'ats' else '1.00x'} | "
                   f"{vs_ceiling(cr)} |")
             if ceil_r:
                 w(f"| {CEILING_LABEL} | {f(ceil_r['req_per_s'])} | {f(ceil_r['mb_per_s'])} | {ceil_r['p50_ms']:.2f} | "
-                  f"{ceil_r['p99_ms']:.2f} | – | – | {f(ceil_r['cpu_us_per_req'], 1)} (per request) | "
+                  f"{ceil_r['p99_ms']:.2f} | – | – | {f(ceil_r['cpu_us_per_req'], 1)} (per request) | – | "
                   f"{ceil_r['cpu_cores']:.2f} | – | – | – | – | – | – | 1.00x |")
             w("")
         w("CPU µs/hit = the cgroup's CPU time (cpuacct) / hits, hits = wrk requests − origin fetches in the round. "
+          "core µs/hit = the busy time of the cache's core (/proc/stat) / hits: it adds the kernel's threads on that "
+          "core, which no cgroup is charged for (the block layer's workers that submit Traffic Server's threaded reads). "
           "disk MB/s = reads on the block device during the round (/proc/diskstats). peak = the cgroup's "
           "memory.max_usage_in_bytes in the round (page cache included); failcnt = memory.failcnt (cumulative).")
         w("")

@@ -339,6 +339,7 @@ def measured(args, cache, load):
     """bench.measure_round's counters around one load run."""
     name = cache.name
     B.cg_reset_peak(name)
+    B.pin_for_round(cache)
     o0, c0, d0, e0 = B.origin_requests(), B.cg_read(name), B.disk_read_bytes(), None
     if name == "edgecache":
         e0 = edge_tls_counters()
