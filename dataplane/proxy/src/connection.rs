@@ -41,6 +41,7 @@ use tracing::debug;
 use crate::body;
 use crate::handler::{self, Ctx};
 use crate::interim::{self, InterimForwarder, InterimIo, InterimSlot};
+use crate::node::Node;
 use edgecache_edge::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use edgecache_edge::send_room::SendRoom;
 use edgecache_edge::tls::TlsInfo;
@@ -49,8 +50,10 @@ pub use edgecache_observe::conn_info::Protocol;
 
 /// Serve one connection until it ends, a client limit expires or shutdown finishes it.
 /// `fd` is the TCP socket under `stream` (for the send-queue pacing of stored bodies).
+#[allow(clippy::too_many_arguments)]
 pub async fn serve<S>(
     ctx: Rc<Ctx>,
+    node: &Node,
     stream: S,
     fd: RawFd,
     peer: SocketAddr,
@@ -60,7 +63,7 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let limits = &ctx.shared.cfg.clients;
+    let limits = &node.cfg.clients;
     let timeouts = Timeouts {
         header: limits.header_timeout.get(),
         idle: limits.idle_timeout.get(),
@@ -83,7 +86,7 @@ pub async fn serve<S>(
     let svc_streams = streams.clone();
     // Stored bodies are paced by the socket's send queue (dataplane/serve/src/paced.rs).
     let (room, room_guard) = SendRoom::new(fd);
-    let redirect = redirect_port(&ctx, tls.is_some());
+    let redirect = redirect_port(node, tls.is_some());
     let conn_info = match &tls {
         Some(t) => ConnInfo {
             protocol,
@@ -186,8 +189,7 @@ pub async fn serve<S>(
             }
         }
         Protocol::Http2 => {
-            let conn =
-                http2_builder(&ctx.shared.http2, &ctx.shared.cfg.http2).serve_connection(io, svc);
+            let conn = http2_builder(&node.http2, &node.cfg.http2).serve_connection(io, svc);
             let _room_guard = room_guard;
             let ended = drive(&ctx, peer, conn, watchdog, shutdown, |c| {
                 c.graceful_shutdown()
@@ -367,8 +369,8 @@ pub fn to_origin_form(req: &mut Request<Incoming>) {
 }
 
 /// The TLS listener's port when plain requests are to be redirected to HTTPS.
-fn redirect_port(ctx: &Ctx, is_tls: bool) -> Option<u16> {
-    let tls = &ctx.shared.cfg.tls;
+fn redirect_port(node: &Node, is_tls: bool) -> Option<u16> {
+    let tls = &node.cfg.tls;
     match (is_tls, tls.redirect_http, tls.listen) {
         (false, true, Some(addr)) => Some(addr.port()),
         _ => None,

@@ -19,6 +19,17 @@ use edgecache_store::{Admission, EngineChoice, StoreConfig};
 use edgecache_upstream::origin;
 use edgecache_upstream::sites::{self, QueryRules};
 
+/// What the request pipeline reads of the config (edgecache_serve::shared::Settings).
+pub fn serve_settings(cfg: &DataplaneConfig) -> edgecache_serve::shared::Settings {
+    edgecache_serve::shared::Settings {
+        max_object_size: cfg.storage.max_object_size.bytes(),
+        slice_size: cfg.storage.slice_size.bytes(),
+        origin_idle_timeout: cfg.origin.idle_timeout.get(),
+        origin_first_byte_timeout: cfg.origin.first_byte_timeout.get(),
+        max_disk_streams_per_ip: cfg.clients.max_disk_streams_per_ip,
+    }
+}
+
 /// A site's compression: its `compression` over the top level's (`over`), unset fields at
 /// `policy::encoding`'s defaults; `None` when it is turned off.
 pub fn compression(

@@ -12,6 +12,7 @@ mod connection;
 mod contract;
 mod index_budget;
 mod metrics;
+mod node;
 mod reap;
 mod reference;
 mod server;

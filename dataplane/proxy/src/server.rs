@@ -26,8 +26,8 @@ use tracing::{debug, error, info, warn};
 
 use crate::connection::{self, Protocol};
 use crate::handler::Ctx;
+use crate::node::Node;
 use crate::origin::Origin;
-use crate::shared::Shared;
 
 /// A worker's listeners: the plain one, and the TLS one when TLS is on. Each is the worker's
 /// member of its SO_REUSEPORT group.
@@ -135,7 +135,7 @@ const WORKER_STACK: usize = 8 << 20;
 pub fn spawn_worker(
     env: WorkerEnv,
     listener: WorkerListeners,
-    shared: Arc<Shared>,
+    node: Arc<Node>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let index = env.index;
     std::thread::Builder::new()
@@ -153,7 +153,7 @@ pub fn spawn_worker(
             if let Err(e) = edgecache_host::pin_current_thread(cpu) {
                 warn!(worker = index, cpu, "cannot pin worker to its CPU: {e}");
             }
-            let engine = shared.store.engine();
+            let engine = node.serve.store.engine();
             // The listener moves into the worker future; a panic unwinds through the runtime,
             // which drops the future (closing the listener) and every connection task before
             // catch_unwind returns.
@@ -162,14 +162,14 @@ pub fn spawn_worker(
                     let mut b = tokio_uring::builder();
                     b.entries(URING_SQ_ENTRIES);
                     b.uring_builder(tokio_uring::uring_builder().setup_cqsize(URING_CQ_ENTRIES));
-                    b.start(run_worker(env, listener, shared.clone()))
+                    b.start(run_worker(env, listener, node.clone()))
                 }
                 EngineKind::Threads => tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .and_then(|rt| {
                         tokio::task::LocalSet::new()
-                            .block_on(&rt, run_worker(env, listener, shared.clone()))
+                            .block_on(&rt, run_worker(env, listener, node.clone()))
                     }),
             });
             let outcome = match std::panic::catch_unwind(run) {
@@ -204,9 +204,10 @@ pub const URING_CQ_ENTRIES: u32 = 4096;
 async fn run_worker(
     env: WorkerEnv,
     listeners: WorkerListeners,
-    shared: Arc<Shared>,
+    node: Arc<Node>,
 ) -> std::io::Result<()> {
     let index = env.index;
+    let shared = &node.serve;
     let listener = tokio::net::TcpListener::from_std(listeners.plain)?;
     let tls_listener = match listeners.tls {
         Some(l) => Some(tokio::net::TcpListener::from_std(l)?),
@@ -214,19 +215,19 @@ async fn run_worker(
     };
     let handshakes = Rc::new(Cell::new(0usize));
     let store = StoreWorker::new(shared.store.clone()).map_err(std::io::Error::other)?;
-    let origin = crate::contract::origin(&shared.cfg.origin);
+    let origin = crate::contract::origin(&node.cfg.origin);
     let origins = (shared.sites.list.iter())
-        .map(|site| Origin::for_site(&origin, site, &shared.cfg.cache.name))
+        .map(|site| Origin::for_site(&origin, site, &node.cfg.cache.name))
         .collect::<Result<Vec<_>, _>>()
         .map_err(std::io::Error::other)?;
     let peers = match &shared.sharding {
         Some(s) => Some(
-            s.client(&origin, &shared.cfg.cache.name)
+            s.client(&origin, &node.cfg.cache.name)
                 .map_err(std::io::Error::other)?,
         ),
         None => None,
     };
-    let policy = crate::contract::policy_config(&shared.cfg.cache);
+    let policy = crate::contract::policy_config(&node.cfg.cache);
     let ctx = Rc::new(Ctx::new(shared.clone(), store, origins, peers, policy));
     let budget = ctx.store.io_budget().clone();
     let released = shared.metrics.paced_chunks_released.clone();
@@ -237,7 +238,7 @@ async fn run_worker(
         },
     ));
     let open = Rc::new(OpenConns::default());
-    let mut shutdown = shared.shutdown.clone();
+    let mut shutdown = node.shutdown.clone();
     let faults = env.faults.clone();
     debug!(
         worker = index,
@@ -247,7 +248,7 @@ async fn run_worker(
     let taker = Taker {
         accepted: shared.metrics.accepted_on(index),
         env: &env,
-        shared: &shared,
+        node: &node,
         ctx: &ctx,
         open: &open,
         handshakes: &handshakes,
@@ -282,7 +283,7 @@ async fn run_worker(
     }
     drop(listener);
     drop(tls_listener);
-    let grace = shared.cfg.shutdown_grace.get();
+    let grace = node.cfg.shutdown_grace.get();
     let deadline = tokio::time::Instant::now() + grace;
     if tokio::time::timeout(grace, open.drained()).await.is_err() {
         warn!(
@@ -324,7 +325,7 @@ async fn accept_failed(worker: usize, e: std::io::Error) {
 struct Taker<'a> {
     accepted: prometheus_client::metrics::counter::Counter,
     env: &'a WorkerEnv,
-    shared: &'a Arc<Shared>,
+    node: &'a Arc<Node>,
     ctx: &'a Rc<Ctx>,
     open: &'a Rc<OpenConns>,
     handshakes: &'a Rc<Cell<usize>>,
@@ -335,7 +336,7 @@ impl Taker<'_> {
     fn take(&self, stream: tokio::net::TcpStream, peer: SocketAddr, is_tls: bool) {
         let Taker {
             env,
-            shared,
+            node,
             ctx,
             open,
             handshakes,
@@ -345,7 +346,8 @@ impl Taker<'_> {
         log_accept(env, peer);
         // Over a cap: refuse the new connection (closed at once), never slow the ones being
         // served.
-        let Some(mut guard) = open.enter(shared) else {
+        let shared = &node.serve;
+        let Some(mut guard) = open.enter(node) else {
             shared.metrics.connection_refused("per_worker");
             return;
         };
@@ -356,7 +358,7 @@ impl Taker<'_> {
         let ip_guard = if from_peer {
             None
         } else {
-            let Some(g) = shared.per_ip.try_enter(peer.ip()) else {
+            let Some(g) = node.per_ip.try_enter(peer.ip()) else {
                 shared.metrics.connection_refused("per_ip");
                 return;
             };
@@ -364,12 +366,13 @@ impl Taker<'_> {
         };
         let _ = stream.set_nodelay(true);
         let ctx = ctx.clone();
-        let shutdown = shared.shutdown.clone();
+        let node = node.clone();
+        let shutdown = node.shutdown.clone();
         let handshakes = handshakes.clone();
         tokio::task::spawn_local(crate::reap::reaping(async move {
             let fd = stream.as_raw_fd();
             if is_tls {
-                let Some(tls) = ctx.shared.tls.clone() else {
+                let Some(tls) = node.tls.clone() else {
                     return;
                 };
                 if let Some((stream, info)) = tls.accept(stream, &handshakes).await {
@@ -380,11 +383,12 @@ impl Taker<'_> {
                     if !guard.charge(protocol, peer, from_peer) {
                         return;
                     }
-                    connection::serve(ctx, stream, fd, peer, Some(info), protocol, shutdown).await;
+                    connection::serve(ctx, &node, stream, fd, peer, Some(info), protocol, shutdown)
+                        .await;
                 }
             } else {
-                let protocol = if ctx.shared.cfg.http2.enabled {
-                    let limits = &ctx.shared.cfg.clients;
+                let protocol = if node.cfg.http2.enabled {
+                    let limits = &node.cfg.clients;
                     let (idle, head) = (limits.idle_timeout.get(), limits.header_timeout.get());
                     match connection::sniff(&stream, idle, head).await {
                         Some(p) => p,
@@ -399,7 +403,7 @@ impl Taker<'_> {
                 if !guard.charge(protocol, peer, from_peer) {
                     return;
                 }
-                connection::serve(ctx, stream, fd, peer, None, protocol, shutdown).await;
+                connection::serve(ctx, &node, stream, fd, peer, None, protocol, shutdown).await;
             }
             drop(guard);
             drop(ip_guard);
@@ -447,7 +451,7 @@ struct OpenConns {
 /// An open connection, and the bytes of the budget it is charged.
 struct OpenGuard {
     open: Rc<OpenConns>,
-    shared: Arc<Shared>,
+    node: Arc<Node>,
     bytes: u64,
     /// An HTTP/2 connection's place among its address's.
     http2_ip: Option<edgecache_edge::client_caps::IpGuard>,
@@ -456,17 +460,17 @@ struct OpenGuard {
 impl OpenConns {
     /// A new connection, charged an HTTP/1.1 connection's bytes; `None` when they do not fit the
     /// worker's budget.
-    fn enter(self: &Rc<Self>, shared: &Arc<Shared>) -> Option<OpenGuard> {
+    fn enter(self: &Rc<Self>, node: &Arc<Node>) -> Option<OpenGuard> {
         let mut guard = OpenGuard {
             open: self.clone(),
-            shared: shared.clone(),
+            node: node.clone(),
             bytes: 0,
             http2_ip: None,
         };
         self.count.set(self.count.get() + 1);
-        shared.metrics.active_connections.inc();
+        node.serve.metrics.active_connections.inc();
         // Refused: the guard's drop counts the connection out again.
-        let budget = shared.connection_budget_per_worker;
+        let budget = node.connection_budget_per_worker;
         guard
             .cover(edgecache_host::CONNECTION_BYTES, budget)
             .then_some(guard)
@@ -488,24 +492,24 @@ impl OpenGuard {
         if protocol == Protocol::Http1 {
             return true;
         }
-        let budget = self.shared.connection_budget_per_worker;
+        let budget = self.node.connection_budget_per_worker;
         if !from_peer {
-            match self.shared.per_ip_http2.try_enter(peer.ip()) {
+            match self.node.per_ip_http2.try_enter(peer.ip()) {
                 Some(g) => self.http2_ip = Some(g),
                 None => {
                     let room = edgecache_host::http2_borrowable(budget);
-                    if self.cover(self.shared.http2_connection_bytes, room) {
+                    if self.cover(self.node.http2_connection_bytes, room) {
                         return true;
                     }
-                    self.shared.metrics.connection_refused("per_ip");
+                    self.node.serve.metrics.connection_refused("per_ip");
                     return false;
                 }
             }
         }
-        if self.cover(self.shared.http2_connection_bytes, budget) {
+        if self.cover(self.node.http2_connection_bytes, budget) {
             return true;
         }
-        self.shared.metrics.connection_refused("per_worker");
+        self.node.serve.metrics.connection_refused("per_worker");
         false
     }
 
@@ -519,7 +523,7 @@ impl OpenGuard {
         }
         self.open.bytes.set(held + extra);
         // Bounded by the budget, not refused here.
-        self.shared.metrics.memory.connections.take(extra);
+        self.node.serve.metrics.memory.connections.take(extra);
         self.bytes += extra;
         true
     }
@@ -530,10 +534,15 @@ impl Drop for OpenGuard {
         self.open
             .bytes
             .set(self.open.bytes.get().saturating_sub(self.bytes));
-        self.shared.metrics.memory.connections.give_back(self.bytes);
+        self.node
+            .serve
+            .metrics
+            .memory
+            .connections
+            .give_back(self.bytes);
         let n = self.open.count.get().saturating_sub(1);
         self.open.count.set(n);
-        self.shared.metrics.active_connections.dec();
+        self.node.serve.metrics.active_connections.dec();
         if n == 0 {
             self.open.zero.notify_waiters();
         }

@@ -15,6 +15,7 @@ use crate::admin::{self, Admin};
 use crate::clock::Clock;
 use crate::coalesce::Coalescer;
 use crate::metrics::{self, MemoryParts, Metrics, StoreCollector};
+use crate::node::Node;
 use crate::server::WorkerListeners;
 use crate::shared::Shared;
 use edgecache_edge::client_caps::PerIpCaps;
@@ -271,32 +272,29 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     ));
     let landing = Arc::new(crate::landing::Landing::default());
     let shared = Arc::new(Shared {
-        cfg: cfg.clone(),
+        settings: crate::contract::serve_settings(&cfg),
         store: store.clone(),
         metrics: metrics.clone(),
         coalescer: Arc::new(Coalescer::new(metrics.memory.coalescing_tails.clone())),
         landing: landing.clone(),
         clock: clock.clone(),
+        sharding: sharding.clone(),
+        purges: purges.clone(),
+        sites: sites.clone(),
+        requests: requests.clone(),
+    });
+    let node = Arc::new(Node {
+        serve: shared.clone(),
+        cfg: cfg.clone(),
         shutdown: shutdown_rx.clone(),
         per_ip: PerIpCaps::new(cfg.clients.max_connections_per_ip),
         connection_budget_per_worker,
         http2,
         http2_connection_bytes,
         per_ip_http2: PerIpCaps::new(per_ip_http2),
-        sharding: sharding.clone(),
-        purges: purges.clone(),
         tls,
-        sites: sites.clone(),
-        requests: requests.clone(),
     });
-    let sup = Supervisor::start(
-        listeners,
-        &cpus,
-        steering,
-        tls_group,
-        shared.clone(),
-        sup_metrics,
-    )?;
+    let sup = Supervisor::start(listeners, &cpus, steering, tls_group, node, sup_metrics)?;
     metrics.ready.set(1);
     ready.store(true, Ordering::Release);
     let ckpt_store = store.clone();

@@ -39,8 +39,8 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
+use crate::node::Node;
 use crate::server::{self, Fault, FaultSwitch, WorkerEnv, WorkerExit, WorkerListeners};
-use crate::shared::Shared;
 
 /// Listen backlog of every worker listener.
 pub const BACKLOG: i32 = 4096;
@@ -137,7 +137,7 @@ pub struct TlsGroup {
 /// Owns the workers and the steering of their listener group.
 pub struct Supervisor {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    node: Arc<Node>,
     steering: Arc<Mutex<Steering>>,
     tls: Option<(SocketAddr, Mutex<Steering>)>,
     observe: bool,
@@ -156,7 +156,7 @@ impl Supervisor {
         cpus: &[usize],
         steering: Steering,
         tls: Option<TlsGroup>,
-        shared: Arc<Shared>,
+        node: Arc<Node>,
         metrics: SupervisorMetrics,
     ) -> anyhow::Result<Self> {
         let addr = listeners
@@ -179,7 +179,7 @@ impl Supervisor {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let mut sup = Self {
             addr,
-            shared,
+            node,
             steering: Arc::new(Mutex::new(steering)),
             tls: tls.map(|g| (g.addr, Mutex::new(g.steering))),
             observe,
@@ -227,7 +227,7 @@ impl Supervisor {
             exits: self.exits_tx.clone(),
             observe,
         };
-        slot.handle = Some(server::spawn_worker(env, listener, self.shared.clone())?);
+        slot.handle = Some(server::spawn_worker(env, listener, self.node.clone())?);
         Ok(())
     }
 
@@ -272,7 +272,7 @@ impl Supervisor {
             // The thread sent its report as the last thing it did.
             let _ = h.join();
         }
-        if *self.shared.shutdown.borrow() {
+        if *self.node.shutdown.borrow() {
             return;
         }
         let lived = slot.started.elapsed();

@@ -146,12 +146,12 @@ impl Ctx {
 
     /// Longest silence allowed while an origin sends a body (every site's).
     pub fn origin_idle(&self) -> Duration {
-        self.shared.cfg.origin.idle_timeout.get()
+        self.shared.settings.origin_idle_timeout
     }
 
     /// How long a request coalesced on another's fetch waits for its response head.
     pub fn head_deadline(&self) -> Duration {
-        self.shared.cfg.origin.first_byte_timeout.get() + Duration::from_secs(1)
+        self.shared.settings.origin_first_byte_timeout + Duration::from_secs(1)
     }
 
     /// `policy`: the cache policy of a request routed to no site (the binary maps it from the
@@ -164,7 +164,7 @@ impl Ctx {
         policy: PolicyConfig,
     ) -> Self {
         let limits = stream_slots::limits(
-            shared.cfg.clients.max_disk_streams_per_ip,
+            shared.settings.max_disk_streams_per_ip,
             store.io_budget().capacity(),
             store.read_chunk(),
         );

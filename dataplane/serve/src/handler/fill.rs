@@ -379,7 +379,7 @@ pub(super) async fn relay_origin_response(
         Ok(_) if matches!(compression, Compression::Busy | Compression::Fallback(_)) => {
             status = status.detail("compress-busy");
         }
-        Ok(_) if store_len.is_some_and(|n| n > ctx.shared.cfg.storage.max_object_size.bytes()) => {
+        Ok(_) if store_len.is_some_and(|n| n > ctx.shared.settings.max_object_size) => {
             ctx.shared.metrics.write_abort("too_large");
             status = status.detail("too-large");
         }

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 /// The slice size in force: 0 when slicing is off (configured so, or larger than a record).
 pub(super) fn slice_size(ctx: &Ctx) -> u64 {
-    let s = ctx.shared.cfg.storage.slice_size.bytes();
+    let s = ctx.shared.settings.slice_size;
     if s > ctx.shared.store.max_body_len() {
         0
     } else {
@@ -54,7 +54,7 @@ pub(super) fn plan(ctx: &Ctx, rparts: &http::response::Parts) -> Option<(Manifes
     let got = Received::of(rparts.status, &rparts.headers)?;
     let aligned = got.first.is_multiple_of(size)
         && (got.first + got.len == got.total || got.len.is_multiple_of(size));
-    if !aligned || got.total > ctx.shared.cfg.storage.max_object_size.bytes() {
+    if !aligned || got.total > ctx.shared.settings.max_object_size {
         return None;
     }
     Some((
