@@ -2,6 +2,8 @@
 -- usage: wrk ... -s corpus.lua URL -- <path list file> [seed]
 -- done() prints one line "WRKJSON {...}" as objects.lua's does.
 
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "wrk_common.lua")
+
 local threads = {}
 local paths = {}
 
@@ -11,9 +13,7 @@ function setup(thread)
 end
 
 function init(args)
-  for line in io.lines(args[1]) do
-    if line ~= "" then table.insert(paths, line) end
-  end
+  paths = common.read_paths(args[1])
   local seed = tonumber(args[2] or os.time())
   math.randomseed(seed + (tid or 0) * 7919)
 end
@@ -23,13 +23,5 @@ function request()
 end
 
 function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,"err_connect":%d,"err_read":%d,' ..
-    '"err_write":%d,"err_status":%d,"err_timeout":%d,"lat_mean_us":%.1f,"lat_max_us":%d,' ..
-    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"p999_us":%d}\n',
-    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write,
-    e.status, e.timeout, latency.mean, latency.max,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99),
-    latency:percentile(99.9)))
+  common.report(summary, latency)
 end

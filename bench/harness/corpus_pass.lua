@@ -5,14 +5,14 @@
 -- usage: wrk -t1 ... -s corpus_pass.lua URL -- <path list file>
 -- done() prints one line "WRKJSON {...}" as objects.lua's does.
 
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "wrk_common.lua")
+
 local paths = {}
 local next_i = 1
 local responses = 0
 
 function init(args)
-  for line in io.lines(args[1]) do
-    if line ~= "" then table.insert(paths, line) end
-  end
+  paths = common.read_paths(args[1])
 end
 
 function request()
@@ -31,13 +31,5 @@ function response(status, headers, body)
 end
 
 function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,"err_connect":%d,"err_read":%d,' ..
-    '"err_write":%d,"err_status":%d,"err_timeout":%d,"lat_mean_us":%.1f,"lat_max_us":%d,' ..
-    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"p999_us":%d}\n',
-    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write,
-    e.status, e.timeout, latency.mean, latency.max,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99),
-    latency:percentile(99.9)))
+  common.report(summary, latency)
 end

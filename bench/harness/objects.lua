@@ -2,6 +2,8 @@
 -- usage: wrk ... -s objects.lua URL -- <size> <count> <uniform|zipf> [zipf_s] [seed]
 -- done() prints one line "WRKJSON {...}" with counts and latency percentiles (us).
 
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "wrk_common.lua")
+
 local threads = {}
 local size, count, dist, zs = "4k", 1000, "uniform", 1.0
 local cdf = nil
@@ -50,13 +52,5 @@ function request()
 end
 
 function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,"err_connect":%d,"err_read":%d,' ..
-    '"err_write":%d,"err_status":%d,"err_timeout":%d,"lat_mean_us":%.1f,"lat_max_us":%d,' ..
-    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"p999_us":%d}\n',
-    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write,
-    e.status, e.timeout, latency.mean, latency.max,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99),
-    latency:percentile(99.9)))
+  common.report(summary, latency)
 end
