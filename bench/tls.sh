@@ -7,39 +7,17 @@
 #   bench/tls.sh --help     all options (bench/harness/tls.py)
 # Needs root (cgroups v1 memory at /sys/fs/cgroup/memory, drop_caches) and 2+ cores.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-REPO=$(pwd)
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
-
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
-for a in "$@"; do
-  if [[ "$a" == "-h" || "$a" == "--help" ]]; then exec "$PY" bench/harness/tls.py --help; fi
-done
-
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v h2load >/dev/null || need+=(nghttp2-client)
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v traffic_server >/dev/null || need+=(trafficserver)
-command -v openssl >/dev/null || need+=(openssl)
-command -v curl >/dev/null || need+=(curl)
-command -v gcc >/dev/null || need+=(gcc libc6-dev)
-command -v taskset >/dev/null || need+=(util-linux)
-if ((${#need[@]})); then
-  echo "installing: ${need[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  for s in nginx trafficserver; do (service "$s" stop || true) >/dev/null 2>&1; done
-fi
-
-echo "building edgecache-origin + edgecache-loadgen (release)"
-cargo build --release -q -p edgecache-origin
-if [[ -z "${SKIP_EDGECACHE_BUILD:-}" ]]; then
-  echo "building edgecache-dataplane (release)"
-  if ! cargo build --release -q -p edgecache-dataplane --bin edgecache-dataplane 2>"$CARGO_TARGET_DIR/ecbench-dataplane-build.log"; then
-    echo "WARNING: edgecache-dataplane did not build (see $CARGO_TARGET_DIR/ecbench-dataplane-build.log); EdgeCache will be skipped" >&2
-  fi
-fi
+. "$(dirname "$0")/lib.sh"
+bench_help bench/harness/tls.py "$@"
+bench_need \
+    wrk:wrk \
+    h2load:nghttp2-client \
+    nginx:nginx-light \
+    traffic_server:trafficserver \
+    openssl:openssl \
+    curl:curl \
+    gcc:gcc+libc6-dev \
+    taskset:util-linux
+bench_build
 
 exec "$PY" bench/harness/tls.py --target-dir "$CARGO_TARGET_DIR" "$@"
