@@ -31,6 +31,8 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+
+use edgecache_trace::Share;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -144,7 +146,8 @@ pub struct SiteId {
 #[derive(Debug)]
 pub struct RequestLog {
     format: Format,
-    sampling: Sampling,
+    /// The share of requests written.
+    sampling: Share,
     /// `None` when the access log is off (or stdout could not be duplicated).
     queue: Option<crate::line_queue::Queue>,
     metrics: RequestMetrics,
@@ -153,27 +156,6 @@ pub struct RequestLog {
     /// This cache's name as its Cache-Status member starts.
     member_name: String,
     seed: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sampling {
-    Every,
-    None,
-    /// A request is logged when its draw is below this (a share of 2^64).
-    Below(u64),
-}
-
-impl Sampling {
-    fn of(share: f64) -> Self {
-        if share >= 1.0 {
-            Sampling::Every
-        } else if share > 0.0 {
-            // share < 1, so the product is below 2^64.
-            Sampling::Below((share * 18_446_744_073_709_551_616.0) as u64)
-        } else {
-            Sampling::None
-        }
-    }
 }
 
 impl RequestLog {
@@ -188,7 +170,7 @@ impl RequestLog {
     ) -> Self {
         let mut format = cfg.format;
         let mut queue = None;
-        if format != Format::Off && Sampling::of(cfg.sample) != Sampling::None {
+        if format != Format::Off && Share::of(cfg.sample) != Share::None {
             let started = std::io::stdout()
                 .as_fd()
                 .try_clone_to_owned()
@@ -225,7 +207,7 @@ impl RequestLog {
             ^ (u64::from(std::process::id()) << 32);
         Self {
             format,
-            sampling: Sampling::of(cfg.sample),
+            sampling: Share::of(cfg.sample),
             queue,
             metrics,
             tracer,
@@ -318,16 +300,12 @@ impl WorkerLog {
     /// Whether this request is in the access log: a draw of its own, random-looking and fixed
     /// once made, against the configured share.
     fn sampled(&self) -> bool {
-        match self.shared.sampling {
-            _ if self.shared.queue.is_none() => false,
-            Sampling::Every => true,
-            Sampling::None => false,
-            Sampling::Below(t) => {
+        self.shared.queue.is_some()
+            && self.shared.sampling.admits(|| {
                 let s = self.draw.get().wrapping_add(GOLDEN);
                 self.draw.set(s);
-                mix64(s) < t
-            }
-        }
+                mix64(s)
+            })
     }
 
     /// A request whose head the handler has just read. When it is logged, an [`UpstreamNote`]
@@ -691,18 +669,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sampling_shares() {
-        assert_eq!(Sampling::of(1.0), Sampling::Every);
-        assert_eq!(Sampling::of(0.0), Sampling::None);
-        let Sampling::Below(t) = Sampling::of(0.25) else {
-            panic!("a share");
-        };
+    fn the_draws_spread_over_the_share() {
+        let share = Share::of(0.25);
         let mut s = 12345u64;
         let n = 100_000;
         let hits = (0..n)
             .filter(|_| {
-                s = s.wrapping_add(GOLDEN);
-                mix64(s) < t
+                share.admits(|| {
+                    s = s.wrapping_add(GOLDEN);
+                    mix64(s)
+                })
             })
             .count();
         let share = hits as f64 / n as f64;

@@ -16,6 +16,7 @@ use prometheus_client::metrics::counter::Counter;
 use tracing::{info, warn};
 
 use crate::otlp;
+use crate::share::Share;
 use crate::span::{Kind, Record, Settings, Span, SpanData, TraceParent, draw, new_trace_id};
 
 /// Spans in one POST, at most.
@@ -122,34 +123,6 @@ enum Msg {
     Flush(SyncSender<()>),
 }
 
-/// A new trace is sampled when its draw is below this (a share of 2^64).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ratio {
-    Every,
-    None,
-    Below(u64),
-}
-
-impl Ratio {
-    fn of(share: f64) -> Ratio {
-        if share >= 1.0 {
-            Ratio::Every
-        } else if share > 0.0 {
-            Ratio::Below((share * 18_446_744_073_709_551_616.0) as u64)
-        } else {
-            Ratio::None
-        }
-    }
-
-    fn admits(self, draw: u64) -> bool {
-        match self {
-            Ratio::Every => true,
-            Ratio::None => false,
-            Ratio::Below(t) => draw < t,
-        }
-    }
-}
-
 impl Record for Tracer {
     fn record(&self, span: SpanData) {
         Tracer::record(self, span);
@@ -159,7 +132,8 @@ impl Record for Tracer {
 /// A process's tracer: spans go into its queue, its exporter thread sends them.
 #[derive(Debug)]
 pub struct Tracer {
-    ratio: Ratio,
+    /// The share of new traces sampled.
+    ratio: Share,
     tx: SyncSender<Msg>,
     counters: Counters,
 }
@@ -189,7 +163,7 @@ impl Tracer {
         crate::span::activate();
         info!(endpoint = %url, sample = settings.sample, "tracing to OTLP/HTTP");
         Ok(Some(Arc::new(Tracer {
-            ratio: Ratio::of(settings.sample),
+            ratio: Share::of(settings.sample),
             tx,
             counters,
         })))
@@ -217,7 +191,7 @@ impl Tracer {
             None => {
                 let d = draw();
                 self.ratio
-                    .admits(d)
+                    .admits(|| d)
                     .then(|| Span::new(self.clone(), new_trace_id(d), None, name, kind))
             }
         }
@@ -399,16 +373,5 @@ mod tests {
         ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn ratios() {
-        assert_eq!(Ratio::of(1.0), Ratio::Every);
-        assert_eq!(Ratio::of(0.0), Ratio::None);
-        let r = Ratio::of(0.25);
-        let n = 100_000;
-        let hits = (0..n).filter(|_| r.admits(draw())).count();
-        let share = hits as f64 / f64::from(n);
-        assert!((0.24..0.26).contains(&share), "{share}");
     }
 }

@@ -17,7 +17,9 @@ mod export;
 mod otlp;
 #[cfg(feature = "receiver")]
 pub mod receiver;
+mod share;
 mod span;
 
 pub use export::{Counters, Endpoint, StartError, Tracer};
+pub use share::Share;
 pub use span::*;
