@@ -68,6 +68,7 @@ use hyper::body::Incoming;
 use tracing::{debug, info};
 
 use crate::body::{self, Body};
+use crate::client_conn::ClientConn;
 use crate::coalesce::{End, Flight, Head, LeaderGuard, Role, TAIL_LIMIT};
 use crate::error::ProxyError;
 use crate::metrics::Outcome;
@@ -190,16 +191,14 @@ pub async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let (mut parts, body) = req.into_parts();
     // The request's one authority, normalised, before anything else reads the head.
-    let tls = parts
-        .extensions
-        .get::<crate::conn_info::ConnInfo>()
-        .is_some_and(|c| c.tls_version.is_some());
+    let conn = ClientConn::of(&parts).map(|c| c.info);
+    let tls = conn.is_some_and(|c| c.tls_version.is_some());
     let routed = ctx
         .shared
         .sites
         .route_head(&mut parts, if tls { "https" } else { "http" });
     // Observed and logged when its body ends or is dropped (dataplane/observe/src/request_log.rs).
-    let exchange = ctx.requests.begin(&mut parts, peer);
+    let exchange = ctx.requests.begin(&mut parts, peer, conn);
     let hop = peer::take_hop(&ctx, &mut parts);
     let mut resp = match routed {
         Ok(_) => route(&ctx, parts, body, peer).await,
@@ -748,7 +747,7 @@ async fn serve_stored(
             let object_ref = obj.object_ref.clone();
             let mut chunks: paced::Chunks =
                 Box::pin(obj.body(if whole { None } else { Some(range.clone()) }));
-            let room = parts.extensions.get::<crate::send_room::SendRoom>();
+            let room = ClientConn::of(parts).map(|c| &c.room);
             if let (Outcome::HitDisk, Some(room)) = (outcome, room)
                 && sent > STREAM_SLOT_MIN
             {

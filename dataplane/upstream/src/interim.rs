@@ -16,7 +16,8 @@
 //!   `poll_write` once such a flush happened and hyper has not written since. A partly written
 //!   interim response is always finished before any of hyper's bytes.
 //! * Per request, `serve_connection` calls [`InterimSlot::begin`], which hands out an
-//!   [`InterimForwarder`] put into the request's extensions. `Origin::prepare` copies it onto
+//!   [`InterimForwarder`] put into the request's extensions (in its
+//!   [`crate::client_conn::ClientConn`]). `Origin::prepare` copies it onto
 //!   the origin request and `Origin::send` registers the callback that calls
 //!   [`InterimForwarder::push`]; the callback runs in the origin connection's task and wakes
 //!   the client connection's task, whose next flush writes the bytes. A request sent from
