@@ -337,14 +337,6 @@ async fn lookup(
         Selected::None => (None, serve::miss(&parts)),
     };
     let status = decision.cache_status(&ctx.policy.name);
-    let mut miss = Miss::of(&parts, selected.as_ref().map(|(r, s)| (r, &**s)));
-    miss.seen = Some(seen);
-    // Held partial content that cannot answer: `fwd=partial` (RFC 9211 2.2).
-    let unanswered = if miss.held.is_some() {
-        Fwd::Partial
-    } else {
-        Fwd::UriMiss
-    };
     match (decision, selected) {
         (ServeDecision::Serve { .. }, Some((r, stored))) => {
             if let Some(resp) =
@@ -352,7 +344,8 @@ async fn lookup(
             {
                 return resp;
             }
-            fill(ctx, parts, key, peer, unanswered, miss).await
+            let miss = miss_after_lookup(&parts, Some((&r, &stored)), seen);
+            fill(ctx, parts, key, peer, miss.unanswered(), miss).await
         }
         (ServeDecision::ServeStale { conditional, .. }, Some((r, stored))) => {
             // RFC 5861 3: serve stale now, revalidate once in the background.
@@ -371,7 +364,8 @@ async fn lookup(
             {
                 return resp;
             }
-            fill(ctx, parts, key, peer, unanswered, miss).await
+            let miss = miss_after_lookup(&parts, Some((&r, &stored)), seen);
+            fill(ctx, parts, key, peer, miss.unanswered(), miss).await
         }
         (
             ServeDecision::Revalidate {
@@ -428,13 +422,29 @@ async fn lookup(
                 status,
             )
         }
-        (ServeDecision::Forward { reason }, _) => {
+        (ServeDecision::Forward { reason }, selected) => {
             // Neither its buffers nor its stream slot are held across the origin request.
             drop(opened);
+            let miss = miss_after_lookup(&parts, selected.as_ref().map(|(r, s)| (r, s)), seen);
             fill(ctx, parts, key, peer, reason.fwd(), miss).await
         }
-        (_, None) => fill(ctx, parts, key, peer, Fwd::UriMiss, miss).await,
+        (_, None) => {
+            let miss = miss_after_lookup(&parts, None, seen);
+            fill(ctx, parts, key, peer, Fwd::UriMiss, miss).await
+        }
     }
+}
+
+/// What a looked-up request takes to the origin when the store does not answer it: made only
+/// then, as a hit has no use for it. `selected` is the stored response the lookup selected.
+fn miss_after_lookup(
+    parts: &request::Parts,
+    selected: Option<(&ObjectRef, &Arc<StoredResponse>)>,
+    seen: Seen,
+) -> Miss {
+    let mut miss = Miss::of(parts, selected.map(|(r, s)| (r, &**s)));
+    miss.seen = Some(seen);
+    miss
 }
 
 /// An `only-if-cached` lookup that found nothing, while a fill of the key may be landing (its
