@@ -178,12 +178,16 @@ pub fn client_awaits_continue(version: Version, headers: &HeaderMap) -> bool {
         .get_all(header::EXPECT)
         .iter()
         .any(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    // Most requests expect nothing: their framing fields need no lookup.
+    if !expects {
+        return false;
+    }
     let has_content = headers.contains_key(header::TRANSFER_ENCODING)
         || headers
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
     // hyper's HTTP/2 server never answers an expectation: the origin's 100 is the only one.
-    expects && !(has_content && version == Version::HTTP_11)
+    !(has_content && version == Version::HTTP_11)
 }
 
 /// One request's right to send interim responses to its client; travels in the request's
