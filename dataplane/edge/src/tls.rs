@@ -107,7 +107,8 @@ impl TlsMetrics {
     }
 }
 
-/// What a TLS connection negotiated, put into each of its requests' extensions.
+/// What a TLS connection negotiated, put into each of its requests' extensions (in
+/// edgecache-upstream's `ClientConn`).
 #[derive(Debug, Clone)]
 pub struct TlsInfo {
     /// `TLSv1.2` or `TLSv1.3`.

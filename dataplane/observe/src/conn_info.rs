@@ -1,6 +1,7 @@
 //! What a request's connection is: the HTTP protocol it speaks and, over TLS, the negotiated
-//! TLS version. The data plane's server makes one [`ConnInfo`] per connection and inserts a
-//! copy into every request's extensions; the access log reads it (src/request_log.rs).
+//! TLS version. The data plane's server makes one [`ConnInfo`] per connection and puts a copy
+//! into every request's extensions (in edgecache-upstream's `ClientConn`); the handler hands it
+//! to the access log (src/request_log.rs).
 
 /// The HTTP protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -308,9 +308,15 @@ impl WorkerLog {
             })
     }
 
-    /// A request whose head the handler has just read. When it is logged, an [`UpstreamNote`]
-    /// goes into its extensions for the origin client to fill in.
-    pub fn begin(self: &Rc<Self>, parts: &mut request::Parts, client: SocketAddr) -> Exchange {
+    /// A request whose head the handler has just read, on a connection that is `conn` (`None`
+    /// when unknown). When it is logged, an [`UpstreamNote`] goes into its extensions for the
+    /// origin client to fill in.
+    pub fn begin(
+        self: &Rc<Self>,
+        parts: &mut request::Parts,
+        client: SocketAddr,
+        conn: Option<ConnInfo>,
+    ) -> Exchange {
         // What the router (the data plane's sites) left: the normalised authority and the site
         // (none for a request refused before it had either).
         let host = parts
@@ -322,7 +328,6 @@ impl WorkerLog {
             .get::<SiteId>()
             .map_or(UNROUTED, |s| s.label);
         let line = self.sampled().then(|| {
-            let conn = parts.extensions.get::<ConnInfo>().copied();
             let text = |name| {
                 parts
                     .headers

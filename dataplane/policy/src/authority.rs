@@ -127,9 +127,8 @@ impl Authority {
         if let Some(p) = port
             && Some(p) != default_port(scheme)
         {
-            use std::fmt::Write as _;
-            // Writing to a String cannot fail.
-            let _ = write!(text, ":{p}");
+            text.push(':');
+            crate::syntax::push_decimal(&mut text, u64::from(p));
         }
         Ok(Self { text, host_end })
     }
@@ -269,6 +268,22 @@ mod tests {
         assert_eq!((a.host(), a.port()), ("www.a.test", Some(8080)));
         let a = Authority::parse("[::1]:80", "http").unwrap();
         assert_eq!((a.host(), a.port()), ("[::1]", None));
+    }
+
+    #[test]
+    fn every_port_is_written_as_the_formatter_writes_it() {
+        for p in 1..=u16::MAX {
+            let want = if p == 80 {
+                "a.test".to_string()
+            } else {
+                format!("a.test:{p}")
+            };
+            assert_eq!(ok(&format!("a.test:{p}"), "http"), want);
+            // A leading zero is not written back (five digits at most).
+            if p < 10_000 {
+                assert_eq!(ok(&format!("a.test:0{p}"), "http"), want);
+            }
+        }
     }
 
     #[test]

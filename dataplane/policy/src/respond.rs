@@ -12,6 +12,7 @@ use super::headers;
 use super::partial::{self, HeldRanges, PartialOutcome};
 use super::range::{self, RangeOutcome};
 use super::stored::StoredResponse;
+use super::syntax;
 
 /// Which part of the stored body to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +59,7 @@ pub fn from_cache(
     let mut h = headers::for_client(stored, now);
     let has_body = !matches!(stored.status().as_u16(), 204 | 304);
     if has_body {
-        h.insert(CONTENT_LENGTH, HeaderValue::from(body_len));
+        h.insert(CONTENT_LENGTH, syntax::decimal_value(body_len));
     }
     if req.method == Method::HEAD {
         return CachedResponse {

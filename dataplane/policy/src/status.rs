@@ -151,7 +151,6 @@ impl CacheStatus {
     pub fn header_value(&self) -> HeaderValue {
         // Written once into a buffer sized for it, then handed over without another copy. A
         // plain hit (`name; hit; ttl=N`, most responses) is written without the formatter.
-        let mut text = String::with_capacity(self.name.len() + 48);
         let plain_hit = self.hit
             && self.fwd.is_none()
             && self.fwd_status.is_none()
@@ -161,13 +160,10 @@ impl CacheStatus {
             && self.detail.is_none()
             && is_sf_token(&self.name);
         if plain_hit {
-            text.push_str(&self.name);
-            text.push_str("; hit");
-            if let Some(ttl) = self.ttl {
-                text.push_str("; ttl=");
-                push_int(&mut text, ttl);
-            }
-        } else if fmt::Write::write_fmt(&mut text, format_args!("{self}")).is_err() {
+            return plain_hit_value(&self.name, self.ttl);
+        }
+        let mut text = String::with_capacity(self.name.len() + 48);
+        if fmt::Write::write_fmt(&mut text, format_args!("{self}")).is_err() {
             return HeaderValue::from_static("edgecache");
         }
         HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
@@ -180,25 +176,28 @@ impl CacheStatus {
     }
 }
 
-/// `n` in decimal, without the formatter.
-fn push_int(out: &mut String, n: i64) {
-    if n < 0 {
-        out.push('-');
-    }
+/// `name; hit` or `name; hit; ttl=N` (`name` an sf-token), written into a buffer of exactly its
+/// length: `Bytes` takes such a buffer over without a second allocation.
+fn plain_hit_value(name: &str, ttl: Option<i64>) -> HeaderValue {
     let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut v = n.unsigned_abs();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+    let ttl = ttl.map(|t| (t < 0, super::syntax::decimal(t.unsigned_abs(), &mut digits)));
+    let len = name.len()
+        + "; hit".len()
+        + ttl.map_or(0, |(minus, d)| {
+            "; ttl=".len() + usize::from(minus) + d.len()
+        });
+    let mut text = Vec::with_capacity(len);
+    text.extend_from_slice(name.as_bytes());
+    text.extend_from_slice(b"; hit");
+    if let Some((minus, d)) = ttl {
+        text.extend_from_slice(b"; ttl=");
+        if minus {
+            text.push(b'-');
         }
+        text.extend_from_slice(d);
     }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
-    }
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
+        .unwrap_or(HeaderValue::from_static("edgecache"))
 }
 
 fn is_sf_token(s: &str) -> bool {

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
-use http::header::{AsHeaderName, HeaderName};
+use http::header::{AsHeaderName, HeaderName, HeaderValue};
 
 /// The largest delta-seconds value a cache must represent; larger values clamp to it (RFC 9111
 /// 1.2.2: "the cache MUST consider the value to be 2147483648 (2^31)").
@@ -130,6 +130,34 @@ pub fn combined<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<String>
         }
     }
     out
+}
+
+/// The decimal digits of `n`, written at the end of `buf`: the part of it they fill.
+pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// `n` in decimal, pushed onto `out` without the formatter.
+pub(crate) fn push_decimal(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    // ASCII digits: always UTF-8.
+    out.push_str(std::str::from_utf8(decimal(n, &mut digits)).unwrap_or_default());
+}
+
+/// A field value of `n` in decimal (Content-Length), in one allocation: `HeaderValue::from`
+/// an integer makes a second one for the buffer it writes into.
+pub fn decimal_value(n: u64) -> HeaderValue {
+    let mut digits = [0u8; 20];
+    HeaderValue::from_bytes(decimal(n, &mut digits)).unwrap_or_else(|_| HeaderValue::from(n))
 }
 
 /// The first field line of `name` as text, if it is valid visible ASCII.
@@ -395,6 +423,29 @@ impl<'a> EntityTag<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_values_are_the_values_integers_make() {
+        let mut edges = vec![
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            4095,
+            4096,
+            65_535,
+            1 << 20,
+            u64::MAX - 1,
+        ];
+        edges.push(u64::MAX);
+        edges.extend((0..20).map(|p| 10u64.pow(p)));
+        edges.extend((1..20).map(|p| 10u64.pow(p) - 1));
+        for n in edges {
+            assert_eq!(decimal_value(n), HeaderValue::from(n), "{n}");
+        }
+    }
 
     #[test]
     fn delta_seconds_rfc9111_1_2_2() {

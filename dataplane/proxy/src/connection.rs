@@ -45,6 +45,7 @@ use crate::node::Node;
 use edgecache_edge::conn_timer::{self, ConnClock, TimedIo, Timeouts};
 use edgecache_edge::send_room::SendRoom;
 use edgecache_edge::tls::TlsInfo;
+use edgecache_upstream::client_conn::ClientConn;
 
 pub use edgecache_observe::conn_info::Protocol;
 
@@ -103,11 +104,8 @@ pub async fn serve<S>(
         let busy = svc_clock.begin_request();
         let slot = svc_slot.clone();
         let streams = svc_streams.clone();
-        req.extensions_mut().insert(svc_room.clone());
-        req.extensions_mut().insert(conn_info);
-        if let Some(info) = &tls {
-            req.extensions_mut().insert(info.clone());
-        }
+        let room = svc_room.clone();
+        let tls = tls.clone();
         async move {
             // Begun in the request's own task (an HTTP/2 stream's is not the connection's),
             // which tells its 1xx from those of a background revalidation (edgecache-upstream).
@@ -127,7 +125,12 @@ pub async fn serve<S>(
                 ),
                 None => slot.begin(req.version(), expects),
             };
-            req.extensions_mut().insert(interim.clone());
+            req.extensions_mut().insert(ClientConn {
+                info: conn_info,
+                room,
+                tls,
+                interim: interim.clone(),
+            });
             let resp = match redirect {
                 // Nodes forward misses to each other over plain HTTP.
                 Some(port)

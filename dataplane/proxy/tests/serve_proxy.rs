@@ -453,3 +453,37 @@ fn a_small_miss_goes_out_in_one_write() {
     }
     assert_eq!(o.requests(), 20);
 }
+
+/// Requests on one keep-alive connection, many in a row and some pipelined (sent before the
+/// response to the one before has been read, so they arrive while it is written): each is
+/// answered whole and in order. hyper reads into what is left of its buffer while a response
+/// goes out (third_party/hyper/PATCHES.md), so these pass through that room as it runs out, with
+/// heads of several sizes.
+#[test]
+fn pipelined_and_successive_requests_on_one_connection_are_answered_in_order() {
+    use std::io::{BufReader, Write};
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = Dataplane::start(Opts::new(&o.url(), dir.path()));
+    let mut s = std::net::TcpStream::connect(dp.listen).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let request = |id: usize, pad: usize| {
+        format!(
+            "GET /obj/4k/pipe{id} HTTP/1.1\r\nHost: test.example\r\nX-Pad: {}\r\n\r\n",
+            "p".repeat(pad)
+        )
+    };
+    for round in 0..40 {
+        // Three requests in one write, the middle one with a head of a few KiB.
+        let burst: String = (0..3)
+            .map(|i| request(i, if i == 1 { 100 * round } else { 10 }))
+            .collect();
+        s.write_all(burst.as_bytes()).unwrap();
+        for i in 0..3 {
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!(resp.status, 200, "round {round}, request {i}");
+            check_body(4096, format!("pipe{i}"), &resp.body).unwrap();
+        }
+    }
+}

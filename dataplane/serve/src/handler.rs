@@ -68,6 +68,7 @@ use hyper::body::Incoming;
 use tracing::{debug, info};
 
 use crate::body::{self, Body};
+use crate::client_conn::ClientConn;
 use crate::coalesce::{End, Flight, Head, LeaderGuard, Role, TAIL_LIMIT};
 use crate::error::ProxyError;
 use crate::metrics::Outcome;
@@ -190,16 +191,14 @@ pub async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let (mut parts, body) = req.into_parts();
     // The request's one authority, normalised, before anything else reads the head.
-    let tls = parts
-        .extensions
-        .get::<crate::conn_info::ConnInfo>()
-        .is_some_and(|c| c.tls_version.is_some());
+    let conn = ClientConn::of(&parts).map(|c| c.info);
+    let tls = conn.is_some_and(|c| c.tls_version.is_some());
     let routed = ctx
         .shared
         .sites
         .route_head(&mut parts, if tls { "https" } else { "http" });
     // Observed and logged when its body ends or is dropped (dataplane/observe/src/request_log.rs).
-    let exchange = ctx.requests.begin(&mut parts, peer);
+    let exchange = ctx.requests.begin(&mut parts, peer, conn);
     let hop = peer::take_hop(&ctx, &mut parts);
     let mut resp = match routed {
         Ok(_) => route(&ctx, parts, body, peer).await,
@@ -338,14 +337,6 @@ async fn lookup(
         Selected::None => (None, serve::miss(&parts)),
     };
     let status = decision.cache_status(&ctx.policy.name);
-    let mut miss = Miss::of(&parts, selected.as_ref().map(|(r, s)| (r, &**s)));
-    miss.seen = Some(seen);
-    // Held partial content that cannot answer: `fwd=partial` (RFC 9211 2.2).
-    let unanswered = if miss.held.is_some() {
-        Fwd::Partial
-    } else {
-        Fwd::UriMiss
-    };
     match (decision, selected) {
         (ServeDecision::Serve { .. }, Some((r, stored))) => {
             if let Some(resp) =
@@ -353,7 +344,8 @@ async fn lookup(
             {
                 return resp;
             }
-            fill(ctx, parts, key, peer, unanswered, miss).await
+            let miss = miss_after_lookup(&parts, Some((&r, &stored)), seen);
+            fill(ctx, parts, key, peer, miss.unanswered(), miss).await
         }
         (ServeDecision::ServeStale { conditional, .. }, Some((r, stored))) => {
             // RFC 5861 3: serve stale now, revalidate once in the background.
@@ -372,7 +364,8 @@ async fn lookup(
             {
                 return resp;
             }
-            fill(ctx, parts, key, peer, unanswered, miss).await
+            let miss = miss_after_lookup(&parts, Some((&r, &stored)), seen);
+            fill(ctx, parts, key, peer, miss.unanswered(), miss).await
         }
         (
             ServeDecision::Revalidate {
@@ -429,13 +422,29 @@ async fn lookup(
                 status,
             )
         }
-        (ServeDecision::Forward { reason }, _) => {
+        (ServeDecision::Forward { reason }, selected) => {
             // Neither its buffers nor its stream slot are held across the origin request.
             drop(opened);
+            let miss = miss_after_lookup(&parts, selected.as_ref().map(|(r, s)| (r, s)), seen);
             fill(ctx, parts, key, peer, reason.fwd(), miss).await
         }
-        (_, None) => fill(ctx, parts, key, peer, Fwd::UriMiss, miss).await,
+        (_, None) => {
+            let miss = miss_after_lookup(&parts, None, seen);
+            fill(ctx, parts, key, peer, Fwd::UriMiss, miss).await
+        }
     }
+}
+
+/// What a looked-up request takes to the origin when the store does not answer it: made only
+/// then, as a hit has no use for it. `selected` is the stored response the lookup selected.
+fn miss_after_lookup(
+    parts: &request::Parts,
+    selected: Option<(&ObjectRef, &Arc<StoredResponse>)>,
+    seen: Seen,
+) -> Miss {
+    let mut miss = Miss::of(parts, selected.map(|(r, s)| (r, &**s)));
+    miss.seen = Some(seen);
+    miss
 }
 
 /// An `only-if-cached` lookup that found nothing, while a fill of the key may be landing (its
@@ -748,7 +757,7 @@ async fn serve_stored(
             let object_ref = obj.object_ref.clone();
             let mut chunks: paced::Chunks =
                 Box::pin(obj.body(if whole { None } else { Some(range.clone()) }));
-            let room = parts.extensions.get::<crate::send_room::SendRoom>();
+            let room = ClientConn::of(parts).map(|c| &c.room);
             if let (Outcome::HitDisk, Some(room)) = (outcome, room)
                 && sent > STREAM_SLOT_MIN
             {

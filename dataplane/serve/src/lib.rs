@@ -28,6 +28,6 @@ pub mod stream_slots;
 // binary did when they were its own).
 use edgecache_edge::{client_caps, send_room};
 use edgecache_fleet::{peer_auth, ring, sharding};
-use edgecache_observe::{conn_info, request_log};
+use edgecache_observe::request_log;
 use edgecache_purge::purges;
-use edgecache_upstream::{error, origin, sites};
+use edgecache_upstream::{client_conn, error, origin, sites};

@@ -16,7 +16,8 @@
 //!   `poll_write` once such a flush happened and hyper has not written since. A partly written
 //!   interim response is always finished before any of hyper's bytes.
 //! * Per request, `serve_connection` calls [`InterimSlot::begin`], which hands out an
-//!   [`InterimForwarder`] put into the request's extensions. `Origin::prepare` copies it onto
+//!   [`InterimForwarder`] put into the request's extensions (in its
+//!   [`crate::client_conn::ClientConn`]). `Origin::prepare` copies it onto
 //!   the origin request and `Origin::send` registers the callback that calls
 //!   [`InterimForwarder::push`]; the callback runs in the origin connection's task and wakes
 //!   the client connection's task, whose next flush writes the bytes. A request sent from
@@ -177,12 +178,16 @@ pub fn client_awaits_continue(version: Version, headers: &HeaderMap) -> bool {
         .get_all(header::EXPECT)
         .iter()
         .any(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    // Most requests expect nothing: their framing fields need no lookup.
+    if !expects {
+        return false;
+    }
     let has_content = headers.contains_key(header::TRANSFER_ENCODING)
         || headers
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
     // hyper's HTTP/2 server never answers an expectation: the origin's 100 is the only one.
-    expects && !(has_content && version == Version::HTTP_11)
+    !(has_content && version == Version::HTTP_11)
 }
 
 /// One request's right to send interim responses to its client; travels in the request's

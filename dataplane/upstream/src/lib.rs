@@ -10,6 +10,7 @@
 //! [`origin::Settings`]), not the operator's config type, and the metric handles it counts in
 //! are registered by the data plane and passed down ([`interim::InterimMetrics`]).
 
+pub mod client_conn;
 pub mod error;
 pub mod hop_by_hop;
 pub mod interim;

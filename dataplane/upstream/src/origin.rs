@@ -25,6 +25,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{HttpConnector, HttpInfo};
 use hyper_util::rt::TokioExecutor;
 
+use crate::client_conn::ClientConn;
 use crate::error::ProxyError;
 pub use crate::hop_by_hop::strip_hop_by_hop;
 use crate::interim::InterimForwarder;
@@ -284,8 +285,8 @@ impl Origin {
             *h = headers;
         }
         // The client's request may receive this one's 1xx responses (see `send`).
-        if let Some(interim) = parts.extensions.get::<InterimForwarder>() {
-            b = b.extension(interim.clone());
+        if let Some(conn) = ClientConn::of(parts) {
+            b = b.extension(conn.interim.clone());
         }
         // A logged request notes where its fetches went (edgecache_observe::request_log).
         if let Some(note) = parts.extensions.get::<UpstreamNote>() {
@@ -583,8 +584,17 @@ mod tests {
             .body(())
             .unwrap();
         assert!(req.extensions().get::<InterimForwarder>().is_none());
-        p.extensions
-            .insert(slot.begin(http::Version::HTTP_11, false));
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (room, _guard) =
+            edgecache_edge::send_room::SendRoom::new(std::os::fd::AsRawFd::as_raw_fd(&socket));
+        p.extensions.insert(ClientConn {
+            info: edgecache_observe::conn_info::ConnInfo::plain(
+                edgecache_observe::conn_info::Protocol::Http1,
+            ),
+            room,
+            tls: None,
+            interim: slot.begin(http::Version::HTTP_11, false),
+        });
         let req = origin(HostHeader::Preserve)
             .prepare(&p, None, &HeaderMap::new())
             .unwrap()

@@ -29,6 +29,16 @@ impl Miss {
             seen: None,
         }
     }
+
+    /// Why it goes to the origin when its selected response could not answer: held partial
+    /// content that does not cover the request is `fwd=partial` (RFC 9211 2.2).
+    pub fn unanswered(&self) -> Fwd {
+        if self.held.is_some() {
+            Fwd::Partial
+        } else {
+            Fwd::UriMiss
+        }
+    }
 }
 
 /// Go to the origin for a request the store cannot answer: one origin fetch per key, shared

@@ -498,10 +498,7 @@ pub(super) async fn serve(
     fetch_parts
         .extensions
         .remove::<crate::request_log::UpstreamNote>();
-    let room = parts
-        .extensions
-        .get::<crate::send_room::SendRoom>()
-        .cloned();
+    let room = ClientConn::of(parts).map(|c| c.room.clone());
     let reader = Rc::new(Reader {
         ctx: ctx.clone(),
         parts: fetch_parts,

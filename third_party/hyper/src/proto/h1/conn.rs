@@ -498,7 +498,8 @@ where
             return Poll::Pending;
         }
 
-        let num_read = ready!(self.force_io_read(cx)).map_err(crate::Error::new_io)?;
+        // EdgeCache patch (PATCHES.md): read into the room left, not a new buffer.
+        let num_read = ready!(self.force_io_read_with(cx, true)).map_err(crate::Error::new_io)?;
 
         if num_read == 0 {
             trace!("found unexpected EOF on busy connection: {:?}", self.state);
@@ -510,9 +511,22 @@ where
     }
 
     fn force_io_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        self.force_io_read_with(cx, false)
+    }
+
+    // EdgeCache patch (PATCHES.md): `in_room` reads into the room the buffer has left.
+    fn force_io_read_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        in_room: bool,
+    ) -> Poll<io::Result<usize>> {
         debug_assert!(!self.state.is_read_closed());
 
-        let result = ready!(self.io.poll_read_from_io(cx));
+        let result = ready!(if in_room {
+            self.io.poll_read_from_io_in_room(cx)
+        } else {
+            self.io.poll_read_from_io(cx)
+        });
         Poll::Ready(result.map_err(|e| {
             trace!(error = %e, "force_io_read; io error");
             self.state.close();

@@ -229,7 +229,6 @@ where
     }
 
     pub(crate) fn poll_read_from_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        self.read_blocked = false;
         // Get the next amount to allocate, but make sure we don't go over
         // the max read buf size configured.
         let next = cmp::min(
@@ -241,7 +240,27 @@ where
         if self.read_buf_remaining_mut() < next {
             self.read_buf.reserve(next);
         }
+        self.poll_read_into_room(cx)
+    }
 
+    // EdgeCache patch (PATCHES.md): a read while a message is in progress, which only looks
+    // for EOF (or the start of a pipelined message), goes into the room the buffer has left
+    // when that is at least half a read. `reserve` would allocate a new buffer there: the
+    // message's head still holds the current one. Later, once the head is dropped, the next
+    // head's read reclaims the same buffer.
+    pub(crate) fn poll_read_from_io_in_room(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
+        if self.read_buf_remaining_mut() >= self.read_buf_strategy.next() / 2 {
+            self.poll_read_into_room(cx)
+        } else {
+            self.poll_read_from_io(cx)
+        }
+    }
+
+    fn poll_read_into_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        self.read_blocked = false;
         // SAFETY: ReadBuf and poll_read promise not to set any uninitialized
         // bytes onto `dst`.
         let dst = unsafe { self.read_buf.chunk_mut().as_uninit_slice_mut() };
