@@ -27,10 +27,10 @@ pub use cpu::{
 };
 pub use memory::{
     BASE_RSS, CONNECTION_BYTES, CONNECTIONS_PER_WORKER_MAX, CONNECTIONS_PER_WORKER_MIN, Charge,
-    HTTP2_CONNECTIONS_PER_WORKER, HTTP2_STREAM_BYTES, Http2Limits, IN_FLIGHT_MAX,
+    HTTP2_CONNECTIONS_PER_WORKER, HTTP2_STREAM_BYTES, Http2Limits, Http2Settings, IN_FLIGHT_MAX,
     IN_FLIGHT_NO_LIMIT, IN_FLIGHT_SHARE_PERCENT, IO_BUFFERS_MAX_PER_WORKER,
     IO_BUFFERS_MIN_PER_WORKER, IO_BUFFERS_NO_LIMIT_PER_WORKER, IO_BUFFERS_SHARE_DIVISOR,
-    LimitSource, MemoryPlan, NO_LIMIT_RAM_TIER_CAP, Part, RamTierSource, Share,
+    LimitSource, MemoryPlan, MemorySettings, NO_LIMIT_RAM_TIER_CAP, Part, RamTierSource, Share,
     connection_budget_per_worker, connections_per_worker, fits, http2_borrowable,
     http2_connection_bytes, http2_connections_per_address, http2_limits, io_buffers_per_worker,
     part_bound, plan_memory, plan_memory_with_ram, read_mem_total, read_mem_total_at,

@@ -7,15 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use edgecache_api::ByteSize;
-use edgecache_api::dataplane::MemoryConfig;
 
 mod http2;
 pub use http2::{
     HEADER_LIST_COPIES, HTTP2_CONNECTIONS_PER_WORKER, HTTP2_MAX_CONNECTION_WINDOW,
     HTTP2_MAX_HEADER_LIST, HTTP2_MAX_STREAM_WINDOW, HTTP2_MAX_STREAMS, HTTP2_MIN_HEADER_LIST,
     HTTP2_MIN_STREAMS, HTTP2_MIN_WINDOW, HTTP2_PER_ADDRESS_DIVISOR, HTTP2_STREAM_BYTES,
-    Http2Limits, connection_budget_per_worker, http2_borrowable, http2_connection_bytes,
-    http2_connections_per_address, http2_limits,
+    Http2Limits, Http2Settings, connection_budget_per_worker, http2_borrowable,
+    http2_connection_bytes, http2_connections_per_address, http2_limits,
 };
 
 /// Memory the process needs whatever it caches: code, runtimes, index, connections. 32 MiB.
@@ -344,8 +343,20 @@ pub fn connections_per_worker(plan: &MemoryPlan) -> u64 {
         .clamp(CONNECTIONS_PER_WORKER_MIN, CONNECTIONS_PER_WORKER_MAX)
 }
 
+/// What the memory plan reads of the configuration (the binary fills it from the config file's
+/// `memory:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemorySettings {
+    /// The limit to plan for, over the cgroup's.
+    pub limit: Option<u64>,
+    /// The RAM tier's size, over the planned one.
+    pub ram_tier: Option<u64>,
+    /// The share of the limit kept free (percent).
+    pub headroom_percent: u8,
+}
+
 /// Plan memory with no knowledge of total RAM (see [`plan_memory_with_ram`]).
-pub fn plan_memory(limit: Option<u64>, cfg: &MemoryConfig, workers: usize) -> MemoryPlan {
+pub fn plan_memory(limit: Option<u64>, cfg: &MemorySettings, workers: usize) -> MemoryPlan {
     plan_memory_with_ram(limit, None, cfg, workers)
 }
 
@@ -363,11 +374,11 @@ pub fn plan_memory(limit: Option<u64>, cfg: &MemoryConfig, workers: usize) -> Me
 pub fn plan_memory_with_ram(
     limit: Option<u64>,
     mem_total: Option<u64>,
-    cfg: &MemoryConfig,
+    cfg: &MemorySettings,
     workers: usize,
 ) -> MemoryPlan {
     let (limit, limit_source) = match (cfg.limit, limit) {
-        (Some(l), _) => (Some(l.bytes()), LimitSource::Config),
+        (Some(l), _) => (Some(l), LimitSource::Config),
         (None, Some(l)) => (Some(mem_total.map_or(l, |t| l.min(t))), LimitSource::Cgroup),
         (None, None) => (None, LimitSource::None),
     };
@@ -387,7 +398,7 @@ pub fn plan_memory_with_ram(
             let rest = rest - in_flight;
             let index_reserve = (u128::from(rest) * u128::from(INDEX_SHARE_PERCENT) / 100) as u64;
             let (ram, source) = match cfg.ram_tier {
-                Some(r) => (r.bytes(), RamTierSource::Config),
+                Some(r) => (r, RamTierSource::Config),
                 None => (rest - index_reserve, RamTierSource::Planned),
             };
             let over = fixed
@@ -399,7 +410,7 @@ pub fn plan_memory_with_ram(
         }
         None => {
             let (ram, source) = match cfg.ram_tier {
-                Some(r) => (r.bytes(), RamTierSource::Config),
+                Some(r) => (r, RamTierSource::Config),
                 None => (
                     mem_total.map_or(NO_LIMIT_RAM_TIER_CAP, |t| {
                         (t / 8).min(NO_LIMIT_RAM_TIER_CAP)
@@ -501,10 +512,10 @@ mod tests {
         rest - rest / 2
     }
 
-    fn cfg(limit: Option<u64>, ram: Option<u64>, headroom: u8) -> MemoryConfig {
-        MemoryConfig {
-            limit: limit.map(ByteSize),
-            ram_tier: ram.map(ByteSize),
+    fn cfg(limit: Option<u64>, ram: Option<u64>, headroom: u8) -> MemorySettings {
+        MemorySettings {
+            limit,
+            ram_tier: ram,
             headroom_percent: headroom,
         }
     }
@@ -536,7 +547,7 @@ mod tests {
             name: &'static str,
             cgroup: Option<u64>,
             total: Option<u64>,
-            cfg: MemoryConfig,
+            cfg: MemorySettings,
             workers: usize,
             limit: Option<u64>,
             source: LimitSource,
@@ -619,13 +630,13 @@ mod tests {
 
     #[test]
     fn plan_memory_without_ram_uses_the_cap() {
-        let p = plan_memory(None, &MemoryConfig::default(), 2);
+        let p = plan_memory(None, &cfg(None, None, 25), 2);
         assert_eq!(p.ram_tier, NO_LIMIT_RAM_TIER_CAP);
     }
 
     #[test]
     fn display_is_one_line() {
-        let p = plan_memory(Some(256 * MIB), &MemoryConfig::default(), 2);
+        let p = plan_memory(Some(256 * MIB), &cfg(None, None, 25), 2);
         let s = p.to_string();
         assert!(!s.contains('\n'));
         assert_eq!(
@@ -634,7 +645,7 @@ mod tests {
              in flight 32MiB (unknown-length bodies 8MiB, coalescing tails 8MiB, fill client queues 4MiB, interim queues 4MiB, encoders 8MiB), \
              index reserve 48MiB (index, and connections up to 68MiB), ram tier 48MiB (planned)"
         );
-        let over = plan_memory(Some(32 * MIB), &MemoryConfig::default(), 2).to_string();
+        let over = plan_memory(Some(32 * MIB), &cfg(None, None, 25), 2).to_string();
         assert!(over.ends_with("OVER BUDGET by 24MiB"), "{over}");
     }
 

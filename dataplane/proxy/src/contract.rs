@@ -19,6 +19,25 @@ use edgecache_store::{Admission, EngineChoice, StoreConfig};
 use edgecache_upstream::origin;
 use edgecache_upstream::sites::{self, QueryRules};
 
+/// What the memory plan reads of `memory:` (edgecache_host::MemorySettings).
+pub fn memory(c: &dataplane::MemoryConfig) -> edgecache_host::MemorySettings {
+    edgecache_host::MemorySettings {
+        limit: c.limit.map(|l| l.bytes()),
+        ram_tier: c.ram_tier.map(|r| r.bytes()),
+        headroom_percent: c.headroom_percent,
+    }
+}
+
+/// The HTTP/2 limits `http2:` sets, 0 where they are to be derived (edgecache_host::Http2Settings).
+pub fn http2(c: &dataplane::Http2Config) -> edgecache_host::Http2Settings {
+    edgecache_host::Http2Settings {
+        max_concurrent_streams: c.max_concurrent_streams,
+        max_header_list_size: c.max_header_list_size.bytes(),
+        stream_window: c.stream_window.bytes(),
+        connection_window: c.connection_window.bytes(),
+    }
+}
+
 /// What the request pipeline reads of the config (edgecache_serve::shared::Settings).
 pub fn serve_settings(cfg: &DataplaneConfig) -> edgecache_serve::shared::Settings {
     edgecache_serve::shared::Settings {

@@ -35,7 +35,7 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
             None
         }),
     };
-    let plan = edgecache_host::plan_memory(limit, &cfg.memory, workers);
+    let plan = edgecache_host::plan_memory(limit, &crate::contract::memory(&cfg.memory), workers);
     info!(workers, cpus = ?cpus, "memory plan: {plan}");
     let max_connections_per_worker = match cfg.clients.max_connections_per_worker {
         0 => usize::try_from(edgecache_host::connections_per_worker(&plan)).unwrap_or(usize::MAX),
@@ -50,7 +50,10 @@ pub fn serve(cfg: DataplaneConfig) -> anyhow::Result<()> {
     // all it can hold under limits derived from it.
     let connection_budget_per_worker =
         edgecache_host::connection_budget_per_worker(max_connections_per_worker as u64);
-    let http2 = edgecache_host::http2_limits(connection_budget_per_worker, &cfg.http2);
+    let http2 = edgecache_host::http2_limits(
+        connection_budget_per_worker,
+        &crate::contract::http2(&cfg.http2),
+    );
     let http2_connection_bytes = edgecache_host::http2_connection_bytes(&http2);
     if cfg.http2.enabled && http2_connection_bytes > connection_budget_per_worker {
         bail!(

@@ -10,8 +10,6 @@
 //! lets [`HTTP2_CONNECTIONS_PER_WORKER`] such connections fit a worker's budget
 //! ([`http2_limits`]).
 
-use edgecache_api::dataplane::Http2Config;
-
 use super::CONNECTION_BYTES;
 
 /// The HTTP/2 limits one connection is served with.
@@ -77,24 +75,34 @@ pub fn connection_budget_per_worker(cap: u64) -> u64 {
     cap.saturating_mul(CONNECTION_BYTES)
 }
 
+/// The HTTP/2 limits the configuration sets (the binary fills them from the config file's
+/// `http2:`); 0 is derived from the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Http2Settings {
+    pub max_concurrent_streams: u32,
+    pub max_header_list_size: u64,
+    pub stream_window: u64,
+    pub connection_window: u64,
+}
+
 /// The HTTP/2 limits within a worker's connection `budget` (pure): each configured value (not 0)
 /// as it is; the others derived so that [`HTTP2_CONNECTIONS_PER_WORKER`] connections fit at
 /// their worst case. Of a connection's share, after its own buffers: a 64th for a header list
 /// (8 to 32 KiB), a quarter of the rest for the connection window (64 KiB to 4 MiB), each
 /// stream's window as large as the connection's (at most 1 MiB), and as many streams as the
 /// rest holds (4 to 128).
-pub fn http2_limits(budget: u64, configured: &Http2Config) -> Http2Limits {
+pub fn http2_limits(budget: u64, configured: &Http2Settings) -> Http2Limits {
     let share = budget / HTTP2_CONNECTIONS_PER_WORKER;
-    let header_list = match configured.max_header_list_size.0 {
+    let header_list = match configured.max_header_list_size {
         0 => (share / 64).clamp(HTTP2_MIN_HEADER_LIST, HTTP2_MAX_HEADER_LIST),
         n => n,
     };
     let rest = share.saturating_sub(CONNECTION_BYTES + header_list);
-    let connection_window = match configured.connection_window.0 {
+    let connection_window = match configured.connection_window {
         0 => (rest / 4).clamp(HTTP2_MIN_WINDOW, HTTP2_MAX_CONNECTION_WINDOW),
         n => n,
     };
-    let stream_window = match configured.stream_window.0 {
+    let stream_window = match configured.stream_window {
         0 => connection_window.min(HTTP2_MAX_STREAM_WINDOW),
         n => n,
     };
@@ -142,14 +150,22 @@ pub fn http2_connections_per_address(budget: u64, connection_bytes: u64, workers
 
 #[cfg(test)]
 mod tests {
-    use super::super::{MemoryConfig, connections_per_worker, plan_memory};
+    use super::super::{MemorySettings, connections_per_worker, plan_memory};
     use super::*;
 
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
 
     fn budget(limit: Option<u64>, workers: usize) -> u64 {
-        let plan = plan_memory(limit, &MemoryConfig::default(), workers);
+        let plan = plan_memory(
+            limit,
+            &MemorySettings {
+                limit: None,
+                ram_tier: None,
+                headroom_percent: 25,
+            },
+            workers,
+        );
         connection_budget_per_worker(connections_per_worker(&plan))
     }
 
@@ -195,7 +211,7 @@ mod tests {
 
     #[test]
     fn derived_limits_fit_their_connections_into_the_budget() {
-        let defaults = Http2Config::default();
+        let defaults = Http2Settings::default();
         for (limit, workers) in [
             (Some(64 * MIB), 1),
             (Some(512 * MIB), 2),
@@ -219,7 +235,7 @@ mod tests {
 
     #[test]
     fn limits_grow_with_the_plan_up_to_the_protocol_friendly_maximums() {
-        let defaults = Http2Config::default();
+        let defaults = Http2Settings::default();
         let small = http2_limits(budget(Some(512 * MIB), 2), &defaults);
         let large = http2_limits(budget(Some(8 * GIB), 4), &defaults);
         let unlimited = http2_limits(budget(None, 4), &defaults);
@@ -253,10 +269,10 @@ mod tests {
 
     #[test]
     fn configured_values_are_kept_and_the_rest_derived() {
-        let cfg = Http2Config {
+        let cfg = Http2Settings {
             max_concurrent_streams: 16,
-            connection_window: edgecache_api::ByteSize(MIB),
-            ..Http2Config::default()
+            connection_window: MIB,
+            ..Http2Settings::default()
         };
         let b = budget(Some(512 * MIB), 2);
         let l = http2_limits(b, &cfg);
@@ -270,7 +286,7 @@ mod tests {
     #[test]
     fn one_address_takes_a_quarter_of_the_room_for_http2_connections() {
         let b = budget(Some(512 * MIB), 2);
-        let cost = http2_connection_bytes(&http2_limits(b, &Http2Config::default()));
+        let cost = http2_connection_bytes(&http2_limits(b, &Http2Settings::default()));
         // 33 fit each of the 2 workers: 66, a quarter of them.
         assert_eq!(b / cost, 33);
         assert_eq!(http2_connections_per_address(b, cost, 2), 16);
