@@ -31,11 +31,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-
-use edgecache_trace::Share;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
+use edgecache_trace::Share;
 use http::header;
 use http::{Method, Response, request};
 use http_body::Frame;
@@ -170,7 +169,8 @@ impl RequestLog {
     ) -> Self {
         let mut format = cfg.format;
         let mut queue = None;
-        if format != Format::Off && Share::of(cfg.sample) != Share::None {
+        let sampling = Share::of(cfg.sample);
+        if format != Format::Off && sampling != Share::None {
             let started = std::io::stdout()
                 .as_fd()
                 .try_clone_to_owned()
@@ -207,7 +207,7 @@ impl RequestLog {
             ^ (u64::from(std::process::id()) << 32);
         Self {
             format,
-            sampling: Share::of(cfg.sample),
+            sampling,
             queue,
             metrics,
             tracer,
