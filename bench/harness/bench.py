@@ -285,9 +285,8 @@ def core_busy_ns(spec):
     """CPU time the cores of `spec` (a taskset list) spent busy, everything but idle and iowait
     in /proc/stat, in ns.
 
-    Unlike a cgroup's cpuacct it includes the kernel's own threads on that core: the block
-    layer's workers that submit a cache's reads for it (Traffic Server's threaded `pread`s run
-    their submissions there) and softirqs. Other work on the core counts too, so it means
+    Unlike a cgroup's cpuacct it includes the kernel's own threads on that core, such as the
+    block layer's workers, and softirqs. Other work on the core counts too, so it means
     something only on a quiet machine."""
     want = {f"cpu{c}" for c in cpu_list(spec)}
     ticks, seen = 0, set()
