@@ -1097,7 +1097,7 @@ def copy_binaries(args, work):
             shutil.copy2(f, bindir / dst)
     BINS.update({"origin": bindir / "ecb-origin", "loadgen": bindir / "ecb-loadgen",
                  "dataplane": bindir / "ecb-dataplane"})
-    # tls.py and compress.py have no second build (--edge-b).
+    # compress.py has no second build (--edge-b).
     if getattr(args, "edge_b", None):
         shutil.copy2(Path(args.edge_b) / "release" / "edgecache-dataplane", bindir / "ecb-dataplane-b")
         BINS["dataplane-b"] = bindir / "ecb-dataplane-b"

@@ -33,7 +33,7 @@ import time
 
 import bench as B
 
-TLS_PORTS = {"edgecache": 18443, "nginx": 18444, "ats": 18445}
+TLS_PORTS = {"edgecache": 18443, "nginx": 18444, "ats": 18445, "edgecache-b": 18446}
 HOST = "bench.edgecache.test"  # the Host (:authority) every client sends, plain warm-up included
 SUITE = "TLS_AES_128_GCM_SHA256"
 GROUP = "X25519"
@@ -155,7 +155,11 @@ class TlsEdgeCache(B.EdgeCache):
                                  "--tls-cert", str(TLS["cert"]), "--tls-key", str(TLS["key"])]
 
 
-CACHE_TYPES = {c.name: c for c in (TlsEdgeCache, TlsNginx, TlsTrafficServer)}
+class TlsEdgeCacheB(TlsEdgeCache, B.EdgeCacheB):
+    """The second build of an A/B (--edge-b DIR), with the same TLS listener on its own port."""
+
+
+CACHE_TYPES = {c.name: c for c in (TlsEdgeCache, TlsNginx, TlsTrafficServer, TlsEdgeCacheB)}
 
 
 def probe(cache, emit):
@@ -421,7 +425,7 @@ def rounds(args, live, emit, label, one):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small object sets, short rounds")
-    ap.add_argument("--caches", default="edgecache,nginx,ats", help="comma list from edgecache,nginx,ats")
+    ap.add_argument("--caches", default="edgecache,nginx,ats", help="comma list from edgecache,nginx,ats (and edgecache-b with --edge-b)")
     ap.add_argument("--sizes", default="4k,100k,1m", help="comma list from 4k,100k,1m ('' = handshakes only)")
     ap.add_argument("--protos", default="h1,h2", help="comma list from h1 (wrk), h2 (h2load)")
     ap.add_argument("--dists", default="uniform", help="comma list from uniform,zipf")
@@ -444,6 +448,9 @@ def main():
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--work", default="/var/tmp/ec-bench", help="cache storage and logs (on the disk)")
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", str(B.REPO / "target")))
+    ap.add_argument("--edge-b", metavar="DIR",
+                    help="cargo target directory of a second EdgeCache build, cache edgecache-b in "
+                         "--caches: both measured in the same rounds (an A/B of two binaries)")
     ap.add_argument("--warm-conns", type=int, default=32)
     ap.add_argument("--warm-timeout", type=int, default=900)
     ap.add_argument("--max-warm-passes", type=int, default=10)
@@ -481,7 +488,7 @@ def main():
     caches = []
     for n in [c for c in args.caches.split(",") if c]:
         if n not in CACHE_TYPES:
-            sys.exit(f"unknown cache {n} (TLS rows: edgecache, nginx, ats; Varnish has no TLS in Debian 12)")
+            sys.exit(f"unknown cache {n} (TLS rows: edgecache, nginx, ats, edgecache-b; Varnish has no TLS in Debian 12)")
         c = CACHE_TYPES[n](args, work)
         if c.available():
             caches.append(c)

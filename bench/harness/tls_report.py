@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
 BEGIN = "<!-- BEGIN GENERATED HTTPS (bench/harness/tls_report.py) -->"
 END = "<!-- END GENERATED HTTPS -->"
-ORDER = ["edgecache", "ats", "nginx"]
+ORDER = ["edgecache", "edgecache-b", "ats", "nginx"]
 PROTO = {"h1": "HTTP/1.1 (wrk)", "h2": "HTTP/2 (h2load)"}
 
 
@@ -34,6 +34,15 @@ def ratios(rs, key, c, base, invert=False):
 
 def x(v):
     return "–" if v is None else f"{v:.2f}x"
+
+
+def ab_row(ab, row, metric, rs, key):
+    """The A/B line of one row when both EdgeCache builds ran it."""
+    if not any(r["cache"] == "edgecache-b" for r in rs) or not any(r["cache"] == "edgecache" for r in rs):
+        return
+    vs = [ratios(rs, key, c, b) for b in ("nginx", "ats") for c in ("edgecache", "edgecache-b")]
+    cpu = ratios(rs, "cpu_us_per_req", "edgecache", "edgecache-b")
+    ab.append((row, metric, ratios(rs, key, "edgecache", "edgecache-b"), cpu, vs))
 
 
 def build(recs):
@@ -84,6 +93,7 @@ def build(recs):
         w("")
     rounds = [r for r in recs if r.get("kind") == "tls_round" and not r.get("died")]
     goal = []
+    ab = []  # (row, metric, EdgeCache / EdgeCache (B), each build's ratios against nginx and ATS)
     if rounds:
         w("### HTTPS hits (warm cache)")
         w("")
@@ -114,6 +124,7 @@ def build(recs):
                     q, p = ratios(rs, "req_per_s", "edgecache", b), ratios(rs, "p99_ms", "edgecache", b, True)
                     if q is not None:
                         goal.append((f"{size} {proto} {dist} vs {LABEL[b]}", q, p, None))
+            ab_row(ab, f"{size} {proto} {dist}", "req/s", rs, "req_per_s")
             w("")
         w("hit ratio = 1 − origin fetches / requests in the round (the origin's own count). CPU µs/req = the "
           "cgroup's CPU time / requests. HTTP/2 latency: h2load's per-request log (stream open to close).")
@@ -141,6 +152,7 @@ def build(recs):
                   + " | ".join("1.00x" if c == b else x(ratios(rs, "handshakes_per_s", c, b)) for b in ("nginx", "ats"))
                   + " |")
                 if c == "edgecache":
+                    ab_row(ab, f"new connections, {mode} handshakes", "connections/s", rs, "handshakes_per_s")
                     # Below 0.9 of its core, EdgeCache did not set the rate (the load generator's
                     # core did): its CPU per connection against the other's is the comparison.
                     cores = med([r["cpu_cores"] for r in cr])
@@ -156,6 +168,19 @@ def build(recs):
           "CPU µs per connection = the server cgroup's CPU time / connections: when the server core is not "
           "saturated (CPU cores well below 1) the load generator's core set the rate, and this column is the "
           "comparison.")
+        w("")
+    if ab:
+        w("### A/B: two EdgeCache builds in the same rounds (--edge-b)")
+        w("")
+        args_b = meta.get("args", {})
+        w(f"EdgeCache = `{args_b.get('target_dir')}`, EdgeCache (B) = `{args_b.get('edge_b')}`; versions above. "
+          "Each ratio is the median of per-round ratios.")
+        w("")
+        w("| row | metric | EdgeCache / (B) | CPU µs/req EdgeCache / (B) | EdgeCache vs nginx | (B) vs nginx | "
+          "EdgeCache vs ATS | (B) vs ATS |")
+        w("|---|---|---|---|---|---|---|---|")
+        for row, metric, q, cpu, vs in ab:
+            w(f"| {row} | {metric} | {x(q)} | {x(cpu)} | " + " | ".join(x(v) for v in vs) + " |")
         w("")
     if goal:
         w("### Issue 17 §5 goal: EdgeCache ahead of nginx and Traffic Server in every row")
