@@ -443,9 +443,10 @@ fn one_address_alone_streams_past_its_share_and_its_next_large_hit_does_not_wait
 #[test]
 fn a_large_hit_that_waits_for_its_addresss_stream_slot_reads_its_record_once() {
     // One stream per address: 8 clients of one address take turns. Each hit of the 1 MiB
-    // object reads its record once (the first 256 KiB read brings the header and three 64 KiB
-    // blocks, four more reads the rest: 1,114,112 bytes); before the slot was taken ahead of
-    // the open, a client that had to wait read its first 256 KiB twice.
+    // object reads its record once, in one read of header and body (4 KiB + 1 MiB). Before the
+    // slot was taken ahead of the open, a client that had to wait read its first chunk twice;
+    // before records up to 1 MiB + 64 KiB were read whole, a hit took five reads of 256 KiB
+    // (1,114,112 bytes: the first chunk's body part was cut at a 64 KiB block and read again).
     let o = origin();
     let dir = tempfile::tempdir().unwrap();
     let dp = start(
@@ -455,7 +456,8 @@ fn a_large_hit_that_waits_for_its_addresss_stream_slot_reads_its_record_once() {
     );
     assert_eq!(dp.get("/obj/1m/turns").body.len(), 1 << 20);
     let read = "edgecache_dataplane_disk_read_bytes_total";
-    let before = dp.metric(read);
+    let reads = "edgecache_dataplane_disk_reads_total";
+    let (before, reads_before) = (dp.metric(read), dp.metric(reads));
     let listen = dp.listen;
     let clients: Vec<_> = (0..8)
         .map(|_| {
@@ -477,7 +479,12 @@ fn a_large_hit_that_waits_for_its_addresss_stream_slot_reads_its_record_once() {
         check_body(1 << 20, "turns", &r.body).unwrap();
     }
     let per_hit = (dp.metric(read) - before) / 8.0;
-    assert_eq!(per_hit, 1_114_112.0, "disk bytes read per hit");
+    assert_eq!(per_hit, 1_052_672.0, "disk bytes read per hit");
+    assert_eq!(
+        (dp.metric(reads) - reads_before) / 8.0,
+        1.0,
+        "disk reads per hit"
+    );
 }
 
 /// Whether the server has sent `s` anything yet (never waits).

@@ -676,7 +676,9 @@ fn stored_response(ctx: &Ctx, obj: &StoredObject) -> Option<Arc<StoredResponse>>
     Some(stored)
 }
 
-/// Stored bodies larger than this (one read chunk) take a stream slot of their client's address.
+/// Stored bodies larger than this (one read chunk) take a stream slot of their client's address:
+/// each holds I/O buffers while its client reads (two chunks, or one buffer of a record read
+/// whole, up to 1 MiB + 64 KiB).
 const STREAM_SLOT_MIN: u64 = 256 << 10;
 
 /// Answer from the store: the client's preconditions, HEAD and Range applied

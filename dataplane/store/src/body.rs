@@ -36,10 +36,23 @@ use crate::store::Store;
 /// the copy to the socket.
 pub(crate) const CHUNK: u64 = 256 << 10;
 
+/// The largest record read whole, header and body in one read: 17 checksum blocks, the record
+/// of a 1 MiB object. In 256 KiB chunks a 1 MiB hit took five reads; in one it took a fifth
+/// less CPU and went faster, Traffic Server in the same rounds (bench/BENCHMARKS.md, "1 MiB
+/// hits in one read"). Larger records still stream in [`CHUNK`]s, so a stream of a large
+/// object holds what it did, and the stream slots and the hardening built on them stand.
+pub(crate) const WHOLE_MAX: u64 = (1 << 20) + (64 << 10);
+
 /// The chunk size for a budget: [`CHUNK`], smaller for budgets under 2 MiB (an eighth of the
 /// budget, whole 64 KiB blocks), so that several streams always fit.
 pub(crate) fn chunk_for(budget: &IoBudget) -> u64 {
     (budget.capacity() / 8 / BLOCK * BLOCK).clamp(BLOCK, CHUNK)
+}
+
+/// The largest record read whole for a budget: [`WHOLE_MAX`], smaller for budgets under
+/// 8.5 MiB (an eighth of the budget, whole 64 KiB blocks, and never less than its chunk).
+pub(crate) fn whole_for(budget: &IoBudget) -> u64 {
+    (budget.capacity() / 8 / BLOCK * BLOCK).clamp(BLOCK, WHOLE_MAX)
 }
 
 /// Where an opened object's bytes come from.

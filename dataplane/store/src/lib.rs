@@ -124,16 +124,17 @@
 //! `src/ram.rs`) rather than by reordering the disk.
 //!
 //! # RAM tier
-//! Verified objects whose record is at most one read chunk (256 KiB) enter a byte-bounded RAM
-//! tier on a disk hit (once it is full, only when a frequency sketch says they are asked for
+//! Verified objects whose record is at most 256 KiB (a larger one when it is at most a 64th of
+//! the tier) enter a byte-bounded RAM tier on a disk hit (once it is full, only when a frequency sketch says they are asked for
 //! more often than the entry they would evict: TinyLFU) and leave by CLOCK; see
 //! `src/ram.rs`. Objects below `direct_io_threshold` are also read through the page cache,
 //! which the kernel may keep.
 //!
 //! # Reads and buffer memory
-//! [`StoreWorker::open`] reads header and body with one I/O when the record is at most one
-//! chunk (256 KiB), else one chunk: the header and the body's first whole 64 KiB blocks in it
-//! (192 KiB after a 4 KiB header); the rest streams in 256 KiB chunks, one
+//! [`StoreWorker::open`] reads header and body with one I/O when the record is at most 1 MiB +
+//! 64 KiB (a 1 MiB object and its header), else one chunk (256 KiB): the header and the body's
+//! first whole 64 KiB blocks in it (192 KiB after a 4 KiB header); the rest streams in 256 KiB
+//! chunks, one
 //! read ahead when the budget and the store's read slots (`StoreConfig::reads_in_flight`) have
 //! room (see `src/body.rs`). Every read and write buffer of a worker comes from its
 //! [`IoBudget`](crate::io::IoBudget) (`crate::io::budget`): a hard bound on the bytes of
@@ -177,7 +178,9 @@
 //!   detection). It runs at 23 GB/s on cached data but 7 GB/s on data just DMA'd by an O_DIRECT
 //!   read (memory bound): about 14 µs per 100 KiB, 31-47% of a 100 KiB read in the store. The
 //!   pass is not wasted: it brings the chunk into the cache right before hyper copies it into
-//!   the socket, which is why chunks are 256 KiB (they stay in L2) rather than 1 MiB.
+//!   the socket, which is why chunks are 256 KiB (they stay in L2). The pass runs only on a
+//!   record's first whole read in a run, so a record of up to 1 MiB + 64 KiB is read whole:
+//!   one read for a 1 MiB hit instead of five (`src/body.rs`, `WHOLE_MAX`).
 //! - The rest of a 100 KiB read is the kernel's O_DIRECT path (about 25%: `iomap_dio_rw`,
 //!   page pinning, virtio notification) and a few % of index lookup (SipHash, key compares)
 //!   and header decoding (three small copies).

@@ -3,13 +3,13 @@
 //! - Size: the tier counts each entry's key, meta and body bytes plus an estimated overhead,
 //!   and keeps the total within its capacity (the disk index has its own bounded share of the
 //!   memory plan, `StoreConfig::index_bytes`).
-//! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (256 KiB, one read
-//!   chunk: read whole in one read, then copied in), and larger ones of at most a
-//!   [`LARGE_SHARE`]th of the tier ([`RamTier::max_record`]): those are streamed from disk in
-//!   chunks and copied in as the verified chunks pass, when a disk hit streams the whole body
-//!   (never from a range or a stream dropped part way). What such copies in progress hold is
-//!   counted in the tier's bytes from their start ([`RamTier::reserve`]), at most an eighth of
-//!   the tier at a time.
+//! - Eligible: records (header + padded body) of at most [`RAM_MAX_RECORD`] (256 KiB), and
+//!   larger ones of at most a [`LARGE_SHARE`]th of the tier ([`RamTier::max_record`]). A record
+//!   read whole (up to 1 MiB + 64 KiB) is copied in from that read. A larger one is streamed
+//!   from disk in chunks and copied in as the verified chunks pass, when a disk hit streams the
+//!   whole body (never from a range or a stream dropped part way).
+//!   What such copies in progress hold is counted in the tier's bytes from their start
+//!   ([`RamTier::reserve`]), at most an eighth of the tier at a time.
 //! - Admission: an object enters on a *disk hit*, never on write. A response seen once (the
 //!   miss that stored it) stays on disk only; the one-hit wonders that dominate CDN traffic
 //!   never take RAM. While the tier has room every disk hit is admitted. Once it is full, the
@@ -38,7 +38,7 @@ use bytes::Bytes;
 use super::frequency::{FrequencySketch, key_hash};
 use super::state::LocId;
 
-/// Largest record kept in RAM: one read chunk (256 KiB). 1 MiB records were measured and
+/// Largest record kept in RAM whatever the tier's size (256 KiB). 1 MiB records were measured and
 /// rejected: zipf gained 40% at first, but copying 1 MiB records in and out made the worker
 /// CPU-bound and got slower over a full run (bench/BENCHMARKS.md, tuning log).
 pub const RAM_MAX_RECORD: u64 = 256 * 1024;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::body::{
-    DiskBody, Inner, RamFill, Source, StoredObject, chunk_for, read_timed, verify_blocks,
+    DiskBody, Inner, RamFill, Source, StoredObject, chunk_for, read_timed, verify_blocks, whole_for,
 };
 use super::combine::Combiner;
 use super::growing::{Growing, Readable};
 use super::index::MAX_BLOCKS;
-use super::ram::{Copy as RamCopy, Parsed, RAM_MAX_RECORD};
+use super::ram::{Copy as RamCopy, Parsed};
 use super::record::{self, BLOCK, RecordHeader};
 use super::rewrite::{Begin, REWRITE_RETRIES, RewriteGuard};
 use super::state::Loc;
@@ -35,6 +35,8 @@ pub struct StoreWorker {
     combiner: Rc<Combiner>,
     budget: IoBudget,
     chunk: u64,
+    /// The largest record read whole (`body::whole_for`).
+    whole: u64,
     /// Test hook: this worker's rewrites leave a torn header on disk for a while.
     #[cfg(test)]
     tear: Option<Rc<tests::Tear>>,
@@ -101,6 +103,7 @@ impl StoreWorker {
             store,
             io,
             chunk: chunk_for(&budget),
+            whole: whole_for(&budget),
             budget,
             #[cfg(test)]
             tear: None,
@@ -128,7 +131,8 @@ impl StoreWorker {
     }
 
     /// Open a looked-up object: from the RAM tier, or with one read of header and body (the
-    /// whole record when it is at most one chunk (256 KiB), else the first chunk: the header
+    /// whole record when it is at most 1 MiB + 64 KiB (less for a budget under 8.5 MiB), else
+    /// the first chunk (256 KiB): the header
     /// and as much body as fills it in whole 64 KiB blocks; a header longer than that is read
     /// again whole). The header's checksum, primary key, epoch and length are checked: another
     /// key's record (an index tag collision) or an evicted, purged or replaced object is
@@ -179,16 +183,15 @@ impl StoreWorker {
         let rec_len = r.record_len;
         // The index's length is exact below its saturation (256 MiB), a lower bound above.
         let exact = rec_len < u64::from(MAX_BLOCKS) * 4096;
-        // At most one chunk: one read of the whole record. Larger: one chunk-sized read (one
-        // size class for every buffer of a stream) of the header and the first body blocks.
-        // A record of at most one staging buffer (every packed one) is read whole whatever
-        // this worker's chunk: a packed body does not start at a block boundary.
-        let whole = exact && rec_len <= self.chunk.max(STAGE as u64);
+        // At most `whole` (a 1 MiB object's record): one read of the whole record. Larger: one
+        // chunk-sized read (one size class for every buffer of a stream) of the header and the
+        // first body blocks. A record of at most one staging buffer (every packed one) is read
+        // whole whatever this worker's budget: a packed body does not start at a block boundary.
+        let whole = exact && rec_len <= self.whole.max(STAGE as u64);
         // A whole read is copied into RAM here; a larger record as its verified chunks stream
-        // (`body::RamFill`). `admit` counts the lookup in the tier's frequency sketch, so it
-        // runs once per disk hit of an eligible record.
-        let eligible = exact && (rec_len <= RAM_MAX_RECORD || !whole);
-        let to_ram = eligible && store.ram().admit(&r.primary, loc.id(), rec_len);
+        // (`body::RamFill`). `admit` (which also bounds the record's size) counts the lookup in
+        // the tier's frequency sketch, so it runs once per disk hit.
+        let to_ram = exact && store.ram().admit(&r.primary, loc.id(), rec_len);
         let mut want = if whole { rec_len } else { self.chunk };
         let direct = rec_len >= store.config().direct_io_threshold;
         let file = FileId {

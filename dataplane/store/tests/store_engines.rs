@@ -33,6 +33,7 @@ engine_suite!(
     variants_whose_tags_collide_both_stay,
     ram_tier_serves_second_hit,
     large_records_enter_the_ram_tier_when_streamed_whole,
+    a_1_mib_object_is_one_read_and_larger_ones_stream_in_chunks,
     reopen_keeps_objects,
     eviction_stays_within_budget,
     flipped_body_byte_is_not_served,
@@ -335,6 +336,41 @@ fn ram_tier_serves_second_hit(engine: EngineChoice) {
     });
 }
 
+/// A 1 MiB object's record (its header and body) is one disk read with the default I/O
+/// budget, and a larger record streams in reads of one chunk (256 KiB), every byte the same.
+fn a_1_mib_object_is_one_read_and_larger_ones_stream_in_chunks(engine: EngineChoice) {
+    let dir = tmp();
+    let store = edgecache_store::Store::open(cfg(dir.path(), 256 * MIB, engine)).unwrap();
+    run(engine, async {
+        let w = StoreWorker::new(store.clone()).unwrap();
+        let chunk = 256 << 10;
+        assert_eq!(w.read_chunk(), chunk);
+        // 3 MiB: the first chunk brings the header and three 64 KiB blocks, twelve more the rest.
+        for (key, len, want_reads) in [("/one", 1 << 20, 1), ("/three", 3 << 20, 13)] {
+            let body = content(key, 5, len);
+            put(&w, key, "", "m", &body, true, 64 << 10).await.unwrap();
+            let r = &store.lookup(key.as_bytes())[0];
+            let before = store.stats();
+            let o = w.open(r).await.unwrap();
+            assert_eq!(o.source, Source::Disk);
+            assert_eq!(collect(o, None).await.unwrap(), body, "{key}");
+            let after = store.stats();
+            assert_eq!(
+                after.disk_reads - before.disk_reads,
+                want_reads,
+                "{key}: reads"
+            );
+            // The first read's body part is cut at a 64 KiB block: at most that is read twice.
+            assert!(
+                after.disk_read_bytes - before.disk_read_bytes <= r.record_len + (64 << 10),
+                "{key}: {} bytes read for a record of {}",
+                after.disk_read_bytes - before.disk_read_bytes,
+                r.record_len
+            );
+        }
+    });
+}
+
 /// A 256 MiB store with a RAM tier of `tier` bytes.
 fn with_ram_tier(
     engine: EngineChoice,
@@ -347,13 +383,13 @@ fn with_ram_tier(
     (dir, store)
 }
 
-/// A worker, and `/big` (900,000 bytes, four read chunks) stored through it.
+/// A worker, and `/big` (2,500,000 bytes, three read chunks) stored through it.
 async fn put_big(
     store: &std::sync::Arc<edgecache_store::Store>,
     seed: u64,
 ) -> (StoreWorker, Vec<u8>) {
     let w = StoreWorker::new(store.clone()).unwrap();
-    let body = content("/big", seed, 900_000);
+    let body = content("/big", seed, 2_500_000);
     put(&w, "/big", "", "m", &body, true, 64 << 10)
         .await
         .unwrap();
@@ -364,7 +400,7 @@ async fn put_big(
 /// whole body (verified chunk by chunk), never from a range or a stream dropped part way, and
 /// only when it is a small part of the tier; later hits are RAM hits with every byte the same.
 fn large_records_enter_the_ram_tier_when_streamed_whole(engine: EngineChoice) {
-    let (_dir, store) = with_ram_tier(engine, 64 * MIB);
+    let (_dir, store) = with_ram_tier(engine, 256 * MIB);
     run(engine, async {
         let (w, body) = put_big(&store, 7).await;
         let r = &store.lookup(b"/big")[0];
@@ -382,7 +418,7 @@ fn large_records_enter_the_ram_tier_when_streamed_whole(engine: EngineChoice) {
         );
         drop(ranged);
         let whole = w.open(r).await.unwrap().body(None);
-        assert!(store.stats().ram_tier_bytes >= held + 900_000);
+        assert!(store.stats().ram_tier_bytes >= held + 2_500_000);
         drop(whole);
         assert_eq!(
             store.stats().ram_tier_bytes,
