@@ -125,8 +125,9 @@
 //!
 //! # RAM tier
 //! Verified objects whose record is at most 256 KiB (a larger one when it is at most a 64th of
-//! the tier) enter a byte-bounded RAM tier on a disk hit (once it is full, only when a frequency sketch says they are asked for
-//! more often than the entry they would evict: TinyLFU) and leave by CLOCK; see
+//! the tier) enter a byte-bounded RAM tier on a disk hit (once it is full, only when a
+//! frequency sketch says they are asked for more often than the entry they would evict:
+//! TinyLFU) and leave by CLOCK; see
 //! `src/ram.rs`. Objects below `direct_io_threshold` are also read through the page cache,
 //! which the kernel may keep.
 //!
@@ -134,9 +135,8 @@
 //! [`StoreWorker::open`] reads header and body with one I/O when the record is at most 1 MiB +
 //! 64 KiB (a 1 MiB object and its header), else one chunk (256 KiB): the header and the body's
 //! first whole 64 KiB blocks in it (192 KiB after a 4 KiB header); the rest streams in 256 KiB
-//! chunks, one
-//! read ahead when the budget and the store's read slots (`StoreConfig::reads_in_flight`) have
-//! room (see `src/body.rs`). Every read and write buffer of a worker comes from its
+//! chunks, one read ahead when the budget and the store's read slots
+//! (`StoreConfig::reads_in_flight`) have room (see `src/body.rs`). Every read and write buffer of a worker comes from its
 //! [`IoBudget`](crate::io::IoBudget) (`crate::io::budget`): a hard bound on the bytes of
 //! aligned buffers it has allocated, in flight, held by a response body not yet written to the
 //! socket (a chunk's budget is returned when hyper drops the last `Bytes` of

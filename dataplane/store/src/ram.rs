@@ -38,8 +38,8 @@ use bytes::Bytes;
 use super::frequency::{FrequencySketch, key_hash};
 use super::state::LocId;
 
-/// Largest record kept in RAM whatever the tier's size (256 KiB). 1 MiB records were measured and
-/// rejected: zipf gained 40% at first, but copying 1 MiB records in and out made the worker
+/// Largest record kept in RAM whatever the tier's size (256 KiB). 1 MiB records were measured
+/// and rejected: zipf gained 40% at first, but copying 1 MiB records in and out made the worker
 /// CPU-bound and got slower over a full run (bench/BENCHMARKS.md, tuning log).
 pub const RAM_MAX_RECORD: u64 = 256 * 1024;
 

@@ -132,9 +132,8 @@ impl StoreWorker {
 
     /// Open a looked-up object: from the RAM tier, or with one read of header and body (the
     /// whole record when it is at most 1 MiB + 64 KiB (less for a budget under 8.5 MiB), else
-    /// the first chunk (256 KiB): the header
-    /// and as much body as fills it in whole 64 KiB blocks; a header longer than that is read
-    /// again whole). The header's checksum, primary key, epoch and length are checked: another
+    /// the first chunk (256 KiB): the header and as much body as fills it in whole 64 KiB
+    /// blocks; a header longer than that is read again whole). The header's checksum, primary key, epoch and length are checked: another
     /// key's record (an index tag collision) or an evicted, purged or replaced object is
     /// `MissingOrReplaced` (the caller tries its next candidate). A small body is verified
     /// here (`Corrupt` on mismatch); a large one as it streams. The returned object carries
