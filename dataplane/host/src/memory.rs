@@ -512,7 +512,7 @@ mod tests {
         rest - rest / 2
     }
 
-    fn cfg(limit: Option<u64>, ram: Option<u64>, headroom: u8) -> MemorySettings {
+    pub(super) fn cfg(limit: Option<u64>, ram: Option<u64>, headroom: u8) -> MemorySettings {
         MemorySettings {
             limit,
             ram_tier: ram,

@@ -43,16 +43,21 @@ pub(crate) const CHUNK: u64 = 256 << 10;
 /// object holds what it did, and the stream slots and the hardening built on them stand.
 pub(crate) const WHOLE_MAX: u64 = (1 << 20) + (64 << 10);
 
-/// The chunk size for a budget: [`CHUNK`], smaller for budgets under 2 MiB (an eighth of the
-/// budget, whole 64 KiB blocks), so that several streams always fit.
+/// The chunk size for a budget: [`CHUNK`], smaller for budgets under 2 MiB, so that several
+/// streams always fit.
 pub(crate) fn chunk_for(budget: &IoBudget) -> u64 {
-    (budget.capacity() / 8 / BLOCK * BLOCK).clamp(BLOCK, CHUNK)
+    eighth_of(budget, CHUNK)
 }
 
 /// The largest record read whole for a budget: [`WHOLE_MAX`], smaller for budgets under
-/// 8.5 MiB (an eighth of the budget, whole 64 KiB blocks, and never less than its chunk).
+/// 8.5 MiB (never less than its chunk).
 pub(crate) fn whole_for(budget: &IoBudget) -> u64 {
-    (budget.capacity() / 8 / BLOCK * BLOCK).clamp(BLOCK, WHOLE_MAX)
+    eighth_of(budget, WHOLE_MAX)
+}
+
+/// An eighth of the budget in whole 64 KiB blocks, between one block and `max`.
+fn eighth_of(budget: &IoBudget, max: u64) -> u64 {
+    (budget.capacity() / 8 / BLOCK * BLOCK).clamp(BLOCK, max)
 }
 
 /// Where an opened object's bytes come from.

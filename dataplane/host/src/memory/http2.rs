@@ -150,22 +150,15 @@ pub fn http2_connections_per_address(budget: u64, connection_bytes: u64, workers
 
 #[cfg(test)]
 mod tests {
-    use super::super::{MemorySettings, connections_per_worker, plan_memory};
+    use super::super::tests::cfg;
+    use super::super::{connections_per_worker, plan_memory};
     use super::*;
 
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
 
     fn budget(limit: Option<u64>, workers: usize) -> u64 {
-        let plan = plan_memory(
-            limit,
-            &MemorySettings {
-                limit: None,
-                ram_tier: None,
-                headroom_percent: 25,
-            },
-            workers,
-        );
+        let plan = plan_memory(limit, &cfg(None, None, 25), workers);
         connection_budget_per_worker(connections_per_worker(&plan))
     }
 
