@@ -210,7 +210,7 @@ pub fn encode_store_stats(
         ),
         (
             "ram_tier_bytes",
-            "Bytes held in the RAM tier",
+            "Bytes held in the RAM tier, evicted copies that responses still send included",
             s.ram_tier_bytes,
         ),
         (

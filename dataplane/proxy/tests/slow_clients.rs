@@ -93,20 +93,27 @@ fn stalled_readers_of(
 /// A fresh client from `from` gets the stored `/obj/4m/fresh` whole, as a hit, within
 /// `within`; how long it took.
 fn fresh_4m_hit(from: &str, dp: &Dataplane, within: Duration) -> Duration {
+    let (r, took) = get_from(from, dp, "/obj/4m/fresh", within);
+    assert!(r.is_hit(), "{}", r.cache_status());
+    assert!(!r.truncated, "{} of {} bytes", r.body.len(), 4 << 20);
+    check_body(4 << 20, "fresh", &r.body).unwrap();
+    took
+}
+
+/// A GET of `path` on a new connection from `from`, answered whole within `within`; how long
+/// it took.
+fn get_from(from: &str, dp: &Dataplane, path: &str, within: Duration) -> (Resp, Duration) {
     let t = Instant::now();
     let mut c = connect_from(from, dp.listen).unwrap();
     c.set_read_timeout(Some(within)).unwrap();
     write!(
         c,
-        "GET /obj/4m/fresh HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let r = read_response(&mut BufReader::new(c), false)
-        .unwrap_or_else(|e| panic!("the fresh 4 MiB hit: {e} after {:?}", t.elapsed()));
-    assert!(r.is_hit(), "{}", r.cache_status());
-    assert!(!r.truncated, "{} of {} bytes", r.body.len(), 4 << 20);
-    check_body(4 << 20, "fresh", &r.body).unwrap();
-    t.elapsed()
+        .unwrap_or_else(|e| panic!("GET {path}: {e} after {:?}", t.elapsed()));
+    (r, t.elapsed())
 }
 
 /// One keep-alive GET on `s`, the response read whole.
@@ -485,6 +492,47 @@ fn a_large_hit_that_waits_for_its_addresss_stream_slot_reads_its_record_once() {
         1.0,
         "disk reads per hit"
     );
+}
+
+#[test]
+fn a_large_hit_from_ram_takes_no_stream_slot_and_never_waits_for_one() {
+    // One address stalls 256 disk hits of 8 MiB (too large for the RAM tier: over a 64th of
+    // it): they hold every stream slot of the worker and the rest wait for one. The same
+    // address's hit of a 1 MiB object from the RAM tier holds no I/O buffer, so it takes no
+    // slot and is served at once. Before, every hit of a body over 256 KiB took one, and this
+    // one queued behind the stalled streams until their write timeout (30 s).
+    let o = origin();
+    let dir = tempfile::tempdir().unwrap();
+    let dp = start(
+        &o,
+        dir.path(),
+        "memory:\n  ramTier: 128MiB\nclients:\n  maxConnectionsPerIp: 1000\n  writeTimeout: 30s\n",
+    );
+    let ram = r#"edgecache_dataplane_requests_total{cache="hit_ram"}"#;
+    assert_eq!(dp.get("/obj/8m/big").body.len(), 8 << 20);
+    // The miss stores it, the first disk hit copies it into the tier, the next is a RAM hit.
+    for _ in 0..3 {
+        assert_eq!(dp.get("/obj/1m/hot").body.len(), 1 << 20);
+    }
+    assert_eq!(dp.metric(ram), 1.0, "the 1 MiB object is in the RAM tier");
+    let pool = budget_chunks(&dp);
+    let stalled = stalled_readers(&dp, "/obj/8m/big", 256, 1);
+    dp.wait_for_metrics("the stalled readers hold the pool", 10, |m| {
+        metric_value(m, DISK_STREAMS) as usize == pool
+            && metric_value(m, DISK_STREAMS_WAITING) as usize == 256 - pool
+    });
+    let (r, took) = get_from("127.0.1.1", &dp, "/obj/1m/hot", Duration::from_secs(10));
+    println!("{pool} stalled disk streams of one address: its 1 MiB RAM hit took {took:?}");
+    assert!(r.is_hit() && !r.truncated, "{}", r.cache_status());
+    check_body(1 << 20, "hot", &r.body).unwrap();
+    assert_eq!(dp.metric(ram), 2.0, "served from the RAM tier");
+    assert_eq!(dp.metric(DISK_STREAMS) as usize, pool);
+    assert_eq!(
+        dp.metric(DISK_STREAMS_WAITING) as usize,
+        256 - pool,
+        "the RAM hit never waited for a slot"
+    );
+    drop(stalled);
 }
 
 /// Whether the server has sent `s` anything yet (never waits).

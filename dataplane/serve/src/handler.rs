@@ -573,10 +573,12 @@ pub(super) struct Opened {
 /// read; it may turn out to be another key's object, a tag collision, and then the next is):
 /// it answers if its Vary matches; if not, its Vary names the fields that pick a variant, and
 /// only candidates whose tag is the request's variant key's for them are opened, newest first.
-/// No candidate is a miss with no disk read. Before a large record is opened (a body over
-/// [`STREAM_SLOT_MIN`], as the index's length says) the address's stream slot is taken: the
-/// open's first read is the body's first chunk, and waiting for the slot after it would read
-/// that chunk again.
+/// No candidate is a miss with no disk read. Before a large record is opened from disk (a body
+/// over [`STREAM_SLOT_MIN`], as the index's length says) the address's stream slot is taken:
+/// the open's first read is the body's first chunk, and waiting for the slot after it would
+/// read that chunk again. A copy in the RAM tier holds no I/O buffer and takes no slot (its
+/// memory is the tier's, counted there until the response drops it, `edgecache_store`'s RAM
+/// tier).
 async fn select(ctx: &Ctx, key: &CacheKey, parts: &request::Parts, peer: SocketAddr) -> Selected {
     select_in(ctx, ctx.shared.store.lookup(key.as_bytes()), parts, peer).await
 }
@@ -600,21 +602,30 @@ async fn select_in(
         if want.is_some_and(|t| t != r.variant_tag) {
             continue;
         }
-        if slot.is_none()
-            && r.record_len > STREAM_SLOT_MIN + 4096
-            && parts.method != Method::HEAD
-            && !peer::is_hop(parts)
-        {
-            slot = Some(ctx.stream_slots.acquire(peer.ip()).await);
-        }
-        let Ok(obj) = open(ctx, parts, &r).await else {
-            continue;
+        // A copy in the RAM tier holds no I/O buffer: it takes no stream slot.
+        let obj = match ctx.store.open_ram(&r) {
+            Some(obj) => obj,
+            None => {
+                if slot.is_none()
+                    && r.record_len > STREAM_SLOT_MIN + 4096
+                    && parts.method != Method::HEAD
+                    && !peer::is_hop(parts)
+                {
+                    slot = Some(ctx.stream_slots.acquire(peer.ip()).await);
+                }
+                let Ok(obj) = open(ctx, parts, &r).await else {
+                    continue;
+                };
+                obj
+            }
         };
         let Some(stored) = stored_response(ctx, &obj) else {
             continue;
         };
         if stored.matches(req_headers) {
             let r = obj.object_ref.clone();
+            // A slot taken for a candidate read from disk is no RAM copy's.
+            let slot = slot.filter(|_| obj.source != Source::Ram);
             let obj = Box::new(obj);
             return Selected::One(r, stored, Opened { obj, slot });
         }
@@ -676,9 +687,9 @@ fn stored_response(ctx: &Ctx, obj: &StoredObject) -> Option<Arc<StoredResponse>>
     Some(stored)
 }
 
-/// Stored bodies larger than this (one read chunk) take a stream slot of their client's address:
-/// each holds I/O buffers while its client reads (two chunks, or one buffer of a record read
-/// whole, up to 1 MiB + 64 KiB).
+/// Stored bodies larger than this (one read chunk) take a stream slot of their client's address
+/// when they are read from disk: each holds I/O buffers while its client reads (two chunks, or
+/// one buffer of a record read whole, up to 1 MiB + 64 KiB). From the RAM tier they take none.
 const STREAM_SLOT_MIN: u64 = 256 << 10;
 
 /// Answer from the store: the client's preconditions, HEAD and Range applied
@@ -705,15 +716,17 @@ async fn serve_stored(
     } else {
         None
     };
-    // A body of several chunks holds I/O buffers while its client reads: it takes a stream slot
-    // of its client's address (src/stream_slots.rs; those that must wait for one wait here,
-    // holding none: an object opened already is dropped before the wait, and opened again
-    // after it).
+    // A body of several chunks read from disk holds I/O buffers while its client reads: it
+    // takes a stream slot of its client's address (src/stream_slots.rs; those that must wait
+    // for one wait here, holding none: an object opened already is dropped before the wait,
+    // and opened again after it). A copy in the RAM tier takes none.
     let (mut opened, slot) = match opened {
         Some(o) => (Some(o.obj), o.slot),
-        None => (None, None),
+        None => (ctx.store.open_ram(r).map(Box::new), None),
     };
+    let in_ram = opened.as_ref().is_some_and(|o| o.source == Source::Ram);
     let slot = if slot.is_none()
+        && !in_ram
         && r.body_len().is_none_or(|n| n > STREAM_SLOT_MIN)
         && parts.method != Method::HEAD
         && !peer::is_hop(parts)

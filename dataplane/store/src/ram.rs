@@ -23,6 +23,13 @@
 //! - Eviction: CLOCK (second chance). A hit sets a reference bit under a short lock and moves
 //!   nothing; the hand gives referenced entries a second round and evicts unreferenced ones. It
 //!   approximates LRU at O(1) per operation and, with the admission rule above, resists scans.
+//! - Copies being sent: a RAM hit's body shares the copy's bytes, so a copy evicted while a
+//!   client still receives it stays in memory until that send ends. The tier counts each
+//!   copy's body from its insert until its last holder drops it ([`RamTier::usage`]), and
+//!   keeps what it holds and what such sends still pin within its capacity: slow readers of
+//!   evicted copies shrink what the tier admits instead of growing the process. This is what
+//!   bounds the memory of RAM hits of large objects, which take no stream slot of their
+//!   client's address (they hold no I/O buffer).
 //! - Coherence: entries are keyed by the location of the disk record they copy (segment,
 //!   epoch, offset: written once) and carry its primary key, variant key, meta and lengths, so
 //!   a RAM hit needs no disk read. A lookup only uses an entry for a location the index still
@@ -31,6 +38,7 @@
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -129,6 +137,8 @@ struct Inner {
     sketch: FrequencySketch,
     /// Bytes of `bytes` held for copies of large records in progress ([`RamTier::reserve`]).
     reserved: u64,
+    /// Body bytes of the entries in `map` (counted in `bytes` too).
+    resident_bodies: u64,
 }
 
 /// Lookups within the sketch's window a record needs before it may replace another in a full
@@ -181,6 +191,28 @@ impl Inner {
 pub(crate) struct RamTier {
     cap: u64,
     inner: Mutex<Inner>,
+    /// Body bytes of every copy the tier made that is still alive: in the tier, or evicted and
+    /// still held by a RAM hit's response ([`Counted`]).
+    live: Arc<AtomicU64>,
+}
+
+/// A copy's body bytes, counted in the tier's `live` from the insert until the last clone
+/// (the tier's, or a RAM hit's being sent) is dropped.
+struct Counted {
+    body: Bytes,
+    live: Arc<AtomicU64>,
+}
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.fetch_sub(self.body.len() as u64, Relaxed);
+    }
 }
 
 impl RamTier {
@@ -210,8 +242,17 @@ impl RamTier {
                 next_id: 0,
                 sketch,
                 reserved: 0,
+                resident_bodies: 0,
             }),
+            live: Arc::default(),
         }
+    }
+
+    /// What the tier counts against its capacity: its entries (and reservations), plus the
+    /// bodies of evicted copies that RAM hits still hold.
+    fn held(&self, g: &Inner) -> u64 {
+        let pinned = self.live.load(Relaxed).saturating_sub(g.resident_bodies);
+        g.bytes.saturating_add(pinned)
     }
 
     pub fn enabled(&self) -> bool {
@@ -235,7 +276,7 @@ impl RamTier {
         }
         g.reserved += len;
         g.bytes += len;
-        Self::evict(&mut g, cap);
+        self.evict(&mut g);
         true
     }
 
@@ -285,20 +326,27 @@ impl RamTier {
         if cost > cap || len > self.max_record() {
             return false;
         }
-        if g.bytes.saturating_add(cost) <= cap {
+        let held = self.held(&g);
+        if held.saturating_add(cost) <= cap {
             return true;
         }
         let candidate = g.sketch.estimate(hash);
-        let need = (g.bytes + cost).saturating_sub(cap);
+        let need = (held + cost).saturating_sub(cap);
         candidate >= ADMIT_MIN_LOOKUPS && g.victim_frequency(need).is_none_or(|v| candidate > v)
     }
 
     /// Insert the copy of the record at `at`.
-    pub fn insert(&self, at: LocId, copy: Copy) {
+    pub fn insert(&self, at: LocId, mut copy: Copy) {
         if !self.enabled() {
             return;
         }
         let cap = self.cap;
+        let body_len = copy.body.len() as u64;
+        self.live.fetch_add(body_len, Relaxed);
+        copy.body = Bytes::from_owner(Counted {
+            body: copy.body,
+            live: Arc::clone(&self.live),
+        });
         let hash = hash_of(&copy.primary, at);
         let key = at;
         let mut g = self.lock();
@@ -317,11 +365,13 @@ impl RamTier {
         }
         if let Some(old) = g.map.remove(&key) {
             g.bytes -= old.cost();
+            g.resident_bodies -= old.copy.body.len() as u64;
         }
         g.bytes += cost;
+        g.resident_bodies += body_len;
         g.ring.push_back((key, id));
         g.map.insert(key, slot);
-        Self::evict(&mut g, cap);
+        self.evict(&mut g);
         // Keep the ring from growing without bound with stale ids.
         if g.ring.len() > 2 * g.map.len() + 64 {
             let Inner { map, ring, .. } = &mut *g;
@@ -330,9 +380,9 @@ impl RamTier {
     }
 
     /// CLOCK: evict unreferenced entries (referenced ones get a second round) until the tier
-    /// holds at most `cap` bytes.
-    fn evict(g: &mut Inner, cap: u64) {
-        while g.bytes > cap {
+    /// holds at most its capacity ([`RamTier::held`]), or nothing.
+    fn evict(&self, g: &mut Inner) {
+        while self.held(g) > self.cap {
             let Some((k, id)) = g.ring.pop_front() else {
                 break;
             };
@@ -348,6 +398,7 @@ impl RamTier {
                 g.ring.push_back((k, id));
             } else if let Some(s) = g.map.remove(&k) {
                 g.bytes -= s.cost();
+                g.resident_bodies -= s.copy.body.len() as u64;
             }
         }
     }
@@ -360,7 +411,6 @@ impl RamTier {
         if !self.enabled() {
             return;
         }
-        let cap = self.cap;
         let mut g = self.lock();
         let Some(slot) = g.map.get_mut(&at) else {
             return;
@@ -373,7 +423,7 @@ impl RamTier {
         let cost = meta.len() as u64 + PARSED_OVERHEAD;
         slot.parsed_cost = cost;
         g.bytes += cost;
-        Self::evict(&mut g, cap);
+        self.evict(&mut g);
     }
 
     pub fn remove(&self, at: LocId) {
@@ -383,6 +433,7 @@ impl RamTier {
         let mut g = self.lock();
         if let Some(s) = g.map.remove(&at) {
             g.bytes -= s.cost();
+            g.resident_bodies -= s.copy.body.len() as u64;
         }
     }
 
@@ -392,20 +443,27 @@ impl RamTier {
             return;
         }
         let mut g = self.lock();
-        let Inner { map, bytes, .. } = &mut *g;
+        let Inner {
+            map,
+            bytes,
+            resident_bodies,
+            ..
+        } = &mut *g;
         map.retain(|k, s| {
             let keep = k.seg != seg;
             if !keep {
                 *bytes -= s.cost();
+                *resident_bodies -= s.copy.body.len() as u64;
             }
             keep
         });
     }
 
-    /// (bytes, objects)
+    /// (bytes, objects): the bytes count the entries and the evicted copies RAM hits still
+    /// hold ([`RamTier::held`]).
     pub fn usage(&self) -> (u64, u64) {
         let g = self.lock();
-        (g.bytes, g.map.len() as u64)
+        (self.held(&g), g.map.len() as u64)
     }
 }
 
@@ -526,8 +584,8 @@ mod tests {
         assert!(t.get(b"a", at("a", 1)).unwrap().parsed.is_none());
         assert_eq!(t.usage().0, before);
         // The copy's own bytes: kept, returned by later hits, counted.
-        let got = t.get(b"a", at("a", 1)).unwrap();
-        t.attach(at("a", 1), &got.meta, Arc::new(2u32));
+        let got = t.get(b"a", at("a", 1)).unwrap().meta;
+        t.attach(at("a", 1), &got, Arc::new(2u32));
         let parsed = t.get(b"a", at("a", 1)).unwrap().parsed.unwrap();
         assert_eq!(parsed.downcast_ref::<u32>(), Some(&2));
         assert_eq!(t.usage().0, before + 50 + PARSED_OVERHEAD);
@@ -619,6 +677,56 @@ mod tests {
             }
         }
         assert_eq!(hot_held(&t), 4, "a scan displaced hot records");
+    }
+
+    /// A copy taken out of the tier (evicted, purged, replaced) while a RAM hit still sends it
+    /// stays counted until the send drops it, and the tier keeps its entries and such copies
+    /// together within its capacity.
+    #[test]
+    fn a_copy_taken_out_while_being_sent_counts_until_it_is_dropped() {
+        let len = 100_000;
+        let entry = len as u64 + SLOT_OVERHEAD + 1;
+        let t = RamTier::for_entries(3 * entry);
+        put(&t, "a", len);
+        let sending = t.get(b"a", at("a", 1)).expect("a RAM hit").body;
+        t.remove(at("a", 1));
+        assert_eq!(
+            t.usage(),
+            (len as u64, 0),
+            "out of the tier, still in memory"
+        );
+        for name in ["b", "c", "d"] {
+            put(&t, name, len);
+        }
+        let (bytes, objects) = t.usage();
+        assert_eq!(
+            objects, 2,
+            "the third entry's room is the copy still being sent"
+        );
+        assert_eq!(bytes, 2 * entry + len as u64);
+        drop(sending);
+        assert_eq!(t.usage(), (2 * entry, 2));
+        put(&t, "e", len);
+        assert_eq!(t.usage(), (3 * entry, 3), "room again");
+        // Copies that stay in the tier cost nothing more while they are sent.
+        let held: Vec<_> = ["b", "c", "d", "e"]
+            .iter()
+            .filter_map(|n| t.get(n.as_bytes(), at(n, 1)).map(|c| c.body))
+            .collect();
+        assert_eq!(held.len(), 3);
+        assert_eq!(t.usage(), (3 * entry, 3));
+        // Evicted while sent: the newcomer's room waits for the send.
+        let all = ["b", "c", "d", "e"];
+        for n in all {
+            t.remove(at(n, 1));
+        }
+        assert_eq!(t.usage(), (3 * len as u64, 0));
+        put(&t, "f", len);
+        assert_eq!(t.usage().1, 0, "no room while three copies are being sent");
+        drop(held);
+        assert_eq!(t.usage(), (0, 0));
+        put(&t, "f", len);
+        assert_eq!(t.usage(), (entry, 1));
     }
 
     #[test]

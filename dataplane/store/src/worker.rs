@@ -130,20 +130,6 @@ impl StoreWorker {
         self.budget.usage()
     }
 
-    /// Open a looked-up object: from the RAM tier, or with one read of header and body (the
-    /// whole record when it is at most 1 MiB + 64 KiB (less for a budget under 8.5 MiB), else
-    /// the first chunk (256 KiB): the header and as much body as fills it in whole 64 KiB
-    /// blocks; a header longer than that is read again whole). The header's checksum, primary key, epoch and length are checked: another
-    /// key's record (an index tag collision) or an evicted, purged or replaced object is
-    /// `MissingOrReplaced` (the caller tries its next candidate). A small body is verified
-    /// here (`Corrupt` on mismatch); a large one as it streams. The returned object carries
-    /// the complete ref ([`StoredObject::object_ref`]).
-    ///
-    /// A header rewritten by [`StoreWorker::update_meta`] (on any worker) while it is read
-    /// comes back old or new, never as corruption: a read that fails the header checksum
-    /// while a rewrite may have overlapped it waits for the rewrite to end and reads again (see
-    /// `src/rewrite.rs`); after `REWRITE_RETRIES` (8) such reads it is `MissingOrReplaced`,
-    /// and the record stays.
     /// Keep `parsed`, the caller's parsed form of `obj.meta`, with `obj`'s RAM copy, so later
     /// RAM hits return it as [`StoredObject::parsed`]. Nothing for an object with no RAM copy.
     pub fn keep_parsed(&self, obj: &StoredObject, parsed: Parsed) {
@@ -154,28 +140,56 @@ impl StoreWorker {
         }
     }
 
+    /// Open a looked-up object: from the RAM tier, or with one read of header and body (the
+    /// whole record when it is at most 1 MiB + 64 KiB (less for a budget under 8.5 MiB), else
+    /// the first chunk (256 KiB): the header and as much body as fills it in whole 64 KiB
+    /// blocks; a header longer than that is read again whole). The header's checksum, primary
+    /// key, epoch and length are checked: another key's record (an index tag collision) or an
+    /// evicted, purged or replaced object is `MissingOrReplaced` (the caller tries its next
+    /// candidate). A small body is verified here (`Corrupt` on mismatch); a large one as it
+    /// streams. The returned object carries the complete ref ([`StoredObject::object_ref`]).
+    ///
+    /// A header rewritten by [`StoreWorker::update_meta`] (on any worker) while it is read
+    /// comes back old or new, never as corruption: a read that fails the header checksum
+    /// while a rewrite may have overlapped it waits for the rewrite to end and reads again (see
+    /// `src/rewrite.rs`); after `REWRITE_RETRIES` (8) such reads it is `MissingOrReplaced`,
+    /// and the record stays.
     pub async fn open(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
+        match self.open_ram(r) {
+            Some(obj) => Ok(obj),
+            None => self.open_disk(r).await,
+        }
+    }
+
+    /// [`open`](Self::open) when `r`'s record has a copy in the RAM tier (no disk read, no
+    /// wait), else `None`.
+    ///
+    /// A RAM copy is there only while its record is indexed: every path that takes a record
+    /// out of the index (purge, replacement, eviction, corruption, segment reclaim) or rewrites
+    /// its header takes the copy out too, and the tier finds a copy by its record's place in
+    /// the log (epoch included) and primary key. So a RAM hit needs no second index lookup.
+    pub fn open_ram(&self, r: &ObjectRef) -> Option<StoredObject> {
+        let loc = &r.loc;
+        let c = self.store.ram().get(&r.primary, loc.id())?;
+        self.store.accessed().touch(loc.seg, loc.off);
+        let body_len = c.body.len() as u64;
+        let object_ref = complete(r, c.variant, c.meta.clone(), c.header_len, body_len, c.seq);
+        Some(StoredObject {
+            meta: c.meta,
+            body_len,
+            source: Source::Ram,
+            object_ref,
+            parsed: c.parsed,
+            in_ram: true,
+            inner: Inner::Whole(c.body),
+        })
+    }
+
+    /// [`open`](Self::open) from the disk, whether or not the RAM tier has a copy.
+    async fn open_disk(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
         let store = &self.store;
         let loc = &r.loc;
         store.accessed().touch(loc.seg, loc.off);
-        // A RAM copy is there only while its record is indexed: every path that takes a record
-        // out of the index (purge, replacement, eviction, corruption, segment reclaim) or
-        // rewrites its header takes the copy out too, and the tier finds a copy by its record's
-        // place in the log (epoch included) and primary key. So a RAM hit needs no second
-        // index lookup.
-        if let Some(c) = store.ram().get(&r.primary, loc.id()) {
-            let body_len = c.body.len() as u64;
-            let object_ref = complete(r, c.variant, c.meta.clone(), c.header_len, body_len, c.seq);
-            return Ok(StoredObject {
-                meta: c.meta,
-                body_len,
-                source: Source::Ram,
-                object_ref,
-                parsed: c.parsed,
-                in_ram: true,
-                inner: Inner::Whole(c.body),
-            });
-        }
         let Some(mut generation) = store.rewrite_gen(&r.primary, loc) else {
             return Err(StoreError::MissingOrReplaced);
         };

@@ -157,7 +157,7 @@ pub struct ClientLimitsConfig {
     /// take the whole pool (a stream for each chunk: 128 for 32 MiB) while no stream of another
     /// address waits; when others wait, a slot freed goes to the waiting address that holds the
     /// fewest, and addresses past their share wait. A number: a hard cap per address, kept even
-    /// when nobody else wants the disk.
+    /// when nobody else wants the disk. Hits from the RAM tier take no stream.
     pub max_disk_streams_per_ip: u32,
     /// Open connections to the admin listener per client address (1 to 64; the listener holds
     /// 64 in all). A connection past this, or past the 64, takes the place of the oldest one
