@@ -925,8 +925,9 @@ def _fio_runs(args, emit):
                                            if "mb_per_s" in res else res["error"]))
 
 
-def ceiling_runs(args, work, sizes, emit):
-    """Loopback ceiling: nginx serving one file per size from RAM (tmpfs)."""
+def start_ceiling(args, work, sizes):
+    """nginx serving one file per object size of `sizes` from RAM (tmpfs), in cgroup `ceiling` on
+    the caches' core; returns the stop function, or None when it did not start."""
     d = Path(work) / "ceiling"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
@@ -947,27 +948,62 @@ http {{ access_log off; sendfile on; keepalive_requests 1000000; open_file_cache
     cg_create("ceiling", cache_mem(args, "nginx"))
     p = start("ceiling", ["nginx", "-p", str(d), "-c", str(d / "nginx.conf")], cgroup="ceiling",
               cpu=args.cache_cpu, logfile=d / "server.log")
+
+    def stop_ceiling():
+        stop(p)
+        cg_remove("ceiling")
+        shutil.rmtree(shm, ignore_errors=True)
+
+    if not wait_port(CEILING_PORT, 10, p):
+        log("  ceiling nginx did not start")
+        stop_ceiling()
+        return None
+    return stop_ceiling
+
+
+def measure_ceiling(args, size, duration):
+    """One wrk run against the started ceiling for object size `size`."""
+    c0 = cg_read("ceiling")
+    t0 = time.time()
+    w = run_wrk(args, CEILING_PORT, size, 1, "uniform", duration)
+    cpu = ((cg_read("ceiling")["cpu_ns"] or 0) - (c0["cpu_ns"] or 0)) / 1e9
+    secs = w["duration_us"] / 1e6
+    return {"size": size, "req_per_s": w["requests"] / secs,
+            "mb_per_s": w["bytes"] / secs / 1e6, "p50_ms": w["p50_us"] / 1e3,
+            "p99_ms": w["p99_us"] / 1e3, "cpu_cores": cpu / (time.time() - t0),
+            "cpu_us_per_req": cpu * 1e6 / max(w["requests"], 1)}
+
+
+def ceiling_runs(args, work, sizes, emit):
+    """Loopback ceiling: nginx serving one file per size from RAM (tmpfs), once per size before
+    the rows (the RAM rows also measure it in each of their rounds, `ceiling_round`)."""
+    stop_ceiling = start_ceiling(args, work, sizes)
+    if stop_ceiling is None:
+        return
     try:
-        if not wait_port(CEILING_PORT, 10, p):
-            log("  ceiling nginx did not start")
-            return
         for s in sizes:
-            c0 = cg_read("ceiling")
-            t0 = time.time()
-            w = run_wrk(args, CEILING_PORT, s, 1, "uniform", max(3, args.duration // 2))
-            cpu = ((cg_read("ceiling")["cpu_ns"] or 0) - (c0["cpu_ns"] or 0)) / 1e9
-            secs = w["duration_us"] / 1e6
-            res = {"kind": "ceiling", "size": s, "req_per_s": w["requests"] / secs,
-                   "mb_per_s": w["bytes"] / secs / 1e6, "p50_ms": w["p50_us"] / 1e3,
-                   "p99_ms": w["p99_us"] / 1e3, "cpu_cores": cpu / (time.time() - t0),
-                   "cpu_us_per_req": cpu * 1e6 / max(w["requests"], 1)}
+            res = {"kind": "ceiling", **measure_ceiling(args, s, max(3, args.duration // 2))}
             emit(res)
             log(f"  ceiling {s}: {res['req_per_s']:.0f} req/s, {res['mb_per_s']:.0f} MB/s, "
                 f"{res['cpu_us_per_req']:.1f} us CPU/req")
     finally:
-        stop(p)
-        cg_remove("ceiling")
-        shutil.rmtree(shm, ignore_errors=True)
+        stop_ceiling()
+
+
+def ceiling_round(args, row, dist, rnd, emit):
+    """The ceiling measured in a round of RAM row `row`, beside the caches: the machine's speed
+    drifts over a run, and a RAM row's ratio to a ceiling measured minutes before would carry
+    that drift (kind `ceiling_round`, the round's duration)."""
+    try:
+        res = measure_ceiling(args, object_size(row), args.duration)
+    except Exception as e:
+        log(f"  ceiling: round failed: {e}")
+        return
+    res.update({"kind": "ceiling_round", "row": row, "dist": dist, "round": rnd})
+    emit(res)
+    log(f"    {'ceiling':9s} {res['req_per_s']:9.0f} req/s {res['mb_per_s']:7.0f} MB/s "
+        f"p50 {res['p50_ms']:6.2f} p99 {res['p99_ms']:7.2f} ms cpu {res['cpu_cores']:.2f} cores "
+        f"{res['cpu_us_per_req']:.1f} us/req")
 
 
 def coalesce_burst(args, cache, tag):
@@ -1247,11 +1283,18 @@ def main():
             continue
         if not args.no_drop_caches and size not in RESIDENT:
             drop_caches()
+        # A RAM row measures the ceiling in each round too (first in even rounds, last in odd).
+        stop_ceiling = None
+        if size in RESIDENT and not args.skip_ceiling and not args.skip_rounds:
+            stop_ceiling = start_ceiling(args, work, [object_size(size)])
         if not args.skip_rounds:
             for dist in dists:
                 for rnd in range(args.rounds):
                     order = live if rnd % 2 == 0 else list(reversed(live))
-                    log(f"  round {rnd + 1}/{args.rounds} {dist}: {' '.join(c.name for c in order)}")
+                    log(f"  round {rnd + 1}/{args.rounds} {dist}: {' '.join(c.name for c in order)}"
+                        f"{' and the ceiling' if stop_ceiling else ''}")
+                    if stop_ceiling and rnd % 2 == 0:
+                        ceiling_round(args, size, dist, rnd, emit)
                     for c in order:
                         ensure_origin()
                         if c.proc and c.proc.poll() is not None:
@@ -1283,6 +1326,10 @@ def main():
                             f"hit {r['hit_ratio']:.4f} cpu {r['cpu_cores']:.2f} cores "
                             f"{(r['cpu_us_per_hit'] or 0):.1f} us/hit disk {r['disk_read_mb_s']:.0f} MB/s "
                             f"peak {r['mem_peak_mib']:.0f} MiB (rss {r['rss_mib']:.0f}) failcnt +{r['failcnt_delta']} err {r['errors']}")
+                    if stop_ceiling and rnd % 2 == 1:
+                        ceiling_round(args, size, dist, rnd, emit)
+        if stop_ceiling:
+            stop_ceiling()
         for c in live:
             if isinstance(c, EdgeCache):
                 try:

@@ -50,8 +50,38 @@ def object_size(r):
 
 
 def ceilings(recs):
-    """The ceiling record per object size."""
+    """The ceiling record per object size (measured once, before the rows)."""
     return {r["size"]: r for r in recs if r.get("kind") == "ceiling"}
+
+
+def ceiling_rounds(recs, rs):
+    """The ceiling measured in the rounds of the row of rounds `rs` (bench.py `ceiling_round`:
+    the RAM rows), by round; empty for other rows and older runs."""
+    row, dist = rs[0]["size"], rs[0]["dist"]
+    return {r["round"]: r for r in recs
+            if r.get("kind") == "ceiling_round" and r.get("row") == row and r.get("dist") == dist}
+
+
+def row_ceiling(recs, rs):
+    """The ceiling of the row of rounds `rs`: the medians of the ceiling in its own rounds where
+    it ran in them, else the one measured before the rows (None without either)."""
+    cr = ceiling_rounds(recs, rs)
+    if cr:
+        keys = ("req_per_s", "mb_per_s", "p50_ms", "p99_ms", "cpu_cores", "cpu_us_per_req")
+        return {**{k: med([r[k] for r in cr.values()]) for k in keys}, "in_rounds": len(cr)}
+    return ceilings(recs).get(object_size(rs[0]))
+
+
+def vs_ceiling(recs, rs, cache):
+    """`cache`'s req/s against the row's ceiling: the median of per-round ratios where the ceiling
+    ran in the row's rounds, else its median against the ceiling measured before the rows."""
+    cr = ceiling_rounds(recs, rs)
+    if cr:
+        return med([r["req_per_s"] / cr[r["round"]]["req_per_s"] for r in rs
+                    if r["cache"] == cache and r["round"] in cr and cr[r["round"]]["req_per_s"]])
+    c = ceilings(recs).get(object_size(rs[0]))
+    e = med([r["req_per_s"] for r in rs if r["cache"] == cache])
+    return e / c["req_per_s"] if (e and c and c.get("req_per_s")) else None
 
 
 def med(xs):
@@ -119,7 +149,6 @@ def lead_table(recs, caches):
     disk and RAM, misses), EdgeCache's ratios, and the static-file ceiling."""
     rounds = [r for r in recs if r.get("kind") == "round" and not r.get("died")]
     miss = [r for r in recs if r.get("kind") == "miss"]
-    ceil = ceilings(recs)
     peers = [c for c in caches if c != "edgecache"]
     meta = next((r for r in recs if r.get("kind") == "meta"), {})
     out = [f"### The current figures: req/s, one core per cache, {sources(meta.get('args', {}))}", ""]
@@ -137,10 +166,9 @@ def lead_table(recs, caches):
     for (size, dist) in sorted(rows, key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform", k[1])):
         rs = rows[(size, dist)]
         where = "RAM" if size in ROW_TITLE else "disk"
-        c_r = ceil.get(object_size(rs[0]))
+        c_r = row_ceiling(recs, rs)
         cells = [f(med([r["req_per_s"] for r in rs if r["cache"] == c])) for c in caches]
-        e = med([r["req_per_s"] for r in rs if r["cache"] == "edgecache"])
-        vs_ceil = e / c_r["req_per_s"] if (e and c_r and c_r.get("req_per_s")) else None
+        vs_ceil = vs_ceiling(recs, rs, "edgecache")
         w(f"| hits from {where}, {object_size(rs[0])} x {rs[0].get('count', 0):,}, {dist} | " + " | ".join(cells)
           + f" | {f(c_r['req_per_s']) if c_r else '–'} | "
           + " | ".join(ratio_cell(round_ratio(rs, "edgecache", c)) for c in peers)
@@ -157,9 +185,11 @@ def lead_table(recs, caches):
         w(f"| misses, {size} x {count:,} (first pass, 32 connections) | " + " | ".join(cells) + " | – | "
           + " | ".join(ratios) + " | – |")
     w("")
+    in_rounds = any(r.get("kind") == "ceiling_round" for r in recs)
     w("A ratio below 1.00x is a row where EdgeCache loses. Hit rows: medians of per-round ratios; miss rows: one "
-      "pass each. The ceiling is nginx serving one static file of the row's size from RAM on the same core. "
-      "Details of every row follow.")
+      "pass each. The ceiling is nginx serving one static file of the row's size from RAM on the same core"
+      + ("; in the RAM rows it ran in every round beside the caches (its median, and the median of per-round "
+         "ratios), elsewhere once before the rows" if in_rounds else "") + ". Details of every row follow.")
     w("")
     return out
 
@@ -240,6 +270,15 @@ def build(recs, png_rel):
             w(f"| {r['size']} | {r['req_per_s']:,.0f} | {r['mb_per_s']:,.0f} | {r['p50_ms']:.2f} | "
               f"{r['p99_ms']:.2f} | {r['cpu_us_per_req']:.1f} |")
         w("")
+        again = defaultdict(list)
+        for r in recs:
+            if r.get("kind") == "ceiling_round":
+                again[(r["row"], r["dist"])].append(r)
+        for (row, dist), rs in sorted(again.items()):
+            w(f"Measured again in each round of the {row} {dist} row, beside the caches: "
+              + ", ".join(f"{r['req_per_s']:,.0f}" for r in sorted(rs, key=lambda r: r["round"]))
+              + " req/s (that row's ratios use these).")
+            w("")
 
     # Hits.
     if rounds:
@@ -251,7 +290,7 @@ def build(recs, png_rel):
         for (size, dist) in sorted(groups, key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform", k[1])):
             rs = groups[(size, dist)]
             count = rs[0].get("count")
-            ceil_r = ceilings(recs).get(object_size(rs[0]))
+            ceil_r = row_ceiling(recs, rs)
             w(f"**{size} x {count:,}, {dist}{': ' + ROW_TITLE[size] if size in ROW_TITLE else ''}**")
             w("")
             w("| cache | req/s | MB/s | p50 ms | p99 ms | p99.9 ms | hit ratio | CPU µs/hit | core µs/hit | CPU cores | "
@@ -271,10 +310,9 @@ def build(recs, png_rel):
                           and by_round[k][base]["req_per_s"] > 0]
                     return f"{med(xs):.2f}x" if xs else "–"
 
-                def vs_ceiling(cr):
-                    if not ceil_r or not ceil_r["req_per_s"]:
-                        return "–"
-                    return f"{med([r['req_per_s'] for r in cr]) / ceil_r['req_per_s']:.2f}x"
+                def vs_ceil(c):
+                    x = vs_ceiling(recs, rs, c)
+                    return "–" if x is None else f"{x:.2f}x"
 
                 w(f"| {LABEL[c]} | {f(med([r['req_per_s'] for r in cr]))} | {f(med([r['mb_per_s'] for r in cr]))} | "
                   f"{med([r['p50_ms'] for r in cr]):.2f} | {med([r['p99_ms'] for r in cr]):.2f} | "
@@ -285,9 +323,10 @@ def build(recs, png_rel):
                   f"{f(med([r['disk_read_mb_s'] for r in cr]))} | {max(r['mem_peak_mib'] for r in cr):.0f} | "
                   f"{max((r['failcnt'] or 0) for r in cr)} | {sum(r['errors'] for r in cr)} | "
                   f"{ratio('nginx') if c != 'nginx' else '1.00x'} | {ratio('ats') if c != 'ats' else '1.00x'} | "
-                  f"{vs_ceiling(cr)} |")
+                  f"{vs_ceil(c)} |")
             if ceil_r:
-                w(f"| {CEILING_LABEL} | {f(ceil_r['req_per_s'])} | {f(ceil_r['mb_per_s'])} | {ceil_r['p50_ms']:.2f} | "
+                where = ", in the same rounds" if ceil_r.get("in_rounds") else ""
+                w(f"| {CEILING_LABEL}{where} | {f(ceil_r['req_per_s'])} | {f(ceil_r['mb_per_s'])} | {ceil_r['p50_ms']:.2f} | "
                   f"{ceil_r['p99_ms']:.2f} | – | – | {f(ceil_r['cpu_us_per_req'], 1)} (per request) | – | "
                   f"{ceil_r['cpu_cores']:.2f} | – | – | – | – | – | – | 1.00x |")
             w("")
@@ -406,10 +445,10 @@ def chart(recs, png):
     caches = caches_in(recs)
     groups = sorted({(r["size"], r["dist"]) for r in rounds},
                     key=lambda k: (SIZE_ORDER.index(k[0]), k[1] != "uniform"))
-    # The ceiling is a bar of its own in each group of its object size.
-    ceil = ceilings(recs)
-    obj = {r["size"]: object_size(r) for r in rounds}
-    series = caches + ([CEILING] if ceil else [])
+    # The ceiling is a bar of its own in each group of its object size (a RAM row's: measured in
+    # its rounds).
+    ceil = {g: row_ceiling(recs, [r for r in rounds if (r["size"], r["dist"]) == g]) for g in groups}
+    series = caches + ([CEILING] if any(ceil.values()) else [])
     metrics = [("req_per_s", "req/s (median)"), ("mb_per_s", "MB/s (median)"), ("p99_ms", "p99 latency, ms (median)"),
                ("cpu_us_per_hit", "CPU µs per hit (median)")]
     fig, axes = plt.subplots(len(metrics), 1, figsize=(max(8, 1.6 * len(groups) * len(series) / 2), 3.2 * len(metrics)))
@@ -421,7 +460,7 @@ def chart(recs, png):
             ys = []
             for g in groups:
                 if c == CEILING:
-                    cr = ceil.get(obj[g[0]]) or {}
+                    cr = ceil.get(g) or {}
                     ys.append(cr.get("cpu_us_per_req" if key == "cpu_us_per_hit" else key) or 0)
                 else:
                     ys.append(med([r[key] for r in rounds if r["cache"] == c and (r["size"], r["dist"]) == g]) or 0)
