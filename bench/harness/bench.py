@@ -9,7 +9,8 @@ Server 1 GiB, the others 256 MiB) pinned to CPU 1; the load generators are
 pinned to CPU 0 and connect from one client address (127.0.0.1) unless
 --sources N spreads them over N. Rows: 4 KiB, 100 KiB and 1 MiB hits from
 warm caches, 4 KiB hits from RAM (4k-ram: 1,000 objects, all resident) and
-nginx serving one static file from RAM on the same core (the ceiling).
+nginx serving one static file from RAM on the same core (the ceiling; measured
+once before the rows, and again in each round of the 4k-ram row).
 Results go to bench/results/<run>.jsonl, a table into bench/BENCHMARKS.md and
 a PNG chart next to it (report.py).
 """
