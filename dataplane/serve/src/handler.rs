@@ -643,9 +643,9 @@ async fn select_in(
     Selected::VaryMiss
 }
 
-/// Open a stored object. A traced request's disk read (the open's read of the record's head
-/// and first chunk) is a child span, `disk read`; a copy in the RAM tier reads no disk and
-/// has none.
+/// Open a stored object from disk (every caller has looked in the RAM tier first,
+/// `StoreWorker::open_ram`). A traced request's disk read (the open's read of the record's head
+/// and first chunk) is a child span, `disk read`.
 async fn open(
     ctx: &Ctx,
     parts: &request::Parts,
@@ -659,10 +659,9 @@ async fn open(
     } else {
         None
     };
-    let opened = ctx.store.open(r).await;
+    let opened = ctx.store.open_disk(r).await;
     if let Some(mut span) = span {
         match &opened {
-            Ok(obj) if obj.source == Source::Ram => span.discard(),
             Ok(obj) => {
                 span.set("edgecache.store.record_bytes", r.record_len);
                 span.set("edgecache.store.body_bytes", obj.body_len);

@@ -153,6 +153,12 @@ pub const ADMIT_MIN_LOOKUPS: u8 = 3;
 const VICTIM_SCAN: usize = 32;
 
 impl Inner {
+    /// Take out of the counts an entry that left `map`.
+    fn forget(&mut self, s: &Slot) {
+        self.bytes -= s.cost();
+        self.resident_bodies -= s.copy.body.len() as u64;
+    }
+
     /// Count a lookup of `hash`; the window is ten times the tier's object count.
     fn seen(&mut self, hash: u64) {
         let sample = 10 * self.map.len().max(64) as u64;
@@ -364,8 +370,7 @@ impl RamTier {
             return;
         }
         if let Some(old) = g.map.remove(&key) {
-            g.bytes -= old.cost();
-            g.resident_bodies -= old.copy.body.len() as u64;
+            g.forget(&old);
         }
         g.bytes += cost;
         g.resident_bodies += body_len;
@@ -397,8 +402,7 @@ impl RamTier {
             if second_chance {
                 g.ring.push_back((k, id));
             } else if let Some(s) = g.map.remove(&k) {
-                g.bytes -= s.cost();
-                g.resident_bodies -= s.copy.body.len() as u64;
+                g.forget(&s);
             }
         }
     }
@@ -432,8 +436,7 @@ impl RamTier {
         }
         let mut g = self.lock();
         if let Some(s) = g.map.remove(&at) {
-            g.bytes -= s.cost();
-            g.resident_bodies -= s.copy.body.len() as u64;
+            g.forget(&s);
         }
     }
 
@@ -443,20 +446,14 @@ impl RamTier {
             return;
         }
         let mut g = self.lock();
-        let Inner {
-            map,
-            bytes,
-            resident_bodies,
-            ..
-        } = &mut *g;
-        map.retain(|k, s| {
-            let keep = k.seg != seg;
-            if !keep {
-                *bytes -= s.cost();
-                *resident_bodies -= s.copy.body.len() as u64;
-            }
-            keep
-        });
+        let gone: Vec<Slot> = g
+            .map
+            .extract_if(|k, _| k.seg == seg)
+            .map(|(_, s)| s)
+            .collect();
+        for s in &gone {
+            g.forget(s);
+        }
     }
 
     /// (bytes, objects): the bytes count the entries and the evicted copies RAM hits still

@@ -185,8 +185,9 @@ impl StoreWorker {
         })
     }
 
-    /// [`open`](Self::open) from the disk, whether or not the RAM tier has a copy.
-    async fn open_disk(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
+    /// [`open`](Self::open) from the disk, whether or not the RAM tier has a copy: for a caller
+    /// that tried [`open_ram`](Self::open_ram) already.
+    pub async fn open_disk(&self, r: &ObjectRef) -> Result<StoredObject, StoreError> {
         let store = &self.store;
         let loc = &r.loc;
         store.accessed().touch(loc.seg, loc.off);

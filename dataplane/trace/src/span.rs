@@ -249,15 +249,14 @@ pub(crate) trait Record: Send + Sync + std::fmt::Debug {
     fn record(&self, span: SpanData);
 }
 
-/// A span on its way: recorded (queued for the exporter) when dropped, unless
-/// [`Span::discard`]ed. A span dropped before [`Span::end`] ends then.
+/// A span on its way: recorded (queued for the exporter) when dropped. A span dropped before
+/// [`Span::end`] ends then.
 #[derive(Debug)]
 pub struct Span {
     tracer: Arc<dyn Record>,
     data: SpanData,
     started: Instant,
     ended: bool,
-    discarded: bool,
 }
 
 impl Span {
@@ -286,7 +285,6 @@ impl Span {
             },
             started: Instant::now(),
             ended: false,
-            discarded: false,
         }
     }
 
@@ -339,11 +337,6 @@ impl Span {
         }
     }
 
-    /// Not to be recorded after all.
-    pub fn discard(mut self) {
-        self.discarded = true;
-    }
-
     pub fn trace_id(&self) -> [u8; 16] {
         self.data.trace_id
     }
@@ -355,9 +348,6 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
-        if self.discarded {
-            return;
-        }
         self.end();
         let data = std::mem::replace(
             &mut self.data,
