@@ -6,7 +6,8 @@
 //! - [`threads`]: a pool of std threads doing `pread`/`pwrite` (nginx's `aio threads`), answering
 //!   over a tokio oneshot channel, so it works inside any tokio current-thread runtime. It is the
 //!   required fallback: containerd's default seccomp profile denies `io_uring_setup` (EPERM), and
-//!   `kernel.io_uring_disabled` can too.
+//!   `kernel.io_uring_disabled` can too. The io_uring engine sends it its large reads
+//!   ([`READ_PIECE`]).
 //!
 //! Both engines share the same semantics, which the store relies on:
 //! - `read_at` fills the first `len` bytes of the buffer (`len` at most its capacity, a multiple
@@ -36,6 +37,17 @@ use std::io;
 
 pub use aligned::{ALIGN, AlignedBuf, align_up};
 pub use budget::{IoBudget, IoBufferUsage};
+
+/// Disk reads of at least this many bytes (a whole 1 MiB record, a 256 KiB chunk of a larger
+/// one) go to the pool's threads on either engine, and a thread reads them in pieces of this
+/// size, one after another: the disk sees at most [`threads::POOL_THREADS`] such reads in flight,
+/// each at most 256 KiB, and a thread that finishes a piece starts the next at once. That is
+/// Traffic Server's pattern (16 AIO threads, 256 KiB fragments), and this VM's disk gave it
+/// 1.3-1.5x the bandwidth it gave the same bodies read whole through io_uring: about 30 reads of
+/// 1 MiB in flight, each waiting 10-20 ms, where a worker busy with its sockets submits and reaps
+/// them a few ms late (bench/BENCHMARKS.md, session 29). Smaller reads (4 KiB to 128 KiB hits) stay
+/// on io_uring, whose batching costs less CPU per read.
+pub const READ_PIECE: usize = 256 << 10;
 
 /// Which I/O engine to use, as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -400,10 +400,8 @@ impl Store {
         }
         st.next_epoch = st.segs.iter().map(|s| s.epoch).max().unwrap_or(0) + 1;
         let epochs = st.segs.iter().map(|s| AtomicU64::new(s.epoch)).collect();
-        let pool = match engine {
-            EngineKind::Threads => Some(ThreadPool::start(Arc::clone(&files), POOL_THREADS)?),
-            EngineKind::Uring => None,
-        };
+        // Both engines read large records through the pool (`io::READ_PIECE`).
+        let pool = ThreadPool::start(Arc::clone(&files), POOL_THREADS)?;
         let read_slots = Arc::new(tokio::sync::Semaphore::new(
             cfg.reads_in_flight.max(1) as usize
         ));
@@ -922,8 +920,8 @@ impl Store {
         &self.files
     }
 
-    pub(crate) fn pool(&self) -> Option<&Arc<ThreadPool>> {
-        self.pool.as_ref()
+    pub(crate) fn pool(&self) -> &Arc<ThreadPool> {
+        &self.pool
     }
 
     pub(crate) fn ram(&self) -> &RamTier {

@@ -32,7 +32,7 @@ pub struct Store {
     pub(crate) nonce: u64,
     pub(crate) engine: EngineKind,
     pub(crate) files: Arc<Vec<SegFile>>,
-    pub(crate) pool: Option<Arc<ThreadPool>>,
+    pub(crate) pool: Arc<ThreadPool>,
     pub(crate) state: Mutex<State>,
     /// The objects: 12 bytes a slot, sharded under its own locks (`src/index.rs`).
     pub(crate) index: Index,

@@ -73,14 +73,10 @@ impl StoreWorker {
                 "StoreWorker::new must run inside the worker's runtime".into(),
             ));
         }
+        let pool = ThreadsEngine::new(Arc::clone(store.pool()));
         let io = match store.engine() {
-            EngineKind::Uring => WorkerIo::Uring(UringEngine::new(Arc::clone(store.files()))),
-            EngineKind::Threads => {
-                let pool = store
-                    .pool()
-                    .ok_or_else(|| StoreError::Engine("thread pool missing".into()))?;
-                WorkerIo::Threads(ThreadsEngine::new(Arc::clone(pool)))
-            }
+            EngineKind::Uring => WorkerIo::Uring(UringEngine::new(Arc::clone(store.files()), pool)),
+            EngineKind::Threads => WorkerIo::Threads(pool),
         };
         let io = match (store.journal(), io) {
             (Some(j), WorkerIo::Uring(inner)) => WorkerIo::CrashUring(crate::io::crash::CrashIo {

@@ -13,7 +13,7 @@ use std::thread;
 use tokio::sync::oneshot;
 
 use super::file::SegFile;
-use super::{AlignedBuf, FileId, IoEngine};
+use super::{AlignedBuf, FileId, IoEngine, READ_PIECE};
 
 /// Pool size. Blocking disk calls need in-flight depth; 16 threads reached the disk's limit for
 /// 4 KiB random reads on the 2-vCPU test machine (recipes §6: the pread pool was competitive).
@@ -108,7 +108,7 @@ fn run(rx: &Mutex<mpsc::Receiver<Job>>, files: &[SegFile]) {
                 match op {
                     Op::Read => {
                         let len = len.min(buf.capacity());
-                        let r = f.read_at(&mut buf.full_mut()[..len], off);
+                        let r = read_in_pieces(f, &mut buf.full_mut()[..len], off);
                         if let Ok(n) = r {
                             buf.set_len(n);
                         }
@@ -120,6 +120,25 @@ fn run(rx: &Mutex<mpsc::Receiver<Job>>, files: &[SegFile]) {
         };
         let _ = reply.send((res, buf));
     }
+}
+
+/// Fill `dst` from `off` with reads of at most [`READ_PIECE`] bytes, one after another; returns
+/// the count read, short only at the end of the file.
+fn read_in_pieces(f: &std::fs::File, dst: &mut [u8], off: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < dst.len() {
+        let want = (dst.len() - done).min(READ_PIECE);
+        let n = match f.read_at(&mut dst[done..done + want], off + done as u64) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        done += n;
+        if n < want {
+            break;
+        }
+    }
+    Ok(done)
 }
 
 /// A worker's handle on the shared pool.

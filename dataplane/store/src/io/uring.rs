@@ -1,5 +1,6 @@
 //! The io_uring engine: tokio-uring `read_at`/`write_at` on owned buffers, one ring per worker
-//! thread. It must be created and used inside `tokio_uring::start` on that thread.
+//! thread. It must be created and used inside `tokio_uring::start` on that thread. Reads of
+//! [`READ_PIECE`] bytes or more go to the store's thread pool instead (see there).
 //!
 //! The store owns the segment descriptors (std `File`s). To avoid one dup per segment per
 //! worker (2 x segments x workers descriptors), each worker wraps the store's raw descriptors in
@@ -14,7 +15,8 @@ use std::sync::Arc;
 use tokio_uring::buf::{BoundedBuf, IoBuf, IoBufMut};
 
 use super::file::SegFile;
-use super::{AlignedBuf, FileId, IoEngine};
+use super::threads::ThreadsEngine;
+use super::{AlignedBuf, FileId, IoEngine, READ_PIECE};
 
 // SAFETY: `stable_ptr` points to an allocation owned by the buffer that does not move when the
 // buffer value moves; `bytes_init` (filled length) <= `bytes_total` (capacity) and every byte of
@@ -51,14 +53,16 @@ struct Pair {
     buffered: ManuallyDrop<tokio_uring::fs::File>,
 }
 
-/// One worker's view of the segment files through its thread's io_uring.
+/// One worker's view of the segment files through its thread's io_uring, and the store's
+/// thread pool for large reads ([`READ_PIECE`]).
 pub struct UringEngine {
     files: Vec<Pair>,
     _owner: Arc<Vec<SegFile>>,
+    large_reads: ThreadsEngine,
 }
 
 impl UringEngine {
-    pub(crate) fn new(owner: Arc<Vec<SegFile>>) -> UringEngine {
+    pub(crate) fn new(owner: Arc<Vec<SegFile>>, large_reads: ThreadsEngine) -> UringEngine {
         let files = owner
             .iter()
             .map(|f| Pair {
@@ -69,6 +73,7 @@ impl UringEngine {
         UringEngine {
             files,
             _owner: owner,
+            large_reads,
         }
     }
 
@@ -113,6 +118,9 @@ impl IoEngine for UringEngine {
         off: u64,
         len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
+        if len >= READ_PIECE {
+            return self.large_reads.read_at(file, buf, off, len).await;
+        }
         buf.clear();
         let len = len.min(buf.capacity());
         match self.file(file) {
