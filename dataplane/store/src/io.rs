@@ -42,11 +42,11 @@ pub use budget::{IoBudget, IoBufferUsage};
 /// one) go to the pool's threads on either engine, and a thread reads them in pieces of this
 /// size, one after another: the disk sees at most [`threads::POOL_THREADS`] such reads in flight,
 /// each at most 256 KiB, and a thread that finishes a piece starts the next at once. That is
-/// Traffic Server's pattern (16 AIO threads, 256 KiB fragments), and this VM's disk gave it
-/// 1.3-1.5x the bandwidth it gave the same bodies read whole through io_uring: about 30 reads of
-/// 1 MiB in flight, each waiting 10-20 ms, where a worker busy with its sockets submits and reaps
-/// them a few ms late (bench/BENCHMARKS.md, session 29). Smaller reads (4 KiB to 128 KiB hits) stay
-/// on io_uring, whose batching costs less CPU per read.
+/// Traffic Server's pattern (16 AIO threads, 256 KiB fragments), and this VM's disk gave 1 MiB
+/// uniform hits 1.03-1.58x the rate of the same bodies read whole through io_uring in the same
+/// rounds, which kept about 30 reads of 1 MiB in flight, each waiting 10-20 ms, and submitted and
+/// reaped them a few ms late on a worker busy with its sockets (bench/BENCHMARKS.md, session 29).
+/// Smaller reads (4 KiB to 128 KiB hits) stay on io_uring, whose batching costs less CPU per read.
 pub const READ_PIECE: usize = 256 << 10;
 
 /// Which I/O engine to use, as configured.
