@@ -31,7 +31,8 @@ use std::process::ExitCode;
 /// mimalloc instead of glibc malloc: the RAM tier's churn (an object copied in on a disk hit,
 /// another evicted) left glibc's free lists fragmented; `unlink_chunk`, `malloc_consolidate`
 /// and friends took about 16% of a worker's CPU at 4 KiB hits (perf, bench/BENCHMARKS.md
-/// tuning log).
+/// tuning log). Built with `no_thp`: it never asks the kernel for transparent huge pages (and
+/// `main` turns them off for the process).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -70,6 +71,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // First, before the allocator touches more of its arena: no transparent huge pages, which
+    // would charge 2 MiB of the memory limit for each region touched (edgecache_host::huge_pages).
+    if let Err(e) = edgecache_host::disable_transparent_huge_pages() {
+        eprintln!("edgecache-dataplane: cannot turn transparent huge pages off: {e}");
+    }
     // The process-wide rustls provider (the workspace's only one), before any TLS config is built.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();

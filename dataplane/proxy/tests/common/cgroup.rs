@@ -2,10 +2,65 @@
 
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::{Dataplane, Opts, OriginHandle};
+
+/// A cgroup's memory usage and what it is made of, in bytes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Breakdown {
+    pub usage: u64,
+    /// Anonymous memory (the process's heap and stacks).
+    pub rss: u64,
+    /// Page cache charged to the cgroup (files it read or wrote through the cache).
+    pub cache: u64,
+    pub dirty: u64,
+    /// Kernel memory (slab, page tables, socket buffers when accounted).
+    pub kmem: u64,
+}
+
+impl Breakdown {
+    /// `memory.usage_in_bytes` of the cgroup at `dir` and, from `memory.stat` and
+    /// `memory.kmem.usage_in_bytes`, its anonymous memory, page cache and kernel memory.
+    fn read(dir: &Path) -> Breakdown {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        let stat = read("memory.stat");
+        let field = |key: &str| {
+            stat.lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(' ')?;
+                    (k == key).then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0)
+        };
+        let num = |f: &str| read(f).trim().parse().unwrap_or(0);
+        Breakdown {
+            usage: num("memory.usage_in_bytes"),
+            rss: field("rss"),
+            cache: field("cache"),
+            dirty: field("dirty"),
+            kmem: num("memory.kmem.usage_in_bytes"),
+        }
+    }
+}
+
+impl std::fmt::Display for Breakdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |b: u64| b as f64 / 1048576.0;
+        write!(
+            f,
+            "usage {:.1} MiB = anon {:.1} + page cache {:.1} (dirty {:.1}) + kernel {:.1}",
+            mib(self.usage),
+            mib(self.rss),
+            mib(self.cache),
+            mib(self.dirty),
+            mib(self.kmem)
+        )
+    }
+}
 
 /// A test's data plane in a memory cgroup: the cgroup, an origin, and a cache directory on the
 /// disk (not a tmpfs: O_DIRECT needs a real file system).
@@ -102,6 +157,30 @@ impl Cgroup {
                 (k == key).then(|| v.trim().parse().ok())?
             })
             .unwrap_or_else(|| panic!("no {key} in {file}"))
+    }
+
+    /// What the cgroup's usage is made of now.
+    pub fn breakdown(&self) -> Breakdown {
+        Breakdown::read(&self.dir)
+    }
+
+    /// Samples [`Cgroup::breakdown`] every 10 ms until the returned flag is set; the thread
+    /// returns the sample with the highest usage.
+    pub fn sample_peak(&self) -> (Arc<AtomicBool>, std::thread::JoinHandle<Breakdown>) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, dir) = (stop.clone(), self.dir.clone());
+        let h = std::thread::spawn(move || {
+            let mut peak = Breakdown::default();
+            while !flag.load(Ordering::Relaxed) {
+                let b = Breakdown::read(&dir);
+                if b.usage > peak.usage {
+                    peak = b;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            peak
+        });
+        (stop, h)
     }
 
     pub fn pids(&self) -> Vec<i32> {
