@@ -8,8 +8,9 @@
 //!   (RAM tier, I/O buffers, headroom, in-flight bytes), and [`Share`] enforces the bound of
 //!   each in-flight [`Part`]; [`read_memory_limit`] reads the limit.
 //!
-//! - [`disable_transparent_huge_pages`] keeps the kernel from charging 2 MiB for each region of
-//!   the process's memory it touches ([`huge_pages`]).
+//! - [`huge_pages_only_where_advised`] keeps the kernel from charging 2 MiB for each region of
+//!   the heap the process touches, while the store's I/O buffers keep their huge pages
+//!   ([`huge_pages`]).
 //!
 //! # Unsafe
 //! The workspace denies `unsafe_code`. Two items in [`cpu`] and two in [`huge_pages`] relax it,
@@ -29,7 +30,7 @@ pub use cpu::{
     CpuQuota, affinity_mask, pin_current_thread, plan_cpus, read_cpu_quota, read_cpu_quota_at,
     worker_cpus,
 };
-pub use huge_pages::{disable_transparent_huge_pages, transparent_huge_pages_disabled};
+pub use huge_pages::{HugePagesPolicy, huge_pages_only_where_advised, huge_pages_policy_flags};
 pub use memory::{
     BASE_RSS, CONNECTION_BYTES, CONNECTIONS_PER_WORKER_MAX, CONNECTIONS_PER_WORKER_MIN, Charge,
     HTTP2_CONNECTIONS_PER_WORKER, HTTP2_STREAM_BYTES, Http2Limits, Http2Settings, IN_FLIGHT_MAX,

@@ -31,8 +31,8 @@ use std::process::ExitCode;
 /// mimalloc instead of glibc malloc: the RAM tier's churn (an object copied in on a disk hit,
 /// another evicted) left glibc's free lists fragmented; `unlink_chunk`, `malloc_consolidate`
 /// and friends took about 16% of a worker's CPU at 4 KiB hits (perf, bench/BENCHMARKS.md
-/// tuning log). Built with `no_thp`: it never asks the kernel for transparent huge pages (and
-/// `main` turns them off for the process).
+/// tuning log). Built with `no_thp`: it never asks the kernel for transparent huge pages (the
+/// store does, for its I/O buffers; see `main`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -71,11 +71,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // First, before the allocator touches more of its arena: no transparent huge pages, which
-    // would charge 2 MiB of the memory limit for each region touched (edgecache_host::huge_pages).
-    if let Err(e) = edgecache_host::disable_transparent_huge_pages() {
-        eprintln!("edgecache-dataplane: cannot turn transparent huge pages off: {e}");
-    }
+    // First, before the allocator touches more of its arena: transparent huge pages only where
+    // the store asks for them (its I/O buffers), not under the whole heap, where each would
+    // charge 2 MiB of the memory limit for a few bytes (edgecache_host::huge_pages).
+    let huge_pages = edgecache_host::huge_pages_only_where_advised();
     // The process-wide rustls provider (the workspace's only one), before any TLS config is built.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
@@ -115,6 +114,17 @@ fn main() -> ExitCode {
                 }
             };
             edgecache_observe::tracing_log::init(&cfg.log);
+            match huge_pages {
+                Ok(edgecache_host::HugePagesPolicy::OnlyWhereAdvised) => {
+                    tracing::info!("transparent huge pages only under the I/O buffers")
+                }
+                Ok(edgecache_host::HugePagesPolicy::HostSetting) => tracing::warn!(
+                    "this kernel (before 6.18) cannot keep transparent huge pages to the I/O \
+                     buffers: where the host's setting is `always`, the whole heap is on them and \
+                     the process uses more memory than its plan counts"
+                ),
+                Err(e) => tracing::warn!("transparent huge pages: prctl failed: {e}"),
+            }
             let result = startup::serve(cfg);
             if let Err(e) = &result {
                 tracing::error!("{e:#}");

@@ -15,13 +15,14 @@
 //!   returns it; it is short only at the end of the file.
 //!
 //! Buffers come from a worker's [`budget::IoBudget`] (a hard bound on buffer memory, with
-//! recycling); see that module.
+//! recycling); see that module. Those of 64 KiB and more sit on transparent huge pages, in a
+//! region of the budget's own ([`huge_region`]).
 //! - `write_at` writes the buffer's filled bytes at `off`; a short write is reported as an error
 //!   (`WriteZero`), because with O_DIRECT it only happens when the disk is full.
 //!
-//! Unsafe code in this crate is limited to [`aligned`] (the aligned allocation), [`uring`] (the
-//! tokio-uring buffer traits and borrowing the store's file descriptors) and [`file`]
-//! (`fallocate`). Each item that needs it carries `#[allow(unsafe_code)]` and each block a
+//! Unsafe code in this crate is limited to [`aligned`] (the aligned allocation), [`huge_region`]
+//! (its mapping), [`uring`] (the tokio-uring buffer traits and borrowing the store's file
+//! descriptors) and [`file`] (`fallocate`). Each item that needs it carries `#[allow(unsafe_code)]` and each block a
 //! `// SAFETY:` comment.
 
 pub mod aligned;
@@ -29,6 +30,7 @@ pub mod budget;
 #[doc(hidden)]
 pub mod crash;
 pub(crate) mod file;
+pub mod huge_region;
 pub mod threads;
 pub mod uring;
 

@@ -1,8 +1,9 @@
-//! A 4096-aligned, zero-initialised heap buffer for O_DIRECT I/O.
+//! A 4096-aligned buffer for O_DIRECT I/O, on the heap or in a huge-page region.
 //!
 //! `Vec<u8>` cannot be used with O_DIRECT: its address is only 8- or 16-aligned and the kernel
 //! answers EINVAL. [`AlignedBuf`] allocates with `Layout::from_size_align(cap, 4096)` and is
-//! zeroed, so every byte of its capacity is initialised and can be handed out as a slice.
+//! zeroed, or is placed in a budget's [`HugeRegion`] (whose bytes are always initialised), so
+//! every byte of its capacity can be handed out as a slice.
 //! It implements tokio-uring's owned-buffer traits (in `io::uring`) and `AsRef<[u8]>`, so a
 //! filled buffer becomes a [`bytes::Bytes`] without a copy through `Bytes::from_owner`.
 
@@ -11,6 +12,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::budget;
+use super::huge_region::HugeRegion;
 
 pub use crate::align::{ALIGN, align_up};
 
@@ -22,6 +24,8 @@ pub struct AlignedBuf {
     /// The budget this buffer is charged to (see [`super::budget`]): dropping the buffer gives
     /// it back there instead of freeing it. `None` for unbudgeted buffers.
     home: Option<Arc<budget::Shared>>,
+    /// The huge-page region holding the bytes ([`super::huge_region`]), or `None` for the heap.
+    region: Option<Arc<HugeRegion>>,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively (like Vec<u8>); nothing is shared.
@@ -50,7 +54,28 @@ impl AlignedBuf {
             cap,
             len: 0,
             home: None,
+            region: None,
         }
+    }
+
+    /// A buffer of `cap` bytes placed in `region`, or `None` when `cap` is not a multiple of its
+    /// unit or no free run is long enough. Its bytes are initialised (zero from the mapping, or
+    /// what an earlier buffer left there, as for a buffer reused from a budget's pool), not
+    /// zeroed: readers only ever expose what the kernel filled.
+    pub(crate) fn in_region(region: &Arc<HugeRegion>, cap: usize) -> Option<AlignedBuf> {
+        let ptr = region.take(cap)?;
+        Some(AlignedBuf {
+            ptr,
+            cap,
+            len: 0,
+            home: None,
+            region: Some(Arc::clone(region)),
+        })
+    }
+
+    /// Whether the bytes are in a huge-page region rather than on the heap.
+    pub fn in_huge_region(&self) -> bool {
+        self.region.is_some()
     }
 
     pub(crate) fn with_home(mut self, home: Arc<budget::Shared>) -> AlignedBuf {
@@ -86,7 +111,8 @@ impl AlignedBuf {
     /// The whole capacity, filled or not (all of it is initialised).
     #[allow(unsafe_code)]
     pub fn full(&self) -> &[u8] {
-        // SAFETY: ptr points to `cap` initialised (zeroed at allocation) bytes owned by self.
+        // SAFETY: ptr points to `cap` initialised bytes owned by self (zeroed at allocation on
+        // the heap; in a huge-page region, zero from the mapping or written since).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cap) }
     }
 
@@ -134,12 +160,17 @@ impl Drop for AlignedBuf {
                 cap: self.cap,
                 len: 0,
                 home: None,
+                region: self.region.take(),
             };
             self.cap = 0;
             home.give_back(raw);
             return;
         }
         if self.cap == 0 {
+            return;
+        }
+        if let Some(region) = self.region.take() {
+            region.give_back(self.ptr, self.cap);
             return;
         }
         if let Ok(layout) = Layout::from_size_align(self.cap, ALIGN) {

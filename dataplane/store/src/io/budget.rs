@@ -26,6 +26,11 @@
 //! kernel filled. Pooled buffers of another size are freed when a request needs the room, so
 //! pooled memory never starves a request.
 //!
+//! Placement: a new buffer of 64 KiB or more goes in the budget's huge-page region
+//! ([`super::huge_region`], one of the budget's size), where O_DIRECT hands the device one
+//! segment per 2 MiB instead of one per 4 KiB page; smaller ones, and any that finds no room
+//! there, come from the heap.
+//!
 //! Size classes: powers of two from 4 KiB to 64 KiB, then multiples of 64 KiB up to
 //! [`MAX_POOLED`]. A request is charged its class size; one larger than the whole budget is
 //! charged the whole budget (it waits until everything else is returned), so nothing can wait
@@ -39,6 +44,7 @@ use std::task::{Poll, Waker};
 use tokio::sync::Semaphore;
 
 use super::AlignedBuf;
+use super::huge_region::{self, HugeRegion};
 
 /// Largest buffer kept in the free lists (larger ones are freed when returned).
 pub const MAX_POOLED: usize = 4 << 20;
@@ -142,6 +148,9 @@ pub(crate) struct Shared {
     waits: AtomicU64,
     allocs: AtomicU64,
     pool: Mutex<Pool>,
+    /// Where new buffers of [`huge_region::UNIT`] and more are placed: a huge-page region of the
+    /// budget's size (`None` when it could not be mapped: then the heap).
+    region: Option<Arc<HugeRegion>>,
 }
 
 impl Shared {
@@ -220,6 +229,42 @@ impl Shared {
         }
     }
 
+    /// A new buffer of `cap` bytes in the huge-page region, or `None` for the heap (a small
+    /// buffer, or no room). When the region has no free run that long, the pooled buffers in it
+    /// are freed first: they are free memory, and buffers of other sizes kept there would
+    /// otherwise push the large ones out to the heap's base pages.
+    fn place(&self, cap: usize) -> Option<AlignedBuf> {
+        let region = self.region.as_ref().filter(|_| cap >= huge_region::UNIT)?;
+        if let Some(b) = AlignedBuf::in_region(region, cap) {
+            return Some(b);
+        }
+        let evicted: Vec<AlignedBuf> = {
+            let mut p = self.lock();
+            p.free
+                .iter_mut()
+                .flat_map(|list| {
+                    let (there, kept) = std::mem::take(list)
+                        .into_iter()
+                        .partition(|b: &AlignedBuf| b.in_huge_region());
+                    *list = kept;
+                    there
+                })
+                .collect()
+        };
+        if evicted.is_empty() {
+            return None;
+        }
+        for b in evicted {
+            let cap = b.capacity();
+            self.pooled.fetch_sub(cap, Relaxed);
+            drop(b);
+            self.release(self.charge_of(cap));
+        }
+        let w = self.lock().turn_wakers();
+        wake_all(w);
+        AlignedBuf::in_region(region, cap)
+    }
+
     /// Called by `AlignedBuf::drop` for a budgeted buffer (`raw` has no home any more): pool it
     /// (its charge stays taken) and wake the waiter whose turn it is.
     pub(crate) fn give_back(&self, raw: AlignedBuf) {
@@ -290,6 +335,7 @@ impl IoBudget {
                     waiters: VecDeque::new(),
                     next_id: 0,
                 }),
+                region: HugeRegion::new(capacity).map(Arc::new),
             }),
         }
     }
@@ -328,7 +374,10 @@ impl IoBudget {
             }
             Taken::Charged => {
                 self.shared.allocs.fetch_add(1, Relaxed);
-                AlignedBuf::new(cap).with_home(home)
+                self.shared
+                    .place(cap)
+                    .unwrap_or_else(|| AlignedBuf::new(cap))
+                    .with_home(home)
             }
         }
     }
@@ -450,6 +499,74 @@ impl Drop for Queued<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Anonymous bytes on transparent huge pages in the mapping of this process holding `ptr`
+    /// (`AnonHugePages` of its entry in /proc/self/smaps).
+    fn huge_bytes_at(ptr: *const u8) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let p = ptr as usize;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let head = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = head.split_once('-')
+                && let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            {
+                inside = a <= p && p < b;
+            } else if inside && let Some(v) = line.strip_prefix("AnonHugePages:") {
+                let kib: u64 = v.split_whitespace().next().unwrap().parse().unwrap();
+                return kib << 10;
+            }
+        }
+        0
+    }
+
+    #[test]
+    fn pooled_buffers_scattered_over_the_region_make_room_for_a_large_one() {
+        let b = IoBudget::new(4 << 20);
+        let bufs: Vec<AlignedBuf> = (0..16).map(|_| b.try_alloc(256 << 10).unwrap()).collect();
+        assert!(bufs.iter().all(|x| x.in_huge_region()));
+        // Pooled in an order that leaves the most recently pooled (the first freed for room)
+        // scattered: every other 256 KiB.
+        let (even, odd): (Vec<_>, Vec<_>) =
+            bufs.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
+        drop(even);
+        drop(odd);
+        let big = b.try_alloc((1 << 20) + 4096).unwrap();
+        assert!(
+            big.in_huge_region(),
+            "the pooled buffers left the region for it"
+        );
+        assert!(b.usage().charged <= 4 << 20);
+    }
+
+    #[test]
+    fn large_buffers_sit_on_huge_pages_and_small_ones_on_the_heap() {
+        let b = IoBudget::new(8 << 20);
+        let mut big = b.try_alloc((1 << 20) + 4096).unwrap();
+        let small = b.try_alloc(4096).unwrap();
+        assert!(big.in_huge_region(), "a 1 MiB record's buffer");
+        assert!(!small.in_huge_region(), "a 4 KiB one");
+        big.full_mut().fill(7);
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if !thp.contains("[always]") && !thp.contains("[madvise]") {
+            println!(
+                "SKIPPED: this host has no transparent huge pages ({})",
+                thp.trim()
+            );
+            return;
+        }
+        assert!(
+            huge_bytes_at(big.ptr()) >= 2 << 20,
+            "the buffer's region is on huge pages"
+        );
+        // Given back and taken again: the same bytes, from the pool, zeroed only when new.
+        let ptr = big.ptr();
+        drop(big);
+        let again = b.try_alloc((1 << 20) + 4096).unwrap();
+        assert_eq!(again.ptr(), ptr);
+        assert!(again.in_huge_region());
+    }
 
     #[test]
     fn classes() {
