@@ -22,20 +22,21 @@ pub struct Breakdown {
     pub kmem: u64,
 }
 
+/// The value of `key` in a cgroup file of `key value` lines (`memory.stat`, `memory.oom_control`).
+fn stat_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok())?
+    })
+}
+
 impl Breakdown {
     /// `memory.usage_in_bytes` of the cgroup at `dir` and, from `memory.stat` and
     /// `memory.kmem.usage_in_bytes`, its anonymous memory, page cache and kernel memory.
     fn read(dir: &Path) -> Breakdown {
         let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
         let stat = read("memory.stat");
-        let field = |key: &str| {
-            stat.lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(' ')?;
-                    (k == key).then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0)
-        };
+        let field = |key: &str| stat_field(&stat, key).unwrap_or(0);
         let num = |f: &str| read(f).trim().parse().unwrap_or(0);
         Breakdown {
             usage: num("memory.usage_in_bytes"),
@@ -150,13 +151,7 @@ impl Cgroup {
 
     /// A `key value` line of a stat-like file (`memory.stat`, `memory.oom_control`).
     pub fn stat(&self, file: &str, key: &str) -> u64 {
-        self.read(file)
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                (k == key).then(|| v.trim().parse().ok())?
-            })
-            .unwrap_or_else(|| panic!("no {key} in {file}"))
+        stat_field(&self.read(file), key).unwrap_or_else(|| panic!("no {key} in {file}"))
     }
 
     /// What the cgroup's usage is made of now.
