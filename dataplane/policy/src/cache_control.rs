@@ -164,7 +164,12 @@ impl CacheControl {
                 Some((n, a)) => (n, Some(a)),
                 None => (element, None),
             };
-            cc.apply(&name.to_ascii_lowercase(), arg);
+            // Directive names are case-insensitive; most arrive in lower case already.
+            if name.bytes().any(|b| b.is_ascii_uppercase()) {
+                cc.apply(&name.to_ascii_lowercase(), arg);
+            } else {
+                cc.apply(name, arg);
+            }
         }
         cc
     }

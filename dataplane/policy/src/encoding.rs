@@ -246,10 +246,17 @@ pub fn compressible_type(content_type: &str, types: &[String]) -> bool {
                 && sub.len() >= suffix.len()
                 && sub[sub.len() - suffix.len()..].eq_ignore_ascii_case(suffix);
         }
-        match t.split_once('/') {
-            Some((tt, "*")) => tt.eq_ignore_ascii_case(top),
-            Some((tt, ts)) => tt.eq_ignore_ascii_case(top) && ts.eq_ignore_ascii_case(sub),
-            None => false,
+        // `top/sub` or `top/*`: `t` starts with `top` and a `/` (`top` has none, so that is
+        // `t`'s first), compared in place without searching `t` for it.
+        let t = t.as_bytes();
+        let Some((tt, rest)) = t.split_at_checked(top.len()) else {
+            return false;
+        };
+        match rest.split_first() {
+            Some((b'/', ts)) if tt.eq_ignore_ascii_case(top.as_bytes()) => {
+                ts == b"*" || ts.eq_ignore_ascii_case(sub.as_bytes())
+            }
+            _ => false,
         }
     })
 }
@@ -542,6 +549,12 @@ mod tests {
             ("video/mp4", false),
             ("text", false),
             ("/json", false),
+            ("text/", false),
+            ("texts/html", false),
+            ("tex/html", false),
+            ("text/html/x", true),
+            ("application/json/x", false),
+            ("application/xjson", false),
             ("", false),
         ] {
             assert_eq!(compressible_type(ct, &types), want, "{ct:?}");

@@ -117,19 +117,16 @@ pub fn unquote(s: &str) -> Cow<'_, str> {
 /// All field lines of `name` combined into one value with `", "` (RFC 9110 5.3), or `None` when
 /// the field is absent. Bytes outside visible ASCII are replaced, so callers that compare values
 /// see a stable string.
-pub fn combined<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<String> {
-    let mut out: Option<String> = None;
-    for v in headers.get_all(name) {
-        let s = String::from_utf8_lossy(v.as_bytes());
-        match &mut out {
-            Some(acc) => {
-                acc.push_str(", ");
-                acc.push_str(&s);
-            }
-            None => out = Some(s.into_owned()),
-        }
+/// One field line (most fields have one) is borrowed, not copied.
+pub fn combined<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<Cow<'_, str>> {
+    let mut lines = headers.get_all(name).into_iter();
+    let mut out = String::from_utf8_lossy(lines.next()?.as_bytes());
+    for v in lines {
+        let acc = out.to_mut();
+        acc.push_str(", ");
+        acc.push_str(&String::from_utf8_lossy(v.as_bytes()));
     }
-    out
+    Some(out)
 }
 
 /// The decimal digits of `n`, written at the end of `buf`: the part of it they fill.
@@ -201,6 +198,11 @@ pub fn http_date(s: &str) -> Option<SystemTime> {
 /// at every hit: this allocates nothing.
 pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
     let s = s.trim_matches([' ', '\t']);
+    imf_fixdate(s.as_bytes()).or_else(|| any_date_format(s, now))
+}
+
+/// [`http_date_at`] of a value without surrounding whitespace, in any of the three formats.
+fn any_date_format(s: &str, now: SystemTime) -> Option<SystemTime> {
     let (year, month, day, time) = match s.split_once(", ") {
         // IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
         Some((weekday, rest)) if weekday.len() == 3 => {
@@ -230,10 +232,50 @@ pub fn http_date_at(s: &str, now: SystemTime) -> Option<SystemTime> {
     };
     let month = month_index(month)?;
     let day = digits(day)?;
+    civil_time(year, month, day, time_of_day(time)?)
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, what current senders write) read at its
+/// fixed offsets, without searching the text. `None` when `s` is not a valid one: then the
+/// general parse in [`http_date_at`] decides (it gives the same time for every value this
+/// accepts, and `None` for the invalid ones).
+fn imf_fixdate(s: &[u8]) -> Option<SystemTime> {
+    let s: &[u8; 29] = s.try_into().ok()?;
+    let at = |i: usize, b: u8| s[i] == b;
+    if !(at(3, b',')
+        && at(4, b' ')
+        && at(7, b' ')
+        && at(11, b' ')
+        && at(16, b' ')
+        && at(19, b':')
+        && at(22, b':')
+        && at(25, b' ')
+        && s[26..].eq_ignore_ascii_case(b"GMT"))
+    {
+        return None;
+    }
+    let two = |i: usize| -> Option<u32> {
+        let (a, b) = (s[i], s[i + 1]);
+        (a.is_ascii_digit() && b.is_ascii_digit())
+            .then(|| u32::from(a - b'0') * 10 + u32::from(b - b'0'))
+    };
+    let weekday = std::str::from_utf8(&s[..3]).ok()?;
+    short_day_name(weekday)?;
+    let month = month_index(std::str::from_utf8(&s[8..11]).ok()?)?;
+    let year = i64::from(two(12)? * 100 + two(14)?);
+    let (h, m, sec) = (two(17)?, two(20)?, two(23)?);
+    if h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    civil_time(year, month, two(5)?, h * 3600 + m * 60 + sec)
+}
+
+/// The time of a proleptic Gregorian date and a second of its day; `None` for a day the month
+/// does not have (or a time `SystemTime` cannot hold).
+fn civil_time(year: i64, month: u32, day: u32, seconds: u32) -> Option<SystemTime> {
     if day == 0 || day > days_in_month(year, month) {
         return None;
     }
-    let seconds = time_of_day(time)?;
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + i64::from(seconds);
     match u64::try_from(secs) {
@@ -493,6 +535,44 @@ mod tests {
         assert_eq!(unquote("abc"), "abc");
         assert_eq!(unquote("\""), "\"");
         assert_eq!(unquote(r#""""#), "");
+    }
+
+    #[test]
+    fn the_imf_fixdate_fast_path_answers_what_the_general_parse_does() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut values = vec![
+            "Sun, 06 Nov 1994 08:49:37 GMT".to_string(),
+            "sun, 06 nov 1994 08:49:37 gmt".to_string(),
+            "Tue, 29 Feb 2000 00:00:00 GMT".to_string(),
+            "Thu, 29 Feb 2001 00:00:00 GMT".to_string(),
+            "Sat, 31 Dec 2016 23:59:60 GMT".to_string(),
+            "Fri, 31 Dec 9999 23:59:59 GMT".to_string(),
+            "Thu, 01 Jan 0000 00:00:00 GMT".to_string(),
+        ];
+        // Every byte of a valid date replaced in turn by a digit, a letter, a space, a colon,
+        // a comma and a non-ASCII byte's worth of text.
+        let base = "Sun, 06 Nov 1994 08:49:37 GMT";
+        for i in 0..base.len() {
+            for b in ['0', '9', 'x', 'G', ' ', ':', ',', '-'] {
+                let mut v = base.as_bytes().to_vec();
+                v[i] = b as u8;
+                values.push(String::from_utf8(v).unwrap());
+            }
+        }
+        let mut fast = 0;
+        for v in &values {
+            if let Some(t) = imf_fixdate(v.as_bytes()) {
+                fast += 1;
+                assert_eq!(Some(t), any_date_format(v, now), "{v:?}");
+            }
+            assert_eq!(
+                http_date_at(v, now),
+                any_date_format(v.trim_matches([' ', '\t']), now),
+                "{v:?}"
+            );
+        }
+        assert!(imf_fixdate(base.as_bytes()).is_some());
+        assert!(fast > 10, "{fast}");
     }
 
     #[test]

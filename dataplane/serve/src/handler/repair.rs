@@ -27,9 +27,11 @@ use super::*;
 /// What a repair needs of the hit being served.
 pub(super) struct Repair {
     ctx: Rc<Ctx>,
-    /// The request as a fill sends it: GET, no Range or conditionals, no 1xx forwarder (the
-    /// client has its final response already).
-    parts: request::Parts,
+    /// The client's request target, version and fields, as received: [`Repair::request`] makes
+    /// the request a fill sends of them when a repair is asked (few are).
+    uri: http::Uri,
+    version: http::Version,
+    headers: HeaderMap,
     peer: SocketAddr,
     status: StatusCode,
     stored: HeaderMap,
@@ -48,23 +50,31 @@ impl Repair {
     ) -> Self {
         // Not the client's extensions (its connection's probes, its 1xx forwarder): a hit
         // clones this for every response, and few are ever repaired.
-        let (mut fetch, ()) = Request::new(()).into_parts();
-        fetch.method = Method::GET;
-        fetch.uri = parts.uri.clone();
-        fetch.version = parts.version;
-        fetch.headers = parts.headers.clone();
-        policy::request::strip_for_fill(&mut fetch.headers);
-        fetch.headers.remove(header::IF_MATCH);
-        fetch.headers.remove(header::IF_UNMODIFIED_SINCE);
         Self {
             ctx: ctx.clone(),
-            parts: fetch,
+            uri: parts.uri.clone(),
+            version: parts.version,
+            headers: parts.headers.clone(),
             peer,
             status: stored.status(),
             stored: stored.headers().clone(),
             body_len,
             fill: false,
         }
+    }
+
+    /// The request as a fill sends it: GET, no Range or conditionals, no 1xx forwarder (the
+    /// client has its final response already).
+    fn request(&self) -> request::Parts {
+        let (mut fetch, ()) = Request::new(()).into_parts();
+        fetch.method = Method::GET;
+        fetch.uri = self.uri.clone();
+        fetch.version = self.version;
+        fetch.headers = self.headers.clone();
+        policy::request::strip_for_fill(&mut fetch.headers);
+        fetch.headers.remove(header::IF_MATCH);
+        fetch.headers.remove(header::IF_UNMODIFIED_SINCE);
+        fetch
     }
 
     /// The repair of a miss's body (the fill's), counted in `fill_repairs_total`.
@@ -79,7 +89,7 @@ impl Repair {
         let c = Continuation::of(self.status, &self.stored, self.body_len, from, to)
             .ok_or("the stored response has no validator that may bind an If-Range")?;
         let fields = c.request_fields().ok_or("no Range field for the rest")?;
-        let (resp, _) = send(&self.ctx, &self.parts, self.peer, &fields)
+        let (resp, _) = send(&self.ctx, &self.request(), self.peer, &fields)
             .await
             .map_err(|e| format!("the origin failed: {e}"))?;
         let taking = if c.accepts(&self.stored, resp.status(), resp.headers()) {
