@@ -498,7 +498,10 @@ pub(super) async fn relay_origin_response(
         sent: (0, 0),
         idle: ctx.origin_idle(),
     };
-    tokio::task::spawn_local(pump.run());
+    // Boxed: the task then holds a pointer, and tokio moves that, not the pump's state machine
+    // (kilobytes), through its spawn path (several copies a miss; it boxes only futures of
+    // 16 KiB and more itself).
+    tokio::task::spawn_local(Box::pin(pump.run()));
     let count = count_sent(ctx);
     let body = match client_body {
         None => body::empty(),
