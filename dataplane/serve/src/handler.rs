@@ -766,29 +766,11 @@ async fn serve_stored(
         None => body::empty(),
         Some(range) => {
             ctx.shared.metrics.response_bytes.inc_by(sent);
-            let whole = range.start == 0 && range.end == obj.body_len;
-            let body_len = obj.body_len;
-            let object_ref = obj.object_ref.clone();
-            let mut chunks: paced::Chunks =
-                Box::pin(obj.body(if whole { None } else { Some(range.clone()) }));
-            let room = ClientConn::of(parts).map(|c| &c.room);
-            if let (Outcome::HitDisk, Some(room)) = (outcome, room)
-                && sent > STREAM_SLOT_MIN
-            {
-                chunks = Box::pin(paced::paced(
-                    chunks,
-                    range.clone(),
-                    room.clone(),
-                    ctx.keepers.clone(),
-                    reopen(ctx, object_ref),
-                ));
-            }
-            if outcome == Outcome::HitDisk {
-                // A disk body may fail after the head is sent: finish it from the origin.
-                let repair = repair::Repair::new(ctx, parts, peer, stored, body_len);
-                body::stream(repair::body(chunks, range, repair))
-            } else {
-                body::stream(chunks)
+            match obj.in_memory(Some(range.clone())) {
+                // Verified bytes in memory (a RAM copy, a small record read whole): one chunk,
+                // nothing to pace or repair.
+                Some(bytes) => body::full(bytes),
+                None => stream_stored(ctx, parts, peer, stored, obj, outcome, range, sent),
             }
         }
     };
@@ -797,6 +779,45 @@ async fn serve_stored(
         None => body,
     };
     Some(respond(out.status, out.headers, cache_status, body))
+}
+
+/// The body bytes `range` of `obj` (`sent` of them) as they stream from disk: paced to the
+/// client's socket when large, finished from the origin when a block fails after the head.
+#[allow(clippy::too_many_arguments)]
+fn stream_stored(
+    ctx: &Rc<Ctx>,
+    parts: &request::Parts,
+    peer: SocketAddr,
+    stored: &StoredResponse,
+    obj: StoredObject,
+    outcome: Outcome,
+    range: std::ops::Range<u64>,
+    sent: u64,
+) -> Body {
+    let whole = range.start == 0 && range.end == obj.body_len;
+    let body_len = obj.body_len;
+    let object_ref = obj.object_ref.clone();
+    let mut chunks: paced::Chunks =
+        Box::pin(obj.body(if whole { None } else { Some(range.clone()) }));
+    let room = ClientConn::of(parts).map(|c| &c.room);
+    if let (Outcome::HitDisk, Some(room)) = (outcome, room)
+        && sent > STREAM_SLOT_MIN
+    {
+        chunks = Box::pin(paced::paced(
+            chunks,
+            range.clone(),
+            room.clone(),
+            ctx.keepers.clone(),
+            reopen(ctx, object_ref),
+        ));
+    }
+    if outcome == Outcome::HitDisk {
+        // A disk body may fail after the head is sent: finish it from the origin.
+        let repair = repair::Repair::new(ctx, parts, peer, stored, body_len);
+        body::stream(repair::body(chunks, range, repair))
+    } else {
+        body::stream(chunks)
+    }
 }
 
 /// Open the record of `r` again for the body bytes of a range (a paced stream whose chunk went

@@ -306,6 +306,20 @@ struct StreamState {
 }
 
 impl StoredObject {
+    /// The body bytes of `range` (clamped as [`StoredObject::body`] clamps it) when all of
+    /// them are in memory and verified already: a copy in the RAM tier, or a small record read
+    /// whole. Nothing can fail after the response's head then, and there is no stream to poll.
+    /// `None` for a body that streams from disk.
+    pub fn in_memory(&self, range: Option<Range<u64>>) -> Option<Bytes> {
+        let Inner::Whole(b) = &self.inner else {
+            return None;
+        };
+        let r = range.unwrap_or(0..self.body_len);
+        let end = r.end.min(self.body_len);
+        let start = r.start.min(end);
+        Some(b.slice(start as usize..end as usize))
+    }
+
     /// The body (or `range` of it, clamped to the body) as a stream of verified chunks. A
     /// checksum mismatch ends the stream with an `InvalidData` error (and drops the object);
     /// an eviction racing with the read ends it with an error too. Never yields unverified bytes.

@@ -317,6 +317,11 @@ fn ram_tier_serves_second_hit(engine: EngineChoice) {
         let reads = store.stats().disk_reads;
         let second = w.open(r).await.unwrap();
         assert_eq!(second.source, Source::Ram);
+        // Its bytes at hand, as the stream gives them (a range past the end clamped alike).
+        assert_eq!(second.in_memory(None).unwrap(), body);
+        assert_eq!(second.in_memory(Some(10..20)).unwrap(), &body[10..20]);
+        assert_eq!(second.in_memory(Some(2990..5000)).unwrap(), &body[2990..]);
+        assert!(second.in_memory(Some(4000..5000)).unwrap().is_empty());
         assert_eq!(collect(second, Some(10..20)).await.unwrap(), &body[10..20]);
         let s = store.stats();
         assert_eq!(s.disk_reads, reads, "a RAM hit does no disk read");
