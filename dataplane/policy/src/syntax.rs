@@ -549,8 +549,8 @@ mod tests {
             "Fri, 31 Dec 9999 23:59:59 GMT".to_string(),
             "Thu, 01 Jan 0000 00:00:00 GMT".to_string(),
         ];
-        // Every byte of a valid date replaced in turn by a digit, a letter, a space, a colon,
-        // a comma and a non-ASCII byte's worth of text.
+        // Every byte of a valid date replaced in turn by a digit, a letter, a space, a colon, a
+        // comma and a dash.
         let base = "Sun, 06 Nov 1994 08:49:37 GMT";
         for i in 0..base.len() {
             for b in ['0', '9', 'x', 'G', ' ', ':', ',', '-'] {
