@@ -815,8 +815,16 @@ def object_count(args, size):
 
 
 def storage_bytes(args, size):
-    """Disk storage each cache gets for `size`: twice the objects' bytes plus slack, >= 1 GiB."""
-    return max(2 * SIZES[size][0] * object_count(args, size) + (256 << 20), 1 << 30)
+    """Disk storage each cache gets for `size`: twice the objects' bytes (the row's set and the
+    miss rounds' new ones) plus slack, >= 1 GiB."""
+    count = object_count(args, size) + getattr(args, "miss_rounds", 0) * miss_round_count(args, size)
+    return max(2 * SIZES[size][0] * count + (256 << 20), 1 << 30)
+
+
+def miss_round_count(args, size):
+    """New objects each miss round asks every cache for (a fifth of the row's set: a pass long
+    enough for its rate to be more than its first connections' start)."""
+    return max(1, object_count(args, size) // 5)
 
 
 def check_disk_space(args, work, sizes, ncaches):
@@ -864,11 +872,41 @@ def warm(args, cache, size, count, emit, host=None):
     return False
 
 
-def pass_over(args, cache, size, count, conns, host=None):
-    """One loadgen pass over every id of row `size` (the loadgen's JSON result)."""
+def pass_over(args, cache, size, count, conns, host=None, start=0):
+    """One loadgen pass over ids start..start+count of row `size` (the loadgen's JSON result)."""
     return loadgen(args, "pass", "--target", f"127.0.0.1:{cache.port}", "--size", object_size(size),
-                   "--count", count, "--conns", conns, "--timeout-s", args.warm_timeout,
+                   "--count", count, "--start", start, "--conns", conns, "--timeout-s", args.warm_timeout,
                    *(["--host", host] if host else []))
+
+
+def miss_rounds(args, live, size, count, emit, ensure_origin):
+    """Misses measured as the hit rows are: `--miss-rounds` interleaved rounds (A B C D, D C B A,
+    ...), each a pass of new ids (beyond the row's set and earlier rounds') with the warm-up's
+    connections, so the VM's swings between one cache's moment and another's fall into every
+    cache's rounds alike instead of deciding a single first pass. Run after the hit rounds (the
+    new objects cannot disturb those); the storage is sized for them (`storage_bytes`)."""
+    m = miss_round_count(args, size)
+    for rnd in range(args.miss_rounds):
+        order = live if rnd % 2 == 0 else list(reversed(live))
+        log(f"  miss round {rnd + 1}/{args.miss_rounds}: {m:,} new ids each, {' '.join(c.name for c in order)}")
+        for c in order:
+            if c.proc and c.proc.poll() is not None:
+                continue
+            ensure_origin()
+            o0 = origin_requests()
+            try:
+                r = pass_over(args, c, size, m, args.warm_conns, start=count + rnd * m)
+            except Exception as e:
+                log(f"    {c.name}: miss round failed: {e}")
+                emit({"kind": "error", "cache": c.name, "size": size, "dist": "miss", "round": rnd,
+                      "error": str(e)[:2000]})
+                continue
+            fetches = origin_requests() - o0
+            r.update({"kind": "miss_round", "cache": c.name, "size": size, "size_bytes": r.get("size"),
+                      "round": rnd, "start": count + rnd * m, "origin_fetches": fetches})
+            emit(r)
+            log(f"    {c.name:9s} {r['req_per_s']:9.0f} req/s {r['ok']}/{m} ok, {r['bad_body']} bad bodies, "
+                f"{r['errors']} errors, {fetches} origin fetches")
 
 
 def resident_passes(args, cache, size, count):
@@ -1193,6 +1231,9 @@ def main():
     ap.add_argument("--warm-conns", type=int, default=32)
     ap.add_argument("--warm-timeout", type=int, default=900)
     ap.add_argument("--max-warm-passes", type=int, default=10)
+    ap.add_argument("--miss-rounds", type=int, default=3,
+                    help="interleaved miss rounds after a row's hit rounds, each a pass of a fifth of the "
+                         "row's set in new ids (0: the first warm-up pass alone measures misses)")
     ap.add_argument("--no-drop-caches", action="store_true")
     ap.add_argument("--keep-storage", action="store_true",
                     help="keep the caches' storage and fio's file under --work after the run")
@@ -1331,6 +1372,8 @@ def main():
                         ceiling_round(args, size, dist, rnd, emit)
         if stop_ceiling:
             stop_ceiling()
+        if args.miss_rounds and not args.skip_rounds:
+            miss_rounds(args, live, size, count, emit, ensure_origin)
         for c in live:
             if isinstance(c, EdgeCache):
                 try:

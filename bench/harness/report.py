@@ -173,9 +173,22 @@ def lead_table(recs, caches):
           + f" | {f(c_r['req_per_s']) if c_r else '–'} | "
           + " | ".join(ratio_cell(round_ratio(rs, "edgecache", c)) for c in peers)
           + f" | {'–' if vs_ceil is None else f'{vs_ceil:.2f}x'} |")
+    miss_rounds = [r for r in recs if r.get("kind") == "miss_round"]
     for size in SIZE_ORDER:
+        if size in ROW_TITLE:  # a resident row's misses are the plain row's again
+            continue
+        mr = [r for r in miss_rounds if r["size"] == size]
         ms = {r["cache"]: r for r in miss if r["size"] == size}
-        if not ms or size in ROW_TITLE:  # a resident row's warm-up is the plain row's miss again
+        if mr:
+            # Interleaved rounds of new ids: medians, and medians of per-round ratios.
+            cells = [f(med([r["req_per_s"] for r in mr if r["cache"] == c])) if any(
+                r["cache"] == c for r in mr) else "–" for c in caches]
+            ratios = [ratio_cell(round_ratio(mr, "edgecache", c)) for c in peers]
+            rounds_n = len({r["round"] for r in mr})
+            w(f"| misses, {size} ({rounds_n} rounds of {mr[0]['count']:,} new objects, 32 connections) | "
+              + " | ".join(cells) + " | – | " + " | ".join(ratios) + " | – |")
+            continue
+        if not ms:
             continue
         e = ms.get("edgecache")
         cells = [f(ms[c]["req_per_s"]) if c in ms else "–" for c in caches]
@@ -186,8 +199,10 @@ def lead_table(recs, caches):
           + " | ".join(ratios) + " | – |")
     w("")
     in_rounds = any(r.get("kind") == "ceiling_round" for r in recs)
-    w("A ratio below 1.00x is a row where EdgeCache loses. Hit rows: medians of per-round ratios; miss rows: one "
-      "pass each. The ceiling is nginx serving one static file of the row's size from RAM on the same core"
+    miss_how = ("medians over interleaved rounds and of per-round ratios, as the hit rows'" if miss_rounds
+                else "one pass each")
+    w("A ratio below 1.00x is a row where EdgeCache loses. Hit rows: medians of per-round ratios; miss rows: "
+      + miss_how + ". The ceiling is nginx serving one static file of the row's size from RAM on the same core"
       + ("; in the RAM rows it ran in every round beside the caches (its median, and the median of per-round "
          "ratios), elsewhere once before the rows" if in_rounds else "") + ". Details of every row follow.")
     w("")
@@ -346,6 +361,22 @@ def build(recs, png_rel):
         for r in sorted(miss, key=lambda r: (SIZE_ORDER.index(r["size"]), ORDER.index(r["cache"]))):
             w(f"| {LABEL[r['cache']]} | {r['size']} | {r['count']:,} | {r['req_per_s']:,.0f} | {r['mb_per_s']:,.0f} | "
               f"{r['ttfb']['p50_ms']:.2f} | {r['ttfb']['p99_ms']:.2f} | {r['bad_body']} |")
+        w("")
+    mr = [r for r in recs if r.get("kind") == "miss_round"]
+    if mr:
+        w("### Miss rounds (after a row's hit rounds: interleaved passes over new ids, A B C D, D C B A, ...)")
+        w("")
+        w("| cache | size | new objects a round | req/s per round | median req/s | first byte p99 ms (median) "
+          "| bad bodies | origin fetches |")
+        w("|---|---|---|---|---|---|---|---|")
+        keys = sorted({(r["size"], r["cache"]) for r in mr},
+                      key=lambda k: (SIZE_ORDER.index(k[0]), ORDER.index(k[1])))
+        for size, cache in keys:
+            rs = sorted((r for r in mr if r["size"] == size and r["cache"] == cache), key=lambda r: r["round"])
+            w(f"| {LABEL[cache]} | {size} | {rs[0]['count']:,} | "
+              + ", ".join(f"{r['req_per_s']:,.0f}" for r in rs)
+              + f" | {med([r['req_per_s'] for r in rs]):,.0f} | {med([r['ttfb']['p99_ms'] for r in rs]):.2f} | "
+              f"{sum(r['bad_body'] for r in rs)} | {sum(r.get('origin_fetches', 0) for r in rs):,} |")
         w("")
     co = [r for r in recs if r.get("kind") == "coalesce"]
     if co:
