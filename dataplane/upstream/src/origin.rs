@@ -534,13 +534,11 @@ fn forwarded_for(prev: Option<&str>, ip: IpAddr) -> Bytes {
                 if i > 0 {
                     out.push(b'.');
                 }
-                if octet >= 100 {
-                    out.push(b'0' + octet / 100);
-                }
-                if octet >= 10 {
-                    out.push(b'0' + octet / 10 % 10);
-                }
-                out.push(b'0' + octet % 10);
+                let mut digits = [0u8; 20];
+                out.extend_from_slice(edgecache_policy::syntax::decimal(
+                    u64::from(octet),
+                    &mut digits,
+                ));
             }
         }
         IpAddr::V6(v6) => out.extend_from_slice(v6.to_string().as_bytes()),
