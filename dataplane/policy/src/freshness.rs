@@ -3,10 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::header::{AGE, DATE, EXPIRES, LAST_MODIFIED};
+use http::header::{AGE, CACHE_CONTROL, DATE, EXPIRES, HeaderName, LAST_MODIFIED};
 use http::{HeaderMap, StatusCode};
 
-use super::cache_control::{Delta, ResponseDirectives};
+use super::cache_control::{CDN_CACHE_CONTROL, Delta, EDGECACHE_CACHE_CONTROL, ResponseDirectives};
 use super::config::PolicyConfig;
 use super::syntax::{self, DELTA_SECONDS_MAX};
 
@@ -77,6 +77,18 @@ pub fn heuristic_allowed(status: StatusCode, directives: &ResponseDirectives) ->
 pub fn date_value(headers: &HeaderMap, response_time: SystemTime) -> SystemTime {
     syntax::date_field(headers, DATE).unwrap_or(response_time)
 }
+
+/// Every field [`Basis::of`] reads: a basis read from a response holds for the same response
+/// with other fields added or removed.
+pub const BASIS_FIELDS: [HeaderName; 7] = [
+    EDGECACHE_CACHE_CONTROL,
+    CDN_CACHE_CONTROL,
+    CACHE_CONTROL,
+    DATE,
+    EXPIRES,
+    LAST_MODIFIED,
+    AGE,
+];
 
 /// What freshness needs of a response's fields (its directives, Date, Expires, Last-Modified
 /// and Age), read once: a stored response keeps it, so a hit parses none of them again.

@@ -19,7 +19,7 @@
 //! | decide | [`serve::decide`]`(&parts, &stored, now, &cfg) -> ServeDecision` |
 //! | forward a cacheable miss or a revalidation | [`request::strip_for_fill`]`(&mut headers)` (+ `conditional` of the decision) |
 //! | answer from storage | [`respond::from_cache`]`(&parts, &stored, body_len, now) -> CachedResponse` |
-//! | after a miss | [`storable::storable`]`(&req, &resp, now, &cfg) -> Result<Storable, NoStoreReason>`, then [`StoredResponse::new`]`(&req, &resp, request_time, response_time)` |
+//! | after a miss | [`storable::storable`]`(&req, &resp, now, &cfg) -> Result<Storable, NoStoreReason>`, then [`StoredResponse::new`]`(&req, &resp, request_time, response_time)`; reading the fields once: [`freshness::Basis::of`], [`storable::storable_with`], [`StoredResponse::from_received`] |
 //! | forward downstream | [`headers::strip_targeted`]`(&mut headers)` on every origin response |
 //! | revalidation answered | 304: [`validate::freshen`]; error: [`serve::stale_if_error`]; HEAD: [`validate::freshen_with_head`] |
 //! | unsafe method answered | [`invalidate::targets`]`(&req, status, &headers, "http") -> Vec<CacheKey>` |

@@ -112,6 +112,17 @@ pub fn storable(
     now: SystemTime,
     cfg: &PolicyConfig,
 ) -> Result<Storable, NoStoreReason> {
+    storable_with(req, resp, &freshness::Basis::of(&resp.headers, now), cfg)
+}
+
+/// [`storable`] with `resp`'s fields already read: `basis` is [`freshness::Basis::of`] its
+/// headers at the time it was received.
+pub fn storable_with(
+    req: &request::Parts,
+    resp: &response::Parts,
+    basis: &freshness::Basis,
+    cfg: &PolicyConfig,
+) -> Result<Storable, NoStoreReason> {
     let status = resp.status;
     if status.is_informational() {
         return Err(NoStoreReason::Interim);
@@ -119,7 +130,6 @@ pub fn storable(
     if req.method != Method::GET {
         return Err(NoStoreReason::Method);
     }
-    let basis = freshness::Basis::of(&resp.headers, now);
     let directives = &basis.directives;
     let cc = &directives.cc;
     if cc.must_understand && !understood_status(status) {
@@ -200,15 +210,15 @@ pub fn pass_for(
     Some(own.map_or(default, |s| Duration::from_secs(s).min(PASS_MAX)))
 }
 
-/// [`storable`] for a response as it arrived on the wire, where its framing is known: one whose
-/// end is the origin closing the connection is refused unless configured.
+/// [`storable_with`] for a response as it arrived on the wire, where its framing is known: one
+/// whose end is the origin closing the connection is refused unless configured.
 pub fn storable_as_received(
     req: &request::Parts,
     resp: &response::Parts,
-    now: SystemTime,
+    basis: &freshness::Basis,
     cfg: &PolicyConfig,
 ) -> Result<Storable, NoStoreReason> {
-    let verdict = storable(req, resp, now, cfg)?;
+    let verdict = storable_with(req, resp, basis, cfg)?;
     if !cfg.store_close_delimited && close_delimited(resp.status, &resp.headers) {
         return Err(NoStoreReason::CloseDelimited);
     }

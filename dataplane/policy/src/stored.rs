@@ -25,7 +25,7 @@ use http::{HeaderMap, StatusCode, request, response};
 
 use super::cache_control::{ResponseDirectives, TARGET_LIST};
 use super::config::PolicyConfig;
-use super::freshness::{Basis, Freshness};
+use super::freshness::{BASIS_FIELDS, Basis, Freshness};
 use super::syntax;
 use super::vary_key::{Vary, VaryKey};
 
@@ -99,19 +99,48 @@ impl StoredResponse {
         request_time: SystemTime,
         response_time: SystemTime,
     ) -> Self {
+        let basis = Basis::of(response_headers, response_time);
+        Self::from_received(
+            request_headers,
+            status,
+            response_headers,
+            request_time,
+            response_time,
+            basis,
+        )
+    }
+
+    /// As [`StoredResponse::from_fields`], with the received fields already read: `basis` is
+    /// [`Basis::of`] `response_headers` at `response_time`. A miss reads them once, for
+    /// [`storable_with`](crate::storable::storable_with) and for this.
+    pub fn from_received(
+        request_headers: &HeaderMap,
+        status: StatusCode,
+        response_headers: &HeaderMap,
+        request_time: SystemTime,
+        response_time: SystemTime,
+        basis: Basis,
+    ) -> Self {
+        debug_assert_eq!(basis, Basis::of(response_headers, response_time));
         let vary = match Vary::of(response_headers) {
             Vary::Fields(names) => VaryKey::for_request(&names, request_headers),
             Vary::None | Vary::Any => VaryKey::default(),
         };
-        let mut headers = storable_fields(response_headers);
+        let (mut headers, kept) = stored_fields(response_headers, &basis.directives);
         // RFC 9110 6.6.1: a recipient with a clock that caches a response without Date appends
         // one with the time it was received.
-        if !headers.contains_key(DATE)
-            && let Some(date) = syntax::http_date_value(response_time)
-        {
+        let dated = headers.contains_key(DATE);
+        if !dated && let Some(date) = syntax::http_date_value(response_time) {
             headers.insert(DATE, date);
         }
-        Self::from_parts(status, headers, request_time, response_time, vary)
+        // What was read of the fields received holds for the fields stored unless storing
+        // left out one that it reads, or added Date.
+        let basis = if kept && dated {
+            basis
+        } else {
+            Basis::of(&headers, response_time)
+        };
+        Self::with_basis(status, headers, request_time, response_time, vary, basis)
     }
 
     /// A stored response of these parts as they are (`headers` already the stored fields).
@@ -122,6 +151,19 @@ impl StoredResponse {
         response_time: SystemTime,
         vary: VaryKey,
     ) -> Self {
+        let basis = Basis::of(&headers, response_time);
+        Self::with_basis(status, headers, request_time, response_time, vary, basis)
+    }
+
+    fn with_basis(
+        status: StatusCode,
+        headers: HeaderMap,
+        request_time: SystemTime,
+        response_time: SystemTime,
+        vary: VaryKey,
+        basis: Basis,
+    ) -> Self {
+        debug_assert_eq!(basis, Basis::of(&headers, response_time));
         let mut headers = headers;
         let mut client = not_for_clients(&headers);
         // A response to a client adds up to three fields (Age, Content-Length, Cache-Status,
@@ -129,7 +171,7 @@ impl StoredResponse {
         // the clone does not grow (rehash) its index on every hit.
         client.as_mut().unwrap_or(&mut headers).reserve(3);
         Self {
-            basis: Basis::of(&headers, response_time),
+            basis,
             selecting: Vary::of(&headers),
             client,
             status,
@@ -338,7 +380,12 @@ fn not_for_clients(headers: &HeaderMap) -> Option<HeaderMap> {
 
 /// The fields of a received response that may be stored (3.1).
 pub fn storable_fields(received: &HeaderMap) -> HeaderMap {
-    let directives = ResponseDirectives::of(received);
+    stored_fields(received, &ResponseDirectives::of(received)).0
+}
+
+/// [`storable_fields`] with `received`'s directives already read, and whether every field
+/// [`Basis::of`] reads was kept ([`BASIS_FIELDS`]).
+fn stored_fields(received: &HeaderMap, directives: &ResponseDirectives) -> (HeaderMap, bool) {
     let mut excluded: Vec<HeaderName> = Vec::new();
     for line in received.get_all(CONNECTION) {
         if let Ok(s) = line.to_str() {
@@ -352,12 +399,15 @@ pub fn storable_fields(received: &HeaderMap) -> HeaderMap {
         excluded.extend_from_slice(no_cache.fields());
     }
     let mut out = HeaderMap::with_capacity(received.len());
+    let mut kept = true;
     for (name, value) in received {
         if !is_hop_by_hop(name) && !excluded.contains(name) {
             out.append(name.clone(), value.clone());
+        } else if BASIS_FIELDS.contains(name) {
+            kept = false;
         }
     }
-    out
+    (out, kept)
 }
 
 fn len32(n: usize) -> Option<u32> {

@@ -476,6 +476,70 @@ fn policy_stored_fields_rfc9111_3_1() {
 }
 
 #[test]
+fn policy_stored_freshness_is_read_from_the_fields_stored_rfc9111_3_1() {
+    use edgecache_policy::freshness::Basis;
+    use std::time::Duration;
+    let date = ("date", "Tue, 14 Nov 2023 22:13:20 GMT");
+    let cc = ("cache-control", "max-age=60");
+    // Each response has a field Basis reads that is not stored (or no Date, which is added).
+    let cases: &[&[(&str, &str)]] = &[
+        &[cc, date, ("connection", "cache-control")],
+        &[
+            ("cache-control", "max-age=60, no-cache=\"expires\""),
+            date,
+            ("expires", "0"),
+        ],
+        &[cc, date, ("age", "100"), ("connection", "Age")],
+        &[
+            cc,
+            date,
+            ("cdn-cache-control", "max-age=5"),
+            ("connection", "cdn-cache-control"),
+        ],
+        &[
+            ("cache-control", "private=\"last-modified\""),
+            date,
+            ("last-modified", "Tue, 14 Nov 2023 22:00:00 GMT"),
+        ],
+        &[cc],
+    ];
+    let received = at(0) + Duration::from_millis(500);
+    for fields in cases {
+        let r = resp(200, fields);
+        let s = StoredResponse::new(&get(&[]), &r, at(0), received);
+        assert_ne!(
+            Basis::of(&r.headers, received),
+            Basis::of(s.headers(), received),
+            "{fields:?}: storing changes what freshness reads"
+        );
+        assert_eq!(*s.basis(), Basis::of(s.headers(), received), "{fields:?}");
+        let with = StoredResponse::from_received(
+            &http::HeaderMap::new(),
+            r.status,
+            &r.headers,
+            at(0),
+            received,
+            Basis::of(&r.headers, received),
+        );
+        assert_eq!(*with.basis(), *s.basis(), "{fields:?}");
+    }
+    // With every such field kept, the basis read from what was received is the one stored.
+    let r = resp(
+        200,
+        &[
+            cc,
+            date,
+            ("age", "3"),
+            ("x-other", "1"),
+            ("connection", "x-other"),
+        ],
+    );
+    let s = StoredResponse::new(&get(&[]), &r, at(0), received);
+    assert_eq!(*s.basis(), Basis::of(&r.headers, received));
+    assert!(s.headers().get("x-other").is_none());
+}
+
+#[test]
 fn policy_missing_date_is_added_rfc9110_6_6_1() {
     let s = StoredResponse::new(
         &get(&[]),
@@ -507,6 +571,7 @@ fn policy_interim_responses_rfc9110_15_2() {
 
 #[test]
 fn policy_close_delimited_bodies_are_not_stored_by_default_rfc9112_6_3() {
+    use edgecache_policy::freshness::Basis;
     use edgecache_policy::storable::storable_as_received;
     let cc = ("cache-control", "max-age=60");
     let cases: &[(u16, &[(&str, &str)], bool)] = &[
@@ -517,12 +582,9 @@ fn policy_close_delimited_bodies_are_not_stored_by_default_rfc9112_6_3() {
         (204, &[cc], true),
     ];
     for (status, fields, want) in cases {
-        let got = storable_as_received(
-            &get(&[]),
-            &resp(*status, fields),
-            at(0),
-            &PolicyConfig::default(),
-        );
+        let r = resp(*status, fields);
+        let basis = Basis::of(&r.headers, at(0));
+        let got = storable_as_received(&get(&[]), &r, &basis, &PolicyConfig::default());
         assert_eq!(got.is_ok(), *want, "{status} {fields:?}: {got:?}");
         if !want {
             assert_eq!(got.unwrap_err(), NoStoreReason::CloseDelimited);
@@ -531,7 +593,7 @@ fn policy_close_delimited_bodies_are_not_stored_by_default_rfc9112_6_3() {
             store_close_delimited: true,
             ..PolicyConfig::default()
         };
-        let got = storable_as_received(&get(&[]), &resp(*status, fields), at(0), &allowed);
+        let got = storable_as_received(&get(&[]), &r, &basis, &allowed);
         assert!(got.is_ok(), "configured to store: {status} {fields:?}");
     }
 }

@@ -345,17 +345,23 @@ pub(super) async fn relay_origin_response(
             std::borrow::Cow::Owned(p)
         }
     };
-    let verdict = policy::storable::storable_as_received(
-        &as_get,
-        &rparts,
-        response_time,
-        ctx.policy_for(&as_get),
-    );
+    // Its freshness fields, read once for the verdict and the stored response: compression
+    // changes none of them (policy::freshness::BASIS_FIELDS).
+    let basis = policy::freshness::Basis::of(&rparts.headers, response_time);
+    let verdict =
+        policy::storable::storable_as_received(&as_get, &rparts, &basis, ctx.policy_for(&as_get));
     // Compressed as it arrives when the site, the response and the client allow it: decided
     // before anything else reads the fields, which change with it.
     let compression = compression(ctx, parts, &mut rparts, sent.upstream, held.is_some()).await;
     let content_length = policy::partial::content_length(&rparts.headers);
-    let stored = StoredResponse::new(&as_get, &rparts, request_time, response_time);
+    let stored = StoredResponse::from_received(
+        &as_get.headers,
+        rparts.status,
+        &rparts.headers,
+        request_time,
+        response_time,
+        basis,
+    );
     // Larger than a slice, with a strong validator: cached as slices (handler/sliced.rs).
     if verdict.is_ok()
         && held.is_none()
