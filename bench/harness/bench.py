@@ -894,6 +894,7 @@ def miss_rounds(args, live, size, count, emit, ensure_origin):
                 continue
             ensure_origin()
             o0 = origin_requests()
+            c0, k0, t0 = cg_read(c.name), core_busy_ns(args.cache_cpu), time.time()
             try:
                 r = pass_over(args, c, size, m, args.warm_conns, start=count + rnd * m)
             except Exception as e:
@@ -901,12 +902,19 @@ def miss_rounds(args, live, size, count, emit, ensure_origin):
                 emit({"kind": "error", "cache": c.name, "size": size, "dist": "miss", "round": rnd,
                       "error": str(e)[:2000]})
                 continue
+            t1, k1, c1 = time.time(), core_busy_ns(args.cache_cpu), cg_read(c.name)
             fetches = origin_requests() - o0
+            # The cache's CPU over the pass (its start-up and connections included).
+            cpu_s = ((c1["cpu_ns"] or 0) - (c0["cpu_ns"] or 0)) / 1e9
             r.update({"kind": "miss_round", "cache": c.name, "size": size, "size_bytes": r.get("size"),
-                      "round": rnd, "start": count + rnd * m, "origin_fetches": fetches})
+                      "round": rnd, "start": count + rnd * m, "origin_fetches": fetches,
+                      "cpu_s": cpu_s, "cpu_cores": cpu_s / (t1 - t0),
+                      "cpu_us_per_miss": cpu_s * 1e6 / m,
+                      "core_us_per_miss": (k1 - k0) / 1e3 / m if k0 is not None and k1 is not None else None})
             emit(r)
             log(f"    {c.name:9s} {r['req_per_s']:9.0f} req/s {r['ok']}/{m} ok, {r['bad_body']} bad bodies, "
-                f"{r['errors']} errors, {fetches} origin fetches")
+                f"{r['errors']} errors, {fetches} origin fetches, cpu {r['cpu_cores']:.2f} cores "
+                f"{r['cpu_us_per_miss']:.1f} us/miss")
 
 
 def resident_passes(args, cache, size, count):

@@ -363,19 +363,26 @@ def build(recs, png_rel):
               f"{r['ttfb']['p50_ms']:.2f} | {r['ttfb']['p99_ms']:.2f} | {r['bad_body']} |")
         w("")
     mr = [r for r in recs if r.get("kind") == "miss_round"]
+
+    def cpu_per_miss(rs):
+        """The cache's CPU per miss over a round (recorded from s32 on), median; – before."""
+        v = [r["cpu_us_per_miss"] for r in rs if r.get("cpu_us_per_miss") is not None]
+        return f"{med(v):.1f}" if v else "–"
+
     if mr:
         w("### Miss rounds (after a row's hit rounds: interleaved passes over new ids, A B C D, D C B A, ...)")
         w("")
-        w("| cache | size | new objects a round | req/s per round | median req/s | first byte p99 ms (median) "
-          "| bad bodies | origin fetches |")
-        w("|---|---|---|---|---|---|---|---|")
+        w("| cache | size | new objects a round | req/s per round | median req/s | CPU µs per miss (median) "
+          "| first byte p99 ms (median) | bad bodies | origin fetches |")
+        w("|---|---|---|---|---|---|---|---|---|")
         keys = sorted({(r["size"], r["cache"]) for r in mr},
                       key=lambda k: (SIZE_ORDER.index(k[0]), ORDER.index(k[1])))
         for size, cache in keys:
             rs = sorted((r for r in mr if r["size"] == size and r["cache"] == cache), key=lambda r: r["round"])
             w(f"| {LABEL[cache]} | {size} | {rs[0]['count']:,} | "
               + ", ".join(f"{r['req_per_s']:,.0f}" for r in rs)
-              + f" | {med([r['req_per_s'] for r in rs]):,.0f} | {med([r['ttfb']['p99_ms'] for r in rs]):.2f} | "
+              + f" | {med([r['req_per_s'] for r in rs]):,.0f} | {cpu_per_miss(rs)} | "
+              f"{med([r['ttfb']['p99_ms'] for r in rs]):.2f} | "
               f"{sum(r['bad_body'] for r in rs)} | {sum(r.get('origin_fetches', 0) for r in rs):,} |")
         w("")
     co = [r for r in recs if r.get("kind") == "coalesce"]

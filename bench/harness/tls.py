@@ -4,8 +4,9 @@
 terminating TLS on the same machine.
 
 Run through bench/tls.sh, which installs the tools and builds the binaries. The caches, their
-cgroups (256 MiB), CPU pinning (caches on CPU 1, load generators on CPU 0), storage, warm-up and
-interleaved rounds are bench.py's; this file adds one certificate per run, the TLS listeners
+cgroups (the memory bench.py gives each: Traffic Server 1 GiB, the others 256 MiB), CPU pinning
+(caches on CPU 1, load generators on CPU 0), storage, warm-up and interleaved rounds are
+bench.py's; this file adds one certificate per run, the TLS listeners
 and the HTTPS load. Varnish has no TLS in Debian 12 and is not part of this run.
 
 Every server gets the same self-signed ECDSA P-256 certificate and negotiates TLS 1.3 with
@@ -443,7 +444,11 @@ def main():
     ap.add_argument("--h2-streams", type=int, default=16, help="concurrent streams per HTTP/2 connection")
     ap.add_argument("--h2-list", type=int, default=20000, help="random URIs per h2load process (then it cycles)")
     ap.add_argument("--zipf-s", type=float, default=1.0)
-    ap.add_argument("--mem-limit", type=int, default=256 << 20, help="cgroup memory limit, bytes")
+    ap.add_argument("--mem-limit", type=int, default=None,
+                    help="cgroup memory limit of every cache, bytes (default: each its own, as bench.py: "
+                         + ", ".join(f"{k} {v} MiB" for k, v in B.MEM_MIB.items() if k != "varnish") + ")")
+    ap.add_argument("--mem", type=B.parse_mem, default={},
+                    help="memory of some caches, MiB, over the defaults and --mem-limit: e.g. ats=1024")
     ap.add_argument("--cache-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--work", default="/var/tmp/ec-bench", help="cache storage and logs (on the disk)")
@@ -507,7 +512,8 @@ def main():
     sh = lambda c: subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
     meta["versions"].update({"h2load": sh("h2load --version").split("/")[-1],
                              "openssl": " ".join(sh("openssl version").split()[1:2]), "curl": sh("curl -V").split()[1]})
-    meta.update({"args": vars(args), "tls": {"certificate": "self-signed ECDSA P-256",
+    meta.update({"args": vars(args), "mem_mib": {c.name: B.cache_mem(args, c.name) >> 20 for c in caches},
+                 "tls": {"certificate": "self-signed ECDSA P-256",
                                              "fingerprint": TLS["fingerprint"], "version": "TLSv1.3",
                                              "suite": SUITE, "group": GROUP, "host": HOST},
                  "tls_ports": TLS_PORTS})
@@ -532,7 +538,7 @@ def main():
             ensure_origin()
             try:
                 c.prepare(disk)
-                B.cg_create(c.name, args.mem_limit)
+                B.cg_create(c.name, B.cache_mem(args, c.name))
                 c.start()
                 if not B.wait_port(TLS_PORTS[c.name], 10, c.proc):
                     raise RuntimeError(f"no TLS listener on {TLS_PORTS[c.name]}")

@@ -10,7 +10,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from report import LABEL, SIZE_ORDER, f, load, med, sources
+from report import LABEL, SIZE_ORDER, f, load, med, memory, sources
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
@@ -60,7 +60,7 @@ def build(recs):
     w(f"- TLS: {tls.get('version')} {tls.get('suite')}, key exchange {tls.get('group')}; one {tls.get('certificate')} "
       f"certificate per run on every server (fingerprint {tls.get('fingerprint', '?')[:23]}...); Host "
       f"`{tls.get('host')}`.")
-    w(f"- Setup: each cache in a {args.get('mem_limit', 0) // 2**20} MiB memory cgroup pinned to CPU "
+    w(f"- Setup: {memory(meta)}, each cache pinned to CPU "
       f"{args.get('cache_cpu')}, load generators on CPU {args.get('client_cpu')}; HTTP/1.1: wrk -t1 "
       f"-c{args.get('connections')}; HTTP/2: {args.get('h2_conns')} h2load processes x 1 connection x "
       f"{args.get('h2_streams')} streams; new connections: wrk -c{args.get('connections')} with "
