@@ -136,6 +136,7 @@ impl StoredResponse {
         // What was read of the fields received holds for the fields stored unless storing
         // left out one that it reads, or added Date.
         let basis = if kept && dated {
+            debug_assert_eq!(basis, Basis::of(&headers, response_time));
             basis
         } else {
             Basis::of(&headers, response_time)
@@ -163,7 +164,6 @@ impl StoredResponse {
         vary: VaryKey,
         basis: Basis,
     ) -> Self {
-        debug_assert_eq!(basis, Basis::of(&headers, response_time));
         let mut headers = headers;
         let mut client = not_for_clients(&headers);
         // A response to a client adds up to three fields (Age, Content-Length, Cache-Status,
